@@ -1,0 +1,37 @@
+"""Python and the versions of the packages a run depends on."""
+
+from __future__ import annotations
+
+import sys
+
+from reasoning_rl.doctor_checks.base import CheckResult, Requirements, installed_version, register, status_for
+
+MIN_PYTHON = (3, 11)
+TRAIN_FIX = "bash scripts/install.sh (picks the CPU or CUDA extra), or pip install -e '.[train-cpu]' / '.[train-cuda]'"
+
+
+@register("python", 10)
+def check_python(req: Requirements) -> list[CheckResult]:
+    current = sys.version_info[:3]
+    ok = current[:2] >= MIN_PYTHON
+    return [CheckResult(
+        "Python", "ok" if ok else "problem", f"{'.'.join(map(str, current))} ({sys.executable})",
+        "" if ok else f"use Python >= {'.'.join(map(str, MIN_PYTHON))}", required=True,
+    )]
+
+
+@register("packages", 20)
+def check_packages(req: Requirements) -> list[CheckResult]:
+    """torch/transformers are needed by any training config; datasets only for hub/HF-dir data."""
+    results = []
+    for dist, module, needed in (
+        ("torch", "torch", req.from_config),
+        ("transformers", "transformers", req.from_config),
+        ("datasets", "datasets", False),
+    ):
+        ver = installed_version(module, dist)
+        results.append(CheckResult(
+            dist, status_for(ver is None, needed), ver or "not installed",
+            "" if ver else TRAIN_FIX, required=needed,
+        ))
+    return results

@@ -1,0 +1,54 @@
+"""Derive what a run needs from its resolved config (``reasoning_rl.config.Config`` dumped to a mapping).
+
+Reads by path with defaults, so a partial mapping (a hand-written dict in a test, an older run's
+``config.yaml``) still yields requirements for what it does say.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from reasoning_rl.doctor_checks.base import Requirements
+
+LOCAL_SANDBOXES = {"local", "bwrap", "bubblewrap", "process"}
+
+
+def _get(cfg: Mapping[str, Any], dotted: str, default: Any = None) -> Any:
+    node: Any = cfg
+    for part in dotted.split("."):
+        if not isinstance(node, Mapping) or part not in node:
+            return default
+        node = node[part]
+    return node
+
+
+def graders_named(cfg: Mapping[str, Any]) -> set[str]:
+    """Graders the config routes rows to: the default, the mapping's targets, and those given options."""
+    names = {str(_get(cfg, "data.default_grader", "math"))}
+    names |= {str(v) for v in (_get(cfg, "data.grader_map") or {}).values()}
+    names |= {str(k) for k in (_get(cfg, "grading.options") or {})}
+    return names
+
+
+def requirements_from_config(cfg: Mapping[str, Any]) -> Requirements:
+    graders = graders_named(cfg)
+    code_options = _get(cfg, "grading.options.code") or {}
+    sandbox = str(code_options.get("sandbox", code_options.get("backend", "docker"))).lower()
+    engine = str(_get(cfg, "rollout.engine", "auto")).lower()
+    ray_address = _get(cfg, "grading.ray_address")
+    run_dir = _get(cfg, "run.dir")
+    model_path = _get(cfg, "model.path")
+    return Requirements(
+        vllm=engine == "vllm",
+        cuda=str(_get(cfg, "run.device", "auto")).lower() == "cuda",
+        docker="code" in graders and sandbox not in LOCAL_SANDBOXES,
+        lean="lean" in graders,
+        ray=str(_get(cfg, "grading.backend", "auto")).lower() == "ray" or bool(ray_address),
+        ray_address=str(ray_address) if ray_address else None,
+        vllm_dtype=str(_get(cfg, "model.dtype", "auto")) if engine in ("vllm", "auto") else None,
+        output_dir=Path(str(run_dir).format(name=_get(cfg, "run.name", "run"))) if run_dir else None,
+        model_dir=Path(model_path) if isinstance(model_path, str) and Path(model_path).is_dir() else None,
+        from_config=True,
+    )

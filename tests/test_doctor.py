@@ -1,0 +1,121 @@
+"""`rrl doctor`: what a config requires, and what a user without Docker / Lean / vLLM sees (simulated by env)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from reasoning_rl.cli import app
+from reasoning_rl.doctor import ConfigError, blocking, doctor_or_exit, run_checks
+from reasoning_rl.doctor_checks import requirements_from_config
+from reasoning_rl.doctor_checks.base import SIMULATE_ENV
+from reasoning_rl.doctor_checks.services import DOCKER_FIX, LEAN_FIX
+
+
+def _config(tmp_path: Path, **sections: dict) -> Path:
+    cfg = {"model": {"path": str(tmp_path / "model")}, "data": {"train": {"generator": "fixed_digit"}},
+           "run": {"dir": str(tmp_path / "runs" / "{name}"), "device": "cpu"}}
+    for key, value in sections.items():
+        cfg[key] = {**cfg.get(key, {}), **value}
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
+def _by_name(results: list, name: str):
+    return next(r for r in results if r.name == name)
+
+
+def test_bare_doctor_reports_every_area_and_requires_only_basics() -> None:
+    results = run_checks()
+    names = {r.name for r in results}
+    for expected in ("Python", "torch", "transformers", "datasets", "CUDA", "torch.distributed", "NCCL",
+                     "vLLM", "vLLM sleep mode", "Ray", "Docker sandbox", "Lean toolchain", "Free disk"):
+        assert expected in names
+    assert all(r.status in ("ok", "warn", "problem") for r in results)
+    assert [r.name for r in results if r.required] == ["Python"]
+
+
+def test_requirements_follow_the_config() -> None:
+    req = requirements_from_config({
+        "run": {"device": "cuda", "dir": "runs/{name}", "name": "x"},
+        "rollout": {"engine": "vllm"},
+        "data": {"default_grader": "math", "grader_map": {"mbpp": "code", "minif2f": "lean"}},
+        "grading": {"backend": "ray", "ray_address": "10.0.0.1:6379"},
+    })
+    assert (req.vllm, req.cuda, req.docker, req.lean, req.ray) == (True, True, True, True, True)
+    assert req.output_dir == Path("runs/x") and req.ray_address == "10.0.0.1:6379"
+    local = requirements_from_config({"data": {"grader_map": {"mbpp": "code"}},
+                                      "grading": {"options": {"code": {"sandbox": "local"}}}})
+    assert not local.docker and not local.vllm and not local.lean and not local.cuda
+
+
+@pytest.mark.parametrize(("component", "grader_map", "engine", "check", "fix"), [
+    ("docker", {"mbpp": "code"}, "hf", "Docker sandbox", DOCKER_FIX),
+    ("lean", {"minif2f": "lean"}, "hf", "Lean toolchain", LEAN_FIX),
+    ("vllm", {}, "vllm", "vLLM", "scripts/install.sh"),
+])
+def test_missing_component_required_by_config_fails_with_fix(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, component: str, grader_map: dict, engine: str, check: str,
+    fix: str,
+) -> None:
+    config = _config(tmp_path, data={"grader_map": grader_map}, rollout={"engine": engine})
+    monkeypatch.setenv(SIMULATE_ENV, component)
+    result = _by_name(run_checks(config), check)
+    assert (result.status, result.required) == ("problem", True)
+    assert fix in result.fix
+
+    out = CliRunner().invoke(app, ["doctor", str(config)], env={"COLUMNS": "400"})
+    assert out.exit_code == 1, out.output
+    assert "PROBLEM" in out.output and fix in out.output
+    assert f"required check(s) failed: {check}" in out.output
+
+    with pytest.raises(SystemExit) as exc:
+        doctor_or_exit(config)
+    assert exc.value.code == 1
+
+
+def test_missing_component_not_needed_is_only_a_warning(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(SIMULATE_ENV, "docker,lean,vllm")
+    config = _config(tmp_path, rollout={"engine": "hf"})
+    results = run_checks(config)
+    for name in ("Docker sandbox", "Lean toolchain", "vLLM"):
+        r = _by_name(results, name)
+        assert (r.status, r.required) == ("warn", False) and r.fix
+    assert not blocking(results)
+    assert doctor_or_exit(config) == results
+    out = CliRunner().invoke(app, ["doctor", str(config)], env={"COLUMNS": "400"})
+    assert out.exit_code == 0, out.output
+
+
+def test_bf16_rollout_on_cpu_without_bf16_kernels_is_blocking(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(SIMULATE_ENV, "cpu_bf16,cuda")
+    config = _config(tmp_path, model={"path": str(tmp_path), "dtype": "bfloat16"}, rollout={"engine": "vllm"})
+    r = _by_name(run_checks(config), "vLLM dtype")
+    assert r.blocking and "float32" in r.fix
+
+
+def test_cuda_required_but_absent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(SIMULATE_ENV, "cuda")
+    r = _by_name(run_checks(_config(tmp_path, run={"device": "cuda"})), "CUDA")
+    assert r.blocking and "nvidia-smi" in r.fix
+
+
+def test_unreachable_ray_address_is_a_problem(tmp_path: Path) -> None:
+    config = _config(tmp_path, grading={"ray_address": "127.0.0.1:1"})
+    r = _by_name(run_checks(config), "Ray")
+    assert r.blocking and "unreachable" in r.detail
+
+
+def test_bad_config_is_a_clear_error(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("model: {path: x}\ndata: {train: {generator: fixed_digit}}\nrollout: {engin: vllm}\n")
+    with pytest.raises(ConfigError, match="rollout.engin"):
+        run_checks(bad)
+    out = CliRunner().invoke(app, ["doctor", str(bad)])
+    assert out.exit_code == 2 and "rollout.engin" in out.output
+    out = CliRunner().invoke(app, ["doctor", str(tmp_path / "nope.yaml")])
+    assert out.exit_code == 2 and "does not exist" in out.output
