@@ -1,0 +1,343 @@
+"""The one typed config of a run: YAML file + dotted ``a.b=c`` overrides, validated with pydantic.
+
+Every section forbids unknown keys so a typo is an error naming the key and the keys that exist, instead of a
+silently ignored setting. The resolved config (defaults filled in) is saved as ``run_dir/config.yaml``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal, get_args
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+
+class ConfigError(ValueError):
+    """A user mistake in a config file or override; the message names the key and what is allowed."""
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class RunConfig(_Section):
+    name: str = "run"
+    dir: str = Field(default="runs/{name}", description="Run directory; '{name}' is replaced by run.name.")
+    seed: int = 0
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    doctor: bool = Field(default=True, description="Run `rrl doctor` checks before loading anything heavy.")
+
+
+class ModelConfig(_Section):
+    path: str = Field(description="Local HF model dir, hub name, or a dir holding a GGUF file (see gguf_file).")
+    gguf_file: str | None = None
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
+    gradient_checkpointing: bool = False
+    ref_offload: bool = Field(default=False, description="Keep the frozen reference policy on CPU.")
+    fsdp: Literal["auto", "on", "off"] = "auto"
+
+
+class SourceConfig(_Section):
+    """One dataset: a file/dir/hub name (``path``) or a built-in seeded generator (``generator``)."""
+
+    path: str | None = None
+    split: str = "train"
+    generator: Literal["arithmetic", "fixed_digit"] | None = None
+    size: int = Field(default=256, ge=1, description="Rows to generate (generator only).")
+    options: dict[str, Any] = Field(default_factory=dict, description="Generator options.")
+    limit: int | None = Field(default=None, ge=1, description="Use only the first N rows.")
+    data_source: str | None = Field(default=None, description="Default data_source for rows that have none.")
+
+    @model_validator(mode="after")
+    def _one_of(self) -> SourceConfig:
+        if (self.path is None) == (self.generator is None):
+            raise ValueError("set exactly one of 'path' or 'generator'")
+        return self
+
+
+class DataConfig(_Section):
+    train: list[SourceConfig] = Field(min_length=1)
+    val: list[SourceConfig] = Field(default_factory=list)
+    prompt_template: str = Field(default=
+        "{question}", description="Python format string applied to simple rows ({question}, plus any column)."
+    )
+    system_prompt: str | None = None
+    chat_template: bool = Field(default=True, description="Wrap prompts with the tokenizer's chat template.")
+    grader_map: dict[str, str] = Field(
+        default_factory=dict, description="data_source or ability -> grader name (explicit row 'grader' wins)."
+    )
+    default_grader: str = "math"
+    on_bad_row: Literal["error", "skip"] = "error"
+    max_prompt_tokens: int = Field(default=1024, ge=1)
+    shuffle: bool = True
+
+    @model_validator(mode="before")
+    @classmethod
+    def _single_source(cls, data: Any) -> Any:
+        """Allow ``train: {path: ...}`` as shorthand for a one-element list."""
+        if isinstance(data, dict):
+            for key in ("train", "val"):
+                if isinstance(data.get(key), dict | str):
+                    value = data[key]
+                    data = {**data, key: [{"path": value} if isinstance(value, str) else value]}
+        return data
+
+
+class RolloutConfig(_Section):
+    engine: Literal["auto", "vllm", "hf"] = "auto"
+    n: int = Field(default=8, ge=1, description="Samples per prompt (the GRPO group size).")
+    temperature: float = Field(default=1.0, ge=0.0)
+    top_p: float = Field(default=1.0, gt=0.0, le=1.0)
+    max_tokens: int = Field(default=256, ge=1)
+    stop: list[str] = Field(default_factory=list)
+    gpu_memory_utilization: float | None = Field(default=None, gt=0.0, le=1.0, description="None: 0.2 on CPU, 0.5 on GPU.")
+    sleep: bool | None = Field(default=None, description="vLLM sleep mode while training; None: on for GPU.")
+
+
+class OverlongConfig(_Section):
+    """DAPO soft overlong punishment: linearly penalise responses in the last ``buffer`` tokens of the budget."""
+
+    enabled: bool = False
+    buffer: int = Field(default=64, ge=1)
+    penalty: float = Field(default=1.0, ge=0.0)
+
+
+class AlgorithmConfig(_Section):
+    name: Literal["grpo", "ppo"] = "grpo"
+    advantage: Literal["grpo", "drgrpo", "rloo", "reinforce_pp", "reinforce_pp_baseline", "gae"] = "grpo"
+    clip_low: float = Field(default=0.2, ge=0.0)
+    clip_high: float = Field(default=0.2, ge=0.0, description="Clip-higher (DAPO) when > clip_low.")
+    dual_clip: float | None = Field(default=None, gt=1.0)
+    ratio: Literal["token", "sequence"] = Field(default="token", description="'sequence' = GSPO.")
+    loss_agg: Literal["token-mean", "seq-mean-token-mean", "seq-mean-token-sum-norm"] = "token-mean"
+    kl_coef: float = Field(default=0.0, ge=0.0)
+    kl_estimator: Literal["k1", "k2", "k3"] = "k3"
+    kl_mode: Literal["loss", "reward"] = "loss"
+    entropy_coef: float = 0.0
+    epochs: int = Field(default=1, ge=1, description="Policy update epochs over each batch.")
+    mini_batch_size: int | None = Field(default=None, ge=1, description="Samples per optimizer step; None: whole batch.")
+    micro_batch_tokens: int = Field(default=8192, ge=1)
+    gamma: float = Field(default=1.0, ge=0.0, le=1.0)
+    lam: float = Field(default=1.0, ge=0.0, le=1.0)
+    dynamic_sampling: bool = Field(default=False, description="DAPO: drop groups whose rewards are all equal and refill.")
+    max_refill_rounds: int = Field(default=3, ge=0)
+    overlong: OverlongConfig = Field(default_factory=OverlongConfig)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _ppo_uses_gae(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("name") == "ppo" and "advantage" not in data:
+            data = {**data, "advantage": "gae"}
+        return data
+
+    @model_validator(mode="after")
+    def _estimator_fits(self) -> AlgorithmConfig:
+        if (self.name == "ppo") != (self.advantage == "gae"):
+            raise ValueError("advantage 'gae' goes with name 'ppo' (a critic) and only with it")
+        return self
+
+
+class OptimConfig(_Section):
+    lr: float = Field(default=1e-6, gt=0.0)
+    weight_decay: float = Field(default=0.0, ge=0.0)
+    betas: tuple[float, float] = (0.9, 0.999)
+    grad_clip: float | None = Field(default=1.0, gt=0.0)
+    schedule: Literal["constant", "linear", "cosine"] = "constant"
+    warmup_steps: int = Field(default=0, ge=0)
+    critic_lr: float = Field(default=1e-5, gt=0.0)
+
+
+class GradingConfig(_Section):
+    workers: int = Field(default=2, ge=1)
+    backend: Literal["auto", "process", "ray"] = "auto"
+    ray_address: str | None = None
+    timeout_s: float = Field(default=10.0, gt=0.0)
+    retries: int = Field(default=1, ge=0)
+    cache: bool = True
+    max_in_flight: int = Field(default=256, ge=1)
+    options: dict[str, dict[str, Any]] = Field(default_factory=dict, description="grader name -> grade options.")
+
+
+class EvalConfig(_Section):
+    every: int = Field(default=0, ge=0, description="Evaluate every k steps (0: only at the end when val is set).")
+    n: int = Field(default=1, ge=1, description="Samples per prompt (pass@k / maj@k use k = n).")
+    temperature: float = Field(default=0.0, ge=0.0)
+    max_tokens: int | None = Field(default=None, ge=1)
+    max_prompts: int | None = Field(default=None, ge=1)
+    at_start: bool = False
+
+
+class TrainerConfig(_Section):
+    steps: int = Field(default=100, ge=0)
+    batch_size: int = Field(default=8, ge=1, description="Prompts per step (each sampled rollout.n times).")
+    checkpoint_every: int = Field(default=0, ge=0, description="0: only the final checkpoint.")
+    keep_checkpoints: int = Field(default=2, ge=1)
+    resume: str = Field(default="never", description="'never', 'auto' (latest checkpoint in run dir), or a checkpoint path.")
+    export: bool = True
+    overwrite: bool = Field(default=False, description="Allow starting fresh in a run dir that already has checkpoints.")
+
+
+class LoggingConfig(_Section):
+    console: Literal["rich", "plain", "none"] = "rich"
+    tensorboard: bool = True
+    wandb: bool = False
+    wandb_project: str = "reasoning-rl"
+
+
+class Config(_Section):
+    run: RunConfig = Field(default_factory=RunConfig)
+    model: ModelConfig
+    data: DataConfig
+    rollout: RolloutConfig = Field(default_factory=RolloutConfig)
+    algorithm: AlgorithmConfig = Field(default_factory=AlgorithmConfig)
+    optim: OptimConfig = Field(default_factory=OptimConfig)
+    grading: GradingConfig = Field(default_factory=GradingConfig)
+    eval: EvalConfig = Field(default_factory=EvalConfig)
+    trainer: TrainerConfig = Field(default_factory=TrainerConfig)
+    logging: LoggingConfig = Field(default_factory=LoggingConfig)
+
+    @model_validator(mode="after")
+    def _batch_fits(self) -> Config:
+        total = self.trainer.batch_size * self.rollout.n
+        mb = self.algorithm.mini_batch_size
+        if mb is not None and (mb > total or total % mb):
+            raise ValueError(
+                f"algorithm.mini_batch_size={mb} must divide trainer.batch_size*rollout.n={total}"
+            )
+        return self
+
+    @property
+    def run_dir(self) -> Path:
+        return Path(self.run.dir.format(name=self.run.name))
+
+
+# ---------------------------------------------------------------------------------------------- loading
+
+
+def _allowed_keys(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str] | None:
+    """The field names valid at ``loc`` (for 'unknown key' messages)."""
+    current: type[BaseModel] = model
+    for part in loc[:-1]:
+        if isinstance(part, int):
+            continue
+        field = current.model_fields.get(part)
+        sub = _model_of(field.annotation) if field is not None else None
+        if sub is None:
+            return None
+        current = sub
+    return sorted(current.model_fields)
+
+
+def _model_of(annotation: Any) -> type[BaseModel] | None:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in get_args(annotation):
+        found = _model_of(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def format_validation_error(err: ValidationError, source: str) -> str:
+    lines = [f"invalid config ({source}):"]
+    for e in err.errors():
+        loc = tuple(e["loc"])
+        key = ".".join(str(p) for p in loc) or "(top level)"
+        if e["type"] == "extra_forbidden":
+            allowed = _allowed_keys(Config, loc)
+            hint = f"; allowed keys: {', '.join(allowed)}" if allowed else ""
+            lines.append(f"  {key}: unknown key{hint}")
+        elif e["type"] == "missing":
+            lines.append(f"  {key}: required key is missing")
+        else:
+            lines.append(f"  {key}: {e['msg']} (got {e.get('input')!r})")
+    return "\n".join(lines)
+
+
+def parse_overrides(overrides: list[str]) -> dict[str, Any]:
+    """``["a.b=1", "c=x"]`` -> nested dict; values are parsed as YAML scalars/lists (``true``, ``3``, ``[1,2]``)."""
+    tree: dict[str, Any] = {}
+    for item in overrides:
+        key, sep, raw = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"override {item!r} is not of the form key.path=value")
+        try:
+            value = yaml.safe_load(raw) if raw.strip() else ""
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"override {item!r}: value is not valid YAML: {exc}") from None
+        node = tree
+        parts = key.strip().split(".")
+        for part in parts[:-1]:
+            child = node.setdefault(part, {})
+            if not isinstance(child, dict):
+                raise ConfigError(f"override {item!r} conflicts with an earlier override of {part!r}")
+            node = child
+        node[parts[-1]] = value
+    return tree
+
+
+def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in over.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def load_config(path: str | Path | None, overrides: list[str] | None = None, *,
+                base: dict[str, Any] | None = None) -> Config:
+    """Read YAML (or ``base``), apply dotted overrides, validate. Raises ``ConfigError`` with a readable message."""
+    raw: dict[str, Any] = dict(base or {})
+    source = "<dict>"
+    if path is not None:
+        p = Path(path)
+        source = str(p)
+        if not p.is_file():
+            raise ConfigError(f"config file {p} does not exist")
+        try:
+            loaded = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"{p}: not valid YAML: {exc}") from None
+        if not isinstance(loaded, dict):
+            raise ConfigError(f"{p}: top level must be a mapping of sections (run, model, data, ...)")
+        raw = _merge(raw, loaded)
+    if overrides:
+        raw = _merge(raw, _lists_from_overrides(raw, parse_overrides(overrides)))
+        source += " + overrides"
+    try:
+        return Config.model_validate(raw)
+    except ValidationError as err:
+        raise ConfigError(format_validation_error(err, source)) from None
+
+
+def _lists_from_overrides(raw: dict[str, Any], tree: dict[str, Any]) -> dict[str, Any]:
+    """Overrides like ``data.train.0.limit=5`` address an item of an existing list."""
+    out: dict[str, Any] = {}
+    for key, value in tree.items():
+        current = raw.get(key)
+        indexed = isinstance(value, dict) and bool(value) and all(k.isdigit() for k in value)
+        if indexed and isinstance(current, dict):  # the one-source shorthand `train: {...}`
+            current = [current]
+        if indexed and isinstance(current, list):
+            items = list(current)
+            for idx, sub in value.items():
+                i = int(idx)
+                if i >= len(items):
+                    raise ConfigError(f"override index {key}.{i} is out of range (list has {len(items)} items)")
+                items[i] = _merge(items[i], sub) if isinstance(sub, dict) and isinstance(items[i], dict) else sub
+            out[key] = items
+        elif isinstance(value, dict) and isinstance(current, dict):
+            out[key] = _lists_from_overrides(current, value)
+        else:
+            out[key] = value
+    return out
+
+
+def save_config(config: Config, path: str | Path) -> None:
+    """Write the resolved config (every default spelled out) so the run can be reproduced exactly."""
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    text = yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False)
+    Path(path).write_text(text, encoding="utf-8")

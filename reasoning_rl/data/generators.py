@@ -1,0 +1,56 @@
+"""Seeded task generators: verifiable problems the project makes itself (demo, tests, CI, no downloads)."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from typing import Any
+
+_NAMES = ("Ana", "Ben", "Chen", "Dara", "Eli", "Farah", "Gus", "Hana", "Ivo", "Jun")
+_THINGS = ("apples", "books", "coins", "marbles", "pens", "stamps", "shells", "cards")
+
+
+def _expression(rng: random.Random, max_operand: int, ops: str) -> tuple[str, int]:
+    op = rng.choice(ops)
+    a, b = rng.randint(0, max_operand), rng.randint(0, max_operand)
+    if op == "-" and b > a:
+        a, b = b, a
+    value = {"+": a + b, "-": a - b, "*": a * b}[op]
+    return f"{a} {op} {b}", value
+
+
+def _word_problem(rng: random.Random, max_operand: int) -> tuple[str, int]:
+    name, thing = rng.choice(_NAMES), rng.choice(_THINGS)
+    a, b = rng.randint(1, max_operand), rng.randint(1, max_operand)
+    if rng.random() < 0.5:
+        return f"{name} has {a} {thing} and gets {b} more. How many {thing} does {name} have now?", a + b
+    a, b = max(a, b), min(a, b)
+    return f"{name} has {a} {thing} and gives away {b}. How many {thing} are left?", a - b
+
+
+def arithmetic(size: int, seed: int, *, max_operand: int = 9, ops: str = "+-",
+               word_problems: float = 0.0) -> list[dict[str, Any]]:
+    """Small arithmetic and word problems in the simple schema (``question`` + ``answer``)."""
+    if not ops or set(ops) - set("+-*"):
+        raise ValueError(f"ops must be made of '+', '-', '*', got {ops!r}")
+    rng = random.Random(seed)
+    rows = []
+    for i in range(size):
+        if rng.random() < word_problems:
+            question, value = _word_problem(rng, max_operand)
+        else:
+            expr, value = _expression(rng, max_operand, ops)
+            question = f"What is {expr}?"
+        rows.append({"id": f"arith-{seed}-{i}", "question": question, "answer": str(value),
+                     "data_source": "arithmetic"})
+    return rows
+
+
+def fixed_digit(size: int, seed: int, *, digit: str = "7") -> list[dict[str, Any]]:
+    """A trivially learnable task (the learning test): whatever the prompt, the answer is always ``digit``."""
+    rng = random.Random(seed)
+    return [{"id": f"digit-{seed}-{i}", "question": f"Say {rng.randint(0, 99)}", "answer": digit,
+             "data_source": "fixed_digit"} for i in range(size)]
+
+
+GENERATORS: dict[str, Callable[..., list[dict[str, Any]]]] = {"arithmetic": arithmetic, "fixed_digit": fixed_digit}

@@ -1,0 +1,117 @@
+"""One training row, normalised from the verl schema or the simple question/answer schema.
+
+verl: ``data_source``, ``prompt`` (chat messages or text), ``reward_model.ground_truth``, ``ability``,
+``extra_info``. Simple: ``question`` or ``problem`` + ``answer`` (or ``ground_truth``). Either may carry an
+explicit ``grader``. Rows that fit neither raise ``DataError`` naming the file and row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+ROLES = ("system", "user", "assistant")
+
+
+class DataError(ValueError):
+    """A malformed dataset row or file; the message says where (file and 1-based row) and what is wrong."""
+
+
+@dataclass(frozen=True)
+class Example:
+    """A prompt ready for templating plus what grading it needs."""
+
+    uid: str
+    data_source: str
+    messages: tuple[Mapping[str, str], ...]
+    ground_truth: Any
+    grader: str
+    extra_info: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class RowRules:
+    """How rows become examples (the data section of the config, minus file locations)."""
+
+    prompt_template: str = "{question}"
+    system_prompt: str | None = None
+    grader_map: Mapping[str, str] = field(default_factory=dict)
+    default_grader: str = "math"
+    known_graders: frozenset[str] | None = None
+
+
+def _messages(row: Mapping[str, Any], rules: RowRules) -> list[dict[str, str]]:
+    prompt = row.get("prompt")
+    if prompt is not None:
+        if isinstance(prompt, str):
+            msgs = [{"role": "user", "content": prompt}]
+        elif isinstance(prompt, list | tuple) and prompt:
+            msgs = []
+            for i, m in enumerate(prompt):
+                if not isinstance(m, Mapping) or not isinstance(m.get("content"), str):
+                    raise ValueError(f"prompt[{i}] must be a mapping with a string 'content'")
+                if m.get("role") not in ROLES:
+                    raise ValueError(f"prompt[{i}].role must be one of {ROLES}, got {m.get('role')!r}")
+                msgs.append({"role": str(m["role"]), "content": str(m["content"])})
+        else:
+            raise ValueError("'prompt' must be a non-empty string or list of chat messages")
+    else:
+        question = row.get("question", row.get("problem"))
+        if not isinstance(question, str) or not question.strip():
+            raise ValueError("needs 'prompt' (verl schema) or a non-empty 'question'/'problem' string")
+        fields = {k: v for k, v in row.items() if isinstance(k, str)}
+        fields["question"] = question
+        try:
+            content = rules.prompt_template.format(**fields)
+        except (KeyError, IndexError) as exc:
+            raise ValueError(f"data.prompt_template refers to {exc} which this row lacks") from None
+        msgs = [{"role": "user", "content": content}]
+    if rules.system_prompt and msgs[0]["role"] != "system":
+        msgs.insert(0, {"role": "system", "content": rules.system_prompt})
+    return msgs
+
+
+def _ground_truth(row: Mapping[str, Any]) -> Any:
+    rm = row.get("reward_model")
+    if isinstance(rm, Mapping) and rm.get("ground_truth") is not None:
+        return rm["ground_truth"]
+    for key in ("answer", "ground_truth"):
+        if row.get(key) is not None:
+            return row[key]
+    raise ValueError("needs a ground truth: 'reward_model.ground_truth', 'answer' or 'ground_truth'")
+
+
+def route_grader(row: Mapping[str, Any], data_source: str, rules: RowRules) -> str:
+    """Explicit row ``grader`` > mapping of ``data_source`` > mapping of ``ability`` > default."""
+    if isinstance(row.get("grader"), str) and row["grader"]:
+        return str(row["grader"])
+    if data_source in rules.grader_map:
+        return rules.grader_map[data_source]
+    ability = row.get("ability")
+    if isinstance(ability, str) and ability in rules.grader_map:
+        return rules.grader_map[ability]
+    return rules.default_grader
+
+
+def normalize_row(row: Mapping[str, Any], *, where: str, uid: str, default_source: str, rules: RowRules) -> Example:
+    """Turn one raw row into an ``Example``; any problem becomes a ``DataError`` prefixed with ``where``."""
+    if not isinstance(row, Mapping):
+        raise DataError(f"{where}: row must be a JSON object, got {type(row).__name__}")
+    try:
+        messages = _messages(row, rules)
+        truth = _ground_truth(row)
+    except ValueError as exc:
+        raise DataError(f"{where}: {exc}") from None
+    source = row.get("data_source") or default_source
+    grader = route_grader(row, str(source), rules)
+    # "module:attr" specs are resolved by the grading runtime itself (test graders, notebook graders).
+    if rules.known_graders is not None and ":" not in grader and grader not in rules.known_graders:
+        raise DataError(
+            f"{where}: grader {grader!r} is not installed; available: {', '.join(sorted(rules.known_graders))}"
+        )
+    extra = row.get("extra_info")
+    return Example(
+        uid=uid, data_source=str(source), messages=tuple(messages), ground_truth=truth, grader=grader,
+        extra_info=dict(extra) if isinstance(extra, Mapping) else {},
+    )

@@ -1,0 +1,144 @@
+"""Atomic checkpoints: write everything into a temporary dir, fsync, then one ``rename`` publishes it.
+
+A crash (even SIGKILL) at any point leaves either the previous checkpoints untouched plus a stale
+``.tmp-*`` dir (removed on the next start), or the new complete ``step_N``. ``latest()`` only ever
+returns complete checkpoints: published names plus a ``COMPLETE`` marker written last inside the tmp dir.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+_STEP_DIR = re.compile(r"^step_(\d+)$")
+MARKER = "COMPLETE"
+STATE_FILE = "trainer_state.json"
+RNG_FILE = "rng.pt"
+
+
+@dataclass(frozen=True)
+class CheckpointInfo:
+    step: int
+    path: Path
+
+
+def _fsync_tree(root: Path) -> None:
+    for dirpath, _, files in os.walk(root):
+        for name in files:
+            fd = os.open(os.path.join(dirpath, name), os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        _fsync_dir(Path(dirpath))
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def rng_state() -> dict[str, Any]:
+    state: dict[str, Any] = {"python": random.getstate(), "numpy": np.random.get_state(),
+                             "torch": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+class CheckpointManager:
+    """Owns ``run_dir/checkpoints``: save (atomic), find the latest complete one, prune old ones."""
+
+    def __init__(self, root: str | Path, *, keep: int = 2) -> None:
+        self.root = Path(root)
+        self.keep = keep
+        self.root.mkdir(parents=True, exist_ok=True)
+
+    def clean_stale(self) -> list[Path]:
+        """Remove leftovers of interrupted saves (``.tmp-*`` dirs); returns what was removed."""
+        stale = [p for p in self.root.iterdir() if p.name.startswith(".tmp-")]
+        for p in stale:
+            shutil.rmtree(p, ignore_errors=True)
+        return stale
+
+    def list(self) -> list[CheckpointInfo]:
+        found = []
+        for p in self.root.iterdir():
+            m = _STEP_DIR.match(p.name)
+            if m and (p / MARKER).exists():
+                found.append(CheckpointInfo(int(m.group(1)), p))
+        return sorted(found, key=lambda c: c.step)
+
+    def latest(self) -> CheckpointInfo | None:
+        found = self.list()
+        return found[-1] if found else None
+
+    def save(self, step: int, write_payload: Callable[[Path], None], trainer_state: dict[str, Any]) -> Path:
+        """``write_payload(tmp_dir)`` writes model/optimizer/scheduler; we add RNG + trainer state + marker."""
+        final = self.root / f"step_{step}"
+        tmp = self.root / f".tmp-step_{step}-{os.getpid()}"
+        if tmp.exists():
+            shutil.rmtree(tmp)
+        tmp.mkdir(parents=True)
+        write_payload(tmp)
+        torch.save(rng_state(), tmp / RNG_FILE)
+        (tmp / STATE_FILE).write_text(json.dumps({"step": step, **trainer_state}, indent=2, default=str),
+                                      encoding="utf-8")
+        (tmp / MARKER).write_text(str(step), encoding="utf-8")
+        _fsync_tree(tmp)
+        if final.exists():  # re-saving the same step (e.g. final == periodic): replace it atomically-enough
+            old = self.root / f".tmp-old-step_{step}-{os.getpid()}"
+            final.rename(old)
+            tmp.rename(final)
+            shutil.rmtree(old)
+        else:
+            tmp.rename(final)
+        _fsync_dir(self.root)
+        self._prune()
+        return final
+
+    def _prune(self) -> None:
+        for info in self.list()[:-self.keep]:
+            shutil.rmtree(info.path, ignore_errors=True)
+
+    @staticmethod
+    def load_trainer_state(path: Path) -> dict[str, Any]:
+        state: dict[str, Any] = json.loads((path / STATE_FILE).read_text(encoding="utf-8"))
+        return state
+
+    @staticmethod
+    def load_rng(path: Path) -> None:
+        set_rng_state(torch.load(path / RNG_FILE, weights_only=False))
+
+    def resolve(self, resume: str) -> CheckpointInfo | None:
+        """``resume`` setting -> checkpoint to load (None: start fresh). A named path must be complete."""
+        if resume == "never":
+            return None
+        if resume == "auto":
+            return self.latest()
+        path = Path(resume)
+        m = _STEP_DIR.match(path.name)
+        if not (path / MARKER).exists() or m is None:
+            raise FileNotFoundError(f"trainer.resume={resume!r} is not a complete checkpoint dir (step_N/{MARKER})")
+        return CheckpointInfo(int(m.group(1)), path)

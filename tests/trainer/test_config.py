@@ -1,0 +1,82 @@
+"""Config: defaults, overrides, and errors that name the bad key and the allowed values."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from reasoning_rl.config import ConfigError, load_config, parse_overrides, save_config
+
+MINIMAL = {"model": {"path": "m"}, "data": {"train": {"generator": "arithmetic"}}}
+
+
+def write(tmp_path: Path, data: dict) -> Path:
+    p = tmp_path / "c.yaml"
+    p.write_text(yaml.safe_dump(data))
+    return p
+
+
+def test_defaults_and_single_source_shorthand(tmp_path: Path) -> None:
+    cfg = load_config(write(tmp_path, MINIMAL))
+    assert cfg.algorithm.name == "grpo" and cfg.rollout.n == 8
+    assert cfg.data.train[0].generator == "arithmetic"
+    assert cfg.run_dir == Path("runs/run")
+
+
+def test_dotted_overrides_typed_and_list_items(tmp_path: Path) -> None:
+    cfg = load_config(write(tmp_path, MINIMAL), ["rollout.n=4", "optim.lr=3e-4", "trainer.resume=auto",
+                                                 "rollout.stop=[a, b]", "data.train.0.size=12", "run.name=x"])
+    assert cfg.rollout.n == 4 and cfg.optim.lr == 3e-4 and cfg.trainer.resume == "auto"
+    assert cfg.rollout.stop == ["a", "b"] and cfg.data.train[0].size == 12
+    assert cfg.run_dir == Path("runs/x")
+
+
+def test_unknown_key_names_key_and_allowed(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as e:
+        load_config(write(tmp_path, MINIMAL), ["rollout.temprature=0.5"])
+    msg = str(e.value)
+    assert "rollout.temprature: unknown key" in msg and "temperature" in msg
+
+
+def test_bad_literal_lists_allowed_values(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as e:
+        load_config(write(tmp_path, MINIMAL), ["algorithm.advantage=grpo2"])
+    msg = str(e.value)
+    assert "algorithm.advantage" in msg and "'drgrpo'" in msg and "grpo2" in msg
+
+
+def test_missing_required_and_bad_types(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"model: required key is missing"):
+        load_config(write(tmp_path, {"data": MINIMAL["data"]}))
+    with pytest.raises(ConfigError, match=r"rollout.n"):
+        load_config(write(tmp_path, MINIMAL), ["rollout.n=many"])
+    with pytest.raises(ConfigError, match=r"exactly one of 'path' or 'generator'"):
+        load_config(write(tmp_path, {**MINIMAL, "data": {"train": {"size": 3}}}))
+
+
+def test_batch_and_algorithm_consistency(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="mini_batch_size=5 must divide"):
+        load_config(write(tmp_path, MINIMAL), ["trainer.batch_size=2", "rollout.n=4", "algorithm.mini_batch_size=5"])
+    assert load_config(write(tmp_path, MINIMAL), ["algorithm.name=ppo"]).algorithm.advantage == "gae"
+    with pytest.raises(ConfigError, match="gae"):
+        load_config(write(tmp_path, MINIMAL), ["algorithm.advantage=gae"])
+
+
+def test_bad_override_syntax_and_files(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="key.path=value"):
+        parse_overrides(["rollout.n"])
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_config(tmp_path / "nope.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("model: [unclosed\n")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_config(bad)
+
+
+def test_resolved_config_round_trips(tmp_path: Path) -> None:
+    cfg = load_config(write(tmp_path, MINIMAL), ["rollout.n=3"])
+    save_config(cfg, tmp_path / "run" / "config.yaml")
+    again = load_config(tmp_path / "run" / "config.yaml")
+    assert again == cfg
