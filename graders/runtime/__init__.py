@@ -1,0 +1,11 @@
+"""Grading runtime: killable workers (local processes or Ray actors), hard budgets, cache, metrics.
+
+from graders.runtime import GradingPool, GradeRequest
+with GradingPool(workers=2, timeout_s=10, cache_path="grades.sqlite") as pool:
+    grades = pool.grade_batch([GradeRequest("math", response, "42")])
+"""
+
+from graders.runtime.pool import GradingPool
+from graders.runtime.request import GradeRequest, resolve_grader
+
+__all__ = ["GradeRequest", "GradingPool", "resolve_grader"]

@@ -1,0 +1,74 @@
+"""What the runtime moves around: a request from the caller and a task (request + bookkeeping) for workers."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from graders import registry
+from graders.types import Grader
+
+
+@dataclass(frozen=True)
+class GradeRequest:
+    """One response to judge. ``grader`` is a registered name or a ``"module:attr"`` spec (see resolve_grader)."""
+
+    grader: str
+    response: str
+    ground_truth: Any
+    options: dict[str, Any] = field(default_factory=dict)
+    id: Any = None
+
+
+@dataclass(slots=True)
+class Task:
+    """A request in flight. ``seq`` is unique per pool; ``attempt`` counts infrastructure retries."""
+
+    seq: int
+    request: GradeRequest
+    attempt: int = 0
+
+    def payload(self) -> tuple[int, str, str, Any, dict[str, Any]]:
+        """The picklable part a worker needs (never the caller's id, which may not pickle)."""
+        req = self.request
+        return (self.seq, req.grader, req.response, req.ground_truth, req.options)
+
+
+_spec_cache: dict[str, Grader] = {}
+
+
+def resolve_grader(spec: str) -> Grader:
+    """A grader from a registry name, or from ``"package.module:attr"`` (class or instance).
+
+    The spec form lets worker processes and Ray actors load graders that are importable but not
+    registered through entry points (test graders, notebooks' modules) without shipping objects.
+    """
+    if ":" not in spec:
+        return registry.get(spec)
+    grader = _spec_cache.get(spec)
+    if grader is None:
+        module_name, _, attr = spec.partition(":")
+        try:
+            obj: Any = getattr(importlib.import_module(module_name), attr)
+        except (ImportError, AttributeError) as exc:
+            raise registry.UnknownGraderError(f"cannot load grader spec {spec!r}: {exc}") from exc
+        grader = obj() if isinstance(obj, type) else obj
+        if not isinstance(grader, Grader):
+            raise TypeError(f"grader spec {spec!r} is not a Grader (needs name, version, grade())")
+        _spec_cache[spec] = grader
+    return grader
+
+
+def cache_key(grader_name: str, grader_version: str, req: GradeRequest) -> str:
+    """sha256 of canonical JSON of everything that determines a judgement."""
+    blob = json.dumps(
+        [grader_name, grader_version, req.options, req.ground_truth, req.response],
+        sort_keys=True,
+        separators=(",", ":"),
+        ensure_ascii=False,
+        default=repr,
+    )
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
