@@ -28,5 +28,43 @@ def main(
     """reasoning-rl command line."""
 
 
+@app.command()
+def doctor(
+    config: str = typer.Argument(None, help="Config YAML: decides which checks are required."),
+) -> None:
+    """Check this machine (packages, CUDA, vLLM, Ray, Docker, Lean, disk); exit 1 if CONFIG needs what is missing."""
+    from reasoning_rl.doctor import ConfigError, blocking, render, run_checks
+
+    try:
+        results = run_checks(config)
+    except ConfigError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    render(results)
+    stops = blocking(results)
+    if stops:
+        typer.echo(f"{len(stops)} required check(s) failed: " + ", ".join(r.name for r in stops), err=True)
+        raise typer.Exit(1)
+
+
+@app.command()
+def report(
+    run_dir: str = typer.Argument(..., help="A run directory written by `rrl train` (running, finished or crashed)."),
+    out: str = typer.Option(None, "-o", "--out", help="HTML file to write [default: RUN_DIR/report/report.html]."),
+    peak_tflops: float = typer.Option(None, help="Peak dense TFLOP/s per device for MFU, if not in the table."),
+) -> None:
+    """Write a self-contained HTML report (and PNGs) of where a run's time, bytes and rewards went."""
+    from reasoning_rl.report import ReportError, write_report
+
+    try:
+        result = write_report(run_dir, out, peak_tflops=peak_tflops)
+    except ReportError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    for warning in result.warnings:
+        typer.echo(f"warning: {warning}", err=True)
+    typer.echo(f"report: {result.html}")
+
+
 if __name__ == "__main__":
     app()

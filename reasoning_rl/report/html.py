@@ -1,0 +1,131 @@
+"""Assemble the self-contained HTML page: inline CSS, figures as base64 PNGs, tables, warnings first."""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import math
+from html import escape
+from statistics import median
+from typing import Any
+
+import yaml
+
+from reasoning_rl.report.analysis import PERCENTILES, Analysis
+
+CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px auto;max-width:1240px;color:#222}
+h1{margin-bottom:4px} h2{border-bottom:1px solid #ddd;padding-bottom:4px;margin-top:32px}
+.sub{color:#666} .warn{background:#fff4d6;border:1px solid #e8c15a;padding:8px 12px;border-radius:6px}
+table{border-collapse:collapse;margin:8px 0;font-size:14px} td,th{border:1px solid #ddd;padding:4px 8px;text-align:right}
+th{background:#f4f4f4} td:first-child,th:first-child{text-align:left} img{max-width:100%;display:block;margin:8px 0}
+.kv td{text-align:left} .muted{color:#888} pre{background:#f7f7f7;padding:8px;overflow:auto;font-size:12px}
+"""
+
+
+def fmt(value: Any, digits: int = 3) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "–"
+    if isinstance(value, float):
+        return f"{value:,.{digits}g}" if abs(value) < 1e4 else f"{value:,.0f}"
+    return escape(str(value))
+
+
+def table(header: list[str], rows: list[list[Any]]) -> str:
+    head = "".join(f"<th>{escape(h)}</th>" for h in header)
+    body = "".join("<tr>" + "".join(f"<td>{fmt(c)}</td>" for c in row) + "</tr>" for row in rows)
+    return f"<table><tr>{head}</tr>{body}</table>"
+
+
+def image(png: bytes | None, alt: str) -> str:
+    if png is None:
+        return f'<p class="muted">No data for “{escape(alt)}” in this run.</p>'
+    return f'<img alt="{escape(alt)}" src="data:image/png;base64,{base64.b64encode(png).decode()}">'
+
+
+def _details(summary: str, inner: str) -> str:
+    return f"<details><summary>{escape(summary)}</summary>{inner}</details>"
+
+
+def _header(a: Analysis, run_name: str) -> str:
+    meta = a.meta
+    started = meta.get("started")
+    when = dt.datetime.fromtimestamp(float(started), dt.UTC).strftime("%Y-%m-%d %H:%M UTC") if started else None
+    model = meta.get("model") or {}
+    rows: list[tuple[str, Any]] = [("status", a.status), ("started", when), ("device", meta.get("device_name") or meta.get("device")),
+                                     ("world size", meta.get("world_size")),
+                                     ("model params", f"{a.params:,}" if a.params else None),
+                                     ("model dtype", model.get("dtype")), ("steps with timings", len(a.timings)),
+                                     ("metrics rows", len(a.metrics))]
+    kv = "".join(f"<tr><th>{escape(k)}</th><td>{fmt(v)}</td></tr>" for k, v in rows if v is not None)
+    warnings = "".join(f"<li>{escape(w)}</li>" for w in a.warnings)
+    warn_html = f'<div class="warn"><b>Warnings</b><ul>{warnings}</ul></div>' if warnings else ""
+    return f'<h1>Run report: {escape(run_name)}</h1><p class="sub">reasoning-rl</p>{warn_html}<table class="kv">{kv}</table>'
+
+
+def _time_section(a: Analysis, figs: dict[str, bytes | None]) -> str:
+    totals, shares = a.stage_totals(), a.stage_shares()
+    n = max(1, len(a.timings))
+    rows = [[s, totals[s], shares.get(s), totals[s] / n] for s in a.stage_names]
+    return ("<h2>Where the time goes</h2>" + image(figs["timeline"], "stage timeline")
+            + image(figs["stage_share"], "stage share")
+            + table(["stage", "total s", "share %", "mean s/step"], rows))
+
+
+def _handoff_section(a: Analysis, figs: dict[str, bytes | None]) -> str:
+    if not a.handoff:
+        return "<h2>Weight hand-off</h2><p class='muted'>No hand-off counters in the trace.</p>"
+    rates = [h.gbps for h in a.handoff if h.gbps is not None]
+    summary = (f"<p>{sum(h.bytes for h in a.handoff) / 1e9:.3f} GB moved in {sum(h.seconds for h in a.handoff):.2f} s"
+               f" over {len(a.handoff)} steps; median {fmt(median(rates) if rates else None)} GB/s.</p>")
+    rows = [[h.step, h.bytes, h.seconds, h.gbps] for h in a.handoff]
+    return ("<h2>Weight hand-off</h2>" + summary + image(figs["handoff"], "hand-off")
+            + _details("per step", table(["step", "bytes", "seconds", "GB/s"], rows)))
+
+
+def _throughput_section(a: Analysis, figs: dict[str, bytes | None]) -> str:
+    rows = [[t.step, t.gen_tokens, t.gen_tps, t.train_tokens, t.update_tps,
+             100 * t.mfu if t.mfu is not None else None] for t in a.throughput]
+    return ("<h2>Throughput</h2>" + image(figs["throughput"], "throughput")
+            + f"<p class='muted'>{escape(a.mfu_note)}</p>"
+            + _details("per step", table(["step", "tokens generated", "gen tokens/s", "tokens trained",
+                                          "update tokens/s", "MFU %"], rows)))
+
+
+def _memory_section(a: Analysis, figs: dict[str, bytes | None]) -> str:
+    if not a.mem_peak:
+        return "<h2>GPU memory</h2><p class='muted'>No GPU memory counters (a CPU run, or not recorded).</p>"
+    top = max(a.mem_peak.values())
+    return f"<h2>GPU memory</h2><p>Highest peak: {top / 2**30:.2f} GiB.</p>" + image(figs["memory"], "memory")
+
+
+def _grading_section(a: Analysis, figs: dict[str, bytes | None]) -> str:
+    rows = []
+    for g in a.graders:
+        mix = ", ".join(f"{k} {v}" for k, v in sorted(g.verdicts.items()))
+        rows.append([g.grader, g.n, *[g.percentile(q) for q in PERCENTILES], max(g.latencies_ms, default=None),
+                     100 * g.cached / g.n if g.n else None, g.errors, g.timeouts, mix])
+    header = ["grader", "samples", *[f"p{q} ms" for q in PERCENTILES], "max ms", "cache hit %", "errors",
+              "timeouts", "verdicts"]
+    stats = table(header, rows) if rows else "<p class='muted'>No grader latency counters in the trace.</p>"
+    waits = list(a.grade_wait.values())
+    wait = (f"<p>Waiting for grading after generation ended: mean {fmt(sum(waits) / len(waits))} s, "
+            f"max {fmt(max(waits))} s per step.</p>") if waits else ""
+    return "<h2>Grading</h2>" + stats + wait + image(figs["grading"], "grading")
+
+
+def _curves_section(a: Analysis, figs: dict[str, bytes | None]) -> str:
+    last = a.metrics[-1] if a.metrics else {}
+    rows = [[k, v] for k, v in last.items() if isinstance(v, int | float) and not isinstance(v, bool)]
+    final = _details(f"last metrics row (step {last.get('step', '?')})", table(["metric", "value"], rows)) if rows else ""
+    return "<h2>Training curves</h2>" + image(figs["curves"], "training curves") + final
+
+
+def render_html(a: Analysis, figs: dict[str, bytes | None], *, run_name: str, config: dict[str, Any]) -> str:
+    cfg = _details("resolved config", f"<pre>{escape(yaml.safe_dump(config, sort_keys=False))}</pre>") if config else ""
+    body = "".join([
+        _header(a, run_name), _time_section(a, figs), _handoff_section(a, figs), _throughput_section(a, figs),
+        _memory_section(a, figs), _grading_section(a, figs), _curves_section(a, figs), cfg,
+    ])
+    return (f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>rrl report: {escape(run_name)}</title>'
+            f"<style>{CSS}</style></head><body>{body}</body></html>\n")

@@ -1,0 +1,184 @@
+"""The report's figures as PNG bytes; a figure whose data the run lacks is simply not made."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Callable
+from typing import Any
+
+from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
+
+from reasoning_rl.report.analysis import Analysis
+
+DPI = 100
+CURVES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("reward", ("reward_mean",)),
+    ("accuracy", ("accuracy",)),
+    ("response length", ("response_len_mean", "response_len_max")),
+    ("KL", ("kl",)),
+    ("entropy", ("entropy",)),
+    ("truncation rate", ("truncation_rate",)),
+    ("clip fraction", ("clip_frac",)),
+    ("grad norm", ("grad_norm",)),
+)
+
+
+VERDICT_COLORS = {"correct": "tab:green", "incorrect": "tab:red", "error": "tab:gray"}
+
+
+def _png(fig: Figure) -> bytes:
+    """Render; every axis labelled "step" gets integer ticks."""
+    for ax in fig.axes:
+        if ax.get_xlabel() == "step":
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    buf = io.BytesIO()
+    fig.tight_layout()
+    fig.savefig(buf, format="png", dpi=DPI)
+    return buf.getvalue()
+
+
+def timeline(a: Analysis) -> bytes | None:
+    if not a.timings:
+        return None
+    fig = Figure(figsize=(11, 4))
+    ax = fig.add_subplot()
+    steps = [t.step for t in a.timings]
+    bottom = [0.0] * len(steps)
+    for stage in a.stage_names:
+        values = [a.stage_seconds(t, stage) for t in a.timings]
+        ax.bar(steps, values, bottom=bottom, label=stage)
+        bottom = [b + v for b, v in zip(bottom, values, strict=True)]
+    ax.set(xlabel="step", ylabel="seconds", title="Time per step by stage")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize="small")
+    return _png(fig)
+
+
+def stage_share(a: Analysis) -> bytes | None:
+    shares = a.stage_shares()
+    if not shares:
+        return None
+    fig = Figure(figsize=(7, 0.45 * len(shares) + 1.2))
+    ax = fig.add_subplot()
+    names = list(shares)[::-1]
+    ax.barh(names, [shares[n] for n in names], color="tab:blue")
+    for i, n in enumerate(names):
+        ax.text(shares[n], i, f" {shares[n]:.1f} %", va="center", fontsize="small")
+    ax.set(xlabel="% of total step time", title="Share of each stage", xlim=(0, max(shares.values()) * 1.2 + 1))
+    return _png(fig)
+
+
+def handoff(a: Analysis) -> bytes | None:
+    if not a.handoff:
+        return None
+    fig = Figure(figsize=(11, 3.5))
+    ax = fig.add_subplot()
+    steps = [h.step for h in a.handoff]
+    ax.bar(steps, [h.bytes / 1e6 for h in a.handoff], color="tab:gray", label="MB moved")
+    ax.set(xlabel="step", ylabel="MB", title="Weight hand-off per step")
+    ax2 = ax.twinx()
+    ax2.plot(steps, [h.gbps if h.gbps is not None else float("nan") for h in a.handoff], "o-", color="tab:red")
+    ax2.set_ylabel("GB/s", color="tab:red")
+    return _png(fig)
+
+
+def throughput(a: Analysis) -> bytes | None:
+    rows = [t for t in a.throughput if t.gen_tps is not None or t.update_tps is not None]
+    if not rows:
+        return None
+    fig = Figure(figsize=(11, 3.5))
+    ax = fig.add_subplot()
+    for attr, label in (("gen_tps", "generation tokens/s"), ("update_tps", "update tokens/s")):
+        pts = [(t.step, getattr(t, attr)) for t in rows if getattr(t, attr) is not None]
+        if pts:
+            ax.plot(*zip(*pts, strict=True), "o-", label=label)
+    ax.set(xlabel="step", ylabel="tokens/s", title="Throughput")
+    ax.legend(loc="upper left", fontsize="small")
+    mfu = [(t.step, 100 * t.mfu) for t in rows if t.mfu is not None]
+    if mfu:
+        ax2 = ax.twinx()
+        ax2.plot(*zip(*mfu, strict=True), "s--", color="tab:purple")
+        ax2.set_ylabel("update MFU %", color="tab:purple")
+    return _png(fig)
+
+
+def memory(a: Analysis) -> bytes | None:
+    if not a.mem_peak:
+        return None
+    fig = Figure(figsize=(11, 3))
+    ax = fig.add_subplot()
+    steps = sorted(a.mem_peak)
+    ax.plot(steps, [a.mem_peak[s] / 2**30 for s in steps], "o-", color="tab:green")
+    ax.set(xlabel="step", ylabel="GiB", title="GPU memory peak per step", ylim=(0, None))
+    return _png(fig)
+
+
+def grading(a: Analysis) -> bytes | None:
+    if not a.verdicts_by_step and not a.grade_wait:
+        return None
+    fig = Figure(figsize=(11, 3.5))
+    left, right = fig.subplots(1, 2)
+    if a.verdicts_by_step:
+        steps = sorted(a.verdicts_by_step)
+        kinds = sorted({k for c in a.verdicts_by_step.values() for k in c})
+        bottom = [0.0] * len(steps)
+        for kind in kinds:
+            frac = [a.verdicts_by_step[s][kind] / max(1, sum(a.verdicts_by_step[s].values())) for s in steps]
+            left.bar(steps, frac, bottom=bottom, label=kind, color=VERDICT_COLORS.get(kind))
+            bottom = [b + f for b, f in zip(bottom, frac, strict=True)]
+        left.set(xlabel="step", ylabel="fraction of samples", title="Verdict mix", ylim=(0, 1))
+        left.legend(fontsize="small")
+    if a.grade_wait:
+        steps = sorted(a.grade_wait)
+        right.bar(steps, [a.grade_wait[s] for s in steps], color="tab:orange")
+        right.set(xlabel="step", ylabel="seconds", title="Waiting for grading after generation ended")
+    return _png(fig)
+
+
+def curves(a: Analysis) -> bytes | None:
+    panels = [(title, [k for k in keys if any(k in r for r in a.metrics)]) for title, keys in CURVES]
+    panels = [(title, keys) for title, keys in panels if keys]
+    if not panels:
+        return None
+    cols = 3
+    rows = (len(panels) + cols - 1) // cols
+    fig = Figure(figsize=(12, 3 * rows))
+    for i, (title, keys) in enumerate(panels):
+        ax = fig.add_subplot(rows, cols, i + 1)
+        for key in keys:
+            pts = _series(a.metrics, key)
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], ".-", label=key)
+            if key == "reward_mean":
+                band = [(s, v, r["reward_std"]) for s, v, r in _series_rows(a.metrics, key)
+                        if isinstance(r.get("reward_std"), int | float)]
+                if band:
+                    ax.fill_between([b[0] for b in band], [b[1] - b[2] for b in band],
+                                    [b[1] + b[2] for b in band], alpha=0.2)
+        ax.set(title=title, xlabel="step")
+        if len(keys) > 1:
+            ax.legend(fontsize="small")
+    return _png(fig)
+
+
+def _series_rows(rows: list[dict[str, Any]], key: str) -> list[tuple[float, float, dict[str, Any]]]:
+    out = []
+    for i, r in enumerate(rows):
+        value = r.get(key)
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            out.append((float(r.get("step", i)), float(value), r))
+    return out
+
+
+def _series(rows: list[dict[str, Any]], key: str) -> list[tuple[float, float]]:
+    return [(s, v) for s, v, _ in _series_rows(rows, key)]
+
+
+FIGURES: dict[str, Callable[[Analysis], bytes | None]] = {
+    "timeline": timeline,
+    "stage_share": stage_share,
+    "handoff": handoff,
+    "throughput": throughput,
+    "memory": memory,
+    "grading": grading,
+    "curves": curves,
+}

@@ -1,0 +1,202 @@
+"""`rrl report`: numbers against the trace they come from, partial runs, and the HTML itself."""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+from html.parser import HTMLParser
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from reasoning_rl.cli import app
+from reasoning_rl.report import ReportError, analyze, load_run, write_report
+from reasoning_rl.trace import TraceWriter
+
+STEPS = 4
+# (stage, start, end) offsets within a step; step 2 also evaluates, leaving 0.5 s no stage covers.
+LAYOUT = [("generate", 0, 10), ("grade_wait", 10, 12), ("ref_logprobs", 12, 13), ("old_logprobs", 13, 14),
+          ("update", 14, 20), ("handoff", 20, 20.5)]
+PARAMS, WORLD, H100 = 1_000_000_000, 2, 989e12
+MATH_MS = [float(x) for x in range(1, 101)]
+
+
+def make_run(root: Path, *, steps: int = STEPS, close: bool = True, meta: dict | None = None) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    meta = meta or {"run": "synthetic", "device": "cuda", "device_name": "NVIDIA H100 80GB HBM3",
+                    "world_size": WORLD, "model": {"params": PARAMS, "dtype": "bfloat16"}}
+    tw = TraceWriter(root / "trace.jsonl", meta=meta)
+    metrics = []
+    for step in range(steps):
+        t0 = 1000.0 + 100 * step
+        for stage, a, b in LAYOUT:
+            tw.add_span(stage, step, t0 + a, t0 + b)
+        if step == 2:
+            tw.add_span("eval", step, t0 + 21, t0 + 22)
+        tw.counter("handoff_bytes", step, 1e9)
+        tw.counter("tokens_generated", step, 5000)
+        tw.counter("tokens_trained", step, 3000, rank=0)
+        tw.counter("tokens_trained", step, 3000, rank=1)
+        tw.counter("gpu_mem_peak_bytes", step, (10 + step) * 2**30, rank=0)
+        tw.counter("gpu_mem_peak_bytes", step, 5 * 2**30, rank=1)
+        for i in range(25):
+            ms = MATH_MS[25 * step + i]
+            tw.counter("grade_latency_ms", step, ms, grader="math", verdict="correct" if i < 5 * step else "incorrect",
+                       cached=i % 5 == 0)
+        tw.counter("grade_latency_ms", step, 3000.0, grader="code", verdict="error", cached=False, timeout=True)
+        tw.counter("grade_latency_ms", step, 40.0, grader="code", verdict="correct", cached=False)
+        metrics.append({"step": step, "reward_mean": 0.2 * step, "reward_std": 0.1, "accuracy": 0.2 * step,
+                        "response_len_mean": 100 - step, "kl": 0.01 * step, "entropy": 1.0 - 0.1 * step})
+    if close:
+        tw.close()
+    (root / "metrics.jsonl").write_text("".join(json.dumps(m) + "\n" for m in metrics))
+    (root / "config.yaml").write_text("run: {name: synthetic}\nrollout: {engine: vllm}\n")
+    return root
+
+
+def test_numbers_match_the_trace(tmp_path: Path) -> None:
+    a = analyze(load_run(make_run(tmp_path / "run")))
+    assert [t.step for t in a.timings] == list(range(STEPS))
+    shares = a.stage_shares()
+    assert sum(shares.values()) == pytest.approx(100.0)
+    total = STEPS * 20.5 + 1.0 + 0.5  # every step's stages, plus step 2's eval and its 0.5 s gap
+    assert shares["generate"] == pytest.approx(100 * STEPS * 10 / total)
+    assert shares["other"] == pytest.approx(100 * 0.5 / total)
+    assert a.stage_totals()["update"] == pytest.approx(STEPS * 6)
+
+    for h in a.handoff:
+        assert h.bytes == 1e9 and h.seconds == pytest.approx(0.5)
+        assert h.gbps == pytest.approx(h.bytes / 1e9 / h.seconds) == pytest.approx(2.0)
+    for t in a.throughput:
+        assert t.gen_tps == pytest.approx(5000 / 10)
+        assert t.update_tps == pytest.approx(6000 / 6)
+        assert t.mfu == pytest.approx(6 * PARAMS * 6000 / 6 / (H100 * WORLD))
+    assert a.mem_peak == {s: (10 + s) * 2**30 for s in range(STEPS)}
+    assert a.grade_wait == {s: pytest.approx(2.0) for s in range(STEPS)}
+
+    math_g, code_g = (next(g for g in a.graders if g.grader == name) for name in ("math", "code"))
+    assert math_g.n == 100 and math_g.cached == 20
+    for q in (50, 90, 99):
+        assert math_g.percentile(q) == pytest.approx(np.percentile(MATH_MS, q))
+    assert (code_g.errors, code_g.timeouts, code_g.verdicts["correct"]) == (STEPS, STEPS, STEPS)
+    assert a.verdicts_by_step[3] == {"correct": 15 + 1, "incorrect": 10, "error": 1}
+    assert a.status == "ok" and not a.warnings
+
+
+def _png_sources(html: str) -> list[bytes]:
+    return [base64.b64decode(m) for m in re.findall(r'src="data:image/png;base64,([A-Za-z0-9+/=]+)"', html)]
+
+
+class _Tags(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.stack: list[str] = []
+        self.text: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list) -> None:
+        if tag not in ("img", "meta", "br"):
+            self.stack.append(tag)
+
+    def handle_endtag(self, tag: str) -> None:
+        assert self.stack and self.stack[-1] == tag, f"unbalanced </{tag}> after {self.stack[-3:]}"
+        self.stack.pop()
+
+    def handle_data(self, data: str) -> None:
+        self.text.append(data)
+
+
+def test_html_is_self_contained_and_shows_the_numbers(tmp_path: Path) -> None:
+    run = make_run(tmp_path / "run")
+    result = write_report(run)
+    assert result.html == run / "report" / "report.html"
+    html = result.html.read_text()
+    parser = _Tags()
+    parser.feed(html)
+    assert parser.stack == []
+    text = " ".join(parser.text)
+    pngs = _png_sources(html)
+    assert len(pngs) == len(result.pngs) == 7
+    assert all(p.startswith(b"\x89PNG\r\n\x1a\n") for p in pngs)
+    assert all(p.read_bytes().startswith(b"\x89PNG") for p in result.pngs)
+    assert "http" not in re.sub(r"<!doctype[^>]*>", "", html)  # nothing fetched from elsewhere
+    assert "4.000 GB moved in 2.00 s" in text and "median 2 GB/s" in text
+    shares = analyze(load_run(run)).stage_shares()
+    assert f"{shares['generate']:.3g}" in text
+    assert "Warnings" not in text
+
+
+def test_truncated_trace_still_reports_with_a_warning(tmp_path: Path) -> None:
+    run = make_run(tmp_path / "run", close=False)
+    trace = run / "trace.jsonl"
+    data = trace.read_bytes()
+    trace.write_bytes(data[: len(data) - 25])  # a torn last record, as a killed writer leaves it
+    with (run / "metrics.jsonl").open("a") as fh:
+        fh.write('{"step": 4, "reward_m')
+    result = write_report(run, tmp_path / "out" / "partial.html")
+    assert (tmp_path / "out" / "partial-timeline.png").is_file()
+    joined = " ".join(result.warnings)
+    assert "no end record" in joined and "unreadable line" in joined and "unreadable metrics line" in joined
+    assert result.analysis.status.startswith("running or crashed")
+    html = result.html.read_text()
+    assert "Warnings" in html and "no end record" in html
+    assert len(result.analysis.timings) == STEPS
+
+
+def test_crashed_status_is_a_warning(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    tw = TraceWriter(run / "trace.jsonl", meta={"run": "c"})
+    tw.add_span("generate", 0, 1.0, 2.0)
+    tw.close("crashed")
+    result = write_report(run)
+    assert any("crashed" in w for w in result.warnings) and "metrics.jsonl: missing" in " ".join(result.warnings)
+
+
+def test_cpu_run_says_mfu_na_and_metrics_only_run_uses_time_keys(tmp_path: Path) -> None:
+    cpu = make_run(tmp_path / "cpu", meta={"run": "cpu", "device": "cpu", "model": {"params": 1000}})
+    a = analyze(load_run(cpu))
+    assert all(t.mfu is None for t in a.throughput) and "n/a on CPU" in a.mfu_note
+    assert "MFU n/a on CPU" in write_report(cpu).html.read_text()
+
+    only = tmp_path / "metrics_only"
+    only.mkdir()
+    (only / "metrics.jsonl").write_text(
+        json.dumps({"step": 0, "time/generate": 3.0, "time/update": 1.0, "verdicts/math/correct": 3,
+                    "verdicts/math/incorrect": 1}) + "\n" + json.dumps({"step": 1, "reward_mean": 0.5}) + "\n")
+    result = write_report(only)
+    assert result.analysis.stage_shares() == {"generate": 75.0, "update": 25.0}
+    assert result.analysis.verdicts_by_step == {0: {"correct": 3, "incorrect": 1}}
+    assert any("trace.jsonl: missing" in w for w in result.warnings)
+
+
+def test_explicit_peak_and_unknown_device(tmp_path: Path) -> None:
+    meta = {"run": "x", "device": "cuda", "device_name": "Mystery GPU", "model": {"layers": 2, "hidden": 64,
+                                                                               "vocab": 100}}
+    run = make_run(tmp_path / "run", meta=meta)
+    a = analyze(load_run(run))
+    assert all(t.mfu is None for t in a.throughput) and "unknown device" in a.mfu_note
+    b = analyze(load_run(run), peak_tflops=100)
+    params = 12 * 2 * 64**2 + 100 * 64
+    assert b.throughput[0].mfu == pytest.approx(6 * params * 6000 / 6 / 100e12)
+
+
+def test_bad_run_dirs_are_clear_errors(tmp_path: Path) -> None:
+    with pytest.raises(ReportError, match="not found"):
+        write_report(tmp_path / "nope")
+    with pytest.raises(ReportError, match="neither trace.jsonl nor metrics.jsonl"):
+        write_report(tmp_path)
+    (tmp_path / "trace.jsonl").write_text('{"v": 99, "type": "meta"}\n')
+    with pytest.raises(ReportError, match="newer than this reader"):
+        write_report(tmp_path)
+    out = CliRunner().invoke(app, ["report", str(tmp_path / "nope")])
+    assert out.exit_code == 2 and "run directory not found" in out.output
+
+
+def test_cli_writes_report(tmp_path: Path) -> None:
+    run = make_run(tmp_path / "run", close=False)
+    out = CliRunner().invoke(app, ["report", str(run), "-o", str(tmp_path / "r.html")])
+    assert out.exit_code == 0, out.output
+    assert "warning:" in out.output and "no end record" in out.output
+    assert (tmp_path / "r.html").is_file() and (tmp_path / "r-curves.png").is_file()
