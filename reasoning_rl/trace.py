@@ -4,11 +4,20 @@ One JSON object per line, written and flushed as it happens so a crashed or runn
 prefix. Every record has ``v`` (schema version) and ``type``:
 
 - ``meta``  (first line): ``run`` (name), ``started`` (unix s), ``model`` (``params``, ``layers``,
-  ``hidden``, ``vocab``, ``dtype`` when known), ``device``, ``world_size``, free-form ``info``.
+  ``hidden``, ``vocab``, ``dtype`` when known), ``device`` (``cpu`` | ``cuda``), optional ``device_name``
+  (e.g. ``NVIDIA H200``: picks the peak FLOP/s for MFU) and ``peak_flops`` (per device, overrides the
+  table), ``world_size``, free-form ``info``.
 - ``span``: ``step``, ``stage`` (one of ``STAGES`` or a custom name), ``start``/``end`` (unix s), ``attrs``.
-- ``counter``: ``step``, ``name``, ``value`` (float), ``attrs``; e.g. ``handoff_bytes``, ``tokens_generated``,
-  ``tokens_trained``, ``gpu_mem_peak_bytes``, ``grade_latency_ms`` (attrs: ``grader``, ``verdict``,
-  ``cached``).
+  A step's time in a stage is the sum of its spans of that stage.
+- ``counter``: ``step``, ``name``, ``value`` (float), ``attrs``. Known names (several records of one name in
+  one step, e.g. one per rank with ``attrs.rank``, are summed unless said otherwise):
+
+  - ``handoff_bytes``: bytes the weight hand-off moved (GB/s = bytes / the step's ``handoff`` span seconds);
+  - ``tokens_generated``: response tokens generated (tokens/s over the ``generate`` spans);
+  - ``tokens_trained``: tokens the update processed, each epoch counted (tokens/s and MFU over ``update``);
+  - ``gpu_mem_peak_bytes``: peak allocated memory of one device (``attrs.rank``); readers take the max;
+  - ``grade_latency_ms``: one per graded sample; attrs ``grader``, ``verdict``, ``cached`` (bool), optional
+    ``timeout`` (bool: the grade hit its time budget).
 - ``end``: ``status`` (``ok`` | ``crashed`` | ``interrupted``), ``ended``.
 
 Readers must ignore unknown fields and record types; a bump of ``v`` means an incompatible change.
@@ -93,6 +102,9 @@ def read_trace(path: str | Path) -> Trace:
             rec = json.loads(line)
         except json.JSONDecodeError:
             trace.warnings.append(f"{path}:{lineno}: unreadable line (truncated write?), ignored")
+            continue
+        if not isinstance(rec, dict) or not isinstance(rec.get("v", SCHEMA_VERSION), int):
+            trace.warnings.append(f"{path}:{lineno}: not a trace record (JSON object with an integer v), ignored")
             continue
         if rec.get("v", SCHEMA_VERSION) > SCHEMA_VERSION:
             raise ValueError(f"{path}:{lineno}: trace schema v{rec['v']} is newer than this reader (v{SCHEMA_VERSION})")
