@@ -1,0 +1,208 @@
+"""Equivalence policy over answer shapes, gold first.
+
+The shape rules live here (order matters for tuples, not for sets/lists; interval ends matter; an assignment
+``x = 4`` answers ``4``; a chain ``x = 5+5+1 = 11`` commits to its last part). Leaves are judged by a
+``LeafJudge``: the in-thread ``FastJudge`` settles numbers and text and raises ``NeedsSymbolic`` for anything
+else, which the caller then sends to the budgeted SymPy worker running the same policy with ``SymbolicJudge``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Protocol
+
+from graders.math.normalize import strip_text_wrappers
+from graders.math.numbers import Number, close_at_precision, parse_number, scaled
+from graders.math.structure import Interval, Items, Leaf, Node, Relation, Union
+
+_NAME = re.compile(r"[A-Za-z\\|:(),{}\s^'_]*")
+_TEXTY = re.compile(r"[A-Za-z][A-Za-z\s'\-.]*")
+_EQ_OPS = ("=", "\\approx", "\\in")
+_FLIP = {"<": ">", "\\le": "\\ge", ">": "<", "\\ge": "\\le"}
+
+
+class NeedsSymbolic(Exception):
+    """The fast judge cannot settle this leaf without SymPy."""
+
+
+@dataclass(frozen=True, slots=True)
+class Context:
+    gold_percent: bool = False
+    pred_percent: bool = False
+
+
+class LeafJudge(Protocol):
+    def leaf(self, gold: str, pred: str, ctx: Context) -> bool: ...
+
+    def relation(self, gold: Relation, pred: Relation, ctx: Context) -> bool: ...
+
+
+def squash(s: str) -> str:
+    return re.sub(r"\s+", "", s).lower()
+
+
+def text_form(s: str) -> str | None:
+    """The words of a text answer (``\\text{(C)}`` -> ``c``), or None when ``s`` is maths."""
+    t = strip_text_wrappers(s).strip()
+    if t.startswith("(") and t.endswith(")") and len(t) <= 4:
+        t = t[1:-1].strip()
+    return " ".join(t.lower().split()) if _TEXTY.fullmatch(t) else None
+
+
+def numbers_equal(gold: Number, pred: Number, ctx: Context) -> bool:
+    for g in scaled(gold.value, ctx.gold_percent):
+        for p in scaled(pred.value, ctx.pred_percent):
+            if g == p:
+                return True
+    if ctx.gold_percent or ctx.pred_percent:
+        return False
+    return close_at_precision(gold, pred.value, pred.decimals)
+
+
+class FastJudge:
+    """Numbers and words only; everything else needs SymPy."""
+
+    def leaf(self, gold: str, pred: str, ctx: Context) -> bool:
+        if squash(gold) == squash(pred) and ctx.gold_percent == ctx.pred_percent:
+            return True
+        g, p = parse_number(gold), parse_number(pred)
+        if g is not None and p is not None:
+            return numbers_equal(g, p, ctx)
+        gt = text_form(gold)
+        if gt is not None and (len(gt) > 1 or text_form(pred) is not None):
+            return gt == text_form(pred)
+        raise NeedsSymbolic(gold)
+
+    def relation(self, gold: Relation, pred: Relation, ctx: Context) -> bool:
+        if gold.ops == pred.ops and all(equal(g, p, self, ctx) for g, p in zip(gold.parts, pred.parts, strict=True)):
+            return True
+        raise NeedsSymbolic("relation")
+
+
+def _leaf_text(node: Node) -> str | None:
+    return node.text if isinstance(node, Leaf) else None
+
+
+def is_name(node: Node) -> bool:
+    """Something an answer can be assigned to: ``x``, ``f(x)``, ``a_{37}``, ``(p,q)``, ``|AB|``, ``V_1:V_2``."""
+    if isinstance(node, Items) and node.kind == "tuple":
+        return all(is_name(i) for i in node.items)
+    text = _leaf_text(node)
+    if text is None:
+        return False
+    bare = re.sub(r"_\{?[\w,]*\}?", "", text)
+    bare = re.sub(r"\\(?:text|mathrm|frac|overline|angle|triangle)\b", "", bare)
+    return bool(bare.strip()) and any(c.isalpha() for c in bare) and bool(_NAME.fullmatch(bare))
+
+
+def answer_part(node: Node) -> Node:
+    """What a relation commits to when used as a value: ``x = 4`` -> ``4``; ``x = 5+5+1 = 11`` -> ``11``."""
+    if not isinstance(node, Relation):
+        return node
+    ops = list(node.ops)
+    parts = list(node.parts)
+    while ops and ops[-1] == "\\approx" and "=" in ops[:-1]:  # "x = 1/3 \approx 0.33": the exact value counts
+        ops.pop()
+        parts.pop()
+    if not ops or any(op not in _EQ_OPS for op in ops):
+        return node
+    if len(ops) > 1:
+        return parts[-1]
+    return parts[-1] if is_name(parts[0]) else node
+
+
+def _as_interval(node: Node) -> Interval | None:
+    """An open 2-tuple ``(a, b)`` or a chain ``a < x \\le b`` read as an interval."""
+    if isinstance(node, Interval):
+        return node
+    if isinstance(node, Items) and node.kind == "tuple" and len(node.items) == 2:
+        return Interval(False, node.items[0], node.items[1], False)
+    if isinstance(node, Relation) and len(node.ops) == 2 and is_name(node.parts[1]):
+        ops = node.ops
+        if all(op in ("<", "\\le") for op in ops):
+            return Interval(ops[0] == "\\le", node.parts[0], node.parts[2], ops[1] == "\\le")
+        if all(op in (">", "\\ge") for op in ops):
+            return Interval(ops[1] == "\\ge", node.parts[2], node.parts[0], ops[0] == "\\ge")
+    return None
+
+
+def _match_unordered(gold: tuple[Node, ...], pred: tuple[Node, ...], judge: LeafJudge, ctx: Context) -> bool:
+    if len(gold) != len(pred):
+        return False
+    free = list(pred)
+    for g in gold:
+        for k, p in enumerate(free):
+            if equal(g, p, judge, ctx):
+                del free[k]
+                break
+        else:
+            return False
+    return True
+
+
+def _flatten(node: Node) -> tuple[Node, ...]:
+    """Items of nested lists/sets (``\\boxed{1}, \\boxed{2}`` and ``\\{1, 2\\}`` alike); tuples stay whole."""
+    if isinstance(node, Items) and node.kind in ("list", "set"):
+        return tuple(x for i in node.items for x in _flatten(i))
+    return (node,)
+
+
+def _is_tuple(node: Node) -> bool:
+    return isinstance(node, Items) and node.kind == "tuple"
+
+
+def equal(gold: Node, pred: Node, judge: LeafJudge, ctx: Context) -> bool:
+    """Is ``pred`` an acceptable answer for ``gold``? May raise ``NeedsSymbolic`` (fast judge)."""
+    if _is_tuple(gold) != _is_tuple(pred) and isinstance(gold, Items) and isinstance(pred, Items):
+        # "(1,3)" against "{1,3}": the tuple's order is part of the answer
+        return len(gold.items) == len(pred.items) and all(
+            equal(g, p, judge, ctx) for g, p in zip(gold.items, pred.items, strict=True)
+        )
+    gold_items, pred_items = _flatten(gold), _flatten(pred)
+    if len(gold_items) > 1 or len(pred_items) > 1:
+        gold_items = tuple(answer_part(g) for g in gold_items)
+        pred_items = tuple(answer_part(p) for p in pred_items)
+        if len(gold_items) != len(pred_items):
+            return False
+        return _match_unordered(gold_items, pred_items, judge, ctx)
+    gold, pred = gold_items[0], pred_items[0]
+    if isinstance(gold, Relation) and isinstance(pred, Relation):
+        if gold.ops == pred.ops == ("=",) and is_name(gold.parts[0]) and is_name(pred.parts[0]):
+            return equal(gold.parts[1], pred.parts[1], judge, ctx)
+        g2, p2 = answer_part(gold), answer_part(pred)
+        if not isinstance(g2, Relation) or not isinstance(p2, Relation):
+            return equal(g2, p2, judge, ctx)
+        return judge.relation(gold, pred, ctx)
+    if isinstance(gold, Relation) or isinstance(pred, Relation):
+        g2, p2 = answer_part(gold), answer_part(pred)
+        if isinstance(p2, Interval) or isinstance(g2, Interval):
+            gi, pi = _as_interval(g2), _as_interval(p2)
+            if isinstance(pred, Relation) and not isinstance(p2, Interval):
+                pi = None  # gold sets the format: an interval answer is not matched by an inequality
+            return gi is not None and pi is not None and equal(gi, pi, judge, ctx)
+        if isinstance(g2, Relation) or isinstance(p2, Relation):
+            return False
+        return equal(g2, p2, judge, ctx)
+    if isinstance(gold, Interval) or isinstance(pred, Interval):
+        gi, pi = _as_interval(gold), _as_interval(pred)
+        if gi is None or pi is None or gi.left_closed != pi.left_closed or gi.right_closed != pi.right_closed:
+            return False
+        return equal(gi.low, pi.low, judge, ctx) and equal(gi.high, pi.high, judge, ctx)
+    if isinstance(gold, Union) or isinstance(pred, Union):
+        gp = gold.parts if isinstance(gold, Union) else (gold,)
+        pp = pred.parts if isinstance(pred, Union) else (pred,)
+        return _match_unordered(gp, pp, judge, ctx)
+    if isinstance(gold, Items) or isinstance(pred, Items):  # tuples (only kind left unflattened)
+        if not (isinstance(gold, Items) and isinstance(pred, Items)) or len(gold.items) != len(pred.items):
+            return False
+        return all(equal(g, p, judge, ctx) for g, p in zip(gold.items, pred.items, strict=True))
+    assert isinstance(gold, Leaf) and isinstance(pred, Leaf)
+    return judge.leaf(gold.text, pred.text, ctx)
+
+
+def flip(rel: Relation) -> Relation:
+    """``a < b`` as ``b > a`` so that relations compare in one orientation."""
+    if len(rel.ops) == 1 and rel.ops[0] in ("<", "\\le"):
+        return Relation((rel.parts[1], rel.parts[0]), (_FLIP[rel.ops[0]],))
+    return rel

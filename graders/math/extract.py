@@ -1,0 +1,176 @@
+"""Find the answer a response commits to, under a named extraction mode.
+
+``strict`` (rewards): only ``\\boxed{}``/``\\fbox{}`` answers after the last ``</think>`` count.
+``lenient`` (evaluation): the last group of boxes, else "The answer is ...", "Answer: ...", GSM8K ``#### n``,
+the last maths segment, a final bare number, or an MCQ letter. All scanning here is linear in the input.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+Mode = Literal["strict", "lenient"]
+MODES: tuple[Mode, ...] = ("strict", "lenient")
+
+_BOX_CMDS = ("\\boxed", "\\fbox")
+_GROUP_GAP = re.compile(r"^[\s$,;.&]*(?:\\[\]\)]|\\quad|\\qquad|\\text\{[^{}]{0,40}\}|\\,|\\ |and|or|,|;|\$|\s)*[\s$,;.&]*$")
+
+
+@dataclass(frozen=True, slots=True)
+class Extraction:
+    """The candidate answer strings and the rule that found them (``answers`` empty: nothing found)."""
+
+    answers: tuple[str, ...]
+    rule: str
+
+
+class UnclosedThinkError(ValueError):
+    """The response opened ``<think>`` and never closed it: it has no final answer."""
+
+
+def after_think(response: str) -> str:
+    """The text after the last ``</think>``; raises when a ``<think>`` is left open."""
+    lower = response.lower()
+    close = lower.rfind("</think>")
+    opened = lower.rfind("<think>")
+    if opened > close:
+        raise UnclosedThinkError("unclosed <think>")
+    return response[close + len("</think>") :] if close >= 0 else response
+
+
+@dataclass(frozen=True, slots=True)
+class Box:
+    start: int
+    end: int
+    content: str
+
+
+def find_boxes(text: str) -> list[Box]:
+    """Every ``\\boxed{...}``, ``\\fbox{...}`` and ``\\boxed 5`` in order, with nested braces matched."""
+    boxes: list[Box] = []
+    i = 0
+    n = len(text)
+    while True:
+        hits = [(text.find(cmd, i), cmd) for cmd in _BOX_CMDS]
+        hits = [(pos, cmd) for pos, cmd in hits if pos >= 0]
+        if not hits:
+            return boxes
+        pos, cmd = min(hits)
+        j = pos + len(cmd)
+        while j < n and text[j] in " \t":
+            j += 1
+        if j < n and text[j] == "{":
+            depth, k = 0, j
+            while k < n:
+                c = text[k]
+                if c == "\\" and k + 1 < n:
+                    k += 2
+                    continue
+                if c == "{":
+                    depth += 1
+                elif c == "}":
+                    depth -= 1
+                    if depth == 0:
+                        break
+                k += 1
+            if k >= n:  # unbalanced: the box never closes, so it commits to nothing
+                return boxes
+            boxes.append(Box(pos, k + 1, text[j + 1 : k]))
+            i = k + 1
+        elif j > pos + len(cmd) and j < n and text[j] not in "\\$":  # "\boxed 5": one token
+            m = re.match(r"[^\s$]+", text[j:])
+            token = m.group(0) if m else ""
+            boxes.append(Box(pos, j + len(token), token))
+            i = j + len(token)
+        else:
+            i = j
+
+
+def last_box_group(text: str, boxes: list[Box]) -> list[Box]:
+    """The final run of boxes separated only by connectors (``, ``, ``\\quad\\text{and}\\quad``)."""
+    group = [boxes[-1]]
+    for prev in reversed(boxes[:-1]):
+        gap = text[prev.end : group[0].start]
+        if len(gap) > 80 or "\n\n" in gap or not _GROUP_GAP.match(gap):
+            break
+        group.insert(0, prev)
+    return group
+
+
+_ANCHOR = re.compile(
+    r"(?:final answer|the answer|answer)\s*(?:is|:|=)?\s*(?:(?:is|:)\s*)?",
+    re.I,
+)
+_GSM = re.compile(r"####\s*([^\n]+)")
+_MATH_SEG = re.compile(r"\$\$(.+?)\$\$|\\\[(.+?)\\\]|\\\((.+?)\\\)|\$([^$]+?)\$", re.S)
+_NUMBER = re.compile(r"(?<![A-Za-z\d.,])-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:[.,]\d+)?(?![A-Za-z\d])")
+_MCQ = re.compile(r"(?:^|[\s(*:])\(?([A-E])\)?(?=$|[\s).,*:])")
+_HOPE = re.compile(r"\s*I hope it is correct.*$", re.I | re.S)
+
+
+def _math_segments(text: str) -> list[str]:
+    return [next(g for g in m.groups() if g is not None) for m in _MATH_SEG.finditer(text)]
+
+
+def _sentence_answer(sentence: str) -> str | None:
+    """The answer inside the sentence following an anchor such as "The final answer is"."""
+    sentence = _HOPE.sub("", sentence).strip()
+    sentence = re.sub(r"\s*(?:<\|.*|\[Note.*)$", "", sentence, flags=re.S)
+    head = re.split(r"(?<![\d\\])\.\s|\n", sentence + " ", maxsplit=1)[0].strip()
+    if not head:
+        return None
+    tail = re.split(r"\bis\b", head)[-1].strip()
+    segments = _math_segments(tail)
+    if segments and _MATH_SEG.fullmatch(tail.rstrip(".").strip()):
+        return segments[-1]
+    if segments:
+        return segments[-1]
+    numbers = _NUMBER.findall(tail)
+    if numbers:
+        return numbers[-1]
+    return tail.rstrip(".").strip() or None
+
+
+def extract(response: str, mode: Mode) -> Extraction:
+    """Candidate answers of ``response`` (think-tags already honoured by the caller)."""
+    boxes = find_boxes(response)
+    if mode == "strict":
+        if not boxes:
+            return Extraction((), "no boxed answer")
+        return Extraction(tuple(b.content for b in boxes), "boxed")
+    if boxes:
+        return Extraction(tuple(b.content for b in last_box_group(response, boxes)), "boxed (last group)")
+    anchors = list(_ANCHOR.finditer(response))
+    for anchor in reversed(anchors):
+        found = _sentence_answer(response[anchor.end() :])
+        if found:
+            return Extraction((found,), "answer phrase")
+    if gsm := _GSM.findall(response):
+        return Extraction((gsm[-1].strip(),), "#### marker")
+    segments = _math_segments(response)
+    if segments:
+        return Extraction((segments[-1],), "last maths segment")
+    numbers = _NUMBER.findall(response)
+    if numbers:
+        return Extraction((numbers[-1],), "last number")
+    mcq = _MCQ.findall(response)
+    if mcq:
+        return Extraction((mcq[-1],), "MCQ letter")
+    return Extraction((), "no answer found")
+
+
+def gold_answers(ground_truth: str) -> tuple[str, ...]:
+    """The reference answer(s): usually the bare string, sometimes a worked solution with boxes in it."""
+    boxes = find_boxes(ground_truth)
+    if boxes:
+        return tuple(b.content for b in last_box_group(ground_truth, boxes))
+    if len(ground_truth) > 200 or re.search(r"final answer is", ground_truth, re.I):
+        found = extract(ground_truth, "lenient")
+        if found.answers:
+            return found.answers
+    segments = _math_segments(ground_truth)
+    if len(segments) > 1:  # "$1$ and $2$ and $3$"
+        return (_MATH_SEG.sub(lambda m: next(g for g in m.groups() if g is not None), ground_truth),)
+    return (ground_truth,)

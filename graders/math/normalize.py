@@ -1,0 +1,141 @@
+"""String-level normalisation of one extracted answer: cosmetics out, meaning kept.
+
+Everything here is linear-time regex/str work on a length-capped string, so it is safe to run in the caller's
+thread before any budgeted SymPy work. The result is still LaTeX-ish text; structure is parsed later.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from dataclasses import dataclass
+
+# Words that only name a unit when they trail a quantity ("15 cm^2", "125 miles", "0.06 yuan").
+UNIT_WORDS = (
+    "units?|square units?|sq\\.? units?|cm|mm|km|m|meters?|metres?|centimeters?|kilometers?|inches|inch|in|"
+    "feet|foot|ft|yards?|yd|miles?|mi|mph|km/h|hours?|hrs?|h|minutes?|mins?|seconds?|secs?|s|days?|weeks?|"
+    "months?|years?|dollars?|cents?|yuan|euros?|pounds?|lbs?|kg|grams?|g|liters?|litres?|l|ml|gallons?|"
+    "degrees?|deg|radians?|rad|points?|people|persons?|students?|ways?|times|pieces?|items?|cubic \\w+|"
+    "square \\w+|sq \\w+"
+)
+_UNIT_TAIL = re.compile(rf"(?<=[\d}}])\s*(?:\\,)?\s*(?:{UNIT_WORDS})(?:\s*\^\s*\{{?[23]\}}?|²|³)?\s*$", re.I)
+
+_TEXT_CMD = re.compile(r"\\(?:text|textbf|textit|textnormal|textrm|mbox|mathrm|mathbf|mathit|operatorname|rm|bf)\s*\{([^{}]*)\}")
+_SPACES = re.compile(r"\\[,;:!> ]|\\q?quad|~|\\enspace|\\thinspace|\\hspace\{[^{}]*\}")
+_DROP = re.compile(r"\\displaystyle|\\left(?=[\\(\[|.{])|\\right(?=[\\)\]|.}])|\\middle|\\bigl?|\\bigr|\\Big[lr]?")
+_DOLLAR_MATH = re.compile(r"\\\(|\\\)|\\\[|\\\]|\$")
+_DEGREES = re.compile(r"\^\s*\{?\s*\\circ\s*\}?|\\circ|\\degree|°|\s*\b(?:degrees?)\b")
+_PERCENT = re.compile(r"\s*(?:\\%|%|\\percent\b|\bpercentage\b|\bpercent\b|\bpct\b)")
+_CURRENCY = re.compile(r"\\\$|€|£|¥|\\euro|\bUSD\b|\bRs\.?")
+_FRAC_CMDS = re.compile(r"\\[dtc]frac\b")
+_FRAC_SHORT = re.compile(r"\\frac\s*(\d)\s*(\d)")
+_FRAC_SHORT2 = re.compile(r"\\frac\s*(\{[^{}]*\})\s*(\d)")
+_FRAC_SHORT3 = re.compile(r"\\frac\s*(\d)\s*(\{[^{}]*\})")
+_SQRT_SHORT = re.compile(r"\\sqrt\s*(\d+|[a-zA-Z])")
+_THOUSANDS_BRACE = re.compile(r"\{,\}|,\\!|\\!")
+_THOUSANDS_COMMA = re.compile(r"(?<![\d.,])\d{1,3}(?:,\d{3})+(?![\d,])")
+_THOUSANDS_SPACE = re.compile(r"(?<![\d.\s])\d{1,3}(?: \d{3})+(?![\d.])")
+_MIXED = re.compile(r"(?<![\d.^_}{\\a-zA-Z])(\d+)\s*\\frac\{(\d+)\}\{(\d+)\}")
+_TRAIL = re.compile(r"[\s.,;:!?]+$")
+_UNICODE = {
+    "\u2212": "-", "\u2013": "-", "\u2014": "-", "\u00d7": "\\times ", "\u00f7": "\\div ", "\u03c0": "\\pi ",
+    "\u221e": "\\infty ", "\u2264": "\\le ", "\u2265": "\\ge ", "\u2260": "\\ne ", "\u221a": "\\sqrt", "\u00b7": "\\cdot ",
+    "\u2208": "\\in ", "\u222a": "\\cup ", "\u00b1": "\\pm ",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Cleaned:
+    """A normalised answer: ``text`` plus what was stripped that still matters for comparison."""
+
+    text: str
+    percent: bool = False
+
+
+def unicode_fold(s: str) -> str:
+    """Full-width digits/letters to ASCII (NFKC) and maths symbols to their LaTeX commands."""
+    s = unicodedata.normalize("NFKC", s)
+    for k, v in _UNICODE.items():
+        if k in s:
+            s = s.replace(k, v)
+    return s
+
+
+def strip_text_wrappers(s: str) -> str:
+    """``\\text{odd}`` -> ``odd`` (innermost first, so nested wrappers also go)."""
+    for _ in range(4):
+        new = _TEXT_CMD.sub(lambda m: m.group(1), s)
+        if new == s:
+            break
+        s = new
+    return s
+
+
+def clean(answer: str) -> Cleaned:
+    """Normalise one answer string (already extracted from the response)."""
+    s = unicode_fold(answer)
+    s = _DOLLAR_MATH.sub(" ", s)
+    s = s.replace("\\mathrm{e}", "e").replace("\\operatorname{e}", "e")
+    s = _FRAC_CMDS.sub(r"\\frac", s)
+    s = _DROP.sub("", s)
+    s = _THOUSANDS_BRACE.sub("", s)
+    s = _SPACES.sub(" ", s)
+    s = _DEGREES.sub("", s)
+    percent = bool(_PERCENT.search(s))
+    if percent:
+        s = _PERCENT.sub("", s)
+    s = _CURRENCY.sub("", s)
+    s = s.replace("\\lt", "<").replace("\\gt", ">")
+    s = re.sub(r"\\(?:leq?|leqslant)\b", r"\\le ", s)
+    s = re.sub(r"\\(?:geq?|geqslant)\b", r"\\ge ", s)
+    s = re.sub(r"\\(?:neq?)\b", r"\\ne ", s)
+    s = s.replace(">=", "\\ge ").replace("<=", "\\le ").replace("!=", "\\ne ")
+    s = _FRAC_SHORT.sub(r"\\frac{\1}{\2}", s)
+    s = _FRAC_SHORT2.sub(r"\\frac\1{\2}", s)
+    s = _FRAC_SHORT3.sub(r"\\frac{\1}\2", s)
+    s = _SQRT_SHORT.sub(r"\\sqrt{\1}", s)
+    s = _unit_tail(s)
+    s = _THOUSANDS_COMMA.sub(lambda m: m.group(0).replace(",", ""), s)
+    s = _THOUSANDS_SPACE.sub(lambda m: m.group(0).replace(" ", ""), s)
+    s = _MIXED.sub(r"(\1+\\frac{\2}{\3})", s)
+    s = " ".join(s.split())
+    s = _TRAIL.sub("", s).strip()
+    if s.startswith("=") and not s.startswith("=="):
+        s = s[1:].strip()
+    return Cleaned(s, percent)
+
+
+def _unit_tail(s: str) -> str:
+    """Drop ``\\text{units}`` and bare unit words that trail a quantity; keep whole-text answers."""
+    stripped = s.strip()
+    whole = _TEXT_CMD.fullmatch(stripped)
+    if whole:
+        return whole.group(1)
+    # \text{...} trailing a quantity is a unit (or words like "square units"); drop it.
+    s = re.sub(r"(?<=[\d}\)a-zA-Z])\s*" + _TEXT_CMD.pattern + r"(?:\s*\^\s*\{?[23]\}?)?\s*$", "", s)
+    s = _UNIT_TAIL.sub("", s)
+    return s
+
+
+def strip_braces(s: str) -> str:
+    """Remove one layer of redundant outer ``{...}`` grouping (``{35 cm,4}`` -> ``35 cm,4``)."""
+    s = s.strip()
+    while len(s) >= 2 and s[0] == "{" and s[-1] == "}" and _matching(s, 0) == len(s) - 1:
+        s = s[1:-1].strip()
+    return s
+
+
+def _matching(s: str, i: int) -> int:
+    """Index of the bracket closing ``s[i]`` (same kind), or -1."""
+    open_c = s[i]
+    close_c = {"{": "}", "(": ")", "[": "]"}[open_c]
+    depth = 0
+    for j in range(i, len(s)):
+        c = s[j]
+        if c == open_c:
+            depth += 1
+        elif c == close_c:
+            depth -= 1
+            if depth == 0:
+                return j
+    return -1

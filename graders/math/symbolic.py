@@ -1,0 +1,141 @@
+"""SymPy leaves: parse with latex2sympy2_extended, then exact arithmetic first, numbers only at stated precision.
+
+Imported only inside the budgeted worker process (see ``worker.py``): nothing here is time-bounded by itself.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import sympy
+from latex2sympy2_extended import latex2sympy
+
+from graders.math.compare import Context, FastJudge, NeedsSymbolic, equal, flip
+from graders.math.numbers import parse_number
+from graders.math.structure import Leaf, Relation
+
+_I = sympy.Symbol("i")
+_PREC = 60
+_REL_TOL = sympy.Float("1e-40", _PREC)
+_MATRIX_ENV = re.compile(r"\\begin\{array\}\{[^{}]*\}")
+
+
+def to_sympy(text: str) -> Any:
+    """``text`` as a SymPy object, or None when the parser refuses it."""
+    text = _MATRIX_ENV.sub(r"\\begin{bmatrix}", text).replace("\\end{array}", "\\end{bmatrix}")
+    text = re.sub(r"\[\s*(\\begin\{bmatrix\}.*\\end\{bmatrix\})\s*\]", r"\1", text, flags=re.S)
+    try:
+        expr = latex2sympy(text, normalization_config=None)
+    except Exception:  # the parser signals "not LaTeX" by raising anything: that is a verdict, not a crash
+        return None
+    if isinstance(expr, sympy.Basic) and _I in expr.free_symbols:
+        expr = expr.subs(_I, sympy.I)
+    return expr
+
+
+def _numeric(expr: Any) -> Any:
+    """A complex number at high precision, or None when ``expr`` is not a closed-form number."""
+    if not isinstance(expr, sympy.Expr) or expr.free_symbols:
+        return None
+    value = expr.evalf(_PREC)
+    return value if value.is_number and value.is_finite is not False else None
+
+
+def _decimals(text: str) -> int | None:
+    number = parse_number(text)
+    return number.decimals if number is not None else None
+
+
+def _scalar_equal(g: Any, p: Any, gold_text: str, pred_text: str, ctx: Context) -> bool:
+    gv, pv = _numeric(g), _numeric(p)
+    if gv is not None and pv is not None:
+        gs = [gv, gv / 100] if ctx.gold_percent else [gv]
+        ps = [pv, pv / 100] if ctx.pred_percent else [pv]
+        for a in gs:
+            for b in ps:
+                if abs(a - b) <= _REL_TOL * max(1, abs(a)):
+                    return True
+        if ctx.gold_percent or ctx.pred_percent:
+            return False
+        gold_dec = _decimals(gold_text)
+        if gold_dec:
+            return bool(abs(gv - pv) <= sympy.Rational(1, 2 * 10**gold_dec))
+        pred_dec = _decimals(pred_text)
+        if pred_dec and pred_dec >= 2 and not (g.is_Integer or g.is_integer):
+            return bool(abs(gv - pv) < sympy.Rational(1, 10**pred_dec))
+        return False
+    if gv is not None or pv is not None:
+        return False
+    if isinstance(g, sympy.Expr) and isinstance(p, sympy.Expr):
+        if g.free_symbols != p.free_symbols:
+            return False
+        diff = sympy.expand(g - p)
+        return diff == 0 or sympy.simplify(diff) == 0
+    return bool(g == p)
+
+
+def _matrix_equal(g: Any, p: Any, ctx: Context) -> bool:
+    if g.shape != p.shape:
+        return False
+    return all(_scalar_equal(a, b, str(a), str(b), ctx) for a, b in zip(g, p, strict=True))
+
+
+def _rel_expr(rel: Relation) -> tuple[str, Any] | None:
+    """``lhs op rhs`` as ``(op, lhs - rhs)`` with ``<``/``\\le`` flipped to ``>``/``\\ge``."""
+    rel = flip(rel)
+    if len(rel.ops) != 1 or not all(isinstance(p, Leaf) for p in rel.parts):
+        return None
+    lhs, rhs = (to_sympy(p.text) for p in rel.parts if isinstance(p, Leaf))
+    if not isinstance(lhs, sympy.Expr) or not isinstance(rhs, sympy.Expr):
+        return None
+    return rel.ops[0], lhs - rhs
+
+
+class SymbolicJudge(FastJudge):
+    """The fast rules first, SymPy for whatever they cannot settle."""
+
+    def leaf(self, gold: str, pred: str, ctx: Context) -> bool:
+        try:
+            return super().leaf(gold, pred, ctx)
+        except NeedsSymbolic:
+            pass
+        g, p = to_sympy(gold), to_sympy(pred)
+        if g is None or p is None:
+            return False
+        if isinstance(g, sympy.MatrixBase) or isinstance(p, sympy.MatrixBase):
+            if isinstance(p, sympy.MatrixExpr):
+                p = p.as_explicit()
+            return (
+                isinstance(g, sympy.MatrixBase) and isinstance(p, sympy.MatrixBase) and _matrix_equal(g, p, ctx)
+            )
+        return _scalar_equal(g, p, gold, pred, ctx)
+
+    def relation(self, gold: Relation, pred: Relation, ctx: Context) -> bool:
+        try:
+            return super().relation(gold, pred, ctx)
+        except NeedsSymbolic:
+            pass
+        ge, pe = _rel_expr(gold), _rel_expr(pred)
+        if ge is None or pe is None:
+            return False
+        (gop, gd), (pop, pd) = ge, pe
+        if gop in ("=", "\\ne") and gop == pop:
+            if pd == 0:
+                return bool(gd == 0)
+            ratio = sympy.simplify(gd / pd)
+            return bool(ratio.is_number and ratio != 0)
+        if gop in (">", "\\ge") and pop in (">", "\\ge"):
+            if gop != pop or pd == 0:
+                return False
+            ratio = sympy.simplify(gd / pd)
+            return bool(ratio.is_number and ratio.is_positive)
+        return False
+
+
+def judge(gold: Any, pred: Any, ctx: Context) -> bool:
+    """Full policy with SymPy leaves (runs inside the worker)."""
+    return equal(gold, pred, SymbolicJudge(), ctx)
+
+
+

@@ -1,0 +1,208 @@
+"""Warm, killable SymPy helper processes: the hard time and memory bound of the math grader.
+
+SymPy can run for hours or eat all memory on a hostile answer (``10^{10^{10}}``, huge factorials), and
+SIGALRM only works on the main thread. So every SymPy judgement runs in a child process that already imported
+SymPy; the caller waits on its pipe with a deadline and SIGKILLs it when the budget is spent. A replacement
+is started in the background so the next grade finds a warm worker again. Children carry an address-space
+rlimit, so a memory bomb dies as a ``MemoryError`` (answered) or a crash (reported), never takes the host.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+MEMORY_LIMIT_BYTES = 3 * 1024**3
+_REPO_ROOT = str(Path(__file__).resolve().parents[2])
+
+
+class WorkerTimeout(Exception):
+    """The budget ran out before the worker answered (the worker was killed)."""
+
+
+class WorkerCrashed(Exception):
+    """The worker died without answering (most likely the memory rlimit)."""
+
+
+class _Worker:
+    def __init__(self) -> None:
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [_REPO_ROOT, env.get("PYTHONPATH", "")]))
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "graders.math.worker"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=env,
+            start_new_session=True,  # our SIGKILL must not reach the caller's process group, nor theirs us
+        )
+        self._buffer = b""
+        self.ready = False
+
+    def _readline(self, deadline: float) -> bytes:
+        assert self.proc.stdout is not None
+        fd = self.proc.stdout.fileno()
+        with selectors.DefaultSelector() as sel:
+            sel.register(fd, selectors.EVENT_READ)
+            while b"\n" not in self._buffer:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise WorkerTimeout
+                if not sel.select(left):
+                    continue
+                chunk = os.read(fd, 65536)
+                if not chunk:
+                    raise WorkerCrashed
+                self._buffer += chunk
+        line, _, self._buffer = self._buffer.partition(b"\n")
+        return line
+
+    def wait_ready(self, deadline: float) -> None:
+        if not self.ready:
+            if self._readline(deadline) != b"ready":
+                raise WorkerCrashed
+            self.ready = True
+
+    def call(self, request: dict[str, Any], deadline: float) -> dict[str, Any]:
+        assert self.proc.stdin is not None
+        try:
+            self.proc.stdin.write(json.dumps(request).encode() + b"\n")
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError) as exc:
+            raise WorkerCrashed from exc
+        return dict(json.loads(self._readline(deadline)))
+
+    def kill(self) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            self.proc.kill()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout=5)
+        for stream in (self.proc.stdin, self.proc.stdout):
+            if stream is not None:
+                with contextlib.suppress(OSError):
+                    stream.close()
+
+
+class WorkerPool:
+    """Up to ``max_workers`` warm children shared by all threads of this process."""
+
+    def __init__(self, max_workers: int = 4, startup_timeout_s: float = 60.0) -> None:
+        self.max_workers = max_workers
+        self.startup_timeout_s = startup_timeout_s
+        self._idle: list[_Worker] = []
+        self._total = 0
+        self._cond = threading.Condition()
+
+    def warm(self, count: int = 1) -> None:
+        """Start workers until ``count`` exist and wait until they imported SymPy (tests, benches)."""
+        started = []
+        with self._cond:
+            while self._total < min(count, self.max_workers):
+                worker = _Worker()
+                self._total += 1
+                started.append(worker)
+        deadline = time.monotonic() + self.startup_timeout_s
+        for worker in started:
+            self._release(worker, deadline)
+
+    def _spawn_background(self) -> None:
+        """Replace a killed worker without making any caller wait for the import."""
+
+        def start() -> None:
+            worker = _Worker()
+            self._release(worker, time.monotonic() + self.startup_timeout_s)
+
+        threading.Thread(target=start, name="math-grader-respawn", daemon=True).start()
+
+    def _release(self, worker: _Worker, deadline: float) -> None:
+        try:
+            worker.wait_ready(deadline)
+        except (WorkerTimeout, WorkerCrashed):
+            worker.kill()
+            with self._cond:
+                self._total -= 1
+                self._cond.notify()
+            return
+        with self._cond:
+            self._idle.append(worker)
+            self._cond.notify()
+
+    def _acquire(self, deadline: float) -> _Worker:
+        with self._cond:
+            while not self._idle:
+                if self._total < self.max_workers:
+                    self._total += 1
+                    break
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise WorkerTimeout
+                self._cond.wait(left)
+            else:
+                return self._idle.pop()
+        return _Worker()  # cold start: its import time is part of this call's wait
+
+    def run(self, request: dict[str, Any], budget_s: float) -> dict[str, Any]:
+        """Send ``request`` to a worker; kill it if no answer arrives within ``budget_s``.
+
+        A cold worker (none idle, pool not full) first gets ``startup_timeout_s`` to import SymPy: that wait is
+        the process warming up, not the input's doing, so the input's budget starts once the worker is ready.
+        """
+        deadline = time.monotonic() + budget_s
+        worker = self._acquire(deadline)
+        try:
+            if not worker.ready:
+                worker.wait_ready(time.monotonic() + self.startup_timeout_s)
+                deadline = time.monotonic() + budget_s
+            answer = worker.call(request, deadline)
+        except (WorkerTimeout, WorkerCrashed):
+            worker.kill()
+            with self._cond:
+                self._total -= 1
+            self._spawn_background()
+            raise
+        with self._cond:
+            self._idle.append(worker)
+            self._cond.notify()
+        return answer
+
+    def close(self) -> None:
+        with self._cond:
+            idle, self._idle = self._idle, []
+            self._total -= len(idle)
+        for worker in idle:
+            worker.kill()
+
+
+def _serve() -> None:
+    """Child side: limit memory, import SymPy once, then answer one JSON request per line."""
+    import resource
+
+    with contextlib.suppress(ValueError, OSError):
+        resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT_BYTES, MEMORY_LIMIT_BYTES))
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C in a terminal reaches the caller, who kills us
+    sys.set_int_max_str_digits(20000)
+    from graders.math.judge_request import answer  # imports SymPy
+
+    out = sys.stdout.buffer
+    out.write(b"ready\n")
+    out.flush()
+    for line in sys.stdin.buffer:
+        try:
+            reply = answer(json.loads(line))
+        except MemoryError:
+            reply = {"ok": False, "error": "memory"}
+        out.write(json.dumps(reply).encode() + b"\n")
+        out.flush()
+
+
+if __name__ == "__main__":
+    _serve()
