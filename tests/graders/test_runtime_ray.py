@@ -1,0 +1,61 @@
+"""GradingPool on a real two-node local Ray cluster: same results as local workers, spread over both nodes."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+import runtime_test_graders as faulty
+
+from graders.runtime import GradeRequest, GradingPool
+
+ECHO = f"{faulty.__name__}:EchoGrader"
+pytestmark = [pytest.mark.slow, pytest.mark.distributed]
+
+
+@pytest.fixture(scope="module")
+def cluster_address() -> Iterator[str]:
+    ray = pytest.importorskip("ray")
+    from ray.cluster_utils import Cluster
+
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
+    cluster.add_node(num_cpus=1)
+    cluster.wait_for_nodes()
+    yield cluster.address
+    if ray.is_initialized():
+        ray.shutdown()
+    cluster.shutdown()
+
+
+def _wait_ready(pool: GradingPool, budget_s: float = 120.0) -> None:
+    deadline = time.monotonic() + budget_s
+    while not all(w["ready"] for w in pool.metrics()["workers"]):
+        assert time.monotonic() < deadline, "Ray grading actors did not start"
+        time.sleep(0.1)
+
+
+def test_ray_pool_spreads_over_both_nodes_and_enforces_budgets(cluster_address: str) -> None:
+    reqs = [GradeRequest(ECHO, str(i % 3), "1", {"sleep_s": 0.002}, id=i) for i in range(200)]
+    with GradingPool(workers=2, backend="process") as local:
+        expected = local.grade_batch(reqs)
+    with GradingPool(workers=2, ray_address=cluster_address, timeout_s=2.0) as pool:
+        pool.grade_batch([GradeRequest(ECHO, "w", "w")])  # registers the grader so actors warm it
+        _wait_ready(pool)
+        grades = pool.grade_batch(reqs)
+        start = time.monotonic()
+        hung, ok = pool.grade_batch(
+            [GradeRequest(ECHO, "x", "x", {"hang": True}), GradeRequest(ECHO, "1", "1")]
+        )
+        elapsed = time.monotonic() - start
+        after = pool.grade_batch([GradeRequest(ECHO, "1", "1")] * 10)
+        metrics = pool.metrics()
+    assert metrics["backend"] == "ray"
+    assert [(g.verdict, g.details["answer"]) for g in grades] == [
+        (g.verdict, g.details["answer"]) for g in expected
+    ]
+    assert len(metrics["nodes"]) == 2, metrics["nodes"]  # grades ran on both Ray nodes
+    assert min(metrics["nodes"].values()) >= 20
+    assert hung.verdict == "error" and hung.reason.startswith("timeout") and elapsed < 2.0 + 1.0
+    assert ok.verdict == "correct" and all(g.verdict == "correct" for g in after)
+    assert metrics["worker_restarts"] >= 1
