@@ -57,6 +57,11 @@ def _header(a: Analysis, run_name: str) -> str:
                                      ("model params", f"{a.params:,}" if a.params else None),
                                      ("model dtype", model.get("dtype")), ("steps with timings", len(a.timings)),
                                      ("metrics rows", len(a.metrics))]
+    if a.timings:
+        rows.append(("mean step time", f"{sum(t.wall for t in a.timings) / len(a.timings):.3g} s"))
+    rewards = [r["reward_mean"] for r in a.metrics if isinstance(r.get("reward_mean"), int | float)]
+    if rewards:
+        rows.append(("reward (first → last)", f"{rewards[0]:.3g} → {rewards[-1]:.3g}"))
     kv = "".join(f"<tr><th>{escape(k)}</th><td>{fmt(v)}</td></tr>" for k, v in rows if v is not None)
     warnings = "".join(f"<li>{escape(w)}</li>" for w in a.warnings)
     warn_html = f'<div class="warn"><b>Warnings</b><ul>{warnings}</ul></div>' if warnings else ""

@@ -79,6 +79,7 @@ def handoff(a: Analysis) -> bytes | None:
     ax2 = ax.twinx()
     ax2.plot(steps, [h.gbps if h.gbps is not None else float("nan") for h in a.handoff], "o-", color="tab:red")
     ax2.set_ylabel("GB/s", color="tab:red")
+    ax2.set_ylim(0, max((h.gbps or 0.0) for h in a.handoff) * 1.2 or 1.0)
     return _png(fig)
 
 
