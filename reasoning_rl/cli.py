@@ -15,6 +15,12 @@ app = typer.Typer(
 )
 
 
+# Sub-apps: their modules import only typer at load time, so ``rrl --help`` stays fast.
+from sandboxes.cli import app as _sandbox_app  # noqa: E402
+
+app.add_typer(_sandbox_app, name="sandbox")
+
+
 def _show_version(value: bool) -> None:
     if value:
         typer.echo(f"rrl {__version__}")
@@ -64,6 +70,32 @@ def report(
     for warning in result.warnings:
         typer.echo(f"warning: {warning}", err=True)
     typer.echo(f"report: {result.html}")
+
+
+@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def train(
+    ctx: typer.Context,
+    config: str = typer.Argument(..., help="Config YAML; then any number of key.path=value overrides."),
+) -> None:
+    """Train with RL on verifiable rewards (GRPO by default); writes the run directory."""
+    from reasoning_rl.trainer.cli import train_command
+
+    raise typer.Exit(train_command(config, list(ctx.args)))
+
+
+@app.command("eval", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def eval_(
+    ctx: typer.Context,
+    config: str = typer.Argument(None, help="Config YAML (evaluates data.val, else data.train); then overrides."),
+    model: str = typer.Option(None, "--model", help="Model dir (instead of, or overriding, the config's)."),
+    data: str = typer.Option(None, "--data", help="Dataset file/dir/hub name (instead of the config's)."),
+    n: int = typer.Option(None, "--n", help="Samples per prompt (pass@n, maj@n)."),
+    out: str = typer.Option(None, "-o", "--out", help="Per-prompt results JSONL [default: RUN_DIR/eval/results.jsonl]."),
+) -> None:
+    """Generate with vLLM and grade: accuracy, pass@k and maj@k per data source (no training)."""
+    from reasoning_rl.trainer.cli import eval_command
+
+    raise typer.Exit(eval_command(config, list(ctx.args), model=model, data=data, n=n, out=out))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,227 @@
+"""Runs INSIDE the sandbox (any python3 >= 3.8, stdlib only): writes the files, runs the command with caps and
+a wall clock, kills every leftover process of the sandbox user, wipes the scratch dirs, and reports one frame.
+
+Protocol. stdin: one JSON header line, then ``stdin_len`` bytes for the command's stdin.
+stdout: ``RRL1 <json>\\n`` followed by ``stdout_len`` + ``stderr_len`` bytes of captured output.
+The supervisor shares its uid with the program, so it is not trusted for *correctness* (graders compare values
+in the parent); it only makes limits cheap to enforce. The parent kills the whole sandbox as the backstop.
+"""
+
+import base64
+import contextlib
+import json
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+_OOM_FILES = ("/sys/fs/cgroup/memory/memory.oom_control", "/sys/fs/cgroup/memory.events")
+
+
+def _read_exact(stream, n):
+    chunks, left = [], n
+    while left > 0:
+        chunk = stream.read(left)
+        if not chunk:
+            raise EOFError(f"header promised {n} stdin bytes, got {n - left}")
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
+
+
+def _oom_kills():
+    for path in _OOM_FILES:
+        try:
+            with open(path) as fh:
+                for line in fh:
+                    key, _, value = line.partition(" ")
+                    if key == "oom_kill":
+                        return int(value)
+        except OSError:
+            continue
+    return -1
+
+
+def _undumpable():
+    """Hide our /proc entries (fd, mem, environ) from the same-uid program: it cannot forge our frame."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE = 4
+    except Exception:  # noqa: BLE001 - best effort: the parent never trusts the frame for correctness anyway
+        pass
+
+
+def _write_files(workdir, files):
+    for rel, b64 in files.items():
+        path = os.path.normpath(os.path.join(workdir, rel))
+        if not path.startswith(workdir.rstrip("/") + "/"):
+            raise ValueError(f"file name escapes the work dir: {rel!r}")
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "wb") as fh:
+            fh.write(base64.b64decode(b64))
+
+
+def _rlimits(limits):
+    import resource
+
+    def apply():
+        for name, value in limits.items():
+            resource.setrlimit(getattr(resource, name), (value, value))
+
+    return apply
+
+
+def _feed(pipe, data):
+    try:
+        if data:
+            pipe.write(data)
+    except OSError:
+        pass  # the program exited or closed stdin without reading it all: not our failure
+    finally:
+        with contextlib.suppress(OSError):
+            pipe.close()
+
+
+def _run(header, stdin_data):
+    cap = header["output_bytes"]
+    proc = subprocess.Popen(
+        header["command"],
+        cwd=header["workdir"],
+        env=header["env"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+        preexec_fn=_rlimits(header["rlimits"]) if header.get("rlimits") else None,
+    )
+    threading.Thread(target=_feed, args=(proc.stdin, stdin_data), daemon=True).start()
+    out_fd, err_fd = proc.stdout.fileno(), proc.stderr.fileno()  # type: ignore[union-attr]
+    bufs = {out_fd: bytearray(), err_fd: bytearray()}
+    sel = selectors.DefaultSelector()
+    for fd in bufs:
+        os.set_blocking(fd, False)
+        sel.register(fd, selectors.EVENT_READ)
+    deadline = time.monotonic() + header["wall_s"]
+    stopped_by = "exit"
+    while sel.get_map():
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            stopped_by = "timeout"
+            break
+        for key, _ in sel.select(min(remaining, 0.5)):
+            chunk = os.read(key.fd, 65536)
+            if not chunk:
+                sel.unregister(key.fileobj)
+                continue
+            buf = bufs[key.fd]
+            buf += chunk
+            if len(buf) > cap:
+                del buf[cap:]
+                stopped_by = "output_limit"
+        if stopped_by != "exit":
+            break
+    if stopped_by == "exit":
+        try:
+            proc.wait(max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            stopped_by = "timeout"  # closed its pipes but kept running
+    with contextlib.suppress(OSError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    code = proc.wait()
+    return stopped_by, code, bytes(bufs[out_fd]), bytes(bufs[err_fd])
+
+
+def _kill_all():
+    """Kill every other process of our uid (children that outlived the run). Only safe in a pid namespace."""
+    me, uid = os.getpid(), os.getuid()
+    for _ in range(200):
+        with contextlib.suppress(OSError):
+            os.kill(-1, signal.SIGKILL)
+        left = []
+        for pid in os.listdir("/proc"):
+            if pid.isdigit() and int(pid) not in (1, me):
+                try:
+                    if os.stat("/proc/" + pid).st_uid == uid:
+                        left.append(pid)
+                except OSError:
+                    pass
+        if not left:
+            return True
+        time.sleep(0.005)
+    return False
+
+
+def _wipe(dirs):
+    ok = True
+    for top in dirs:
+        try:
+            names = os.listdir(top)
+        except OSError:
+            continue
+        for name in names:
+            path = os.path.join(top, name)
+            try:
+                if os.path.isdir(path) and not os.path.islink(path):
+                    for root, subdirs, _ in os.walk(path):
+                        for d in subdirs:
+                            os.chmod(os.path.join(root, d), 0o700)
+                    _rmtree(path)
+                else:
+                    os.unlink(path)
+            except OSError:
+                ok = False
+    return ok
+
+
+def _rmtree(path):
+    import shutil
+
+    os.chmod(path, 0o700)
+    shutil.rmtree(path)
+
+
+def _emit(frame, out=b"", err=b""):
+    frame["stdout_len"], frame["stderr_len"] = len(out), len(err)
+    sys.stdout.buffer.write(b"RRL1 " + json.dumps(frame).encode() + b"\n" + out + err)
+    sys.stdout.buffer.flush()
+
+
+def main():
+    _undumpable()
+    stdin = sys.stdin.buffer
+    header = json.loads(stdin.readline())
+    frame = {"exit_code": None, "wall_s": 0.0, "clean": False, "nonce": header["nonce"]}
+    kill_all = header["kill_all"] and os.getuid() != 0  # never kill(-1) as root: that could reach the host
+    try:
+        stdin_data = _read_exact(stdin, header["stdin_len"])
+        if kill_all:
+            _kill_all()
+        _wipe(header["scratch"])
+        _write_files(header["workdir"], header["files"])
+    except Exception as exc:  # noqa: BLE001 - set-up failed before the program ran: our failure, say what
+        frame.update(stopped_by="sandbox_error", detail=f"supervisor set-up: {exc!r}")
+        _emit(frame)
+        return
+    oom_before = _oom_kills()
+    detail = ""
+    started = time.monotonic()
+    try:
+        stopped_by, code, out, err = _run(header, stdin_data)
+    except OSError as exc:  # e.g. command not found: the program's problem, reported like a shell would
+        stopped_by, code, out, err = "exit", 127, b"", str(exc).encode()
+        detail = f"could not start the command: {exc}"
+    wall = time.monotonic() - started
+    if stopped_by == "exit" and oom_before >= 0 and _oom_kills() > oom_before:
+        stopped_by = "memory"
+    clean = _kill_all() if kill_all else True
+    clean = _wipe(header["scratch"]) and clean
+    frame.update(exit_code=code, stopped_by=stopped_by, wall_s=wall, clean=clean, detail=detail)
+    _emit(frame, out, err)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,283 @@
+"""Docker backend: hardened containers, run cold (one container per run) or from a warm pool (exec into
+pre-started containers, wiped between uses). Every container is labelled and removed, stale ones at start."""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import socket
+import struct
+import threading
+import time
+import weakref
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from sandboxes import protocol
+from sandboxes.image import DEFAULT_IMAGE
+from sandboxes.pool import Pool
+from sandboxes.types import Mount, RunRequest, RunResult, SandboxError
+
+log = logging.getLogger(__name__)
+
+LABEL = "reasoning-rl.sandbox"
+SANDBOX_USER = "65534:65534"
+# Container start, exec set-up and Python start-up on a loaded machine; after this the parent kills the container.
+GRACE_S = 5.0
+_SUPERVISOR_STDERR_CAP = 64 << 10
+_HOST = socket.gethostname()
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerSpec:
+    """What is fixed when a container starts; runs with equal specs can share a warm container."""
+
+    image: str
+    memory_mb: int
+    pids: int
+    cpus: float
+    disk_mb: int
+    mounts: tuple[Mount, ...]
+
+    @classmethod
+    def of(cls, image: str, request: RunRequest) -> ContainerSpec:
+        lim = request.limits
+        return cls(image, lim.memory_mb, lim.pids, lim.cpus, lim.disk_mb, tuple(request.mounts))
+
+
+_client_lock = threading.Lock()
+_client: Any = None
+
+
+def client() -> Any:
+    """One shared Docker client; stale containers of dead owners are removed on first use."""
+    global _client
+    with _client_lock:
+        if _client is None:
+            import docker
+
+            try:
+                c = docker.from_env(timeout=30, max_pool_size=64)
+                c.ping()
+            except Exception as exc:  # noqa: BLE001 - any failure here means "Docker is unusable", say why
+                raise SandboxError(
+                    f"Docker daemon not reachable ({exc}); start it (scripts/services.d/10-docker.sh) "
+                    "or use the local backend"
+                ) from exc
+            remove_stale(c)
+            _client = c
+        return _client
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def remove_stale(c: Any) -> int:
+    """Remove our labelled containers whose owning process (on this host) is gone, e.g. after a crash."""
+    removed = 0
+    for container in c.containers.list(all=True, filters={"label": LABEL}):
+        labels = container.labels
+        owner = labels.get(f"{LABEL}.pid", "")
+        if labels.get(f"{LABEL}.host") == _HOST and owner.isdigit() and _alive(int(owner)):
+            continue
+        try:
+            container.remove(force=True)
+            removed += 1
+        except Exception as exc:  # noqa: BLE001 - another process may be removing it concurrently
+            log.debug("stale container %s not removed: %s", container.short_id, exc)
+    if removed:
+        log.info("removed %d stale sandbox containers", removed)
+    return removed
+
+
+def start_container(spec: ContainerSpec) -> Any:
+    """A hardened, idle container: PID 1 is tini (reaps orphans) running ``sleep`` as root without capabilities;
+    programs run through exec as an unprivileged user."""
+    tmpfs_opts = f"size={spec.disk_mb}m,uid=65534,gid=65534"
+    return client().containers.run(
+        spec.image,
+        command=["sleep", "infinity"],
+        detach=True,
+        init=True,
+        user="0:0",
+        network_mode="none",
+        mem_limit=f"{spec.memory_mb}m",
+        memswap_limit=f"{spec.memory_mb}m",
+        pids_limit=spec.pids,
+        nano_cpus=int(spec.cpus * 1e9),
+        read_only=True,
+        tmpfs={protocol.WORKDIR: tmpfs_opts, "/tmp": tmpfs_opts},
+        shm_size="16m",
+        cap_drop=["ALL"],
+        security_opt=["no-new-privileges"],
+        ulimits=[{"Name": "core", "Soft": 0, "Hard": 0}, {"Name": "nofile", "Soft": 1024, "Hard": 1024}],
+        volumes={m.source: {"bind": m.target, "mode": "ro" if m.read_only else "rw"} for m in spec.mounts},
+        working_dir=protocol.WORKDIR,
+        labels={LABEL: "1", f"{LABEL}.pid": str(os.getpid()), f"{LABEL}.host": _HOST},
+    )
+
+
+def remove_container(container: Any) -> None:
+    try:
+        container.remove(force=True)
+    except Exception as exc:  # noqa: BLE001 - already gone is fine; anything else is left for remove_stale
+        log.debug("container %s not removed: %s", getattr(container, "short_id", "?"), exc)
+
+
+def _raw_socket(sock: Any) -> socket.socket:
+    return sock._sock if hasattr(sock, "_sock") else sock
+
+
+class _StreamReader:
+    """Demultiplexes Docker's attach stream (8-byte headers) with a deadline and byte caps."""
+
+    def __init__(self, sock: socket.socket, deadline: float, caps: dict[int, int]) -> None:
+        self.sock, self.deadline, self.caps = sock, deadline, caps
+        self.data: dict[int, bytearray] = {1: bytearray(), 2: bytearray()}
+        self._buf = bytearray()
+
+    def _recv(self) -> bytes:
+        remaining = self.deadline - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError
+        self.sock.settimeout(remaining)
+        return self.sock.recv(1 << 16)
+
+    def read_all(self) -> Literal["eof", "overflow"]:
+        while True:
+            chunk = self._recv()
+            if not chunk:
+                return "eof"
+            self._buf += chunk
+            while len(self._buf) >= 8:
+                stream, size = self._buf[0], struct.unpack(">I", bytes(self._buf[4:8]))[0]
+                if len(self._buf) < 8 + size:
+                    break
+                target = self.data.setdefault(stream, bytearray())
+                target += self._buf[8 : 8 + size]
+                del self._buf[: 8 + size]
+                if len(target) > self.caps.get(stream, 0):
+                    return "overflow"
+
+
+class DockerSandbox:
+    """``warm=True`` reuses pre-started containers (≈70 ms per run); ``warm=False`` starts one per run."""
+
+    name = "docker"
+    isolation: Literal["strong", "weak"] = "strong"
+
+    def __init__(self, image: str = DEFAULT_IMAGE, pool_size: int = 4, warm: bool = True, prestart: bool = True):
+        c = client()
+        import docker
+
+        try:
+            c.images.get(image)
+        except docker.errors.ImageNotFound as exc:
+            raise SandboxError(f"sandbox image {image} not found; build it with `rrl sandbox build`") from exc
+        self.image, self.warm = image, warm
+        self._pool = Pool(start_container, remove_container, pool_size)
+        if warm and prestart:
+            from sandboxes.types import Limits
+
+            self._pool.prestart(ContainerSpec(image, **_limit_fields(Limits()), mounts=()))
+        _OPEN.add(self)
+
+    def run(self, request: RunRequest) -> RunResult:
+        spec = ContainerSpec.of(self.image, request)
+        started = time.monotonic()
+        try:
+            container = self._pool.acquire(spec) if self.warm else start_container(spec)
+        except Exception as exc:  # noqa: BLE001 - daemon/API failures are ours, never the program's
+            return RunResult(b"", b"", None, time.monotonic() - started, "sandbox_error", f"container start: {exc}")
+        healthy = False
+        try:
+            result, healthy = self._exec(container, request, started)
+            return result
+        finally:
+            if self.warm:
+                self._pool.release(spec, container, healthy)
+            else:
+                remove_container(container)
+
+    def _exec(self, container: Any, request: RunRequest, started: float) -> tuple[RunResult, bool]:
+        api = client().api
+        payload = protocol.encode(request, kill_all=True)
+        cap = request.limits.output_bytes
+        try:
+            exec_id = api.exec_create(
+                container.id, protocol.supervisor_command(), stdin=True, user=SANDBOX_USER,
+                workdir=protocol.WORKDIR, environment=protocol.BASE_ENV,
+            )["Id"]
+            sock = _raw_socket(api.exec_start(exec_id, socket=True))
+        except Exception as exc:  # noqa: BLE001
+            return self._infra_failure(container, started, f"exec: {exc}"), False
+        reader = _StreamReader(sock, started + request.limits.wall_s + GRACE_S,
+                               {1: 2 * cap + 4096, 2: _SUPERVISOR_STDERR_CAP})
+        try:
+            sock.sendall(payload.data)
+            outcome = reader.read_all()
+        except TimeoutError:
+            self._kill(container)
+            wall = time.monotonic() - started
+            return RunResult(b"", b"", None, wall, "timeout", "wall clock: whole container killed"), False
+        except OSError as exc:
+            return self._infra_failure(container, started, f"exec stream: {exc}"), False
+        finally:
+            sock.close()
+        wall = time.monotonic() - started
+        if outcome == "overflow":
+            self._kill(container)
+            return RunResult(b"", b"", None, wall, "output_limit", "output beyond the cap: container killed"), False
+        frame = protocol.decode(bytes(reader.data[1]), payload.nonce, wall)
+        if frame is not None:
+            return frame.result, frame.clean
+        return self._lost_frame(container, exec_id, wall, bytes(reader.data[2])), False
+
+    def _lost_frame(self, container: Any, exec_id: str, wall: float, stderr: bytes) -> RunResult:
+        """No frame: the program killed its supervisor (its fault) unless the container itself is gone (ours)."""
+        try:
+            container.reload()
+            state = container.attrs["State"]
+        except Exception as exc:  # noqa: BLE001
+            return RunResult(b"", stderr, None, wall, "sandbox_error", f"container vanished: {exc}")
+        if state.get("OOMKilled"):
+            return RunResult(b"", stderr, None, wall, "memory", "container OOM-killed")
+        if not state.get("Running"):
+            return RunResult(b"", stderr, None, wall, "sandbox_error", f"container stopped: {state.get('Status')}")
+        return protocol.supervisor_lost(wall, stderr)
+
+    def _infra_failure(self, container: Any, started: float, detail: str) -> RunResult:
+        self._kill(container)
+        return RunResult(b"", b"", None, time.monotonic() - started, "sandbox_error", detail)
+
+    @staticmethod
+    def _kill(container: Any) -> None:
+        try:
+            container.kill()
+        except Exception as exc:  # noqa: BLE001 - it is replaced either way
+            log.debug("kill %s: %s", getattr(container, "short_id", "?"), exc)
+
+    def close(self) -> None:
+        self._pool.close()
+        _OPEN.discard(self)
+
+
+def _limit_fields(limits: Any) -> dict[str, Any]:
+    return {"memory_mb": limits.memory_mb, "pids": limits.pids, "cpus": limits.cpus, "disk_mb": limits.disk_mb}
+
+
+_OPEN: weakref.WeakSet[DockerSandbox] = weakref.WeakSet()
+
+
+@atexit.register
+def _close_all() -> None:
+    for sandbox in list(_OPEN):
+        sandbox.close()

@@ -1,0 +1,94 @@
+"""The parent's side of the supervisor protocol (see ``_supervisor.py``), shared by every backend."""
+
+from __future__ import annotations
+
+import base64
+import json
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+
+from sandboxes.types import RunRequest, RunResult
+
+SUPERVISOR_SOURCE = (Path(__file__).parent / "_supervisor.py").read_text()
+WORKDIR = "/work"
+SCRATCH = (WORKDIR, "/tmp", "/dev/shm")
+BASE_ENV = {
+    "PATH": "/usr/local/bin:/usr/bin:/bin",
+    "HOME": WORKDIR,
+    "TMPDIR": "/tmp",
+    "LANG": "C.UTF-8",
+    "PYTHONDONTWRITEBYTECODE": "1",
+}
+_MAGIC = b"RRL1 "
+
+
+def supervisor_command(python: str = "python3") -> list[str]:
+    return [python, "-I", "-S", "-c", SUPERVISOR_SOURCE]
+
+
+@dataclass(frozen=True, slots=True)
+class Payload:
+    data: bytes
+    nonce: str
+
+
+def encode(request: RunRequest, *, kill_all: bool, rlimits: dict[str, int] | None = None) -> Payload:
+    """Header line + stdin bytes for the supervisor."""
+    nonce = secrets.token_hex(16)
+    files = {
+        name: base64.b64encode(body.encode() if isinstance(body, str) else body).decode()
+        for name, body in request.files.items()
+    }
+    header = {
+        "command": list(request.command),
+        "files": files,
+        "env": {**BASE_ENV, **request.env},
+        "wall_s": request.limits.wall_s,
+        "output_bytes": request.limits.output_bytes,
+        "stdin_len": len(request.stdin),
+        "workdir": WORKDIR,
+        "scratch": list(SCRATCH),
+        "kill_all": kill_all,
+        "rlimits": rlimits or {},
+        "nonce": nonce,
+    }
+    return Payload(json.dumps(header).encode() + b"\n" + request.stdin, nonce)
+
+
+@dataclass(frozen=True, slots=True)
+class Frame:
+    result: RunResult
+    clean: bool  # every leftover process killed and scratch dirs wiped: the sandbox may be reused
+
+
+def decode(raw: bytes, nonce: str, wall_s: float) -> Frame | None:
+    """The supervisor's frame, or None when it never produced a well-formed one (it was killed)."""
+    if not raw.startswith(_MAGIC):
+        return None
+    line, sep, rest = raw.partition(b"\n")
+    if not sep:
+        return None
+    try:
+        meta = json.loads(line[len(_MAGIC) :])
+        n_out, n_err = int(meta["stdout_len"]), int(meta["stderr_len"])
+        if meta["nonce"] != nonce or len(rest) != n_out + n_err:
+            return None
+        result = RunResult(
+            stdout=rest[:n_out],
+            stderr=rest[n_out:],
+            exit_code=None if meta["exit_code"] is None else int(meta["exit_code"]),
+            wall_s=wall_s,
+            stopped_by=meta["stopped_by"],
+            detail=str(meta.get("detail", "")),
+        )
+        return Frame(result, bool(meta["clean"]))
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+def supervisor_lost(wall_s: float, stderr: bytes) -> RunResult:
+    """The program killed its supervisor: a program failure (scores 0), never a sandbox error."""
+    return RunResult(
+        b"", stderr[-4096:], None, wall_s, "exit", "the program killed the sandbox supervisor (no result frame)"
+    )
