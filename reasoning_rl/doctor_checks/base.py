@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 Status = Literal["ok", "warn", "problem"]
 
@@ -52,8 +52,8 @@ class Requirements:
     dist_backend: str | None = None
     output_dir: Path | None = None
     model_dir: Path | None = None
+    lean_options: dict[str, Any] = field(default_factory=dict)
     from_config: bool = False
-    notes: tuple[str, ...] = field(default_factory=tuple)
 
 
 Check = Callable[[Requirements], list[CheckResult]]

@@ -50,5 +50,6 @@ def requirements_from_config(cfg: Mapping[str, Any]) -> Requirements:
         vllm_dtype=str(_get(cfg, "model.dtype", "auto")) if engine in ("vllm", "auto") else None,
         output_dir=Path(str(run_dir).format(name=_get(cfg, "run.name", "run"))) if run_dir else None,
         model_dir=Path(model_path) if isinstance(model_path, str) and Path(model_path).is_dir() else None,
+        lean_options=dict(_get(cfg, "grading.options.lean") or {}),
         from_config=True,
     )

