@@ -143,7 +143,7 @@ class OptimConfig(_Section):
     weight_decay: float = Field(default=0.0, ge=0.0)
     betas: tuple[float, float] = (0.9, 0.999)
     grad_clip: float | None = Field(default=1.0, gt=0.0)
-    schedule: Literal["constant", "linear", "cosine"] = "constant"
+    schedule: Literal["constant", "cosine"] = "constant"
     warmup_steps: int = Field(default=0, ge=0)
     critic_lr: float = Field(default=1e-5, gt=0.0)
 

@@ -1,0 +1,59 @@
+"""From graded samples to training signal: rewards, masks, DAPO overlong penalty and dynamic-sampling
+filter, and the per-step reward/verdict/length metrics."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+
+import torch
+
+from reasoning_rl.config import OverlongConfig
+from reasoning_rl.trainer.collect import Sample
+
+
+def rewards_and_mask(samples: Sequence[Sample], *, max_tokens: int,
+                     overlong: OverlongConfig) -> tuple[torch.Tensor, torch.Tensor]:
+    """[N] rewards (grade score minus any overlong penalty) and [N] mask (False where verdict == error)."""
+    rewards = torch.tensor([s.grade.score for s in samples], dtype=torch.float32)
+    if overlong.enabled:
+        start = max_tokens - overlong.buffer
+        lengths = torch.tensor([len(s.completion.token_ids) for s in samples], dtype=torch.float32)
+        over = (lengths - start).clamp(min=0) / overlong.buffer
+        rewards = rewards - overlong.penalty * over.clamp(max=1.0)
+    mask = torch.tensor([not s.masked for s in samples], dtype=torch.bool)
+    return rewards, mask
+
+
+def informative_groups(samples: Sequence[Sample]) -> set[int]:
+    """Groups whose judged rewards are not all equal (DAPO dynamic sampling keeps only these)."""
+    scores: dict[int, set[float]] = {}
+    for s in samples:
+        if not s.masked:
+            scores.setdefault(s.group, set()).add(round(s.grade.score, 9))
+    return {g for g, values in scores.items() if len(values) > 1}
+
+
+def sample_metrics(samples: Sequence[Sample], rewards: torch.Tensor, mask: torch.Tensor) -> dict[str, float]:
+    """Reward mean/std and accuracy over judged samples, verdicts per grader, response lengths, truncation."""
+    out: dict[str, float] = {}
+    judged = rewards[mask]
+    out["reward/mean"] = float(judged.mean()) if judged.numel() else float("nan")
+    out["reward/std"] = float(judged.std(unbiased=False)) if judged.numel() else float("nan")
+    correct = sum(1 for s in samples if s.grade.verdict == "correct")
+    out["reward/accuracy"] = correct / max(1, int(mask.sum()))
+    verdicts = Counter((s.example.grader, s.grade.verdict) for s in samples)
+    for verdict in ("correct", "incorrect", "error"):
+        out[f"grading/{verdict}"] = float(sum(n for (_, v), n in verdicts.items() if v == verdict))
+    for (grader, verdict), n in verdicts.items():
+        out[f"grading/{grader}/{verdict}"] = float(n)
+    reasons = Counter(s.grade.reason.split(":")[0] for s in samples if s.masked)
+    for reason, n in reasons.items():
+        out[f"grading/error_reason/{reason or 'unknown'}"] = float(n)
+    lengths = torch.tensor([len(s.completion.token_ids) for s in samples], dtype=torch.float32)
+    out["response/length_mean"] = float(lengths.mean()) if lengths.numel() else 0.0
+    out["response/length_max"] = float(lengths.max()) if lengths.numel() else 0.0
+    truncated = sum(1 for s in samples if s.completion.finish_reason == "length")
+    out["response/truncation_rate"] = truncated / max(1, len(samples))
+    out["samples"] = float(len(samples))
+    return out

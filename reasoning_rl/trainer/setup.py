@@ -1,0 +1,266 @@
+"""Build everything a run needs from its config (data, tokenizer, policy, reference, engine, grading pool)
+and the per-step operations on them (update, weight hand-off), so the loop reads as the algorithm."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from rich.console import Console
+
+import graders
+from graders.runtime import GradingPool
+from reasoning_rl.algorithms import LossConfig, compute_advantages, kl_penalized_rewards
+from reasoning_rl.config import Config, ConfigError
+from reasoning_rl.data import Example, LoadReport, load_examples, render_all
+from reasoning_rl.rollout import RolloutEngine, SamplingConfig, make_engine
+from reasoning_rl.rollout.base import EngineKind
+from reasoning_rl.trace import TraceWriter
+from reasoning_rl.trainer.collect import Sample
+
+
+def resolve_device(device: str) -> str:
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cuda" and not torch.cuda.is_available():
+        raise ValueError("run.device=cuda but no CUDA device is visible; use run.device=auto or cpu")
+    return device
+
+
+def resolve_model_dir(cfg: Config) -> Path:
+    """A local HF model dir for both trainer and vLLM; a GGUF checkpoint is converted once and cached."""
+    from reasoning_rl.policy.model import convert_gguf
+
+    if cfg.model.gguf_file is None:
+        return Path(cfg.model.path)
+    stem = Path(cfg.model.gguf_file).stem.lower().replace(".", "-")
+    return convert_gguf(cfg.model.path, cfg.model.gguf_file, Path(".cache") / "converted" / stem)
+
+
+def load_data(cfg: Config, tokenizer: Any, console: Console) -> tuple[list[Example], list[list[int]],
+                                                                    list[Example], list[list[int]]]:
+    known = frozenset(graders.available())
+    report = LoadReport()
+    train = load_examples(cfg.data.train, cfg.data, seed=cfg.run.seed, known_graders=known, report=report)
+    val = load_examples(cfg.data.val, cfg.data, seed=cfg.run.seed + 1, known_graders=known, report=report) \
+        if cfg.data.val else []
+    skip = cfg.data.on_bad_row == "skip"
+    train, train_ids, n_long = render_all(tokenizer, train, chat_template=cfg.data.chat_template,
+                                          max_prompt_tokens=cfg.data.max_prompt_tokens, skip_long=skip)
+    val, val_ids, n_long_val = render_all(tokenizer, val, chat_template=cfg.data.chat_template,
+                                          max_prompt_tokens=cfg.data.max_prompt_tokens, skip_long=skip)
+    sources = ", ".join(f"{k}: {v}" for k, v in report.kept.items())
+    console.print(f"data: {len(train)} train / {len(val)} val prompts ({sources})")
+    skipped = len(report.skipped) + n_long + n_long_val
+    if skipped:
+        console.print(f"[yellow]skipped {skipped} malformed or too-long rows[/yellow] (first: "
+                      f"{report.skipped[0] if report.skipped else 'prompt over data.max_prompt_tokens'})")
+    return train, train_ids, val, val_ids
+
+
+@dataclass
+class Components:
+    cfg: Config
+    device: str
+    model_dir: Path
+    tokenizer: Any
+    policy: Any
+    ref: Any
+    engine: RolloutEngine
+    pool: GradingPool
+    train_examples: list[Example]
+    train_prompt_ids: list[list[int]]
+    val_examples: list[Example]
+    val_prompt_ids: list[list[int]]
+    cache_path: Path | None
+    trace_meta: dict[str, Any] = field(default_factory=dict)
+    _awake: bool = True
+
+    # --------------------------------------------------------------------------------- generation
+    def sampling(self, seed: int) -> SamplingConfig:
+        r = self.cfg.rollout
+        return SamplingConfig(n=r.n, temperature=r.temperature, top_p=r.top_p, max_tokens=r.max_tokens,
+                              stop=tuple(r.stop), seed=seed)
+
+    def engine_wake(self) -> None:
+        if not self._awake:
+            self.engine.wake()
+            self._awake = True
+
+    def engine_sleep(self) -> None:
+        if self._awake and self.cfg.rollout.sleep is not False:
+            self.engine.sleep()
+            self._awake = False
+
+    # ------------------------------------------------------------------------------------- update
+    def loss_config(self) -> LossConfig:
+        a = self.cfg.algorithm
+        return LossConfig(clip_low=a.clip_low, clip_high=a.clip_high, dual_clip=a.dual_clip, level=a.ratio,
+                          kl_coef=a.kl_coef, kl_estimator=a.kl_estimator, kl_in_reward=a.kl_mode == "reward",
+                          entropy_coef=a.entropy_coef, agg=a.loss_agg, max_response_len=self.cfg.rollout.max_tokens)
+
+    def update(self, samples: list[Sample], rewards: torch.Tensor, mask: torch.Tensor, *, trace: TraceWriter,
+               step: int) -> dict[str, float]:
+        """Advantages -> ref/old log-probs -> ``epochs`` passes over mini-batches. Masked samples are
+        dropped from the batch entirely (they carry no gradient and do not distort normalisation)."""
+        from reasoning_rl.policy import build_batch
+
+        a = self.cfg.algorithm
+        self.engine_sleep()
+        keep = [i for i in range(len(samples)) if bool(mask[i]) and samples[i].completion.token_ids]
+        out: dict[str, float] = {}
+        if not keep:
+            out["update/skipped"] = 1.0
+            return out
+        batch = build_batch([samples[i].completion for i in keep], pad_id=self.pad_id)
+        groups = torch.tensor([samples[i].group for i in keep])
+        r = rewards[keep]
+        loss_cfg = self.loss_config()
+        with trace.span("old_logprobs", step):
+            old, _ = self.policy.logprobs(batch)
+        ref = None
+        if self.ref is not None:
+            with trace.span("ref_logprobs", step):
+                ref = self.ref.logprobs(batch)
+        if ref is not None and a.kl_mode == "reward" and a.kl_coef > 0:
+            r = kl_penalized_rewards(r, old, ref, batch.response_mask, a.kl_coef, a.kl_estimator)
+        if a.advantage == "gae":
+            raise ValueError("PPO/GAE needs a critic, which the RL core does not provide yet")
+        adv = compute_advantages(a.advantage, r, groups, torch.ones_like(r, dtype=torch.bool))
+        n = len(keep)
+        mb = min(a.mini_batch_size or n, n)
+        stats: dict[str, list[float]] = {}
+        with trace.span("update", step) as attrs:
+            for epoch in range(a.epochs):
+                order = torch.randperm(n).tolist() if epoch and a.epochs > 1 else list(range(n))
+                for start in range(0, n, mb):
+                    rows = order[start:start + mb]
+                    sub = batch.select(rows)
+                    m = self.policy.train_step(sub, adv[rows], old[rows, :sub.shape[1]],
+                                               None if ref is None else ref[rows, :sub.shape[1]], loss_cfg)
+                    for k, v in m.items():
+                        stats.setdefault(k, []).append(float(v))
+            attrs["tokens"] = batch.num_tokens * a.epochs
+        trace.counter("tokens_trained", step, batch.num_tokens * a.epochs)
+        if torch.cuda.is_available():
+            trace.counter("gpu_mem_peak_bytes", step, torch.cuda.max_memory_allocated())
+        for k, values in stats.items():
+            out[f"policy/{k}"] = sum(values) / len(values)
+        out["advantage/abs_mean"] = float(adv.abs().mean())
+        out["throughput/train_tokens"] = float(batch.num_tokens * a.epochs)
+        return out
+
+    @property
+    def pad_id(self) -> int:
+        pad = getattr(self.tokenizer, "pad_token_id", None)
+        return int(pad if pad is not None else 0)
+
+    def lr(self) -> float:
+        return float(self.policy.optimizer.param_groups[0]["lr"])
+
+    # ------------------------------------------------------------------------------------ hand-off
+    def push_weights(self, *, step: int, trace: TraceWriter | None) -> dict[str, float]:
+        from reasoning_rl.handoff import push_weights
+
+        self.engine_wake()
+        start = time.time()
+        stats = push_weights(self.policy, self.engine)
+        if trace is not None:
+            trace.add_span("handoff", step, start, start + stats.seconds, tensors=stats.tensors, bytes=stats.bytes)
+            trace.counter("handoff_bytes", step, stats.bytes)
+        return stats.as_metrics()
+
+    def policy_export(self, out_dir: Path) -> Path:
+        """A plain HF model dir (safetensors + tokenizer), written atomically by the policy."""
+        self.policy.save_pretrained(out_dir)
+        return out_dir
+
+    def save_checkpoint(self, directory: Path) -> None:
+        """Model, optimizer, scheduler and optimizer-step count (the checkpoint manager adds the rest)."""
+        torch.save(self.policy.state_dict_for_checkpoint(), directory / "policy.pt")
+
+    def load_checkpoint(self, directory: Path) -> None:
+        self.policy.load_checkpoint_state(torch.load(directory / "policy.pt", weights_only=False))
+
+    def close(self) -> None:
+        self.pool.close()
+
+
+def build_components(cfg: Config, run_dir: Path, *, console: Console) -> Components:
+    from reasoning_rl.policy import Policy
+    from reasoning_rl.policy.model import load_tokenizer
+
+    if cfg.algorithm.name == "ppo":
+        raise ConfigError("algorithm.name=ppo needs a critic model, which this version of the RL core "
+                          "(reasoning_rl.policy) does not provide yet; use algorithm.name=grpo")
+    device = resolve_device(cfg.run.device)
+    model_dir = resolve_model_dir(cfg)
+    tokenizer = load_tokenizer(str(model_dir), require_chat_template=cfg.data.chat_template)
+    train, train_ids, val, val_ids = load_data(cfg, tokenizer, console)
+    dtype = cfg.model.dtype if cfg.model.dtype != "auto" else ("bfloat16" if device == "cuda" else "float32")
+    o = cfg.optim
+    console.print(f"model: {model_dir} on {device} ({dtype})")
+    fsdp = {"auto": None, "on": True, "off": False}[cfg.model.fsdp]
+    policy = Policy.from_pretrained(
+        str(model_dir), dtype=dtype, device=device, fsdp=fsdp, lr=o.lr, weight_decay=o.weight_decay,
+        betas=o.betas, grad_clip=o.grad_clip, warmup_steps=o.warmup_steps,
+        total_steps=cfg.trainer.steps if o.schedule == "cosine" else None,
+        activation_checkpointing=cfg.model.gradient_checkpointing,
+        micro_batch_tokens=cfg.algorithm.micro_batch_tokens,
+    )
+    ref = None
+    if cfg.algorithm.kl_coef > 0:
+        from reasoning_rl.policy import ReferencePolicy
+
+        ref = ReferencePolicy.from_pretrained(str(model_dir), dtype=dtype, device=device, fsdp=fsdp,
+                                              offload=cfg.model.ref_offload,
+                                              micro_batch_tokens=cfg.algorithm.micro_batch_tokens)
+    r = cfg.rollout
+    kind = rollout_kind(cfg)
+    gpu_util = r.gpu_memory_utilization or (0.5 if device == "cuda" else 0.2)
+    max_len = model_max_len(model_dir, train_ids + val_ids, max(r.max_tokens, cfg.eval.max_tokens or 0))
+    console.print(f"rollout: {kind} engine, n={r.n}, max_tokens={r.max_tokens}")
+    engine = make_engine(kind, str(model_dir), dtype=dtype, seed=cfg.run.seed, gpu_memory_utilization=gpu_util,
+                         max_model_len=max_len, enable_sleep_mode=r.sleep)
+    g = cfg.grading
+    cache_path = run_dir / "grades.sqlite" if g.cache else None
+    pool = GradingPool(workers=g.workers, backend=g.backend, ray_address=g.ray_address, timeout_s=g.timeout_s,
+                       retries=g.retries, cache_path=cache_path, max_in_flight=g.max_in_flight)
+    meta = {"run": cfg.run.name, "device": device, "world_size": 1, "model": _model_shape(policy, dtype)}
+    return Components(cfg, device, model_dir, tokenizer, policy, ref, engine, pool, train, train_ids, val, val_ids,
+                      cache_path, meta)
+
+
+def model_max_len(model_dir: Path, prompt_ids: list[list[int]], max_tokens: int) -> int:
+    """Longest prompt + response budget, so the engine reserves no more than the run needs."""
+    import json
+
+    need = max((len(p) for p in prompt_ids), default=1) + max_tokens
+    conf = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
+    limit = conf.get("max_position_embeddings")
+    if limit is not None and need > int(limit):
+        raise ConfigError(f"longest prompt + rollout.max_tokens = {need} tokens exceeds the model's "
+                          f"max_position_embeddings={limit}; lower rollout.max_tokens or data.max_prompt_tokens")
+    return need
+
+
+def rollout_kind(cfg: Config) -> EngineKind:
+    """``rollout.engine=auto``: vLLM when importable, else the plain transformers engine."""
+    import importlib.util
+
+    if cfg.rollout.engine != "auto":
+        return cfg.rollout.engine
+    return "vllm" if importlib.util.find_spec("vllm") is not None else "hf"
+
+
+def _model_shape(policy: Any, dtype: str) -> dict[str, Any]:
+    model = getattr(policy, "lm", None)
+    conf = getattr(model, "config", None)
+    if conf is None:
+        return {"dtype": dtype}
+    params = sum(p.numel() for p in model.parameters()) if model is not None else None
+    return {"params": params, "layers": getattr(conf, "num_hidden_layers", None),
+            "hidden": getattr(conf, "hidden_size", None), "vocab": getattr(conf, "vocab_size", None), "dtype": dtype}
