@@ -75,7 +75,9 @@ class FastJudge:
         raise NeedsSymbolic(gold)
 
     def relation(self, gold: Relation, pred: Relation, ctx: Context) -> bool:
-        if gold.ops == pred.ops and all(equal(g, p, self, ctx) for g, p in zip(gold.parts, pred.parts, strict=True)):
+        if gold.ops == pred.ops and all(
+            equal(g, p, self, ctx) for g, p in zip(gold.parts, pred.parts, strict=True)
+        ):
             return True
         raise NeedsSymbolic("relation")
 
@@ -127,7 +129,16 @@ def _as_interval(node: Node) -> Interval | None:
     return None
 
 
+def _dedupe(nodes: tuple[Node, ...]) -> tuple[Node, ...]:
+    """Sets ignore repeats: the same item written twice (spacing aside) counts once."""
+    seen: dict[str, Node] = {}
+    for n in nodes:
+        seen.setdefault(re.sub(r"\s+", "", repr(n)), n)
+    return tuple(seen.values())
+
+
 def _match_unordered(gold: tuple[Node, ...], pred: tuple[Node, ...], judge: LeafJudge, ctx: Context) -> bool:
+    gold, pred = _dedupe(gold), _dedupe(pred)
     if len(gold) != len(pred):
         return False
     free = list(pred)
@@ -163,20 +174,24 @@ def equal(gold: Node, pred: Node, judge: LeafJudge, ctx: Context) -> bool:
     if len(gold_items) > 1 or len(pred_items) > 1:
         gold_items = tuple(answer_part(g) for g in gold_items)
         pred_items = tuple(answer_part(p) for p in pred_items)
-        if len(gold_items) != len(pred_items):
-            return False
         return _match_unordered(gold_items, pred_items, judge, ctx)
     gold, pred = gold_items[0], pred_items[0]
     if isinstance(gold, Relation) and isinstance(pred, Relation):
         if gold.ops == pred.ops == ("=",) and is_name(gold.parts[0]) and is_name(pred.parts[0]):
             return equal(gold.parts[1], pred.parts[1], judge, ctx)
         g2, p2 = answer_part(gold), answer_part(pred)
-        if not isinstance(g2, Relation) or not isinstance(p2, Relation):
+        if not isinstance(g2, Relation) and not isinstance(p2, Relation):
             return equal(g2, p2, judge, ctx)
+        # gold sets the format: "-2 \le x \le 7" accepts "x \in [-2,7]", but an interval gold needs an interval
+        gi, pi = _as_interval(g2), (None if isinstance(p2, Relation) else _as_interval(p2))
+        if gi is not None and pi is not None:
+            return equal(gi, pi, judge, ctx)
         return judge.relation(gold, pred, ctx)
     if isinstance(gold, Relation) or isinstance(pred, Relation):
         g2, p2 = answer_part(gold), answer_part(pred)
-        if isinstance(p2, Interval) or isinstance(g2, Interval):
+        if not isinstance(g2, Relation) and not isinstance(p2, Relation):
+            return equal(g2, p2, judge, ctx)
+        if isinstance(p2, Interval | Items) or isinstance(g2, Interval | Items):
             gi, pi = _as_interval(g2), _as_interval(p2)
             if isinstance(pred, Relation) and not isinstance(p2, Interval):
                 pi = None  # gold sets the format: an interval answer is not matched by an inequality

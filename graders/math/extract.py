@@ -15,7 +15,9 @@ Mode = Literal["strict", "lenient"]
 MODES: tuple[Mode, ...] = ("strict", "lenient")
 
 _BOX_CMDS = ("\\boxed", "\\fbox")
-_GROUP_GAP = re.compile(r"^[\s$,;.&]*(?:\\[\]\)]|\\quad|\\qquad|\\text\{[^{}]{0,40}\}|\\,|\\ |and|or|,|;|\$|\s)*[\s$,;.&]*$")
+_GROUP_GAP = re.compile(
+    r"^[\s$,;.&]*(?:\\[\]\)\[\(]|[A-Za-z](?:_\{?\w+\}?)?\s*=|\\quad|\\qquad|\\text\{[^{}]{0,40}\}|\\,|\\ |and|or|,|;|\$|\s)*[\s$,;.&]*$"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,9 +106,14 @@ _ANCHOR = re.compile(
     re.I,
 )
 _GSM = re.compile(r"####\s*([^\n]+)")
-_MATH_SEG = re.compile(r"\$\$(.+?)\$\$|\\\[(.+?)\\\]|\\\((.+?)\\\)|\$([^$]+?)\$", re.S)
-_NUMBER = re.compile(r"(?<![A-Za-z\d.,])-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:[.,]\d+)?(?![A-Za-z\d])")
+# Display maths may span lines; inline $...$ and \(...\) may not (an unclosed "$5 and $6" is prose).
+_MATH_SEG = re.compile(r"\$\$(.+?)\$\$|\\\[(.+?)\\\]|\\\(([^\n]+?)\\\)|(?<!\\)\$([^$\n]+?)(?<!\\)\$", re.S)
+_NUMBER = re.compile(
+    r"(?<![A-Za-z\d.,])(?:-?\\frac\{\d+\}\{\d+\}|-?\d+\s*/\s*\d+(?!\d|\.\d)"
+    r"|-?(?:\d{1,3}(?:,\d{3})+|\d{1,3}(?: \d{3})+(?!\d)|\d+)(?:[.,]\d+)?|-?\.\d+)(?!\d)"
+)
 _MCQ = re.compile(r"(?:^|[\s(*:])\(?([A-E])\)?(?=$|[\s).,*:])")
+_CONNECTORS = re.compile(r"[\s\\\"',.;]*(?:(?:and|or|,)[\s\\\"',.;]*)*")
 _HOPE = re.compile(r"\s*I hope it is correct.*$", re.I | re.S)
 
 
@@ -117,6 +124,18 @@ def _math_segments(text: str) -> list[str]:
 def _sentence_answer(sentence: str) -> str | None:
     """The answer inside the sentence following an anchor such as "The final answer is"."""
     sentence = _HOPE.sub("", sentence).strip()
+    sentence = re.sub(r"^(?:\\?[\"'`*]|\s)+", "", sentence)
+    lead = _MATH_SEG.match(sentence)
+    if lead:
+        head = sentence.split("\n", 1)[0]
+        prose = _MATH_SEG.sub("", head)
+        if _CONNECTORS.fullmatch(prose):  # "$12$ and $13$": several maths pieces joined by words
+            return (
+                _MATH_SEG.sub(lambda m: next(g for g in m.groups() if g is not None), head)
+                .strip()
+                .rstrip(" .\\\"'")
+            )
+        return next(g for g in lead.groups() if g is not None)
     sentence = re.sub(r"\s*(?:<\|.*|\[Note.*)$", "", sentence, flags=re.S)
     head = re.split(r"(?<![\d\\])\.\s|\n", sentence + " ", maxsplit=1)[0].strip()
     if not head:
@@ -133,6 +152,13 @@ def _sentence_answer(sentence: str) -> str | None:
     return tail.rstrip(".").strip() or None
 
 
+def _last(pattern: re.Pattern[str], text: str) -> re.Match[str] | None:
+    last = None
+    for last in pattern.finditer(text):  # noqa: B007 - we want the final match
+        pass
+    return last
+
+
 def extract(response: str, mode: Mode) -> Extraction:
     """Candidate answers of ``response`` (think-tags already honoured by the caller)."""
     boxes = find_boxes(response)
@@ -140,21 +166,25 @@ def extract(response: str, mode: Mode) -> Extraction:
         if not boxes:
             return Extraction((), "no boxed answer")
         return Extraction(tuple(b.content for b in boxes), "boxed")
-    if boxes:
-        return Extraction(tuple(b.content for b in last_box_group(response, boxes)), "boxed (last group)")
     anchors = list(_ANCHOR.finditer(response))
+    if boxes:
+        final = [a for a in anchors if a.start() > boxes[-1].end and "final" in a.group(0).lower()]
+        found = _sentence_answer(response[final[-1].end() :]) if final else None
+        if found:  # "\boxed{255} ... Final Answer: The final answer is $10,455$": the later commitment wins
+            return Extraction((found,), "final-answer phrase after the last box")
+        return Extraction(tuple(b.content for b in last_box_group(response, boxes)), "boxed (last group)")
     for anchor in reversed(anchors):
         found = _sentence_answer(response[anchor.end() :])
         if found:
             return Extraction((found,), "answer phrase")
     if gsm := _GSM.findall(response):
         return Extraction((gsm[-1].strip(),), "#### marker")
-    segments = _math_segments(response)
-    if segments:
-        return Extraction((segments[-1],), "last maths segment")
-    numbers = _NUMBER.findall(response)
-    if numbers:
-        return Extraction((numbers[-1],), "last number")
+    segment = _last(_MATH_SEG, response)
+    number = _last(_NUMBER, response)
+    if segment and (not number or segment.end() >= number.end()):
+        return Extraction((next(g for g in segment.groups() if g is not None),), "last maths segment")
+    if number:
+        return Extraction((number.group(0),), "last number")
     mcq = _MCQ.findall(response)
     if mcq:
         return Extraction((mcq[-1],), "MCQ letter")
@@ -164,8 +194,8 @@ def extract(response: str, mode: Mode) -> Extraction:
 def gold_answers(ground_truth: str) -> tuple[str, ...]:
     """The reference answer(s): usually the bare string, sometimes a worked solution with boxes in it."""
     boxes = find_boxes(ground_truth)
-    if boxes:
-        return tuple(b.content for b in last_box_group(ground_truth, boxes))
+    if boxes:  # a reference lists its parts: every box counts ("\boxed{1} papers and \boxed{2} bins")
+        return tuple(dict.fromkeys(b.content for b in boxes))
     if len(ground_truth) > 200 or re.search(r"final answer is", ground_truth, re.I):
         found = extract(ground_truth, "lenient")
         if found.answers:

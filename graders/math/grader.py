@@ -44,16 +44,26 @@ class MathGrader:
         self.pool = WorkerPool(max_workers=max_workers)
 
     def grade(
-        self, response: str, ground_truth: Any, *, mode: str = "strict", timeout_s: float = 2.0, **options: Any
+        self,
+        response: str,
+        ground_truth: Any,
+        *,
+        mode: str = "strict",
+        timeout_s: float = 2.0,
+        **options: Any,
     ) -> Grade:
         if options:
-            return Grade.error(f"unknown option(s) {sorted(options)}; the math grader takes mode and timeout_s")
+            return Grade.error(
+                f"unknown option(s) {sorted(options)}; the math grader takes mode and timeout_s"
+            )
         if mode not in MODES:
             return Grade.error(f"mode must be one of {MODES}, got {mode!r}")
         if not isinstance(response, str):
             return Grade.error(f"response must be a string, got {type(response).__name__}")
         if isinstance(ground_truth, bool) or not isinstance(ground_truth, str | int | float | Fraction):
-            return Grade.error(f"ground_truth must be a string or a number, got {type(ground_truth).__name__}")
+            return Grade.error(
+                f"ground_truth must be a string or a number, got {type(ground_truth).__name__}"
+            )
         if not isinstance(timeout_s, int | float) or timeout_s <= 0:
             return Grade.error(f"timeout_s must be a positive number, got {timeout_s!r}")
         deadline = time.monotonic() + float(timeout_s)
@@ -89,7 +99,9 @@ class MathGrader:
         if len(distinct) == 1:
             ok, how = self._equal(gold, distinct[0], deadline)
             details["matched_by"] = how
-            return Grade.correct("equivalent", **details) if ok else Grade.incorrect("not equivalent", **details)
+            return (
+                Grade.correct("equivalent", **details) if ok else Grade.incorrect("not equivalent", **details)
+            )
         # Several different boxes: right only if together they are the (multi-part) gold answer,
         # or each of them is (equivalent spellings); otherwise it is hedging.
         ok, how = self._equal(gold, _combine(distinct), deadline)
@@ -109,7 +121,11 @@ class MathGrader:
         """Equivalence of two cleaned answers and which path decided it (fast / string / sympy)."""
         if squash(gold.text) == squash(pred.text) and gold.percent == pred.percent:
             return True, "string"
-        if _BIG_INT.fullmatch(gold.text) and _BIG_INT.fullmatch(pred.text) and not (gold.percent or pred.percent):
+        if (
+            _BIG_INT.fullmatch(gold.text)
+            and _BIG_INT.fullmatch(pred.text)
+            and not (gold.percent or pred.percent)
+        ):
             return _int_text(gold.text) == _int_text(pred.text), "integer"
         ctx = Context(gold.percent, pred.percent)
         gold_node, pred_node = parse(gold.text), parse(pred.text)
@@ -123,7 +139,12 @@ class MathGrader:
         left = deadline - time.monotonic()
         if left <= 0:
             raise _Budget
-        request = {"gold": gold.text, "pred": pred.text, "gold_percent": gold.percent, "pred_percent": pred.percent}
+        request = {
+            "gold": gold.text,
+            "pred": pred.text,
+            "gold_percent": gold.percent,
+            "pred_percent": pred.percent,
+        }
         try:
             reply = self.pool.run(request, left)
         except WorkerTimeout as exc:

@@ -20,27 +20,44 @@ UNIT_WORDS = (
 )
 _UNIT_TAIL = re.compile(rf"(?<=[\d}}])\s*(?:\\,)?\s*(?:{UNIT_WORDS})(?:\s*\^\s*\{{?[23]\}}?|²|³)?\s*$", re.I)
 
-_TEXT_CMD = re.compile(r"\\(?:text|textbf|textit|textnormal|textrm|mbox|mathrm|mathbf|mathit|operatorname|rm|bf)\s*\{([^{}]*)\}")
-_SPACES = re.compile(r"\\[,;:!> ]|\\q?quad|~|\\enspace|\\thinspace|\\hspace\{[^{}]*\}")
-_DROP = re.compile(r"\\displaystyle|\\left(?=[\\(\[|.{])|\\right(?=[\\)\]|.}])|\\middle|\\bigl?|\\bigr|\\Big[lr]?")
+_TEXT_CMD = re.compile(
+    r"\\(?:text|textbf|textit|textnormal|textrm|mbox|mathrm|mathbf|mathit|operatorname|rm|bf)\s*\{([^{}]*)\}"
+)
+_SPACES = re.compile(r"(?<!\\)\\[,;:!> ]|\\q?quad|~|\\enspace|\\thinspace|\\hspace\{[^{}]*\}")
+_DROP = re.compile(
+    r"\\displaystyle|\\left(?=[\\(\[|.{])|\\right(?=[\\)\]|.}])|\\middle|\\bigl?|\\bigr|\\Big[lr]?"
+)
 _DOLLAR_MATH = re.compile(r"\\\(|\\\)|\\\[|\\\]|\$")
 _DEGREES = re.compile(r"\^\s*\{?\s*\\circ\s*\}?|\\circ|\\degree|°|\s*\b(?:degrees?)\b")
 _PERCENT = re.compile(r"\s*(?:\\%|%|\\percent\b|\bpercentage\b|\bpercent\b|\bpct\b)")
 _CURRENCY = re.compile(r"\\\$|€|£|¥|\\euro|\bUSD\b|\bRs\.?")
-_FRAC_CMDS = re.compile(r"\\[dtc]frac\b")
+_FRAC_CMDS = re.compile(r"\\[dtc]frac")
 _FRAC_SHORT = re.compile(r"\\frac\s*(\d)\s*(\d)")
 _FRAC_SHORT2 = re.compile(r"\\frac\s*(\{[^{}]*\})\s*(\d)")
 _FRAC_SHORT3 = re.compile(r"\\frac\s*(\d)\s*(\{[^{}]*\})")
 _SQRT_SHORT = re.compile(r"\\sqrt\s*(\d+|[a-zA-Z])")
-_THOUSANDS_BRACE = re.compile(r"\{,\}|,\\!|\\!")
-_THOUSANDS_COMMA = re.compile(r"(?<![\d.,])\d{1,3}(?:,\d{3})+(?![\d,])")
-_THOUSANDS_SPACE = re.compile(r"(?<![\d.\s])\d{1,3}(?: \d{3})+(?![\d.])")
+_THOUSANDS_BRACE = re.compile(r"\s*\{\s*,\s*\}\s*|,\\!|\\!")
+_THOUSANDS = re.compile(r"[+-]?[1-9]\d{0,2}(?:(?:,\d{3})+|(?: \d{3})+)(?:\.\d+)?")
+_DECIMAL_COMMA = re.compile(r"[+-]?(?:\d+,(?:\d{2}|\d{4,})|0,\d+)")
+_DOUBLE_BACKSLASH = re.compile(r"(?<!\\)\\\\(?=[a-zA-Z{}()\[\]])")
 _MIXED = re.compile(r"(?<![\d.^_}{\\a-zA-Z])(\d+)\s*\\frac\{(\d+)\}\{(\d+)\}")
 _TRAIL = re.compile(r"[\s.,;:!?]+$")
 _UNICODE = {
-    "\u2212": "-", "\u2013": "-", "\u2014": "-", "\u00d7": "\\times ", "\u00f7": "\\div ", "\u03c0": "\\pi ",
-    "\u221e": "\\infty ", "\u2264": "\\le ", "\u2265": "\\ge ", "\u2260": "\\ne ", "\u221a": "\\sqrt", "\u00b7": "\\cdot ",
-    "\u2208": "\\in ", "\u222a": "\\cup ", "\u00b1": "\\pm ",
+    "\u2212": "-",
+    "\u2013": "-",
+    "\u2014": "-",
+    "\u00d7": "\\times ",
+    "\u00f7": "\\div ",
+    "\u03c0": "\\pi ",
+    "\u221e": "\\infty ",
+    "\u2264": "\\le ",
+    "\u2265": "\\ge ",
+    "\u2260": "\\ne ",
+    "\u221a": "\\sqrt",
+    "\u00b7": "\\cdot ",
+    "\u2208": "\\in ",
+    "\u222a": "\\cup ",
+    "\u00b1": "\\pm ",
 }
 
 
@@ -73,7 +90,7 @@ def strip_text_wrappers(s: str) -> str:
 
 def clean(answer: str) -> Cleaned:
     """Normalise one answer string (already extracted from the response)."""
-    s = unicode_fold(answer)
+    s = _DOUBLE_BACKSLASH.sub(lambda m: "\\", unicode_fold(answer))  # JSON-escaped "\\frac" -> "\frac"
     s = _DOLLAR_MATH.sub(" ", s)
     s = s.replace("\\mathrm{e}", "e").replace("\\operatorname{e}", "e")
     s = _FRAC_CMDS.sub(r"\\frac", s)
@@ -85,7 +102,7 @@ def clean(answer: str) -> Cleaned:
     if percent:
         s = _PERCENT.sub("", s)
     s = _CURRENCY.sub("", s)
-    s = s.replace("\\lt", "<").replace("\\gt", ">")
+    s = s.replace("+\\infty", "\\infty").replace("\\lt", "<").replace("\\gt", ">")
     s = re.sub(r"\\(?:leq?|leqslant)\b", r"\\le ", s)
     s = re.sub(r"\\(?:geq?|geqslant)\b", r"\\ge ", s)
     s = re.sub(r"\\(?:neq?)\b", r"\\ne ", s)
@@ -94,18 +111,21 @@ def clean(answer: str) -> Cleaned:
     s = _FRAC_SHORT2.sub(r"\\frac\1{\2}", s)
     s = _FRAC_SHORT3.sub(r"\\frac{\1}\2", s)
     s = _SQRT_SHORT.sub(r"\\sqrt{\1}", s)
-    s = _unit_tail(s)
-    s = _THOUSANDS_COMMA.sub(lambda m: m.group(0).replace(",", ""), s)
-    s = _THOUSANDS_SPACE.sub(lambda m: m.group(0).replace(" ", ""), s)
+    s = strip_units(s)
     s = _MIXED.sub(r"(\1+\\frac{\2}{\3})", s)
     s = " ".join(s.split())
     s = _TRAIL.sub("", s).strip()
+    # Separators only where the whole answer is one number: "1,234,567" / "1 000" / "2,74"; "(2,12)" is a pair.
+    if _THOUSANDS.fullmatch(s):
+        s = s.replace(",", "").replace(" ", "")
+    elif _DECIMAL_COMMA.fullmatch(s):
+        s = s.replace(",", ".")
     if s.startswith("=") and not s.startswith("=="):
         s = s[1:].strip()
     return Cleaned(s, percent)
 
 
-def _unit_tail(s: str) -> str:
+def strip_units(s: str) -> str:
     """Drop ``\\text{units}`` and bare unit words that trail a quantity; keep whole-text answers."""
     stripped = s.strip()
     whole = _TEXT_CMD.fullmatch(stripped)

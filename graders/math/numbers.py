@@ -16,7 +16,9 @@ MAX_DIGITS = 2000
 _SIGN = r"[+-]?"
 _DEC = r"(?:\d+(?:\.\d*)?|\.\d+)"
 _RE_DEC = re.compile(rf"({_SIGN})\s*({_DEC})")
-_RE_SCI = re.compile(rf"({_SIGN})\s*({_DEC})\s*(?:\\times|\\cdot|\*|x)\s*10\s*\^\s*\{{?\s*([+-]?\d{{1,4}})\s*\}}?")
+_RE_SCI = re.compile(
+    rf"({_SIGN})\s*({_DEC})\s*(?:\\times|\\cdot|\*|x)\s*10\s*\^\s*\{{?\s*([+-]?\d{{1,4}})\s*\}}?"
+)
 _RE_E = re.compile(rf"({_SIGN})\s*({_DEC})[eE]([+-]?\d{{1,4}})")
 _RE_FRAC = re.compile(rf"({_SIGN})\s*\\frac\s*\{{\s*({_SIGN}\s*\d+)\s*\}}\s*\{{\s*({_SIGN}\s*\d+)\s*\}}")
 _RE_SLASH = re.compile(rf"({_SIGN})\s*\(?\s*({_SIGN}\d+)\s*\)?\s*/\s*\(?\s*({_SIGN}\d+)\s*\)?")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from graders.math.normalize import strip_braces
+from graders.math.normalize import strip_braces, strip_units
 
 MAX_ITEMS = 64
 MAX_DEPTH = 8
@@ -93,7 +93,9 @@ def _wrapped(s: str) -> tuple[str, str, str] | None:
         return None
     if s.startswith("\\{") and s.endswith("\\}"):
         inner = s[2:-2]
-        return ("{", inner, "}") if min(_depth_scan(inner + " "), default=0) >= 0 and _balanced(inner) else None
+        return (
+            ("{", inner, "}") if min(_depth_scan(inner + " "), default=0) >= 0 and _balanced(inner) else None
+        )
     if s[0] in "([" and s[-1] in ")]":
         depths = _depth_scan(s)
         if all(d > 0 for d in depths[1:-1]):
@@ -128,7 +130,7 @@ def parse(s: str, depth: int = 0) -> Node:
     """The shape of answer text ``s`` (already cleaned)."""
     s = strip_braces(s.strip())
     if depth > MAX_DEPTH or not s:
-        return Leaf(s)
+        return Leaf(strip_units(s).strip() or s)
     words = _top_matches(s, _WORD_SPLIT)
     if words:
         pieces, start = [], 0
@@ -170,7 +172,11 @@ def parse(s: str, depth: int = 0) -> Node:
         if open_c == "{":
             return Items("set", tuple(parse(p, depth + 1) for p in items[:MAX_ITEMS] if p))
         if len(items) == 2 and (open_c == "[" or close_c == "]"):
-            return Interval(open_c == "[", parse(items[0], depth + 1), parse(items[1], depth + 1), close_c == "]")
+            return Interval(
+                open_c == "[", parse(items[0], depth + 1), parse(items[1], depth + 1), close_c == "]"
+            )
         if len(items) > 1:
             return Items("tuple", tuple(parse(p, depth + 1) for p in items[:MAX_ITEMS]))
-    return Leaf(s)
+        if open_c == "(" and "\\begin{" in inner:  # "(\begin{pmatrix}...\end{pmatrix})"
+            return parse(inner, depth + 1)
+    return Leaf(strip_units(s).strip() or s)

@@ -29,6 +29,12 @@ def to_sympy(text: str) -> Any:
         expr = latex2sympy(text, normalization_config=None)
     except Exception:  # the parser signals "not LaTeX" by raising anything: that is a verdict, not a crash
         return None
+    if isinstance(expr, sympy.MatrixExpr):  # "A + B", "A B" of explicit matrices: evaluate to one matrix
+        expr = expr.doit()
+        expr = expr.as_explicit() if isinstance(expr, sympy.MatrixExpr) else expr
+    if isinstance(expr, sympy.Basic | sympy.MatrixBase) and expr.atoms(sympy.Float):
+        # decimals as written are exact values: "0.2" is 1/5, not the nearest binary double
+        expr = expr.xreplace({f: sympy.Rational(str(f)) for f in expr.atoms(sympy.Float)})
     if isinstance(expr, sympy.Basic) and _I in expr.free_symbols:
         expr = expr.subs(_I, sympy.I)
     return expr
@@ -42,12 +48,21 @@ def _numeric(expr: Any) -> Any:
     return value if value.is_number and value.is_finite is not False else None
 
 
-def _decimals(text: str) -> int | None:
+_DECIMAL_LITERAL = re.compile(r"\d*\.(\d+)")
+
+
+def _stated_decimals(text: str) -> int | None:
+    """The most decimals any number in ``text`` states (None: all written exactly)."""
+    found = [len(m.group(1)) for m in _DECIMAL_LITERAL.finditer(text)]
+    return max(found) if found else None
+
+
+def _gold_decimals(text: str) -> int | None:
     number = parse_number(text)
     return number.decimals if number is not None else None
 
 
-def _scalar_equal(g: Any, p: Any, gold_text: str, pred_text: str, ctx: Context) -> bool:
+def _scalar_equal(g: Any, p: Any, gold_dec: int | None, pred_dec: int | None, ctx: Context) -> bool:
     gv, pv = _numeric(g), _numeric(p)
     if gv is not None and pv is not None:
         gs = [gv, gv / 100] if ctx.gold_percent else [gv]
@@ -58,10 +73,8 @@ def _scalar_equal(g: Any, p: Any, gold_text: str, pred_text: str, ctx: Context) 
                     return True
         if ctx.gold_percent or ctx.pred_percent:
             return False
-        gold_dec = _decimals(gold_text)
         if gold_dec:
             return bool(abs(gv - pv) <= sympy.Rational(1, 2 * 10**gold_dec))
-        pred_dec = _decimals(pred_text)
         if pred_dec and pred_dec >= 2 and not (g.is_Integer or g.is_integer):
             return bool(abs(gv - pv) < sympy.Rational(1, 10**pred_dec))
         return False
@@ -75,10 +88,10 @@ def _scalar_equal(g: Any, p: Any, gold_text: str, pred_text: str, ctx: Context) 
     return bool(g == p)
 
 
-def _matrix_equal(g: Any, p: Any, ctx: Context) -> bool:
+def _matrix_equal(g: Any, p: Any, pred_dec: int | None, ctx: Context) -> bool:
     if g.shape != p.shape:
         return False
-    return all(_scalar_equal(a, b, str(a), str(b), ctx) for a, b in zip(g, p, strict=True))
+    return all(_scalar_equal(a, b, None, pred_dec, ctx) for a, b in zip(g, p, strict=True))
 
 
 def _rel_expr(rel: Relation) -> tuple[str, Any] | None:
@@ -104,12 +117,12 @@ class SymbolicJudge(FastJudge):
         if g is None or p is None:
             return False
         if isinstance(g, sympy.MatrixBase) or isinstance(p, sympy.MatrixBase):
-            if isinstance(p, sympy.MatrixExpr):
-                p = p.as_explicit()
             return (
-                isinstance(g, sympy.MatrixBase) and isinstance(p, sympy.MatrixBase) and _matrix_equal(g, p, ctx)
+                isinstance(g, sympy.MatrixBase)
+                and isinstance(p, sympy.MatrixBase)
+                and _matrix_equal(g, p, _stated_decimals(pred), ctx)
             )
-        return _scalar_equal(g, p, gold, pred, ctx)
+        return _scalar_equal(g, p, _gold_decimals(gold), _stated_decimals(pred), ctx)
 
     def relation(self, gold: Relation, pred: Relation, ctx: Context) -> bool:
         try:
@@ -136,6 +149,3 @@ class SymbolicJudge(FastJudge):
 def judge(gold: Any, pred: Any, ctx: Context) -> bool:
     """Full policy with SymPy leaves (runs inside the worker)."""
     return equal(gold, pred, SymbolicJudge(), ctx)
-
-
-
