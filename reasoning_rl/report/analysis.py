@@ -8,7 +8,6 @@ GB/s uses 10^9 bytes.
 from __future__ import annotations
 
 import math
-import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,7 +19,8 @@ from reasoning_rl.report.load import RunData
 from reasoning_rl.trace import STAGES
 
 OTHER = "other"
-PERCENTILES = (50, 90, 99)
+VERDICTS = ("correct", "incorrect", "error")  # the verdict values of the trace schema (docs/trace-schema.md)
+PERCENTILES = (50, 95, 99)  # what the grading runtime reports
 
 
 @dataclass
@@ -65,22 +65,32 @@ class ThroughputStep:
 
 @dataclass
 class GraderStats:
+    """Per-sample latencies when the trace has them; else the latest aggregates the grading runtime reported
+    (``grade_latency_ms`` records with ``attrs.stat``); verdicts from the trace or metrics.jsonl."""
+
     grader: str
-    latencies_ms: list[float]
-    verdicts: Counter[str]
-    cached: int
-    timeouts: int
+    latencies_ms: list[float] = field(default_factory=list)
+    reported_ms: dict[str, float] = field(default_factory=dict)
+    verdicts: Counter[str] = field(default_factory=Counter)
+    cached: int | None = None
+    timeouts: int | None = None
 
     @property
     def n(self) -> int:
-        return len(self.latencies_ms)
+        return len(self.latencies_ms) or sum(self.verdicts.values())
 
     @property
     def errors(self) -> int:
         return self.verdicts.get("error", 0)
 
     def percentile(self, q: float) -> float:
-        return float(np.percentile(self.latencies_ms, q)) if self.latencies_ms else math.nan
+        if self.latencies_ms:
+            return float(np.percentile(self.latencies_ms, q))
+        return self.reported_ms.get(f"p{q:g}", math.nan)
+
+    @property
+    def max_ms(self) -> float:
+        return max(self.latencies_ms) if self.latencies_ms else self.reported_ms.get("max", math.nan)
 
 
 @dataclass
@@ -138,13 +148,15 @@ def _timings_from_trace(spans: list[dict[str, Any]]) -> list[StepTiming]:
 
 
 def _timings_from_metrics(rows: list[dict[str, Any]]) -> list[StepTiming]:
-    """``time/<stage>`` keys of metrics.jsonl, for runs whose trace is missing."""
+    """``time/<stage>_s`` keys of metrics.jsonl (``time/step_s`` is the wall), for runs whose trace is missing."""
     timings = []
     for row in rows:
-        stages = {k.split("/", 1)[1]: float(v) for k, v in row.items()
-                  if k.startswith("time/") and isinstance(v, int | float)}
+        stages = {k[5:].removesuffix("_s"): float(v) for k, v in row.items()
+                  if k.startswith("time/") and k != "time/step_s" and isinstance(v, int | float)}
+        wall = row.get("time/step_s")
         if stages and isinstance(row.get("step"), int):
-            timings.append(StepTiming(row["step"], stages, sum(stages.values())))
+            total = sum(stages.values())
+            timings.append(StepTiming(row["step"], stages, float(wall) if isinstance(wall, int | float) else total))
     return timings
 
 
@@ -156,36 +168,64 @@ def _counter_sums(counters: list[dict[str, Any]], name: str) -> dict[int, float]
     return dict(sums)
 
 
-def _verdicts_from_metrics(rows: list[dict[str, Any]]) -> dict[int, Counter[str]]:
-    """Keys like ``verdicts/math/correct`` or ``verdict_correct``: the last word is the verdict."""
-    found: dict[int, Counter[str]] = {}
+def _numeric(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and not math.isnan(value)
+
+
+def _verdicts_from_metrics(rows: list[dict[str, Any]]) -> tuple[dict[int, Counter[str]], dict[str, Counter[str]]]:
+    """Per-step verdict totals (``grading/<verdict>``) and per-grader run totals (``grading/<grader>/<verdict>``)."""
+    by_step: dict[int, Counter[str]] = {}
+    by_grader: dict[str, Counter[str]] = defaultdict(Counter)
     for row in rows:
         counts: Counter[str] = Counter()
         for key, value in row.items():
-            if "verdict" in key and isinstance(value, int | float):
-                counts[re.split(r"[/._]", key)[-1]] += int(value)
+            parts = key.split("/")
+            if parts[0] != "grading" or parts[-1] not in VERDICTS or not _numeric(value):
+                continue
+            if len(parts) == 2:
+                counts[parts[1]] += int(value)
+            elif len(parts) == 3:
+                by_grader[parts[1]][parts[2]] += int(value)
         if counts and isinstance(row.get("step"), int):
-            found[row["step"]] = counts
-    return found
+            by_step[row["step"]] = counts
+    return by_step, dict(by_grader)
 
 
-def _graders(counters: list[dict[str, Any]]) -> tuple[list[GraderStats], dict[int, Counter[str]]]:
+def error_reasons(rows: list[dict[str, Any]]) -> Counter[str]:
+    """Why samples were masked (``grading/error_reason/<reason>`` in metrics.jsonl), summed over the run."""
+    reasons: Counter[str] = Counter()
+    for row in rows:
+        for key, value in row.items():
+            if key.startswith("grading/error_reason/") and _numeric(value):
+                reasons[key.rsplit("/", 1)[1]] += int(value)
+    return reasons
+
+
+def _graders(counters: list[dict[str, Any]], rows: list[dict[str, Any]]) -> tuple[list[GraderStats],
+                                                                                  dict[int, Counter[str]]]:
     stats: dict[str, GraderStats] = {}
     by_step: dict[int, Counter[str]] = defaultdict(Counter)
     for c in counters:
         if c.get("name") != "grade_latency_ms":
             continue
         attrs = c.get("attrs") or {}
-        name = str(attrs.get("grader", "?"))
-        g = stats.setdefault(name, GraderStats(name, [], Counter(), 0, 0))
+        g = stats.setdefault(str(attrs.get("grader", "?")), GraderStats(str(attrs.get("grader", "?"))))
+        if attrs.get("stat"):
+            g.reported_ms[str(attrs["stat"])] = float(c.get("value", math.nan))
+            continue
         verdict = str(attrs.get("verdict", "unknown"))
         g.latencies_ms.append(float(c.get("value", 0.0)))
         g.verdicts[verdict] += 1
-        g.cached += bool(attrs.get("cached"))
-        g.timeouts += bool(attrs.get("timeout")) or "timeout" in str(attrs.get("reason", "")).lower()
+        g.cached = (g.cached or 0) + bool(attrs.get("cached"))
+        g.timeouts = (g.timeouts or 0) + bool(attrs.get("timeout"))
         if isinstance(c.get("step"), int):
             by_step[c["step"]][verdict] += 1
-    return sorted(stats.values(), key=lambda g: g.grader), dict(by_step)
+    metric_steps, metric_graders = _verdicts_from_metrics(rows)
+    for name, verdicts in metric_graders.items():
+        g = stats.setdefault(name, GraderStats(name))
+        if not g.latencies_ms:
+            g.verdicts = verdicts
+    return sorted(stats.values(), key=lambda g: g.grader), dict(by_step) or metric_steps
 
 
 def analyze(run: RunData, *, peak_tflops: float | None = None) -> Analysis:
@@ -219,9 +259,7 @@ def analyze(run: RunData, *, peak_tflops: float | None = None) -> Analysis:
     if params is not None and peak is not None:
         mfu_note = f"MFU = 6·{params:,}·tokens / update s / ({peak / 1e12:g} TFLOP/s × {world}); {mfu_note}"
 
-    graders, verdicts = _graders(trace.counters)
-    if not verdicts:
-        verdicts = _verdicts_from_metrics(run.metrics)
+    graders, verdicts = _graders(trace.counters, run.metrics)
     grade_wait = {t.step: t.stages["grade_wait"] for t in timings if "grade_wait" in t.stages}
     if trace.end is not None:
         status = str(trace.end.get("status", "ok"))

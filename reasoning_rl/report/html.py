@@ -11,7 +11,7 @@ from typing import Any
 
 import yaml
 
-from reasoning_rl.report.analysis import PERCENTILES, Analysis
+from reasoning_rl.report.analysis import PERCENTILES, Analysis, error_reasons
 
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px auto;max-width:1240px;color:#222}
@@ -59,7 +59,8 @@ def _header(a: Analysis, run_name: str) -> str:
                                      ("metrics rows", len(a.metrics))]
     if a.timings:
         rows.append(("mean step time", f"{sum(t.wall for t in a.timings) / len(a.timings):.3g} s"))
-    rewards = [r["reward_mean"] for r in a.metrics if isinstance(r.get("reward_mean"), int | float)]
+    rewards = [r.get("reward_mean", r.get("reward/mean")) for r in a.metrics]
+    rewards = [x for x in rewards if isinstance(x, int | float) and x == x]  # drop missing and NaN
     if rewards:
         rows.append(("reward (first → last)", f"{rewards[0]:.3g} → {rewards[-1]:.3g}"))
     kv = "".join(f"<tr><th>{escape(k)}</th><td>{fmt(v)}</td></tr>" for k, v in rows if v is not None)
@@ -108,11 +109,17 @@ def _grading_section(a: Analysis, figs: dict[str, bytes | None]) -> str:
     rows = []
     for g in a.graders:
         mix = ", ".join(f"{k} {v}" for k, v in sorted(g.verdicts.items()))
-        rows.append([g.grader, g.n, *[g.percentile(q) for q in PERCENTILES], max(g.latencies_ms, default=None),
-                     100 * g.cached / g.n if g.n else None, g.errors, g.timeouts, mix])
+        cache = 100 * g.cached / g.n if g.cached is not None and g.n else None
+        rows.append([g.grader, g.n, *[g.percentile(q) for q in PERCENTILES], g.max_ms, cache, g.errors,
+                     g.timeouts, mix])
     header = ["grader", "samples", *[f"p{q} ms" for q in PERCENTILES], "max ms", "cache hit %", "errors",
               "timeouts", "verdicts"]
     stats = table(header, rows) if rows else "<p class='muted'>No grader latency counters in the trace.</p>"
+    reasons = error_reasons(a.metrics)
+    if reasons:
+        stats += "<p>Masked samples by reason: " + escape(", ".join(f"{k} {v}" for k, v in reasons.most_common())) + "</p>"
+    if any(g.reported_ms and not g.latencies_ms for g in a.graders):
+        stats += "<p class='muted'>Latency percentiles as last reported by the grading runtime (not per sample).</p>"
     waits = list(a.grade_wait.values())
     wait = (f"<p>Waiting for grading after generation ended: mean {fmt(sum(waits) / len(waits))} s, "
             f"max {fmt(max(waits))} s per step.</p>") if waits else ""

@@ -12,16 +12,19 @@ from matplotlib.ticker import MaxNLocator
 from reasoning_rl.report.analysis import Analysis
 
 DPI = 100
-CURVES: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("reward", ("reward_mean",)),
-    ("accuracy", ("accuracy",)),
-    ("response length", ("response_len_mean", "response_len_max")),
-    ("KL", ("kl",)),
-    ("entropy", ("entropy",)),
-    ("truncation rate", ("truncation_rate",)),
-    ("clip fraction", ("clip_frac",)),
-    ("grad norm", ("grad_norm",)),
+# (panel title, series); each series is a list of alias keys (flat names, and the trainer's namespaced ones).
+CURVES: tuple[tuple[str, tuple[tuple[str, ...], ...]], ...] = (
+    ("reward", (("reward_mean", "reward/mean"),)),
+    ("accuracy", (("accuracy", "reward/accuracy"),)),
+    ("response length", (("response_len_mean", "response/length_mean"), ("response_len_max", "response/length_max"))),
+    ("KL", (("kl", "policy/kl"),)),
+    ("entropy", (("entropy", "policy/entropy"),)),
+    ("truncation rate", (("truncation_rate", "response/truncation_rate"),)),
+    ("clip fraction", (("clip_frac", "policy/clip_frac"),)),
+    ("grad norm", (("grad_norm", "policy/grad_norm"),)),
+    ("learning rate", (("lr", "optim/lr", "policy/lr"),)),
 )
+REWARD_STD = ("reward_std", "reward/std")
 
 
 VERDICT_COLORS = {"correct": "tab:green", "incorrect": "tab:red", "error": "tab:gray"}
@@ -137,21 +140,23 @@ def grading(a: Analysis) -> bytes | None:
 
 
 def curves(a: Analysis) -> bytes | None:
-    panels = [(title, [k for k in keys if any(k in r for r in a.metrics)]) for title, keys in CURVES]
+    present = {k for r in a.metrics for k in r}
+    panels = [(title, [next(k for k in aliases if k in present) for aliases in series
+                       if any(k in present for k in aliases)]) for title, series in CURVES]
     panels = [(title, keys) for title, keys in panels if keys]
     if not panels:
         return None
     cols = 3
     rows = (len(panels) + cols - 1) // cols
     fig = Figure(figsize=(12, 3 * rows))
+    std_key = next((k for k in REWARD_STD if k in present), None)
     for i, (title, keys) in enumerate(panels):
         ax = fig.add_subplot(rows, cols, i + 1)
         for key in keys:
-            pts = _series(a.metrics, key)
+            pts = _series_rows(a.metrics, key)
             ax.plot([p[0] for p in pts], [p[1] for p in pts], ".-", label=key)
-            if key == "reward_mean":
-                band = [(s, v, r["reward_std"]) for s, v, r in _series_rows(a.metrics, key)
-                        if isinstance(r.get("reward_std"), int | float)]
+            if title == "reward" and std_key is not None:
+                band = [(s, v, float(r[std_key])) for s, v, r in pts if isinstance(r.get(std_key), int | float)]
                 if band:
                     ax.fill_between([b[0] for b in band], [b[1] - b[2] for b in band],
                                     [b[1] + b[2] for b in band], alpha=0.2)
@@ -165,13 +170,9 @@ def _series_rows(rows: list[dict[str, Any]], key: str) -> list[tuple[float, floa
     out = []
     for i, r in enumerate(rows):
         value = r.get(key)
-        if isinstance(value, int | float) and not isinstance(value, bool):
+        if isinstance(value, int | float) and not isinstance(value, bool) and value == value:  # not NaN
             out.append((float(r.get("step", i)), float(value), r))
     return out
-
-
-def _series(rows: list[dict[str, Any]], key: str) -> list[tuple[float, float]]:
-    return [(s, v) for s, v, _ in _series_rows(rows, key)]
 
 
 FIGURES: dict[str, Callable[[Analysis], bytes | None]] = {
