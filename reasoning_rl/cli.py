@@ -20,6 +20,11 @@ from sandboxes.cli import app as _sandbox_app  # noqa: E402
 
 app.add_typer(_sandbox_app, name="sandbox")
 
+from graders.cli import grade_command, graders_app  # noqa: E402
+
+app.command("grade")(grade_command)
+app.add_typer(graders_app, name="graders")
+
 
 def _show_version(value: bool) -> None:
     if value:

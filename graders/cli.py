@@ -1,0 +1,136 @@
+"""``rrl grade`` and ``rrl graders list``. Only typer is imported here; the work is imported per command."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import typer
+
+graders_app = typer.Typer(help="Installed graders (built-ins and plugins).", no_args_is_help=True)
+
+
+def _pairs(values: list[str], flag: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in values:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise typer.BadParameter(f"expected KEY=VALUE, got {item!r}", param_hint=flag)
+        out[key] = value
+    return out
+
+
+def _option_value(text: str) -> Any:
+    """Grader options are JSON when they parse as JSON (numbers, booleans), strings otherwise."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
+def grade_command(
+    input: Path = typer.Argument(..., help="JSONL, parquet, or a saved Hugging Face dataset directory."),
+    output: Path = typer.Option(..., "-o", "--output", help="Results JSONL (appended; re-running resumes)."),
+    grader: str = typer.Option(None, "--grader", help="Grader for rows without a `grader` field."),
+    source_grader: list[str] = typer.Option(
+        [], "--source-grader", help="SOURCE=GRADER: route a data_source."
+    ),
+    option: list[str] = typer.Option(
+        [], "--option", help="KEY=VALUE grader option (JSON values), repeatable."
+    ),
+    mode: str = typer.Option(None, "--mode", help="Shorthand for --option mode=VALUE (a grader's mode)."),
+    workers: int = typer.Option(2, "--workers", min=1, help="Grading workers (processes or Ray actors)."),
+    ray_address: str = typer.Option(
+        None, "--ray-address", help="Grade on this Ray cluster ('auto' = local)."
+    ),
+    backend: str = typer.Option("auto", "--backend", help="auto | process | ray."),
+    timeout: float = typer.Option(10.0, "--timeout", min=0.001, help="Hard per-response budget in seconds."),
+    retries: int = typer.Option(1, "--retries", min=0, help="Re-runs of a response whose worker died."),
+    cache: Path = typer.Option(None, "--cache", help="Grade cache (SQLite) [default: OUTPUT.cache.sqlite]."),
+    no_cache: bool = typer.Option(False, "--no-cache", help="Do not read or write the grade cache."),
+    report: Path = typer.Option(None, "--report", help="Also write an HTML report with plots."),
+    split: str = typer.Option(None, "--split", help="Split of a HF DatasetDict directory."),
+    summary_json: Path = typer.Option(None, "--summary-json", help="Also write the summary as JSON."),
+    progress: bool = typer.Option(True, "--progress/--no-progress", help="Show the progress bar."),
+) -> None:
+    """Grade responses in INPUT (no model needed): accuracy, pass@k, maj@k per data_source."""
+    from rich.console import Console
+
+    from graders.evaluation.display import print_summary
+    from graders.evaluation.inputs import InputError
+    from graders.evaluation.output import OutputError
+    from graders.evaluation.rows import Router
+    from graders.evaluation.run import GradeRunConfig, run_grading
+    from graders.evaluation.summary import summarize
+
+    console = Console(stderr=True)
+    if backend not in ("auto", "process", "ray"):
+        raise typer.BadParameter("must be auto, process or ray", param_hint="--backend")
+    options = {k: _option_value(v) for k, v in _pairs(option, "--option").items()}
+    if mode is not None:
+        options["mode"] = mode
+    cfg = GradeRunConfig(
+        input=input,
+        output=output,
+        router=Router(default=grader, by_source=_pairs(source_grader, "--source-grader")),
+        options=options,
+        workers=workers,
+        backend=backend,
+        ray_address=ray_address,
+        timeout_s=timeout,
+        retries=retries,
+        cache_path=None if no_cache else (cache or output.with_name(output.name + ".cache.sqlite")),
+        split=split,
+        show_progress=progress,
+    )
+    try:
+        result = run_grading(cfg)
+    except (InputError, OutputError, OSError) as exc:
+        typer.secho(f"error: {exc}", fg="red", err=True)
+        raise typer.Exit(2) from exc
+    summary = summarize(output) if output.exists() else {"overall": {}, "by_source": {}}
+    run = {
+        "rows_written": result.rows_written,
+        "rows_skipped": result.rows_skipped,
+        "responses_graded": result.responses_graded,
+        "seconds": result.seconds,
+        "interrupted": result.interrupted,
+        "pool": result.pool_metrics,
+    }
+    if summary["overall"]:
+        print_summary(Console(), summary, run)
+    if summary_json is not None:
+        summary_json.write_text(json.dumps({"summary": summary, "run": run}, indent=2, default=repr) + "\n")
+    if report is not None and summary["overall"]:
+        from graders.evaluation.report import write_report
+
+        write_report(report, summary, run, title=f"rrl grade: {input.name}")
+        console.print(f"report: {report}")
+    if result.interrupted:
+        console.print(
+            f"[yellow]interrupted[/yellow]: finished rows are in {output}; re-run the same command to resume."
+        )
+        raise typer.Exit(130)
+
+
+@graders_app.command("list")
+def list_command(
+    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+) -> None:
+    """Show every grader that can be used by name, with its version and where it comes from."""
+    from graders.listing import installed_graders
+
+    infos = installed_graders()
+    if as_json:
+        typer.echo(json.dumps(infos, indent=2))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="graders (entry point group reasoning_rl.graders)", title_justify="left")
+    for col in ("name", "version", "provider", "target", "status"):
+        table.add_column(col)
+    for info in infos:
+        table.add_row(info["name"], info["version"] or "-", info["provider"], info["target"], info["status"])
+    Console().print(table)

@@ -1,0 +1,119 @@
+"""Read evaluation rows from JSONL, parquet or a local Hugging Face dataset directory, one at a time.
+
+Rows are numbered from 1 (for JSONL, the line number) so error lines point at what the user sees.
+A line that is not a JSON object is yielded as ``BadRow`` rather than raised: nothing is dropped.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+
+class InputError(ValueError):
+    """The input as a whole cannot be read (missing file, unknown format, missing optional package)."""
+
+
+@dataclass(frozen=True)
+class BadRow:
+    reason: str
+    raw: str
+
+
+Row = dict[str, Any]
+
+
+def _kind(path: Path) -> str:
+    if path.is_dir():
+        if (path / "dataset_info.json").exists() or (path / "dataset_dict.json").exists():
+            return "hf"
+        raise InputError(f"{path} is a directory but not a saved Hugging Face dataset (no dataset_info.json)")
+    if not path.exists():
+        raise InputError(f"input file {path} does not exist")
+    if path.suffix == ".parquet":
+        return "parquet"
+    if path.suffix in (".jsonl", ".json", ".ndjson"):
+        return "jsonl"
+    raise InputError(
+        f"cannot tell the format of {path}: use .jsonl, .parquet or a saved HF dataset directory"
+    )
+
+
+def count_rows(path: Path, split: str | None = None) -> int:
+    """Row count for the progress bar, without parsing rows."""
+    kind = _kind(path)
+    if kind == "jsonl":
+        with path.open("rb") as fh:
+            return sum(1 for line in fh if line.strip())
+    if kind == "parquet":
+        import pyarrow.parquet as pq
+
+        return int(pq.ParquetFile(path).metadata.num_rows)
+    return len(_load_hf(path, split))
+
+
+def read_rows(path: Path, split: str | None = None) -> Iterator[tuple[int, Row | BadRow]]:
+    """(row number, row) pairs in input order."""
+    kind = _kind(path)
+    if kind == "jsonl":
+        yield from _read_jsonl(path)
+    elif kind == "parquet":
+        import pyarrow.parquet as pq
+
+        number = 0
+        for batch in pq.ParquetFile(path).iter_batches(batch_size=1024):
+            for row in batch.to_pylist():
+                number += 1
+                yield number, row
+    else:
+        for number, row in enumerate(_load_hf(path, split), start=1):
+            yield number, dict(row)
+
+
+def _read_jsonl(path: Path) -> Iterator[tuple[int, Row | BadRow]]:
+    with path.open(encoding="utf-8", errors="replace") as fh:
+        for number, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                yield (
+                    number,
+                    BadRow(
+                        f"line {number} is not valid JSON: {exc.msg} at column {exc.colno}", line.rstrip("\n")
+                    ),
+                )
+                continue
+            if not isinstance(row, dict):
+                yield (
+                    number,
+                    BadRow(f"line {number} is a JSON {type(row).__name__}, not an object", line.rstrip("\n")),
+                )
+                continue
+            yield number, row
+
+
+def _load_hf(path: Path, split: str | None) -> Any:
+    try:
+        # By name: the repo's own datasets/ folder (data files) must not shadow Hugging Face's package for mypy.
+        datasets: Any = importlib.import_module("datasets")
+    except ImportError as exc:
+        raise InputError(
+            f"{path} is a Hugging Face dataset directory; reading it needs the `datasets` package "
+            "(pip install 'reasoning-rl[train]' or pip install datasets), or convert it to JSONL/parquet"
+        ) from exc
+    ds = datasets.load_from_disk(str(path))
+    if isinstance(ds, datasets.DatasetDict):
+        if split is None:
+            if len(ds) != 1:
+                raise InputError(f"{path} has splits {sorted(ds)}; choose one with --split")
+            split = next(iter(ds))
+        if split not in ds:
+            raise InputError(f"{path} has no split {split!r}; it has {sorted(ds)}")
+        return ds[split]
+    return ds

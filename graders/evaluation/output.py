@@ -1,0 +1,42 @@
+"""The OUTPUT JSONL: resume bookkeeping and crash-safe appends."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import IO, Any
+
+
+class OutputError(ValueError):
+    """OUTPUT exists but cannot be resumed into."""
+
+
+def done_rows(path: Path) -> set[int]:
+    """Row numbers already in OUTPUT. A torn last line (the process died mid-write) is cut off."""
+    done: set[int] = set()
+    if not path.exists():
+        return done
+    good_end = 0
+    with path.open("rb") as fh:
+        for number, raw in enumerate(fh, start=1):
+            if not raw.endswith(b"\n"):
+                break  # torn final line: dropped below, its row is graded again
+            if raw.strip():
+                try:
+                    line = json.loads(raw)
+                    done.add(int(line["row"]))
+                except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+                    raise OutputError(
+                        f"{path} line {number} is not an rrl grade result ({exc}); refusing to resume into it"
+                    ) from exc
+            good_end += len(raw)
+    if good_end != path.stat().st_size:
+        with path.open("r+b") as fh:
+            fh.truncate(good_end)
+    return done
+
+
+def write_line(fh: IO[str], line: dict[str, Any]) -> None:
+    """One JSON object per line, flushed, so Ctrl-C or a crash never loses a finished row."""
+    fh.write(json.dumps(line, ensure_ascii=False, default=repr) + "\n")
+    fh.flush()
