@@ -105,8 +105,11 @@ class LeanGrader:
             return Grade.error("malformed lean output", detail=str(exc), **timing)
         shown = [m.to_dict() for m in messages[:_MAX_MESSAGES]]
         errors = [m for m in messages if m.severity == "error"]
+        stderr = result.stderr.decode("utf-8", errors="replace")[-2000:]
+        if "Stack overflow detected" in stderr:
+            # Lean aborts on deep recursion: like a timeout, the proof exhausted a resource; we cannot judge it.
+            return Grade.error("stack overflow", stderr=stderr, messages=shown, **timing)
         if result.exit_code not in (0, 1) or (result.exit_code == 1 and not errors):
-            stderr = result.stderr.decode("utf-8", errors="replace")[-2000:]
             return Grade.error(
                 f"lean exited with code {result.exit_code}", stderr=stderr, messages=shown, **timing
             )

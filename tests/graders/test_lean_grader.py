@@ -23,7 +23,8 @@ REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "tests" / "fixtures" / "lean"
 LAUNCHER = REPO / ".cache" / "lean" / "bin" / "lean"
 NAT = (FIXTURES / "prelude_nat.lean").read_text()
-SLOW = (FIXTURES / "prelude_slow.lean").read_text()
+LOOP = (FIXTURES / "prelude_loop.lean").read_text()
+DEEP = (FIXTURES / "prelude_deep.lean").read_text()
 LE_SUCC = {"statement": "theorem le_succ (n : N) : Le n (N.succ n)", "header": NAT}
 
 pytestmark = pytest.mark.lean
@@ -95,12 +96,18 @@ def test_forbidden_command_rejected_before_lean_runs(grader: LeanGrader) -> None
 
 
 def test_non_terminating_elaboration_is_a_timeout_within_budget(grader: LeanGrader, lean: str) -> None:
-    truth = {"statement": "theorem huge : Eq (beq (exp2 n32) (exp2' n32)) B.t", "header": SLOW}
+    truth = {"statement": "theorem loop : C N.zero", "header": LOOP}
     started = time.monotonic()
-    result = grader.grade(":= Eq.refl", truth, lean=lean, sandbox="local", timeout_s=3)
+    result = grader.grade(":= inst", truth, lean=lean, sandbox="local", timeout_s=3)
     elapsed = time.monotonic() - started
     assert (result.verdict, result.reason) == ("error", "timeout"), result
     assert elapsed < 3 + 6, f"took {elapsed:.1f} s for a 3 s budget"
+
+
+def test_stack_overflow_is_an_error_not_a_crash(grader: LeanGrader, lean: str) -> None:
+    truth = {"statement": "theorem huge : Eq (beq (exp2 n32) (exp2' n32)) B.t", "header": DEEP}
+    result = grader.grade(":= Eq.refl", truth, lean=lean, sandbox="local", timeout_s=60)
+    assert (result.verdict, result.reason) == ("error", "stack overflow"), result
 
 
 def _fake_lean(tmp_path: Path, script: str) -> str:
