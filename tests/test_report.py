@@ -222,3 +222,60 @@ def test_cli_writes_report(tmp_path: Path) -> None:
     assert out.exit_code == 0, out.output
     assert "warning:" in out.output and "no end record" in out.output
     assert (tmp_path / "r.html").is_file() and (tmp_path / "r-curves.png").is_file()
+
+
+@pytest.mark.slow
+def test_report_of_a_real_cpu_training_run(tmp_path: Path, tiny_model_dir: Path) -> None:
+    """`rrl train` (tiny model, HF rollout engine, 3 steps) writes the run dir; the report agrees with it."""
+    import subprocess
+    import sys
+
+    import yaml
+
+    from reasoning_rl.trace import read_trace
+
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump({
+        "run": {"name": "real", "dir": str(tmp_path / "runs" / "{name}"), "device": "cpu"},
+        "model": {"path": str(tiny_model_dir)},
+        "data": {"train": {"generator": "fixed_digit", "size": 16}},
+        "rollout": {"engine": "hf", "n": 2, "max_tokens": 8},
+        "trainer": {"steps": 3, "batch_size": 2, "export": False},
+        "grading": {"workers": 1},
+        "logging": {"console": "plain", "tensorboard": False},
+    }))
+    proc = subprocess.run([sys.executable, "-m", "reasoning_rl.cli", "train", str(config)], capture_output=True,
+                          text=True, timeout=240)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    run = tmp_path / "runs" / "real"
+
+    result = write_report(run)
+    a = result.analysis
+    trace = read_trace(run / "trace.jsonl")
+    assert a.status == "ok" and not result.warnings and len(result.pngs) >= 5
+    assert [t.step for t in a.timings] == [1, 2, 3]
+    assert sum(a.stage_shares().values()) == pytest.approx(100.0)
+    metrics = {row["step"]: row for row in a.metrics}
+    for t in a.timings:  # the trainer's own per-step stage times come from the same spans
+        assert {"generate", "grade_wait", "update", "handoff"} <= set(t.stages)
+        for stage, seconds in t.stages.items():
+            if stage != "checkpoint":  # saved after the step's metrics line is written
+                assert metrics[t.step][f"time/{stage}_s"] == pytest.approx(seconds, rel=1e-6, abs=1e-6)
+    spans = {(s["step"], s["stage"]): s["end"] - s["start"] for s in trace.spans}
+    for h in a.handoff:
+        assert h.bytes == metrics[h.step]["handoff/bytes"] > 0
+        assert h.gbps == pytest.approx(h.bytes / 1e9 / spans[(h.step, "handoff")])
+    gen = {c["step"]: c["value"] for c in trace.counters if c["name"] == "tokens_generated"}
+    for tp in a.throughput:
+        assert tp.gen_tps == pytest.approx(gen[tp.step] / spans[(tp.step, "generate")])
+        assert tp.mfu is None
+    assert "n/a on CPU" in a.mfu_note
+    for step, verdicts in a.verdicts_by_step.items():
+        assert sum(verdicts.values()) == metrics[step]["samples"]
+    assert result.html.read_text().count("data:image/png;base64,") == len(result.pngs)
+
+    data = (run / "trace.jsonl").read_bytes()
+    (run / "trace.jsonl").write_bytes(data[: len(data) * 2 // 3])  # as if killed mid-run
+    partial = write_report(run, tmp_path / "partial.html")
+    assert any("no end record" in w for w in partial.warnings)
+    assert 1 <= len(partial.analysis.timings) <= 3 and "no end record" in partial.html.read_text()
