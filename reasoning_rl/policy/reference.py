@@ -1,0 +1,56 @@
+"""Frozen reference policy for the KL term; optionally kept in CPU memory between uses."""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from reasoning_rl.policy.batch import TokenBatch
+from reasoning_rl.policy.model import load_causal_lm, resolve_dtype
+from reasoning_rl.policy.wrap import ScoringModule, placement, score, wrap
+
+
+class ReferencePolicy:
+    """Scores sequences under the initial weights. ``offload=True`` keeps parameters in CPU memory
+    (FSDP2 ``CPUOffloadPolicy`` when sharded; otherwise moved to the device only while scoring)."""
+
+    def __init__(self, module: ScoringModule, device: torch.device, fsdp: bool, offload: bool, budget: int) -> None:
+        self.module = module
+        self.device = device
+        self.fsdp = fsdp
+        self.offload = offload
+        self.micro_batch_tokens = budget
+
+    @classmethod
+    def from_pretrained(
+        cls,
+        path: str,
+        *,
+        gguf_file: str | None = None,
+        dtype: str = "float32",
+        device: str | None = None,
+        fsdp: bool | None = None,
+        offload: bool = False,
+        micro_batch_tokens: int = 4096,
+        chunk_tokens: int = 1024,
+    ) -> ReferencePolicy:
+        where = placement(device, resolve_dtype(dtype), fsdp)
+        lm = load_causal_lm(path, gguf_file=gguf_file, dtype=where.dtype)
+        lm.requires_grad_(False)
+        module = ScoringModule(lm, chunk_tokens=chunk_tokens)
+        if where.fsdp:
+            wrap(module, lm, where, cpu_offload=offload and where.device.type == "cuda")
+        elif not offload:
+            module.to(where.device)
+        module.eval()
+        return cls(module, where.device, where.fsdp, offload, micro_batch_tokens)
+
+    def logprobs(self, batch: TokenBatch) -> Tensor:
+        """Per-response-token log-probs [B, T] under the frozen weights."""
+        if self.offload and not self.fsdp and self.device.type != "cpu":
+            self.module.to(self.device)
+            try:
+                return score(self.module, batch, self.device, self.micro_batch_tokens)[0]
+            finally:
+                self.module.to("cpu")
+        return score(self.module, batch, self.device, self.micro_batch_tokens)[0]

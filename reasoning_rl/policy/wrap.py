@@ -1,0 +1,132 @@
+"""Wrapping an HF causal LM for scoring/training: packed forward, FSDP2 sharding, mixed precision."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from reasoning_rl import dist
+from reasoning_rl.policy.batch import PackedMicroBatch, TokenBatch, pack, plan_micro_batches, unflatten
+from reasoning_rl.policy.logprobs import token_logprobs
+
+
+class ScoringModule(nn.Module):
+    """Root module that FSDP2 wraps: packed forward + chunked log-probs of response tokens.
+
+    Routing the LM head through this module's forward keeps FSDP2's hooks in charge of gathering the
+    embedding/head parameters (they live in the root shard group, so tied embeddings stay tied).
+    """
+
+    def __init__(self, lm: Any, chunk_tokens: int = 1024) -> None:
+        super().__init__()
+        self.lm: Any = lm
+        self.chunk_tokens = chunk_tokens
+
+    def hidden(self, input_ids: Tensor, position_ids: Tensor, gather: Tensor) -> Tensor:
+        out = self.lm.base_model(input_ids=input_ids, position_ids=position_ids, use_cache=False)
+        return out.last_hidden_state[0].index_select(0, gather)
+
+    def forward(self, input_ids: Tensor, position_ids: Tensor, gather: Tensor, targets: Tensor) -> tuple[Tensor, Tensor]:
+        h = self.hidden(input_ids, position_ids, gather)
+        return token_logprobs(self.lm.get_output_embeddings(), h, targets, chunk_tokens=self.chunk_tokens)
+
+
+@dataclass
+class Placement:
+    """Where and how a model runs. ``dtype`` is the compute dtype; FSDP on GPU keeps fp32 masters."""
+
+    device: torch.device
+    dtype: torch.dtype
+    fsdp: bool
+
+    @property
+    def load_dtype(self) -> torch.dtype:
+        return torch.float32 if self.fsdp and self.device.type == "cuda" else self.dtype
+
+
+def placement(device: str | None, dtype: torch.dtype, fsdp: bool | None) -> Placement:
+    """Resolve defaults: GPU if present; FSDP when world_size > 1 or on GPU."""
+    dev = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError("device='cuda' requested but no CUDA device is available")
+    use_fsdp = (dist.world_size() > 1 or dev.type == "cuda") if fsdp is None else fsdp
+    if not use_fsdp and dist.world_size() > 1:
+        raise ValueError(f"fsdp=False with world_size={dist.world_size()}: multi-process training needs FSDP2")
+    if dev.type == "cuda":
+        dev = torch.device("cuda", dist.local_rank())
+    return Placement(dev, dtype, use_fsdp)
+
+
+def decoder_layers(lm: Any) -> nn.ModuleList:
+    """The transformer blocks (each becomes one FSDP2 unit)."""
+    base = lm.base_model
+    layers = getattr(base, "layers", None) or getattr(base, "h", None)
+    if isinstance(layers, nn.ModuleList):
+        return layers
+    for m in base.modules():
+        if isinstance(m, nn.ModuleList) and len(m) > 0:
+            return m
+    raise ValueError(f"cannot find the decoder layers of {type(lm).__name__} to shard")
+
+
+def wrap(
+    module: nn.Module,
+    lm: Any,
+    where: Placement,
+    *,
+    activation_checkpointing: bool = False,
+    cpu_offload: bool = False,
+) -> nn.Module:
+    """Shard ``module`` (which contains ``lm``) with FSDP2 per decoder layer + root, or move it to device."""
+    if activation_checkpointing:
+        lm.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    if not where.fsdp:
+        return module.to(where.device)
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy, OffloadPolicy, fully_shard
+
+    dist.init()
+    mesh = init_device_mesh(where.device.type, (dist.world_size(),))
+    kw: dict[str, Any] = {"mesh": mesh}
+    if where.device.type == "cuda" and where.dtype != torch.float32:
+        kw["mp_policy"] = MixedPrecisionPolicy(param_dtype=where.dtype, reduce_dtype=torch.float32)
+    kw["offload_policy"] = CPUOffloadPolicy() if cpu_offload else OffloadPolicy()
+    for layer in decoder_layers(lm):
+        fully_shard(layer, **kw)
+    fully_shard(module, **kw)
+    return module
+
+
+def score(
+    module: nn.Module,
+    batch: TokenBatch,
+    device: torch.device,
+    token_budget: int,
+    *,
+    with_entropy: bool = False,
+) -> tuple[Tensor, Tensor | None]:
+    """No-grad log-probs (and entropy) of ``batch``'s response tokens, [B, T] each, micro-batched."""
+    b, t = batch.shape
+    logp = torch.zeros(b, t)
+    ent = torch.zeros(b, t) if with_entropy else None
+    was_training = module.training
+    module.eval()
+    try:
+        with torch.no_grad():
+            for rows in plan_micro_batches(batch, token_budget):
+                mb = pack(batch, rows, device)
+                lp, en = forward_micro(module, mb)
+                logp[rows] = unflatten(lp.float().cpu(), mb.lens, t)
+                if ent is not None:
+                    ent[rows] = unflatten(en.float().cpu(), mb.lens, t)
+    finally:
+        module.train(was_training)
+    return logp, ent
+
+
+def forward_micro(module: nn.Module, mb: PackedMicroBatch) -> tuple[Tensor, Tensor]:
+    out: tuple[Tensor, Tensor] = module(mb.input_ids, mb.position_ids, mb.gather, mb.targets)
+    return out

@@ -1,0 +1,13 @@
+"""Rollout engines: vLLM (colocated, in-process) and a plain-transformers fallback."""
+
+from reasoning_rl.rollout.base import (
+    ENGINES,
+    Completion,
+    RolloutEngine,
+    RolloutError,
+    SamplingConfig,
+    make_engine,
+    register_engine,
+)
+
+__all__ = ["ENGINES", "Completion", "RolloutEngine", "RolloutError", "SamplingConfig", "make_engine", "register_engine"]

@@ -1,0 +1,143 @@
+"""The rollout-engine contract shared by the vLLM engine and the plain-transformers fallback."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, Protocol, runtime_checkable
+
+import torch
+
+
+@dataclass(frozen=True)
+class SamplingConfig:
+    """What to sample per prompt. ``temperature=0`` is greedy."""
+
+    n: int = 1
+    temperature: float = 1.0
+    top_p: float = 1.0
+    max_tokens: int = 256
+    stop: tuple[str, ...] = ()
+    seed: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.n < 1:
+            raise ValueError(f"SamplingConfig.n must be >= 1; got {self.n}")
+        if self.temperature < 0:
+            raise ValueError(f"SamplingConfig.temperature must be >= 0; got {self.temperature}")
+        if not 0 < self.top_p <= 1:
+            raise ValueError(f"SamplingConfig.top_p must be in (0, 1]; got {self.top_p}")
+        if self.max_tokens < 1:
+            raise ValueError(f"SamplingConfig.max_tokens must be >= 1; got {self.max_tokens}")
+
+
+@dataclass
+class Completion:
+    """One sampled response. ``logprobs[i]`` is the raw (temperature-1, unfiltered) log-prob of
+    ``token_ids[i]`` under the engine's current weights, comparable to ``Policy.logprobs``."""
+
+    prompt_index: int
+    sample_index: int
+    prompt_ids: list[int]
+    token_ids: list[int]
+    logprobs: list[float]
+    text: str
+    finish_reason: str  # "stop" (EOS or a stop string) | "length" (max_tokens reached)
+
+
+@runtime_checkable
+class RolloutEngine(Protocol):
+    """Generates completions and takes new weights from the trainer."""
+
+    def generate(self, prompts: list[list[int]], sampling: SamplingConfig) -> list[Completion]:
+        """All completions, ordered by (prompt_index, sample_index)."""
+        ...
+
+    def stream(self, prompts: list[list[int]], sampling: SamplingConfig) -> Iterator[Completion]:
+        """Yield each completion as soon as it finishes (so grading can overlap generation)."""
+        ...
+
+    def load_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]]) -> None:
+        """Replace the weights with these (HF checkpoint names; consumed lazily, one pass)."""
+        ...
+
+    def sleep(self) -> None:
+        """Release accelerator memory while the trainer runs (no-op where unsupported)."""
+        ...
+
+    def wake(self) -> None:
+        """Undo ``sleep`` before generating again."""
+        ...
+
+
+class RolloutError(RuntimeError):
+    """A rollout engine could not be built or used (bad path, bad prompt, engine failure)."""
+
+
+EngineKind = Literal["vllm", "hf"]
+ENGINES: dict[str, Callable[..., RolloutEngine]] = {}
+
+
+def register_engine(kind: str) -> Callable[[Callable[..., RolloutEngine]], Callable[..., RolloutEngine]]:
+    """Register an engine factory under ``kind`` (plugins can add their own)."""
+
+    def deco(factory: Callable[..., RolloutEngine]) -> Callable[..., RolloutEngine]:
+        ENGINES[kind] = factory
+        return factory
+
+    return deco
+
+
+def _builtin(kind: str) -> None:
+    if kind == "vllm":
+        import reasoning_rl.rollout.vllm_engine  # noqa: F401
+    elif kind == "hf":
+        import reasoning_rl.rollout.hf_engine  # noqa: F401
+
+
+def make_engine(
+    kind: EngineKind,
+    model_path: str,
+    *,
+    dtype: str = "auto",
+    seed: int = 0,
+    gpu_memory_utilization: float = 0.3,
+    max_model_len: int = 1024,
+    enable_sleep_mode: bool | None = None,
+    **kw: Any,
+) -> RolloutEngine:
+    """Build a rollout engine for the HF model directory ``model_path``.
+
+    ``enable_sleep_mode=None`` turns sleep mode on exactly when a CUDA device is present.
+    Extra keywords go to the engine (vLLM: ``LLM(...)`` arguments; hf: ``device``).
+    """
+    if kind not in ENGINES:
+        _builtin(kind)
+    if kind not in ENGINES:
+        raise ValueError(f"unknown rollout engine {kind!r}: expected one of 'vllm', 'hf' or a registered kind")
+    if not Path(model_path).is_dir():
+        raise RolloutError(
+            f"model path {model_path!r} is not a directory; rollout engines need a local HF model dir "
+            "(convert GGUF checkpoints first with reasoning_rl.policy.convert_gguf)"
+        )
+    return ENGINES[kind](
+        model_path,
+        dtype=dtype,
+        seed=seed,
+        gpu_memory_utilization=gpu_memory_utilization,
+        max_model_len=max_model_len,
+        enable_sleep_mode=enable_sleep_mode,
+        **kw,
+    )
+
+
+def check_prompts(prompts: list[list[int]], max_model_len: int) -> None:
+    """Clear errors for empty prompts and prompts that leave no room to generate."""
+    for i, p in enumerate(prompts):
+        if len(p) == 0:
+            raise RolloutError(f"prompt {i} is empty (no token ids)")
+        if len(p) + 1 > max_model_len:
+            raise RolloutError(
+                f"prompt {i} has {len(p)} tokens; max_model_len={max_model_len} leaves no room to generate"
+            )

@@ -1,0 +1,123 @@
+"""Plain-transformers rollout engine for machines without vLLM: slower, same contract and outputs."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import torch
+
+from reasoning_rl.rollout.base import Completion, RolloutError, SamplingConfig, check_prompts, register_engine
+
+
+class HFEngine:
+    """``RolloutEngine`` on ``model.generate``, one prompt at a time (n samples batched).
+
+    Log-probs are of the raw logits (temperature 1, no top-p), like the vLLM engine's ``raw_logprobs``.
+    ``sleep``/``wake`` move the weights to host memory and back on GPU; no-ops on CPU.
+    """
+
+    def __init__(
+        self,
+        model_path: str,
+        *,
+        dtype: str = "auto",
+        seed: int = 0,
+        max_model_len: int = 1024,
+        device: str | None = None,
+        **_ignored: Any,
+    ) -> None:
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+        if dtype == "auto":
+            dtype = "bfloat16" if self.device.type == "cuda" else "float32"
+        self.model: Any
+        self.tokenizer: Any
+        try:
+            self.model = AutoModelForCausalLM.from_pretrained(model_path, dtype=getattr(torch, dtype))
+            self.tokenizer = AutoTokenizer.from_pretrained(model_path)
+        except (OSError, AttributeError) as e:
+            raise RolloutError(f"could not load HF model {model_path!r} with dtype {dtype!r}: {e}") from e
+        self.model.to(self.device).eval()
+        self.seed = seed
+        self.max_model_len = max_model_len
+        self._params = dict(self.model.named_parameters())
+
+    def stream(self, prompts: list[list[int]], sampling: SamplingConfig) -> Iterator[Completion]:
+        check_prompts(prompts, self.max_model_len)
+        for i, prompt in enumerate(prompts):
+            yield from self._generate_one(i, prompt, sampling)
+
+    def generate(self, prompts: list[list[int]], sampling: SamplingConfig) -> list[Completion]:
+        return list(self.stream(prompts, sampling))
+
+    def _generate_one(self, index: int, prompt: list[int], s: SamplingConfig) -> list[Completion]:
+        eos = self.model.generation_config.eos_token_id
+        eos_ids = set(eos if isinstance(eos, list) else [eos] if eos is not None else [])
+        max_new = min(s.max_tokens, self.max_model_len - len(prompt))
+        kwargs: dict[str, Any] = {
+            "max_new_tokens": max_new,
+            "num_return_sequences": s.n,
+            "output_logits": True,
+            "return_dict_in_generate": True,
+            "pad_token_id": self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else next(iter(eos_ids), 0),
+        }
+        if s.temperature > 0:
+            kwargs.update(do_sample=True, temperature=s.temperature, top_p=s.top_p, top_k=0)
+        else:
+            kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
+        if s.stop:
+            kwargs.update(stop_strings=list(s.stop), tokenizer=self.tokenizer)
+        ids = torch.tensor([prompt], device=self.device)
+        with torch.random.fork_rng(devices=[self.device] if self.device.type == "cuda" else []):
+            torch.manual_seed((self.seed if s.seed is None else s.seed) + index)
+            with torch.no_grad():
+                out = self.model.generate(ids, attention_mask=torch.ones_like(ids), **kwargs)
+        new = out.sequences[:, len(prompt) :].cpu()
+        logp = torch.stack(out.logits, dim=1).float().log_softmax(-1).cpu()  # [n, steps, vocab]
+        return [self._completion(index, j, prompt, new[j], logp[j], eos_ids, s) for j in range(s.n)]
+
+    def _completion(
+        self, index: int, j: int, prompt: list[int], toks: torch.Tensor, logp: torch.Tensor, eos_ids: set[int], s: SamplingConfig
+    ) -> Completion:
+        token_ids: list[int] = []
+        finish = "length"
+        text: str = ""
+        for tok in toks.tolist():
+            token_ids.append(tok)
+            if tok in eos_ids:
+                finish = "stop"
+                break
+            text = self.tokenizer.decode(token_ids, skip_special_tokens=True)
+            hit = [text.index(st) for st in s.stop if st in text]
+            if hit:
+                text, finish = text[: min(hit)], "stop"
+                break
+        else:
+            text = self.tokenizer.decode(token_ids, skip_special_tokens=True)
+        lps = logp[torch.arange(len(token_ids)), torch.tensor(token_ids)].tolist()
+        return Completion(index, j, list(prompt), token_ids, lps, text, finish)
+
+    def load_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]]) -> None:
+        with torch.no_grad():
+            for name, tensor in named_tensors:
+                if name not in self._params:
+                    raise RolloutError(f"load_weights: the model has no parameter {name!r}")
+                self._params[name].copy_(tensor)
+
+    def sleep(self) -> None:
+        if self.device.type == "cuda":
+            self.model.to("cpu")
+            torch.cuda.empty_cache()
+
+    def wake(self) -> None:
+        if self.device.type == "cuda":
+            self.model.to(self.device)
+
+
+@register_engine("hf")
+def _make(model_path: str, **kw: Any) -> HFEngine:
+    kw.pop("gpu_memory_utilization", None)
+    kw.pop("enable_sleep_mode", None)
+    return HFEngine(model_path, **kw)
