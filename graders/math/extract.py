@@ -15,6 +15,9 @@ Mode = Literal["strict", "lenient"]
 MODES: tuple[Mode, ...] = ("strict", "lenient")
 
 _BOX_CMDS = ("\\boxed", "\\fbox")
+MAX_BOXES = 1000  # more boxes than this is not an answer; the grader says so instead of judging them all
+TAIL_CHARS = 20_000  # lenient fallbacks look at the end of the response only (answers live there)
+SENTENCE_CHARS = 2_000
 _GROUP_GAP = re.compile(
     r"^[\s$,;.&]*(?:\\[\]\)\[\(]|[A-Za-z](?:_\{?\w+\}?)?\s*=|\\quad|\\qquad|\\text\{[^{}]{0,40}\}|\\,|\\ |and|or|,|;|\$|\s)*[\s$,;.&]*$"
 )
@@ -54,9 +57,13 @@ def find_boxes(text: str) -> list[Box]:
     boxes: list[Box] = []
     i = 0
     n = len(text)
-    while True:
-        hits = [(text.find(cmd, i), cmd) for cmd in _BOX_CMDS]
-        hits = [(pos, cmd) for pos, cmd in hits if pos >= 0]
+    # Next hit per command, refreshed only when passed: one scan of the text per command, not per box.
+    next_hit = {cmd: text.find(cmd) for cmd in _BOX_CMDS}
+    while len(boxes) <= MAX_BOXES:
+        for cmd, hit in next_hit.items():
+            if 0 <= hit < i:
+                next_hit[cmd] = text.find(cmd, i)
+        hits = [(pos, cmd) for cmd, pos in next_hit.items() if pos >= 0]
         if not hits:
             return boxes
         pos, cmd = min(hits)
@@ -88,6 +95,7 @@ def find_boxes(text: str) -> list[Box]:
             i = j + len(token)
         else:
             i = j
+    return boxes
 
 
 def last_box_group(text: str, boxes: list[Box]) -> list[Box]:
@@ -163,18 +171,25 @@ def extract(response: str, mode: Mode) -> Extraction:
     """Candidate answers of ``response`` (think-tags already honoured by the caller)."""
     boxes = find_boxes(response)
     if mode == "strict":
+        if len(boxes) > MAX_BOXES:
+            return Extraction((), f"more than {MAX_BOXES} boxed answers")
         if not boxes:
             return Extraction((), "no boxed answer")
         return Extraction(tuple(b.content for b in boxes), "boxed")
+    if len(boxes) > MAX_BOXES:
+        return Extraction((), f"more than {MAX_BOXES} boxed answers")
+    if len(response) > TAIL_CHARS:
+        response = response[-TAIL_CHARS:]
+        boxes = find_boxes(response)
     anchors = list(_ANCHOR.finditer(response))
     if boxes:
         final = [a for a in anchors if a.start() > boxes[-1].end and "final" in a.group(0).lower()]
-        found = _sentence_answer(response[final[-1].end() :]) if final else None
+        found = _sentence_answer(response[final[-1].end() : final[-1].end() + SENTENCE_CHARS]) if final else None
         if found:  # "\boxed{255} ... Final Answer: The final answer is $10,455$": the later commitment wins
             return Extraction((found,), "final-answer phrase after the last box")
         return Extraction(tuple(b.content for b in last_box_group(response, boxes)), "boxed (last group)")
     for anchor in reversed(anchors):
-        found = _sentence_answer(response[anchor.end() :])
+        found = _sentence_answer(response[anchor.end() : anchor.end() + SENTENCE_CHARS])
         if found:
             return Extraction((found,), "answer phrase")
     if gsm := _GSM.findall(response):

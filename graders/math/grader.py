@@ -9,13 +9,14 @@ from typing import Any
 
 from graders.math.compare import Context, FastJudge, NeedsSymbolic, equal, squash
 from graders.math.extract import MODES, Extraction, UnclosedThinkError, after_think, extract, gold_answers
-from graders.math.guards import unsafe
+from graders.math.guards import MAX_ANSWER_CHARS, unsafe
 from graders.math.normalize import Cleaned, clean
 from graders.math.structure import parse
 from graders.math.worker import WorkerCrashed, WorkerPool, WorkerTimeout
 from graders.types import Grade
 
 MAX_DISTINCT_ANSWERS = 32
+MAX_RAW_ANSWER_CHARS = 5000
 _BIG_INT = re.compile(r"[+-]?\d+")
 
 
@@ -75,6 +76,8 @@ class MathGrader:
             return Grade.error("answer too deeply nested to judge", mode=mode)
 
     def _grade(self, response: str, ground_truth: str, mode: str, deadline: float) -> Grade:
+        if len(ground_truth) > 100 * MAX_RAW_ANSWER_CHARS:
+            return Grade.error(f"ground truth longer than {100 * MAX_RAW_ANSWER_CHARS} characters")
         golds = [clean(g) for g in gold_answers(ground_truth)]
         golds = [g for g in golds if g.text]
         if not golds:
@@ -89,6 +92,11 @@ class MathGrader:
         details["rule"] = found.rule
         if not found.answers:
             return Grade.incorrect(found.rule, **details)
+        too_long = [a for a in found.answers if len(a) > MAX_RAW_ANSWER_CHARS]
+        if too_long:  # normalising megabytes is itself the attack; only a verbatim copy of the gold passes
+            if all(squash(a) == squash(ground_truth) for a in found.answers):
+                return Grade.correct("verbatim", **details)
+            raise _Budget(f"answer longer than {MAX_RAW_ANSWER_CHARS} characters")
         preds = [clean(a) for a in found.answers]
         details["extracted"] = [p.text for p in preds][:MAX_DISTINCT_ANSWERS]
         if any(not p.text for p in preds):
@@ -127,13 +135,15 @@ class MathGrader:
             and not (gold.percent or pred.percent)
         ):
             return _int_text(gold.text) == _int_text(pred.text), "integer"
+        reason = unsafe(gold.text) or unsafe(pred.text)
+        if reason and (len(gold.text) > MAX_ANSWER_CHARS or len(pred.text) > MAX_ANSWER_CHARS):
+            raise _Budget(reason)
         ctx = Context(gold.percent, pred.percent)
         gold_node, pred_node = parse(gold.text), parse(pred.text)
         try:
             return equal(gold_node, pred_node, FastJudge(), ctx), "fast"
         except NeedsSymbolic:
             pass
-        reason = unsafe(gold.text) or unsafe(pred.text)
         if reason:
             raise _Budget(reason)
         left = deadline - time.monotonic()

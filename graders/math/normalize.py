@@ -41,7 +41,7 @@ _THOUSANDS = re.compile(r"[+-]?[1-9]\d{0,2}(?:(?:,\d{3})+|(?: \d{3})+)(?:\.\d+)?
 _DECIMAL_COMMA = re.compile(r"[+-]?(?:\d+,(?:\d{2}|\d{4,})|0,\d+)")
 _DOUBLE_BACKSLASH = re.compile(r"(?<!\\)\\\\(?=[a-zA-Z{}()\[\]])")
 _MIXED = re.compile(r"(?<![\d.^_}{\\a-zA-Z])(\d+)\s*\\frac\{(\d+)\}\{(\d+)\}")
-_TRAIL = re.compile(r"[\s.,;:!?]+$")
+_TRAIL = re.compile(r"[\s.,;:?]+$")  # not "!": "5!" is a factorial
 _UNICODE = {
     "\u2212": "-",
     "\u2013": "-",
@@ -140,7 +140,9 @@ def strip_units(s: str) -> str:
 def strip_braces(s: str) -> str:
     """Remove one layer of redundant outer ``{...}`` grouping (``{35 cm,4}`` -> ``35 cm,4``)."""
     s = s.strip()
-    while len(s) >= 2 and s[0] == "{" and s[-1] == "}" and _matching(s, 0) == len(s) - 1:
+    for _ in range(8):  # bounded: each layer costs a scan, and deeper nesting is not a real answer
+        if not (len(s) >= 2 and s[0] == "{" and s[-1] == "}" and _matching(s, 0) == len(s) - 1):
+            break
         s = s[1:-1].strip()
     return s
 

@@ -83,7 +83,7 @@ def close_at_precision(gold: Number, pred_value: Fraction, pred_decimals: int | 
     answers are exact only: ``100000`` never matches ``100001`` nor ``99999.9``.
     """
     if gold.decimals:
-        return abs(pred_value - gold.value) <= Fraction(1, 2 * 10**gold.decimals)
+        return abs(pred_value - gold.value) < Fraction(1, 2 * 10**gold.decimals)
     if gold.value.denominator == 1 or pred_decimals is None or pred_decimals < 2:
         return False
     return abs(pred_value - gold.value) < Fraction(1, 10**pred_decimals)

@@ -165,9 +165,7 @@ class WorkerPool:
             answer = worker.call(request, deadline)
         except (WorkerTimeout, WorkerCrashed):
             worker.kill()
-            with self._cond:
-                self._total -= 1
-            self._spawn_background()
+            self._spawn_background()  # the replacement takes over this worker's slot in _total
             raise
         with self._cond:
             self._idle.append(worker)

@@ -1,0 +1,193 @@
+"""The math grader's extraction modes and equivalence policy, one documented rule per case."""
+
+from __future__ import annotations
+
+import pytest
+
+import graders
+from graders import Grade
+from graders.math import MathGrader
+
+
+@pytest.fixture(scope="module")
+def grader() -> MathGrader:
+    g = MathGrader(max_workers=2)
+    g.pool.warm(1)
+    return g
+
+
+def _boxed(answer: str) -> str:
+    return f"Some working.\n\nSo the answer is $\\boxed{{{answer}}}$."
+
+
+EQUIVALENT = [
+    # integers and big integers, exactly
+    ("42", "42"),
+    ("123456789012345678901234567890", "123456789012345678901234567890"),
+    ("007", "7"),
+    # fractions, decimals, mixed numbers
+    ("\\frac{1}{2}", "0.5"),
+    ("\\dfrac{3}{4}", "\\frac{3}{4}"),
+    ("\\tfrac34", "0.75"),
+    ("3/4", "\\frac{3}{4}"),
+    ("-\\frac{10}{9}", "-10/9"),
+    ("3\\frac12", "\\frac{7}{2}"),
+    ("3\\frac{1}{2}", "3.5"),
+    # thousands separators
+    ("1,234,567", "1234567"),
+    ("12{,}345", "12345"),
+    ("1 000", "1000"),
+    ("11,\\!111,\\!111,\\!100", "11111111100"),
+    # unicode minus, full-width digits
+    ("\u22125", "-5"),
+    ("\uff14\uff12", "42"),
+    # percentages, degrees, units, currency
+    ("50\\%", "50"),
+    ("50\\%", "0.5"),
+    ("50", "50\\%"),
+    ("90^\\circ", "90"),
+    ("90^{\\circ}", "90"),
+    ("15\\text{ cm}^2", "15"),
+    ("125\\textnormal{ miles}", "125"),
+    ("\\$16.50", "16.50"),
+    ("16.5 dollars", "16.50"),
+    # symbolic equivalence
+    ("3\\sqrt{13}", "\\sqrt{117}"),
+    ("\\frac{\\sqrt{2}}{2}", "\\frac{1}{\\sqrt{2}}"),
+    ("2\\pi", "\\pi \\cdot 2"),
+    ("e^{2}", "\\mathrm{e}^2"),
+    ("\\ln 8", "3\\ln 2"),
+    ("\\sin^2 x + \\cos^2 x", "1"),
+    ("5!", "120"),
+    ("\\binom{5}{2}", "10"),
+    ("3+4i", "4i+3"),
+    ("x^2+2x+1", "(x+1)^2"),
+    # precision the gold states
+    ("16386.17", "16386.169"),
+    ("\\frac{1}{12}", "0.0833333"),
+    ("4.123105625617661", "\\sqrt{17}"),
+    # tuples, sets, lists, \pm
+    ("(1,2)", "(1, 2)"),
+    ("\\{1,2,3\\}", "\\{3,2,1\\}"),
+    ("2, 3", "3, 2"),
+    ("x=2 \\text{ or } x=3", "3, 2"),
+    ("1 \\pm \\sqrt{19}", "1+\\sqrt{19}, 1-\\sqrt{19}"),
+    # intervals and unions
+    ("[0, 1)", "[0,1)"),
+    ("(-\\infty, 2] \\cup (3, \\infty)", "(3,\\infty) \\cup (-\\infty,2]"),
+    # matrices
+    ("\\begin{pmatrix}1 & 2 \\\\ 3 & 4\\end{pmatrix}", "\\begin{bmatrix}1 & 2 \\\\ 3 & 4\\end{bmatrix}"),
+    # equations, assignments, inequalities
+    ("4", "x = 4"),
+    ("x = 4", "4"),
+    ("y=2x+1", "y=1+2x"),
+    ("x \\geq 5", "5 \\le x"),
+    ("x < 3", "x \\lt 3"),
+    # text answers and MCQ letters
+    ("\\text{Evelyn}", "evelyn"),
+    ("\\text{(C)}", "C"),
+    ("odd", "\\text{Odd}"),
+]
+
+NOT_EQUIVALENT = [
+    ("\\frac{1}{2^{100}}", "\\frac{1}{2^{101}}"),
+    ("\\frac{1}{100!}", "\\frac{1}{101!}"),
+    ("100000", "100001"),
+    ("50", "5000"),
+    ("1-\\frac{1}{\\mathrm{e}}", "1+\\frac{1}{\\mathrm{e}}"),
+    ("1-\\frac{1}{\\mathrm{e}}", "1-\\frac{1}{}"),
+    ("(1,2)", "(2,1)"),
+    ("[0,1)", "(0,1)"),
+    ("[0,1)", "[0,1]"),
+    ("2", "1, 2, 3"),
+    ("1, 2", "1, 2, 3"),
+    ("\\pm 2021", "2021"),
+    ("4", "4\\sqrt{2}"),
+    ("x > 5", "x < 5"),
+    ("C", "D"),
+    ("0.5", "0.56"),
+    ("0.5", "0.6"),
+    ("1000", "1000.4"),
+    ("32349", "32, 349"),
+    ("\\frac{1}{3}", "0.3"),
+    ("\\begin{pmatrix}1 & 2 \\\\ 3 & 4\\end{pmatrix}", "\\begin{pmatrix}1 & 2 \\\\ 3 & 5\\end{pmatrix}"),
+]
+
+
+@pytest.mark.parametrize(("gold", "pred"), EQUIVALENT)
+def test_equivalent_forms_are_correct(grader: MathGrader, gold: str, pred: str) -> None:
+    result = grader.grade(_boxed(pred), gold, timeout_s=10.0)
+    assert result.verdict == "correct", result
+
+
+@pytest.mark.parametrize(("gold", "pred"), NOT_EQUIVALENT)
+def test_different_answers_are_incorrect(grader: MathGrader, gold: str, pred: str) -> None:
+    result = grader.grade(_boxed(pred), gold, timeout_s=10.0)
+    assert result.verdict == "incorrect", result
+
+
+def test_registered_and_reachable_through_graders_grade() -> None:
+    result = graders.grade("math", "\\boxed{4}", "4", mode="strict")
+    assert isinstance(result, Grade) and result.verdict == "correct"
+    assert graders.get("math").name == "math"
+
+
+def test_details_say_what_was_extracted_and_how(grader: MathGrader) -> None:
+    result = grader.grade("so $\\boxed{\\frac{6}{4}}$", "1.5")
+    assert result.details["extracted"] == ["\\frac{6}{4}"]
+    assert result.details["gold"] == "1.5"
+    assert result.details["rule"] == "boxed"
+    assert result.details["matched_by"] == "fast"
+
+
+STRICT_VS_LENIENT = [
+    # (response, gold, strict verdict, lenient verdict)
+    ("The answer is 42.", "42", "incorrect", "correct"),
+    ("Answer: $\\frac{1}{2}$", "0.5", "incorrect", "correct"),
+    ("Natalia sold 48 clips.\n#### 72", "72", "incorrect", "correct"),
+    ("So we get 3 + 4 = 7", "7", "incorrect", "correct"),
+    ("The correct option is (B).", "B", "incorrect", "correct"),
+    ("<think>maybe 5</think> The result is \\boxed{6}", "6", "correct", "correct"),
+    ("<think>so \\boxed{6}</think> The result is \\boxed{5}", "6", "incorrect", "incorrect"),
+    ("\\boxed 5", "5", "correct", "correct"),
+    ("\\fbox{5}", "5", "correct", "correct"),
+    ("**Final answer:** $\\boxed{\\{1, 2\\}}$.", "\\{1,2\\}", "correct", "correct"),
+    ("$\\boxed{\\frac{a}{\\sqrt{b^{2}}}}$", "\\frac{a}{\\sqrt{b^2}}", "correct", "correct"),
+    ("the roots are $\\boxed{2}$ and $\\boxed{3}$", "2, 3", "correct", "correct"),
+    ("first $\\boxed{4}$, finally $\\boxed{4.0}$", "4", "correct", "correct"),
+]
+
+
+@pytest.mark.parametrize(("response", "gold", "strict", "lenient"), STRICT_VS_LENIENT)
+def test_extraction_modes(grader: MathGrader, response: str, gold: str, strict: str, lenient: str) -> None:
+    assert grader.grade(response, gold, mode="strict", timeout_s=10.0).verdict == strict
+    assert grader.grade(response, gold, mode="lenient", timeout_s=10.0).verdict == lenient
+
+
+def test_gold_first_policy_is_not_symmetric(grader: MathGrader) -> None:
+    # An interval gold wants an interval; an inequality gold accepts the interval it describes.
+    assert grader.grade("$\\boxed{x \\in [-2, 7]}$", "-2 \\le x \\le 7", timeout_s=10.0).verdict == "correct"
+    assert grader.grade("$\\boxed{-2 \\le x \\le 7}$", "[-2, 7]", timeout_s=10.0).verdict == "incorrect"
+    # A decimal gold states its precision; an integer gold is exact.
+    assert grader.grade("\\boxed{2.718}", "2.72").verdict == "correct"
+    assert grader.grade("\\boxed{2.72}", "2.718").verdict == "incorrect"
+
+
+@pytest.mark.parametrize(
+    ("options", "needle"),
+    [
+        ({"mode": "loose"}, "mode must be one of"),
+        ({"timeout_s": 0}, "timeout_s must be a positive number"),
+        ({"colour": "red"}, "unknown option"),
+    ],
+)
+def test_bad_options_are_clear_errors(grader: MathGrader, options: dict[str, object], needle: str) -> None:
+    result = grader.grade("\\boxed{1}", "1", **options)  # type: ignore[arg-type]
+    assert result.verdict == "error" and needle in result.reason
+
+
+def test_bad_argument_types_are_clear_errors(grader: MathGrader) -> None:
+    assert "response must be a string" in grader.grade(None, "1").reason  # type: ignore[arg-type]
+    assert "ground_truth must be" in grader.grade("\\boxed{1}", object()).reason
+    assert grader.grade("\\boxed{1}", "").reason == "ground truth is empty"
+    assert grader.grade("\\boxed{7}", 7).verdict == "correct"
