@@ -34,6 +34,8 @@ def peak_flops(meta: dict[str, Any], override_tflops: float | None = None) -> tu
         return None, "MFU n/a: the trace does not name the device (pass --peak-tflops)"
     if "cpu" in device and "cuda" not in device:
         return None, "MFU n/a on CPU (no meaningful peak FLOP/s)"
+    if device == "cuda":
+        return None, "MFU n/a: the trace meta names no GPU model (device_name); pass --peak-tflops"
     for key, flops in PEAK_FLOPS:
         if key in device:
             return flops, f"datasheet peak for {key.upper()} (dense bf16)"

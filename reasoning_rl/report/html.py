@@ -31,6 +31,14 @@ def fmt(value: Any, digits: int = 3) -> str:
     return escape(str(value))
 
 
+def human_bytes(n: float) -> str:
+    """Decimal units, matching GB/s (10^9 bytes)."""
+    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= size:
+            return f"{n / size:.2f} {unit}"
+    return f"{n:.0f} B"
+
+
 def table(header: list[str], rows: list[list[Any]]) -> str:
     head = "".join(f"<th>{escape(h)}</th>" for h in header)
     body = "".join("<tr>" + "".join(f"<td>{fmt(c)}</td>" for c in row) + "</tr>" for row in rows)
@@ -82,7 +90,7 @@ def _handoff_section(a: Analysis, figs: dict[str, bytes | None]) -> str:
     if not a.handoff:
         return "<h2>Weight hand-off</h2><p class='muted'>No hand-off counters in the trace.</p>"
     rates = [h.gbps for h in a.handoff if h.gbps is not None]
-    summary = (f"<p>{sum(h.bytes for h in a.handoff) / 1e9:.3f} GB moved in {sum(h.seconds for h in a.handoff):.2f} s"
+    summary = (f"<p>{human_bytes(sum(h.bytes for h in a.handoff))} moved in {sum(h.seconds for h in a.handoff):.3g} s"
                f" over {len(a.handoff)} steps; median {fmt(median(rates) if rates else None)} GB/s.</p>")
     rows = [[h.step, h.bytes, h.seconds, h.gbps] for h in a.handoff]
     return ("<h2>Weight hand-off</h2>" + summary + image(figs["handoff"], "hand-off")
