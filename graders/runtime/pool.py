@@ -182,6 +182,8 @@ class GradingPool:
 
     # -- internals ---------------------------------------------------------------------------------
     def _raise_if_broken(self) -> None:
+        if self._closed and self._entries:
+            raise RuntimeError("GradingPool was closed while grades were still pending")
         if self._backend.failure is not None:
             raise RuntimeError("the grading backend failed") from self._backend.failure
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import runtime_test_graders as faulty
@@ -59,3 +61,42 @@ def test_ray_pool_spreads_over_both_nodes_and_enforces_budgets(cluster_address: 
     assert hung.verdict == "error" and hung.reason.startswith("timeout") and elapsed < 2.0 + 1.0
     assert ok.verdict == "correct" and all(g.verdict == "correct" for g in after)
     assert metrics["worker_restarts"] >= 1
+
+
+def test_rrl_grade_on_the_ray_cluster(cluster_address: str, tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from reasoning_rl.cli import app
+
+    src = tmp_path / "in.jsonl"
+    src.write_text(
+        "".join(
+            json.dumps({"id": i, "responses": [f"\\boxed{{{i % 4}}}", "\\boxed{1}"], "ground_truth": "1"})
+            + "\n"
+            for i in range(40)
+        )
+    )
+    out, summary = tmp_path / "out.jsonl", tmp_path / "summary.json"
+    res = CliRunner().invoke(
+        app,
+        [
+            "grade",
+            str(src),
+            "-o",
+            str(out),
+            "--grader",
+            "math",
+            "--ray-address",
+            cluster_address,
+            "--workers",
+            "2",
+            "--no-progress",
+            "--summary-json",
+            str(summary),
+        ],
+    )
+    assert res.exit_code == 0, res.output
+    data = json.loads(summary.read_text())
+    assert data["run"]["pool"]["backend"] == "ray"
+    assert data["summary"]["overall"]["pass@2"] == 1.0
+    assert data["summary"]["overall"]["accuracy"] == pytest.approx((10 + 40) / 80)
