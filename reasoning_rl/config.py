@@ -183,6 +183,7 @@ class LoggingConfig(_Section):
     tensorboard: bool = True
     wandb: bool = False
     wandb_project: str = "reasoning-rl"
+    samples: bool = Field(default=True, description="Write every step's prompts, responses and grades to samples/.")
 
 
 class Config(_Section):

@@ -156,6 +156,11 @@ class Trainer:
         cfg = self.cfg
         t_step = time.time()
         samples = self._gather(parts, sampler, trace, step)
+        if cfg.logging.samples:
+            write_rows(self.run_dir / "samples" / f"step_{step}.jsonl", [
+                {"id": s.example.uid, "group": s.group, "sample": s.completion.sample_index,
+                 "data_source": s.example.data_source, "response": s.completion.text,
+                 "finish_reason": s.completion.finish_reason, **s.grade.to_dict()} for s in samples])
         rewards, mask = rewards_and_mask(samples, max_tokens=cfg.rollout.max_tokens, overlong=cfg.algorithm.overlong)
         metrics = sample_metrics(samples, rewards, mask)
         metrics["grading/masked"] = float((~mask).sum())

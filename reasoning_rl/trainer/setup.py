@@ -121,6 +121,7 @@ class Components:
         loss_cfg = self.loss_config()
         with trace.span("old_logprobs", step):
             old, _ = self.policy.logprobs(batch)
+        out.update(_rollout_gap(batch, old))
         ref = None
         if self.ref is not None:
             with trace.span("ref_logprobs", step):
@@ -187,6 +188,16 @@ class Components:
 
     def close(self) -> None:
         self.pool.close()
+
+
+def _rollout_gap(batch: Any, old: torch.Tensor) -> dict[str, float]:
+    """How far the engine's log-probs are from the trainer's for the same tokens (kernel/dtype drift,
+    or a broken hand-off when large): reported, never hidden."""
+    if batch.rollout_logprobs is None:
+        return {}
+    mask = batch.response_mask
+    diff = (old.float() - batch.rollout_logprobs.float()).abs()[mask]
+    return {"rollout/logprob_diff_mean": float(diff.mean()), "rollout/logprob_diff_max": float(diff.max())}
 
 
 def build_components(cfg: Config, run_dir: Path, *, console: Console) -> Components:
