@@ -33,7 +33,8 @@ def test_bare_doctor_reports_every_area_and_requires_only_basics() -> None:
     results = run_checks()
     names = {r.name for r in results}
     for expected in ("Python", "torch", "transformers", "datasets", "CUDA", "torch.distributed", "NCCL",
-                     "vLLM", "vLLM sleep mode", "Ray", "Docker sandbox", "Lean toolchain", "Free disk"):
+                     "vLLM", "vLLM sleep mode", "Ray", "Docker sandbox", "local sandbox", "Lean toolchain",
+                     "Free disk"):
         assert expected in names
     assert all(r.status in ("ok", "warn", "problem") for r in results)
     assert [r.name for r in results if r.required] == ["Python"]
@@ -46,23 +47,28 @@ def test_requirements_follow_the_config() -> None:
         "data": {"default_grader": "math", "grader_map": {"mbpp": "code", "minif2f": "lean"}},
         "grading": {"backend": "ray", "ray_address": "10.0.0.1:6379"},
     })
-    assert (req.vllm, req.cuda, req.docker, req.lean, req.ray) == (True, True, True, True, True)
+    assert (req.vllm, req.cuda, req.lean, req.ray) == (True, True, True, True)
+    assert req.sandboxes == {"auto"}  # code and lean default to sandbox: auto
     assert req.output_dir == Path("runs/x") and req.ray_address == "10.0.0.1:6379"
     local = requirements_from_config({"data": {"grader_map": {"mbpp": "code"}},
                                       "grading": {"options": {"code": {"sandbox": "local"}}}})
-    assert not local.docker and not local.vllm and not local.lean and not local.cuda
+    assert local.sandboxes == {"local"} and not local.vllm and not local.lean and not local.cuda
+    assert requirements_from_config({"data": {"default_grader": "math"}}).sandboxes == frozenset()
 
 
-@pytest.mark.parametrize(("component", "grader_map", "engine", "check", "fix"), [
-    ("docker", {"mbpp": "code"}, "hf", "Docker sandbox", DOCKER_FIX),
-    ("lean", {"minif2f": "lean"}, "hf", "Lean toolchain", LEAN_FIX),
-    ("vllm", {}, "vllm", "vLLM", "scripts/install.sh"),
+DOCKER_CODE = {"options": {"code": {"sandbox": "docker"}}}
+
+
+@pytest.mark.parametrize(("component", "grader_map", "grading", "engine", "check", "fix"), [
+    ("docker", {"mbpp": "code"}, DOCKER_CODE, "hf", "Docker sandbox", DOCKER_FIX),
+    ("lean", {"minif2f": "lean"}, {}, "hf", "Lean toolchain", LEAN_FIX),
+    ("vllm", {}, {}, "vllm", "vLLM", "scripts/install.sh"),
 ])
 def test_missing_component_required_by_config_fails_with_fix(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, component: str, grader_map: dict, engine: str, check: str,
-    fix: str,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, component: str, grader_map: dict, grading: dict, engine: str,
+    check: str, fix: str,
 ) -> None:
-    config = _config(tmp_path, data={"grader_map": grader_map}, rollout={"engine": engine})
+    config = _config(tmp_path, data={"grader_map": grader_map}, rollout={"engine": engine}, grading=grading)
     monkeypatch.setenv(SIMULATE_ENV, component)
     result = _by_name(run_checks(config), check)
     assert (result.status, result.required) == ("problem", True)
@@ -89,6 +95,19 @@ def test_missing_component_not_needed_is_only_a_warning(tmp_path: Path, monkeypa
     assert doctor_or_exit(config) == results
     out = CliRunner().invoke(app, ["doctor", str(config)], env={"COLUMNS": "400"})
     assert out.exit_code == 0, out.output
+
+
+def test_auto_sandbox_without_docker_needs_the_local_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    config = _config(tmp_path, data={"grader_map": {"mbpp": "code"}}, rollout={"engine": "hf"})
+    monkeypatch.setenv(SIMULATE_ENV, "docker")
+    results = run_checks(config)
+    docker = _by_name(results, "Docker sandbox")
+    assert (docker.status, docker.required) == ("warn", False) and "falls back to the local backend" in docker.detail
+    local = _by_name(results, "local sandbox")
+    assert local.required and local.status == "ok"
+    monkeypatch.setenv(SIMULATE_ENV, "docker,local")
+    local = _by_name(run_checks(config), "local sandbox")
+    assert local.blocking and "bubblewrap" in local.fix
 
 
 def test_bf16_rollout_on_cpu_without_bf16_kernels_is_blocking(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

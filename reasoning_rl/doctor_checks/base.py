@@ -17,8 +17,8 @@ from typing import Any, Literal
 Status = Literal["ok", "warn", "problem"]
 
 SIMULATE_ENV = "RRL_DOCTOR_SIMULATE_MISSING"
-"""Comma-separated components to treat as absent: docker, sandbox_image, lean, vllm, ray, torch, cuda,
-nccl, cpu_bf16, transformers, datasets. For tests and for rehearsing what a user without them sees."""
+"""Comma-separated components to treat as absent: docker, sandbox_image, local (sandbox), lean, vllm, ray,
+ray_cluster, torch, cuda, nccl, cpu_bf16, transformers, datasets. For tests and for rehearsing what a user without them sees."""
 
 
 @dataclass(frozen=True)
@@ -42,7 +42,7 @@ class Requirements:
 
     vllm: bool = False
     cuda: bool = False
-    docker: bool = False
+    sandboxes: frozenset[str] = frozenset()  # sandbox backends (auto/docker/local) the sandboxed graders use
     lean: bool = False
     ray: bool = False
     ray_address: str | None = None

@@ -12,7 +12,7 @@ from typing import Any
 
 from reasoning_rl.doctor_checks.base import Requirements
 
-LOCAL_SANDBOXES = {"local", "bwrap", "bubblewrap", "process"}
+SANDBOXED_GRADERS = ("code", "lean")  # graders that run untrusted programs through `sandboxes`
 
 
 def _get(cfg: Mapping[str, Any], dotted: str, default: Any = None) -> Any:
@@ -34,8 +34,8 @@ def graders_named(cfg: Mapping[str, Any]) -> set[str]:
 
 def requirements_from_config(cfg: Mapping[str, Any]) -> Requirements:
     graders = graders_named(cfg)
-    code_options = _get(cfg, "grading.options.code") or {}
-    sandbox = str(code_options.get("sandbox", code_options.get("backend", "docker"))).lower()
+    backends = frozenset(str((_get(cfg, f"grading.options.{g}") or {}).get("sandbox", "auto")).lower()
+                         for g in SANDBOXED_GRADERS if g in graders)
     engine = str(_get(cfg, "rollout.engine", "auto")).lower()
     ray_address = _get(cfg, "grading.ray_address")
     run_dir = _get(cfg, "run.dir")
@@ -43,7 +43,7 @@ def requirements_from_config(cfg: Mapping[str, Any]) -> Requirements:
     return Requirements(
         vllm=engine == "vllm",
         cuda=str(_get(cfg, "run.device", "auto")).lower() == "cuda",
-        docker="code" in graders and sandbox not in LOCAL_SANDBOXES,
+        sandboxes=backends,
         lean="lean" in graders,
         ray=str(_get(cfg, "grading.backend", "auto")).lower() == "ray" or bool(ray_address),
         ray_address=str(ray_address) if ray_address else None,

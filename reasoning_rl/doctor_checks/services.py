@@ -7,17 +7,18 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import sandboxes
 from reasoning_rl.doctor_checks.base import (
     CheckResult,
     Requirements,
     gib,
-    installed_version,
     register,
     simulated_missing,
 )
 
-DOCKER_FIX = ("start the daemon (`bash scripts/services.sh`, or `sudo systemctl start docker`) and make sure "
-              "this user may reach /var/run/docker.sock; or set the code grader's sandbox backend to local")
+DOCKER_FIX = ("start the daemon and build the image (`bash scripts/services.sh`, or `sudo systemctl start docker` "
+              "then `rrl sandbox build`); or set grading.options.<grader>.sandbox: local (weaker isolation)")
+LOCAL_FIX = "apt-get install -y bubblewrap (the local sandbox runs programs under bwrap)"
 LEAN_FIX = ("install Lean 4 with elan (https://github.com/leanprover/elan) or build the prelude kernel with "
             "`bash scripts/services.d/30-lean.sh`; then put `lean` on PATH, set RRL_LEAN=/path/to/bin/lean, or set "
             "grading.options.lean.lean / .project in the config")
@@ -34,35 +35,36 @@ def _optional(module: str) -> Any | None:
         raise
 
 
-def _docker_status() -> tuple[bool, str]:
-    """(ok, message) from the sandboxes package when it offers a check, else a plain daemon ping."""
-    if simulated_missing("docker"):
-        return False, "Docker daemon unreachable (simulated)"
-    sandboxes = _optional("sandboxes")
-    if sandboxes is not None and hasattr(sandboxes, "check"):
-        ok, message = sandboxes.check("docker")
-        if simulated_missing("sandbox_image") and ok:
-            return False, "sandbox image missing (simulated)"
-        return bool(ok), str(message)
-    if installed_version("docker") is None:
-        return False, "the docker Python SDK is not installed"
-    import docker
-
-    try:
-        client = docker.from_env(timeout=3)
-        info = client.version()
-    except docker.errors.DockerException as exc:
-        return False, f"Docker daemon unreachable: {exc}"
-    return True, f"daemon {info.get('Version', '?')} up; sandbox image not checked (sandboxes.check not available)"
+def _sandbox_status(backend: str) -> tuple[bool, str]:
+    """Whether ``backend`` runs a program right now (``sandboxes.check`` really starts one)."""
+    if simulated_missing(backend):
+        return False, f"{backend} sandbox unavailable (simulated)"
+    ok, message = sandboxes.check(backend)
+    if backend == "docker" and ok and simulated_missing("sandbox_image"):
+        return False, "sandbox image missing (simulated)"
+    return bool(ok), str(message)
 
 
-@register("docker", 70)
-def check_docker(req: Requirements) -> list[CheckResult]:
-    ok, message = _docker_status()
-    if ok:
-        return [CheckResult("Docker sandbox", "ok", message, required=req.docker)]
-    return [CheckResult("Docker sandbox", "problem" if req.docker else "warn", message, DOCKER_FIX,
-                        required=req.docker)]
+@register("sandboxes", 70)
+def check_sandboxes(req: Requirements) -> list[CheckResult]:
+    """Docker first; the local (bubblewrap) backend is checked when a grader may fall back to it or asks for it."""
+    wanted = req.sandboxes
+    docker_ok, docker_msg = _sandbox_status("docker")
+    needs_docker = "docker" in wanted
+    if docker_ok:
+        results = [CheckResult("Docker sandbox", "ok", docker_msg, required=needs_docker)]
+    else:
+        fallback = " (sandbox: auto falls back to the local backend: weaker isolation)" if "auto" in wanted else ""
+        results = [CheckResult("Docker sandbox", "problem" if needs_docker else "warn", docker_msg + fallback,
+                               DOCKER_FIX, required=needs_docker)]
+    needs_local = "local" in wanted or ("auto" in wanted and not docker_ok)
+    if needs_local or not req.from_config:
+        local_ok, local_msg = _sandbox_status("local")
+        results.append(CheckResult(
+            "local sandbox", "ok" if local_ok else ("problem" if needs_local else "warn"), local_msg,
+            "" if local_ok else LOCAL_FIX, required=needs_local,
+        ))
+    return results
 
 
 def _lean_status(options: dict[str, Any]) -> tuple[bool, str]:
