@@ -93,83 +93,105 @@ class _Worker:
 
 
 class WorkerPool:
-    """Up to ``max_workers`` warm children shared by all threads of this process."""
+    """Up to ``max_workers`` warm children shared by all threads of this process.
+
+    Waiting for a busy worker counts against the caller's budget (that is load); waiting for one that is still
+    importing SymPy (first use, or the replacement of a killed one) does not (that is the pool warming up).
+    """
 
     def __init__(self, max_workers: int = 4, startup_timeout_s: float = 60.0) -> None:
+        if max_workers < 1:
+            raise ValueError(f"max_workers must be at least 1, got {max_workers}")
         self.max_workers = max_workers
         self.startup_timeout_s = startup_timeout_s
         self._idle: list[_Worker] = []
-        self._total = 0
+        self._total = 0  # idle + busy + warming
+        self._warming = 0
         self._cond = threading.Condition()
 
     def warm(self, count: int = 1) -> None:
-        """Start workers until ``count`` exist and wait until they imported SymPy (tests, benches)."""
-        started = []
+        """Make ``count`` workers ready (idle) and wait for them: tests and benches start from a warm pool."""
+        count = min(count, self.max_workers)
         with self._cond:
-            while self._total < min(count, self.max_workers):
-                worker = _Worker()
-                self._total += 1
-                started.append(worker)
+            missing = count - self._total
+            self._total += max(missing, 0)
+        for _ in range(missing):
+            self._start_background()
         deadline = time.monotonic() + self.startup_timeout_s
-        for worker in started:
-            self._release(worker, deadline)
+        with self._cond:
+            while len(self._idle) < count and self._total >= count and time.monotonic() < deadline:
+                self._cond.wait(deadline - time.monotonic())
 
-    def _spawn_background(self) -> None:
-        """Replace a killed worker without making any caller wait for the import."""
+    def _start_background(self) -> None:
+        """Start a worker for a slot already counted in ``_total``, without making any caller wait for it."""
+        with self._cond:
+            self._warming += 1
 
         def start() -> None:
             worker = _Worker()
-            self._release(worker, time.monotonic() + self.startup_timeout_s)
-
-        threading.Thread(target=start, name="math-grader-respawn", daemon=True).start()
-
-    def _release(self, worker: _Worker, deadline: float) -> None:
-        try:
-            worker.wait_ready(deadline)
-        except (WorkerTimeout, WorkerCrashed):
-            worker.kill()
+            try:
+                worker.wait_ready(time.monotonic() + self.startup_timeout_s)
+            except (WorkerTimeout, WorkerCrashed):
+                worker.kill()
+                with self._cond:
+                    self._warming -= 1
+                    self._total -= 1
+                    self._cond.notify_all()
+                return
             with self._cond:
-                self._total -= 1
-                self._cond.notify()
-            return
-        with self._cond:
-            self._idle.append(worker)
-            self._cond.notify()
+                self._warming -= 1
+                self._idle.append(worker)
+                self._cond.notify_all()
 
-    def _acquire(self, deadline: float) -> _Worker:
+        threading.Thread(target=start, name="math-grader-worker-start", daemon=True).start()
+
+    def _acquire(self, budget_s: float) -> tuple[_Worker, float]:
+        """An idle worker and the deadline its call must meet."""
+        deadline = time.monotonic() + budget_s
         with self._cond:
             while not self._idle:
                 if self._total < self.max_workers:
                     self._total += 1
+                    self._warming += 1
                     break
-                left = deadline - time.monotonic()
-                if left <= 0:
+                now = time.monotonic()
+                if self._warming:  # a worker is on its way: its import time is not this input's fault
+                    deadline = max(deadline, now + budget_s)
+                    self._cond.wait(self.startup_timeout_s)
+                    if not self._idle and not self._warming:
+                        deadline = now + budget_s
+                    continue
+                if now >= deadline:
                     raise WorkerTimeout
-                self._cond.wait(left)
+                self._cond.wait(deadline - now)
             else:
-                return self._idle.pop()
-        return _Worker()  # cold start: its import time is part of this call's wait
+                return self._idle.pop(), deadline
+        worker = _Worker()  # cold start in this thread
+        try:
+            worker.wait_ready(time.monotonic() + self.startup_timeout_s)
+        except (WorkerTimeout, WorkerCrashed):
+            worker.kill()
+            with self._cond:
+                self._warming -= 1
+                self._total -= 1
+                self._cond.notify_all()
+            raise
+        with self._cond:
+            self._warming -= 1
+        return worker, time.monotonic() + budget_s
 
     def run(self, request: dict[str, Any], budget_s: float) -> dict[str, Any]:
-        """Send ``request`` to a worker; kill it if no answer arrives within ``budget_s``.
-
-        A cold worker (none idle, pool not full) first gets ``startup_timeout_s`` to import SymPy: that wait is
-        the process warming up, not the input's doing, so the input's budget starts once the worker is ready.
-        """
-        deadline = time.monotonic() + budget_s
-        worker = self._acquire(deadline)
+        """Send ``request`` to a worker; SIGKILL it if no answer arrives within ``budget_s``."""
+        worker, deadline = self._acquire(budget_s)
         try:
-            if not worker.ready:
-                worker.wait_ready(time.monotonic() + self.startup_timeout_s)
-                deadline = time.monotonic() + budget_s
             answer = worker.call(request, deadline)
         except (WorkerTimeout, WorkerCrashed):
             worker.kill()
-            self._spawn_background()  # the replacement takes over this worker's slot in _total
+            self._start_background()  # the replacement takes over this worker's slot in _total
             raise
         with self._cond:
             self._idle.append(worker)
-            self._cond.notify()
+            self._cond.notify_all()
         return answer
 
     def close(self) -> None:

@@ -1,0 +1,79 @@
+"""The hard per-grade budget: it holds from threads (no SIGALRM), kills runaway SymPy, and recovers."""
+
+from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import psutil
+import pytest
+
+from graders import Grade
+from graders.math import MathGrader
+
+BLOW_UP = "\\boxed{(x+y+z+w)^{40}}"  # passes every pre-guard; SymPy's expansion runs for minutes
+BUDGET_S = 1.0
+MARGIN_S = 4.0  # generous: a 2-core CI box under load, never an unbounded wait
+
+
+@pytest.fixture(scope="module")
+def grader() -> MathGrader:
+    g = MathGrader(max_workers=4)
+    g.pool.warm(4)
+    return g
+
+
+def _timed(grader: MathGrader, response: str, gold: str) -> tuple[Grade, float]:
+    start = time.monotonic()
+    result = grader.grade(response, gold, timeout_s=BUDGET_S)
+    return result, time.monotonic() - start
+
+
+def test_budget_holds_for_concurrent_blow_ups_from_threads(grader: MathGrader) -> None:
+    assert threading.current_thread() is threading.main_thread()
+    with ThreadPoolExecutor(max_workers=4) as executor:
+        futures = [executor.submit(_timed, grader, BLOW_UP, "5") for _ in range(4)]
+        results = [f.result(timeout=60) for f in futures]
+    for result, elapsed in results:
+        assert (result.verdict, result.reason) == ("error", "timeout")
+        assert elapsed < BUDGET_S + MARGIN_S, elapsed
+
+
+def test_normal_grades_are_unaffected_by_a_concurrent_blow_up(grader: MathGrader) -> None:
+    grader.pool.warm(4)
+    with ThreadPoolExecutor(max_workers=3) as executor:
+        bomb = executor.submit(_timed, grader, BLOW_UP, "5")
+        normal = [executor.submit(_timed, grader, "\\boxed{\\sqrt{8}}", "2\\sqrt{2}") for _ in range(4)]
+        fast = [executor.submit(_timed, grader, "\\boxed{1,234}", "1234") for _ in range(20)]
+        assert bomb.result(timeout=60)[0].reason == "timeout"
+        assert all(f.result(timeout=60)[0].verdict == "correct" for f in normal + fast)
+
+
+def test_killed_workers_are_reaped_and_replaced(grader: MathGrader) -> None:
+    grader.pool.warm(4)
+    before = {p.pid for p in psutil.Process().children()}
+    result, _ = _timed(grader, BLOW_UP, "5")
+    assert result.reason == "timeout"
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:  # the replacement starts in the background
+        children = [p for p in psutil.Process().children() if p.status() != psutil.STATUS_ZOMBIE]
+        if len(children) == len(before) and {p.pid for p in children} != before:
+            break
+        time.sleep(0.2)
+    children = [p for p in psutil.Process().children() if p.status() != psutil.STATUS_ZOMBIE]
+    assert len(children) == len(before), "the killed worker was not replaced one-for-one"
+    assert grader.grade("\\boxed{\\frac{\\pi}{2}}", "\\pi/2", timeout_s=30).verdict == "correct"
+
+
+def test_workers_have_an_address_space_limit(grader: MathGrader) -> None:
+    import resource
+
+    from graders.math.worker import MEMORY_LIMIT_BYTES
+
+    grader.pool.warm(4)
+    pids = [w.proc.pid for w in grader.pool._idle]
+    assert pids
+    for pid in pids:
+        soft, _hard = resource.prlimit(pid, resource.RLIMIT_AS)
+        assert soft == MEMORY_LIMIT_BYTES
