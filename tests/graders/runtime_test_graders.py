@@ -24,6 +24,10 @@ class EchoGrader:
                 time.sleep(0.05)
         if options.get("boom"):
             raise ValueError(f"boom on {response!r}")
+        flaky = options.get("flaky_marker")
+        if flaky and not os.path.exists(flaky):
+            open(flaky, "w").close()
+            return Grade.error("sandbox_error: container failed to start", retryable=True)
         if options.get("sleep_s"):
             time.sleep(float(options["sleep_s"]))
         pid = os.getpid()

@@ -58,16 +58,23 @@ def test_worker_sigkilled_mid_batch_every_sample_gets_exactly_one_result() -> No
         for i in range(n):
             pool.submit(GradeRequest(ECHO, "1", "1", {"sleep_s": 0.005}, id=i))
 
+        killed: list[int] = []
+
         def kill_a_busy_worker() -> None:
-            time.sleep(0.2)
-            victim = next(w["pid"] for w in pool.metrics()["workers"] if w["ready"])
-            os.kill(victim, signal.SIGKILL)
+            deadline = time.monotonic() + 30
+            while not killed and time.monotonic() < deadline:  # wait until grading is under way
+                busy = [w["pid"] for w in pool.metrics()["workers"] if w["ready"] and w["graded"] >= 5]
+                if busy:
+                    os.kill(busy[0], signal.SIGKILL)
+                    killed.append(busy[0])
+                time.sleep(0.01)
 
         killer = threading.Thread(target=kill_a_busy_worker)
         killer.start()
         seen = [req.id for req, grade in pool.results() if grade.verdict == "correct"]
         killer.join()
         metrics = pool.metrics()
+    assert killed, "no worker was killed mid-batch"
     assert sorted(seen) == list(range(n))  # exactly one result each, none lost, none duplicated
     assert metrics["worker_restarts"] >= 1
     assert metrics["graders"]["echo"]["retries"] >= 1
@@ -81,6 +88,12 @@ def test_worker_death_is_retried_then_reported_as_error(tmp_path: Path) -> None:
     with GradingPool(workers=1, backend="process", retries=0) as pool:
         (lost,) = pool.grade_batch([GradeRequest(SELFKILL, "a", None, {"marker": str(tmp_path / "m2")})])
     assert lost.verdict == "error" and lost.reason.startswith("worker_lost")
+
+
+def test_grader_marked_retryable_errors_are_retried(pool: GradingPool, tmp_path: Path) -> None:
+    (grade,) = pool.grade_batch([GradeRequest(ECHO, "1", "1", {"flaky_marker": str(tmp_path / "f")})])
+    assert grade.verdict == "correct"
+    assert pool.metrics()["graders"]["echo"]["retries"] >= 1
 
 
 def test_unknown_grader_is_a_per_sample_error(pool: GradingPool) -> None:
