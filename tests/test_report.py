@@ -174,7 +174,8 @@ def test_trainer_style_metrics_and_aggregate_latencies(tmp_path: Path) -> None:
              "reward/std": 0.1, "policy/kl": 0.0, "grading/correct": 3.0, "grading/incorrect": 1.0,
              "grading/math/correct": 3.0, "grading/math/incorrect": 1.0, "grading/masked": 0.0},
             {"step": 1, "reward/mean": float("nan"), "grading/error": 2.0, "grading/math/error": 2.0,
-             "grading/error_reason/timeout": 2.0}]
+             "grading/error_reason/timeout": 2.0, "grading/masked": 2.0},
+            {"step": 1, "eval/accuracy": 0.5, "eval/prompts": 16.0}]
     (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     result = write_report(run)
     a = result.analysis
@@ -187,6 +188,7 @@ def test_trainer_style_metrics_and_aggregate_latencies(tmp_path: Path) -> None:
     html = result.html.read_text()
     assert "Masked samples by reason: timeout 2" in html and "last reported by the grading runtime" in html
     assert "reward (first → last)" in html and "0.25 → 0.25" in html  # the NaN row is not a reward
+    assert "grading/masked" in html and "eval/prompts" not in html  # last *training* row is tabled
 
     (run / "trace.jsonl").unlink()
     b = write_report(run).analysis

@@ -135,7 +135,8 @@ def _grading_section(a: Analysis, figs: dict[str, bytes | None]) -> str:
 
 
 def _curves_section(a: Analysis, figs: dict[str, bytes | None]) -> str:
-    last = a.metrics[-1] if a.metrics else {}
+    train_rows = [r for r in a.metrics if not any(str(k).startswith("eval/") for k in r)]
+    last = (train_rows or a.metrics or [{}])[-1]
     rows = [[k, v] for k, v in last.items() if isinstance(v, int | float) and not isinstance(v, bool)]
     final = _details(f"last metrics row (step {last.get('step', '?')})", table(["metric", "value"], rows)) if rows else ""
     return "<h2>Training curves</h2>" + image(figs["curves"], "training curves") + final
