@@ -45,8 +45,9 @@ def _ground_truth(ground_truth: Any) -> tuple[str, str]:
 
 
 class LeanGrader:
-    """Options (all per call): ``lean``/``project``/``lean_path`` choose the toolchain (see ``toolchain``);
-    ``sandbox`` is a backend name (``auto``, ``docker``, ``local``) or a ready ``Sandbox``; ``timeout_s``,
+    """Options (all per call): ``lean``/``project``/``lean_path``/``lean_in_sandbox`` choose the toolchain (see
+    ``toolchain``); ``sandbox`` is a backend name (``auto``, ``docker``, ``local``) or a ready ``Sandbox``, and
+    ``image`` a Docker image for it (e.g. the optional Lean+Mathlib image); ``timeout_s``,
     ``memory_mb``, ``cpus`` bound one check; ``allowed_axioms`` overrides the allow-list; ``native``
     (``reject`` | ``allow``) is the `native_decide` policy: ``allow`` also trusts the compiler's axioms."""
 
@@ -73,9 +74,15 @@ class LeanGrader:
         )
         if violation is not None:
             return Grade.incorrect(f"forbidden: {violation.reason}", token=violation.token)
-        toolchain = resolve(options.get("lean"), options.get("project"), options.get("lean_path"))
+        toolchain = resolve(
+            options.get("lean"),
+            options.get("project"),
+            options.get("lean_path"),
+            options.get("lean_in_sandbox"),
+        )
         file = build_file(header, statement, proof)
-        result = self._sandbox(options.get("sandbox", "auto")).run(self._request(file, toolchain, options))
+        sandbox = self._sandbox(options.get("sandbox", "auto"), options.get("image"))
+        result = sandbox.run(self._request(file, toolchain, options))
         return self._judge(result, file, options, native)
 
     def _request(self, file: LeanFile, toolchain: Toolchain, options: Mapping[str, Any]) -> RunRequest:
@@ -132,14 +139,15 @@ class LeanGrader:
             )
         return Grade.correct(axioms=list(report.axioms), **timing)
 
-    def _sandbox(self, sandbox: str | Sandbox) -> Sandbox:
-        """One sandbox per backend name for this grader's lifetime, so Docker's warm pool is reused."""
+    def _sandbox(self, sandbox: str | Sandbox, image: str | None) -> Sandbox:
+        """One sandbox per (backend, image) for this grader's lifetime, so Docker's warm pool is reused."""
         if not isinstance(sandbox, str):
             return sandbox
+        key = f"{sandbox}:{image or ''}"
         with self._lock:
-            if sandbox not in self._sandboxes:
-                self._sandboxes[sandbox] = open_sandbox(sandbox)
-            return self._sandboxes[sandbox]
+            if key not in self._sandboxes:
+                self._sandboxes[key] = open_sandbox(sandbox, **({"image": image} if image else {}))
+            return self._sandboxes[key]
 
     def close(self) -> None:
         with self._lock:

@@ -1,6 +1,6 @@
 """Find the Lean toolchain to run and what a sandbox must mount (read-only) for it to work.
 
-Sources, first match wins: the `lean` option (a binary), `project` (a Lake project: its `lake env` gives the
+Sources, first match wins: `lean_in_sandbox` (a binary inside the sandbox image), the `lean` option (a binary), `project` (a Lake project: its `lake env` gives the
 toolchain and LEAN_PATH, resolved once on the trusted host), `RRL_LEAN` / `RRL_LEAN_PROJECT`, then `lean` on
 PATH. `lean_path` / `LEAN_PATH` (Lean's own .olean search path) is passed through and mounted.
 """
@@ -43,9 +43,20 @@ class Toolchain:
         return [self.lean, "--json", file_name]
 
 
-def resolve(lean: str | None = None, project: str | None = None, lean_path: str | None = None) -> Toolchain:
-    """The toolchain the options and environment ask for; raises ``ToolchainError`` when there is none."""
+def resolve(
+    lean: str | None = None,
+    project: str | None = None,
+    lean_path: str | None = None,
+    lean_in_sandbox: str | None = None,
+) -> Toolchain:
+    """The toolchain the options and environment ask for; raises ``ToolchainError`` when there is none.
+
+    ``lean_in_sandbox`` names a binary that exists only inside the sandbox image (the optional Lean image
+    bakes one in): it is used as is, with nothing mounted.
+    """
     search = lean_path if lean_path is not None else os.environ.get("LEAN_PATH")
+    if lean_in_sandbox:
+        return Toolchain(lean_in_sandbox, (), (), "option lean_in_sandbox")
     if lean:
         return _from_binary(lean, "option lean", search)
     if project:

