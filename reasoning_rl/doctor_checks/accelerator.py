@@ -105,17 +105,12 @@ def check_settings(req: Requirements) -> list[CheckResult]:
     """Settings that crash or crawl here even though each is valid on its own."""
     on_cpu = not req.cuda and not cuda_devices()
     bf16 = cpu_has_bf16()
-    dtype = (req.vllm_dtype or "").lower()
+    dtype = (req.vllm_dtype or "").lower()  # "auto" resolves to float32 on CPU, so only an explicit bf16 breaks
     results = []
     if on_cpu and dtype in ("bfloat16", "bf16") and not bf16:
         results.append(CheckResult(
             "vLLM dtype", "problem", "bfloat16 on a CPU without bf16 kernels: vLLM's CPU backend fails or crawls",
-            "set the rollout dtype to float32 in the config", required=True,
-        ))
-    elif on_cpu and dtype in ("", "auto") and req.vllm and not bf16:
-        results.append(CheckResult(
-            "vLLM dtype", "warn", "auto dtype picks bf16 for bf16 checkpoints; this CPU has no bf16 kernels",
-            "set the rollout dtype to float32 in the config",
+            "set model.dtype: float32 (or auto, which is float32 on CPU)", required=True,
         ))
     else:
         results.append(CheckResult("CPU bf16 kernels", "ok", "available" if bf16 else "absent (use float32 on CPU)"))
