@@ -11,12 +11,11 @@ Writes bench/out/grading_runtime.json.
 from __future__ import annotations
 
 import json
+import os
 import platform
 import statistics
 import time
 from pathlib import Path
-
-import psutil
 
 from graders.runtime import GradeRequest, GradingPool
 from graders.runtime.request import resolve_grader
@@ -118,7 +117,7 @@ def main() -> None:
     result = {
         "workload": source,
         "samples": n,
-        "machine": {"cpus": psutil.cpu_count(), "python": platform.python_version()},
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
         "direct_ms_per_sample": per_direct_ms,
         "pool1_ms_per_sample": per1_ms,
         "pool2_ms_per_sample": per2_ms,

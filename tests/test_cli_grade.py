@@ -238,3 +238,13 @@ def test_ctrl_c_keeps_finished_rows_and_rerun_resumes(tmp_path: Path) -> None:
     final = _lines(out)
     assert sorted(line["row"] for line in final) == list(range(1, 41))
     assert all(line["verdict"] == "correct" for line in final)
+
+
+def test_hf_directory_without_datasets_installed_is_a_clear_error(tmp_path: Path, monkeypatch) -> None:
+    hf = tmp_path / "hf"
+    hf.mkdir()
+    (hf / "dataset_info.json").write_text("{}")
+    monkeypatch.setitem(sys.modules, "datasets", None)  # what an install without the train extra looks like
+    res = runner.invoke(app, ["grade", str(hf), "-o", str(tmp_path / "o.jsonl"), "--no-progress"])
+    assert res.exit_code == 2
+    assert "needs the `datasets` package" in res.output and "Traceback" not in res.output
