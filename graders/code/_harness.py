@@ -1,0 +1,291 @@
+"""Runs INSIDE the sandbox (stdlib only): one forked process per test, per-test and total deadlines, results
+serialised with an exact-type allow-list. It receives inputs only, never expected outputs; the trusted parent
+decodes and compares. The codec below is also imported by the parent (``graders.code.values``).
+
+Request (stdin, JSON): {"mode": "stdio"|"call", "code": str, "fn_name": str, "tests": [...], "per_test_s": float,
+"total_s": float, "output_cap": int, "stop_on_failure": bool}; stdio tests are input strings, call tests are {"args": enc, "kwargs": enc}.
+Response (stdout, JSON): {"results": [{"status": "ok"|"error"|"crash"|"timeout"|"output_limit"|"skipped",
+"stdout": str, "value": enc, "error": str, "exit_code": int, "time_s": float}, ...]}.
+"""
+
+import builtins
+import contextlib
+import json
+import math
+import os
+import selectors
+import signal
+import sys
+import time
+import traceback
+
+_type, _len, _isinstance, _repr, _str = type, len, isinstance, repr, str
+MAX_DEPTH = 100
+_ERR_CAP = 2000
+
+
+class Unserialisable(TypeError):
+    """The value has a type outside the allow-list (e.g. an object with a custom ``__eq__``)."""
+
+
+def encode(x, depth=0):
+    """Exact types only (``type(x) is int``, never isinstance): subclasses and custom objects are refused."""
+    if depth > MAX_DEPTH:
+        raise Unserialisable("value nested too deeply")
+    t = _type(x)
+    if x is None or t is bool or t is str or t is int:
+        return x
+    if t is float:
+        return x if math.isfinite(x) else {"float": _repr(x)}
+    if t is list:
+        return [encode(v, depth + 1) for v in x]
+    if t is tuple:
+        return {"tuple": [encode(v, depth + 1) for v in x]}
+    if t is dict:
+        return {"dict": [[encode(k, depth + 1), encode(v, depth + 1)] for k, v in x.items()]}
+    if t is set or t is frozenset:
+        return {t.__name__: [encode(v, depth + 1) for v in x]}
+    if t is bytes:
+        return {"bytes": x.hex()}
+    if t is complex:
+        return {"complex": [encode(x.real, depth + 1), encode(x.imag, depth + 1)]}
+    raise Unserialisable("type " + t.__name__ + " is not an allowed result type")
+
+
+_TAGS = {"tuple", "dict", "set", "frozenset", "bytes", "complex", "float"}
+
+
+def decode(x, depth=0):
+    """Inverse of ``encode``; strict: anything malformed raises ValueError."""
+    if depth > MAX_DEPTH:
+        raise ValueError("value nested too deeply")
+    t = _type(x)
+    if x is None or t is bool or t is str or t is int or t is float:
+        return x
+    if t is list:
+        return [decode(v, depth + 1) for v in x]
+    if t is not dict or _len(x) != 1:
+        raise ValueError("malformed encoded value")
+    (tag, body), = x.items()
+    if tag not in _TAGS:
+        raise ValueError("unknown tag " + _repr(tag))
+    if tag == "float":
+        if body not in ("nan", "inf", "-inf"):
+            raise ValueError("malformed float")
+        return float(body)
+    if tag == "bytes":
+        return bytes.fromhex(body)
+    if _type(body) is not list:
+        raise ValueError("malformed " + tag)
+    if tag == "tuple":
+        return tuple(decode(v, depth + 1) for v in body)
+    if tag == "dict":
+        out = {}
+        for pair in body:
+            if _type(pair) is not list or _len(pair) != 2:
+                raise ValueError("malformed dict entry")
+            out[decode(pair[0], depth + 1)] = decode(pair[1], depth + 1)
+        return out
+    if tag == "complex":
+        if _len(body) != 2:
+            raise ValueError("malformed complex")
+        return complex(decode(body[0], depth + 1), decode(body[1], depth + 1))
+    items = [decode(v, depth + 1) for v in body]
+    return set(items) if tag == "set" else frozenset(items)
+
+
+def _undumpable():
+    with contextlib.suppress(Exception):
+        import ctypes
+
+        ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE=0: /proc/<harness>/fd, mem become root-only
+
+
+def _fresh_stdio():
+    for name, fd, mode in (("stdin", 0, "r"), ("stdout", 1, "w"), ("stderr", 2, "w")):
+        stream = open(fd, mode, closefd=False)  # noqa: SIM115 - lives as long as the process
+        setattr(sys, name, stream)
+        setattr(sys, "__" + name + "__", stream)
+
+
+class _Quitter:
+    """``exit()``/``quit()`` as the site module defines them (the harness runs with -S to start faster)."""
+
+    def __init__(self, name):
+        self.name = name
+
+    def __repr__(self):
+        return "Use " + self.name + "() or Ctrl-D (i.e. EOF) to exit"
+
+    def __call__(self, code=None):
+        raise SystemExit(code)
+
+
+def _child(req, compiled, test, fds):
+    """In the forked child: wire fds, run the submission, report, and leave with os._exit (no atexit)."""
+    in_fd = os.memfd_create("stdin")
+    data = (test if req["mode"] == "stdio" else "").encode()
+    os.write(in_fd, data)
+    os.lseek(in_fd, 0, 0)
+    os.dup2(in_fd, 0)
+    os.dup2(fds["out"], 1)
+    os.dup2(fds["err"], 2)
+    os.dup2(fds["res"], 3)
+    os.closerange(4, 4096)
+    _fresh_stdio()
+    if req["mode"] == "stdio":
+        code = 0
+        try:
+            exec(compiled, {"__name__": "__main__", "__builtins__": builtins})
+        except SystemExit as exc:
+            status = exc.code
+            code = status if isinstance(status, int) and _type(status) is int else (0 if status is None else 1)
+        except BaseException:  # noqa: BLE001 - the submission's error is the test's result
+            traceback.print_exc()
+            code = 1
+        for stream in (sys.stdout, sys.stderr, sys.__stdout__):
+            with contextlib.suppress(BaseException):
+                stream.flush()  # type: ignore[union-attr]
+        os._exit(code & 0xFF)
+    try:
+        namespace = {"__name__": "solution", "__builtins__": builtins}
+        exec(compiled, namespace)
+        fn = _resolve(namespace, req["fn_name"])
+        value = fn(*decode(test["args"]), **decode(test["kwargs"]))
+        line = json.dumps({"value": encode(value)})
+    except BaseException as exc:  # noqa: BLE001 - SystemExit and friends included: a failed call, nothing more
+        line = json.dumps({"error": _type(exc).__name__, "message": _str(exc)[:500]})
+    os.write(3, line.encode() + b"\n")
+    os._exit(0)
+
+
+def _resolve(namespace, name):
+    sol = namespace.get("Solution")
+    if _isinstance(sol, type) and hasattr(sol, name):
+        return getattr(sol(), name)
+    fn = namespace.get(name)
+    if not callable(fn):
+        raise NameError("function " + name + " is not defined by the submission")
+    return fn
+
+
+def _collect(pid, pipes, deadline, cap):
+    """Read the child's pipes until EOF, its deadline or the cap; then kill its process group."""
+    bufs = {fd: bytearray() for fd in pipes.values()}
+    sel = selectors.DefaultSelector()
+    for fd in bufs:
+        os.set_blocking(fd, False)
+        sel.register(fd, selectors.EVENT_READ)
+    status = None
+    while sel.get_map() and status is None:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            status = "timeout"
+            break
+        for key, _ in sel.select(min(remaining, 1.0)):
+            chunk = os.read(key.fd, 65536)
+            if not chunk:
+                sel.unregister(key.fd)
+                continue
+            bufs[key.fd] += chunk
+            if _len(bufs[key.fd]) > cap:
+                status = "output_limit"
+    sel.close()
+    if status is None:
+        while True:
+            done, wstatus = os.waitpid(pid, os.WNOHANG)
+            if done or time.monotonic() >= deadline:
+                break
+            time.sleep(0.001)
+        if not done:
+            status = "timeout"
+    else:
+        wstatus = 0
+    with contextlib.suppress(OSError):
+        os.killpg(pid, signal.SIGKILL)
+    with contextlib.suppress(OSError):
+        os.kill(pid, signal.SIGKILL)
+    if status is not None:
+        with contextlib.suppress(ChildProcessError):
+            _, wstatus = os.waitpid(pid, 0)
+    for fd in bufs:
+        os.close(fd)
+    out = {name: bytes(bufs[fd]) for name, fd in pipes.items()}
+    return status, os.waitstatus_to_exitcode(wstatus), out
+
+
+def _run_test(req, compiled, test, deadline):
+    started = time.monotonic()
+    pipes, child_fds = {}, {}
+    for name in ("out", "err", "res"):
+        r, w = os.pipe()
+        pipes[name], child_fds[name] = r, w
+    sys.stdout.flush()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.setpgid(0, 0)
+            for fd in pipes.values():
+                os.close(fd)
+            _child(req, compiled, test, child_fds)
+        finally:
+            os._exit(70)
+    with contextlib.suppress(OSError):
+        os.setpgid(pid, pid)
+    for fd in child_fds.values():
+        os.close(fd)
+    status, exit_code, out = _collect(pid, pipes, deadline, req["output_cap"])
+    result = {"time_s": time.monotonic() - started, "exit_code": exit_code,
+              "error": out["err"][-_ERR_CAP:].decode("utf-8", "replace")}
+    if status is not None:
+        result["status"] = status
+        return result
+    if req["mode"] == "stdio":
+        result["status"] = "ok" if exit_code == 0 else "crash"
+        result["stdout"] = out["out"].decode("utf-8", "replace")
+        return result
+    lines = out["res"].splitlines()
+    if _len(lines) != 1:
+        result["status"] = "crash"
+        return result
+    try:
+        reply = json.loads(lines[0])
+        if "value" in reply:
+            result.update(status="ok", value=reply["value"])
+        else:
+            exc_type, message = _str(reply["error"]), _str(reply["message"])
+            result.update(status="error", error=exc_type + ": " + message, exc_type=exc_type)
+    except Exception:  # noqa: BLE001 - the child wrote garbage on the result pipe: its failure
+        result["status"] = "crash"
+    return result
+
+
+def main():
+    _undumpable()
+    builtins.exit, builtins.quit = _Quitter("exit"), _Quitter("quit")  # type: ignore[assignment]
+    req = json.loads(sys.stdin.read())
+    total_deadline = time.monotonic() + req["total_s"]
+    results = []
+    try:
+        compiled = compile(req["code"], "solution.py", "exec")
+    except (SyntaxError, ValueError) as exc:
+        err = "SyntaxError: " + _str(exc)
+        results = [{"status": "crash", "error": err, "time_s": 0.0} for _ in req["tests"]]
+        compiled = None
+    if compiled is not None:
+        for test in req["tests"]:
+            now = time.monotonic()
+            if now >= total_deadline:
+                results.append({"status": "skipped", "error": "total time limit reached", "time_s": 0.0})
+                continue
+            results.append(_run_test(req, compiled, test, min(now + req["per_test_s"], total_deadline)))
+            if req["stop_on_failure"] and results[-1]["status"] != "ok":
+                stop = "skipped after test " + _str(_len(results) - 1) + " failed"
+                results += [{"status": "skipped", "error": stop, "time_s": 0.0} for _ in req["tests"][_len(results):]]
+                break
+    sys.stdout.write(json.dumps({"results": results}))
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()
