@@ -28,7 +28,7 @@ class Statement:
 
     text: str
     name: str | None  # None for `example`, which the file renames so that its axioms can be printed
-    tokens: tuple[str, ...]
+    tokens: tuple[str, ...]  # from the keyword on, `lemma` spelled `theorem`
     keyword_span: tuple[int, int]  # where `theorem`/`lemma`/`example` sits in ``text``
 
     @classmethod
@@ -52,7 +52,7 @@ class Statement:
         text = statement[: tokens[end - 1].end]
         name = None if tokens[decl].text == "example" else tokens[decl + 1].text
         span = (tokens[decl].start, tokens[decl].end)
-        return cls(text, name, tuple(_canonical(t) for t in tokens[:end]), span)
+        return cls(text, name, tuple(_canonical(t) for t in tokens[decl:end]), span)
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,13 +108,15 @@ def extract_proof(code: str, statement: Statement) -> Proof:
     named = [i for i in decls if statement.name is not None and _text(tokens, i + 1) == statement.name]
     decl = named[-1] if named else decls[-1]
     start = _declaration_start(tokens, decl)
+    # Compare from the keyword on (modifiers are the trusted statement's business), then expect `:=`.
+    # Matching the known statement first, rather than splitting at the first `:=`, keeps `let x := ..`
+    # inside a statement's type intact.
+    end = decl + len(statement.tokens)
+    if tuple(_canonical(t) for t in tokens[decl:end]) == statement.tokens and _text(tokens, end) == ":=":
+        return Proof(code[tokens[end].start :], prefix=code[: tokens[start].start])
     assign = _top_level_assign(tokens, decl)
-    if assign is None:
-        raise ProofError("statement changed", "the restated theorem has no `:=`")
-    restated = tuple(_canonical(t) for t in tokens[start:assign])
-    if restated != statement.tokens:
-        raise ProofError("statement changed", code[tokens[start].start : tokens[assign].start].strip())
-    return Proof(code[tokens[assign].start :], prefix=code[: tokens[start].start])
+    restated = code[tokens[decl].start : tokens[assign].start if assign is not None else len(code)]
+    raise ProofError("statement changed", restated.strip()[:1000])
 
 
 def _text(tokens: list[Token], i: int) -> str:

@@ -2,7 +2,8 @@
 
 Sources, first match wins: `lean_in_sandbox` (a binary inside the sandbox image), the `lean` option (a binary), `project` (a Lake project: its `lake env` gives the
 toolchain and LEAN_PATH, resolved once on the trusted host), `RRL_LEAN` / `RRL_LEAN_PROJECT`, then `lean` on
-PATH. `lean_path` / `LEAN_PATH` (Lean's own .olean search path) is passed through and mounted.
+PATH. `lean_path` / `LEAN_PATH` (Lean's own .olean search path) is passed through and mounted; a toolchain's
+`<prefix>/lib/lean` on it also locates `<prefix>/bin/lean` when nothing else named a binary.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from sandboxes import Mount
 HOW_TO = (
     "give the grader a Lean toolchain: option lean='/path/to/bin/lean' (or env RRL_LEAN), "
     "or project='/path/to/lake/project' for Mathlib users (or env RRL_LEAN_PROJECT), "
-    "or put `lean` on PATH (elan: https://github.com/leanprover/elan). "
+    "or LEAN_PATH=<toolchain>/lib/lean, or put `lean` on PATH (elan: https://github.com/leanprover/elan). "
     "For the prelude-only test kernel run `bash scripts/services.d/30-lean.sh` and use .cache/lean/bin/lean"
 )
 _LAKE_TIMEOUT_S = 120.0
@@ -65,6 +66,8 @@ def resolve(
         return _from_binary(env_lean, "RRL_LEAN", search)
     if env_project := os.environ.get("RRL_LEAN_PROJECT"):
         return _from_project(env_project, "RRL_LEAN_PROJECT")
+    if from_search := _binary_beside(search):
+        return _from_binary(str(from_search), "LEAN_PATH", search)
     if on_path := shutil.which("lean"):
         return _from_binary(on_path, "PATH", search, ask_prefix=True)
     raise ToolchainError(f"no Lean toolchain found: {HOW_TO}")
@@ -95,6 +98,19 @@ def _from_project(project: str, source: str) -> Toolchain:
     search = _host_output([lake, "env", "printenv", "LEAN_PATH"], cwd=root, what=source)
     entries = [Path(e).resolve() for e in search.split(os.pathsep) if e]
     return _inside(prefix / "bin" / "lean", [prefix, root, *entries], entries, source)
+
+
+def _binary_beside(search: str | None) -> Path | None:
+    """A toolchain's `<prefix>/lib/lean` on LEAN_PATH implies its binary at `<prefix>/bin/lean`."""
+    for entry in (search or "").split(os.pathsep):
+        path = Path(entry).expanduser()
+        if (
+            entry
+            and path.parts[-2:] == ("lib", "lean")
+            and (candidate := path.parent.parent / "bin" / "lean").is_file()
+        ):
+            return candidate
+    return None
 
 
 def _host_output(argv: list[str], cwd: Path | None, what: str) -> str:

@@ -14,7 +14,7 @@ LIB_SHA256=efef27df56f2197139afe12f1a2b63913a05f1aba81ce88824c44100431ed8c4
 EXPECTED_VERSION="Lean (version 4.35.0"
 
 if [[ -x "$DEST/bin/lean" ]] && "$DEST/bin/lean" --version 2>/dev/null | grep -qF "$EXPECTED_VERSION" \
-    && [[ -f "$DEST/lib/.sha256-ok" ]]; then
+    && [[ -f "$DEST/lib/.sha256-ok" && -d "$DEST/lib/lean" ]]; then
     echo "[services] lean launcher: $DEST/bin/lean ready (skipped)"
     exit 0
 fi
@@ -41,7 +41,8 @@ LIB="$PKG_DIR/libleanshared.so"
 echo "[services] lean launcher: verifying sha256 of $LIB"
 echo "$LIB_SHA256  $LIB" | sha256sum --check --quiet -
 
-mkdir -p "$DEST/bin" "$DEST/lib"
+# lib/lean is where a toolchain keeps its .olean files (none here): LEAN_PATH=.cache/lean/lib/lean finds bin/lean.
+mkdir -p "$DEST/bin" "$DEST/lib/lean"
 # A hard link costs no space; fall back to a copy across file systems.
 ln -f "$LIB" "$DEST/lib/libleanshared.so" 2>/dev/null || cp -f "$LIB" "$DEST/lib/libleanshared.so"
 echo "$LIB_SHA256  $DEST/lib/libleanshared.so" | sha256sum --check --quiet -

@@ -161,10 +161,22 @@ def test_example_statements_are_checked_under_a_fresh_name(grader: LeanGrader, l
     assert grade(grader, lean, ":= Le.refl n", truth).verdict == "correct"
 
 
-def test_lean_path_env_selects_the_launcher(
+def test_rrl_lean_env_selects_the_launcher(
     grader: LeanGrader, lean: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("RRL_LEAN", lean)
+    result = grader.grade(":= Le.step (Le.refl n)", LE_SUCC, sandbox="local")
+    assert result.verdict == "correct", result
+
+
+def test_lean_path_locates_the_toolchain_binary(
+    grader: LeanGrader, lean: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("RRL_LEAN", raising=False)
+    monkeypatch.delenv("RRL_LEAN_PROJECT", raising=False)
+    monkeypatch.setenv("LEAN_PATH", str(Path(lean).parent.parent / "lib" / "lean"))
+    toolchain = resolve()
+    assert toolchain.source == "LEAN_PATH" and toolchain.env[0][1].endswith("/lib/lean")
     result = grader.grade(":= Le.step (Le.refl n)", LE_SUCC, sandbox="local")
     assert result.verdict == "correct", result
 

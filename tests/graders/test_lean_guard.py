@@ -187,7 +187,8 @@ def test_extract_code_takes_last_fence_and_unclosed_fences() -> None:
      ("lemma foo (a b : N) : Eq (add a b) (add b a) := comm a b -- lemma = theorem", ":= comm a b -- lemma = theorem",
       ""),
      ("lemma aux : True := trivial\ntheorem foo (a b : N) : Eq (add a b) (add b a) := comm a b", ":= comm a b",
-      "lemma aux : True := trivial\n")],
+      "lemma aux : True := trivial\n"),
+     ("@[simp] private theorem foo (a b : N) : Eq (add a b) (add b a) := comm a b", ":= comm a b", "")],
 )  # fmt: skip
 def test_extract_proof_forms(code: str, proof: str, prefix: str) -> None:
     got = extract_proof(code, STMT)
@@ -204,6 +205,14 @@ def test_extract_proof_rejects_statement_changes(code: str) -> None:
     with pytest.raises(ProofError) as info:
         extract_proof(code, STMT)
     assert info.value.reason == "statement changed"
+
+
+def test_restated_statement_with_let_in_its_type() -> None:
+    stmt = Statement.parse("theorem t : let x := N.zero; Eq x x")
+    proof = extract_proof("theorem t : let x := N.zero; Eq x x := Eq.refl", stmt)
+    assert proof.text == ":= Eq.refl"
+    with pytest.raises(ProofError, match="statement changed"):
+        extract_proof("theorem t : let x := N.succ N.zero; Eq x x := Eq.refl", stmt)
 
 
 def test_build_file_places_probe_after_the_proof() -> None:
