@@ -48,8 +48,12 @@ def run_checks(config: Any = None) -> list[CheckResult]:
     """Run every registered check; ``config`` (path, mapping or config model) decides what is required."""
     req = Requirements() if config is None else requirements_from_config(load_config_mapping(config))
     results: list[CheckResult] = []
-    for _, check in sorted(CHECKS.values(), key=lambda entry: entry[0]):
-        results.extend(check(req))
+    for name, (_, check) in sorted(CHECKS.items(), key=lambda item: item[1][0]):
+        try:
+            results.extend(check(req))
+        except Exception as exc:  # a broken probe is one problem line, never a traceback instead of the table
+            results.append(CheckResult(name, "problem", f"the check itself failed: {type(exc).__name__}: {exc}",
+                                       "report this as a bug in `rrl doctor`"))
     return results
 
 

@@ -138,3 +138,16 @@ def test_bad_config_is_a_clear_error(tmp_path: Path) -> None:
     assert out.exit_code == 2 and "rollout.engin" in out.output
     out = CliRunner().invoke(app, ["doctor", str(tmp_path / "nope.yaml")])
     assert out.exit_code == 2 and "does not exist" in out.output
+
+
+def test_a_crashing_check_is_a_problem_line_not_a_traceback(monkeypatch: pytest.MonkeyPatch) -> None:
+    from reasoning_rl.doctor_checks import CHECKS
+
+    def boom(req: object) -> list:
+        raise OSError("probe exploded")
+
+    monkeypatch.setitem(CHECKS, "boom", (5, boom))
+    results = run_checks()
+    r = _by_name(results, "boom")
+    assert r.status == "problem" and "OSError: probe exploded" in r.detail and not r.required
+    assert len(results) > 10  # the other checks still ran

@@ -12,6 +12,7 @@ from reasoning_rl.doctor_checks.base import (
     CheckResult,
     Requirements,
     gib,
+    installed_version,
     register,
     simulated_missing,
 )
@@ -39,6 +40,8 @@ def _sandbox_status(backend: str) -> tuple[bool, str]:
     """Whether ``backend`` runs a program right now (``sandboxes.check`` really starts one)."""
     if simulated_missing(backend):
         return False, f"{backend} sandbox unavailable (simulated)"
+    if backend == "docker" and installed_version("docker") is None:
+        return False, "the docker Python SDK is not installed (pip install 'docker>=7')"
     ok, message = sandboxes.check(backend)
     if backend == "docker" and ok and simulated_missing("sandbox_image"):
         return False, "sandbox image missing (simulated)"
