@@ -26,10 +26,11 @@ class StatementError(ValueError):
 class Statement:
     """A normalised formal statement: its text without any `:= sorry` tail, and the declared name."""
 
-    text: str
+    text: str  # from the declaration's modifiers on
     name: str | None  # None for `example`, which the file renames so that its axioms can be printed
     tokens: tuple[str, ...]  # from the keyword on, `lemma` spelled `theorem`
     keyword_span: tuple[int, int]  # where `theorem`/`lemma`/`example` sits in ``text``
+    preamble: str = ""  # trusted text the dataset put before the declaration (imports, opens, helpers)
 
     @classmethod
     def parse(cls, statement: str) -> Statement:
@@ -37,7 +38,8 @@ class Statement:
             tokens = tokenize(statement)
         except LexError as exc:
             raise StatementError(f"ground_truth['statement'] does not lex: {exc}") from exc
-        decl = next((i for i, t in enumerate(tokens) if t.text in _DECL_KEYWORDS), None)
+        # The last declaration is the statement; anything before it (imports, helpers) joins the header.
+        decl = next((i for i in reversed(range(len(tokens))) if tokens[i].text in _DECL_KEYWORDS), None)
         if decl is None:
             raise StatementError("ground_truth['statement'] must contain `theorem`, `lemma` or `example`")
         end = len(tokens)
@@ -49,10 +51,12 @@ class Statement:
                 break
         if end <= decl + 1:
             raise StatementError("ground_truth['statement'] has no name or type after its keyword")
-        text = statement[: tokens[end - 1].end]
+        begin = tokens[_declaration_start(tokens, decl)].start
+        text = statement[begin : tokens[end - 1].end]
         name = None if tokens[decl].text == "example" else tokens[decl + 1].text
-        span = (tokens[decl].start, tokens[decl].end)
-        return cls(text, name, tuple(_canonical(t) for t in tokens[decl:end]), span)
+        span = (tokens[decl].start - begin, tokens[decl].end - begin)
+        canonical = tuple(_canonical(t) for t in tokens[decl:end])
+        return cls(text, name, canonical, span, preamble=statement[:begin])
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,7 +167,8 @@ def build_file(header: str, statement: Statement, proof: Proof) -> LeanFile:
     body = proof.text.strip()
     if not body.startswith(":="):
         body = ":= " + body
-    head = header.rstrip() + "\n\n" if header.strip() else ""
+    trusted = "\n".join(part.strip("\n") for part in (header, statement.preamble) if part.strip())
+    head = trusted.rstrip() + "\n\n" if trusted else ""
     parts = [head, decl_text, " ", body, "\n\n"]
     prefix = "".join(parts)
     proof_line = head.count("\n") + 1

@@ -156,6 +156,13 @@ def test_registry_grade_end_to_end(lean: str) -> None:
     assert result.verdict == "incorrect"
 
 
+def test_statement_carrying_its_own_header(grader: LeanGrader, lean: str) -> None:
+    """miniF2F-style rows put imports/opens before the theorem in the statement itself."""
+    truth = {"statement": NAT + "\ntheorem le_succ (n : N) : Le n (N.succ n) := by sorry"}
+    assert grade(grader, lean, ":= Le.step (Le.refl n)", truth).verdict == "correct"
+    assert grade(grader, lean, ":= Le.refl n", truth).verdict == "incorrect"
+
+
 def test_example_statements_are_checked_under_a_fresh_name(grader: LeanGrader, lean: str) -> None:
     truth = {"statement": "example (n : N) : Le n n", "header": NAT}
     assert grade(grader, lean, ":= Le.refl n", truth).verdict == "correct"

@@ -165,6 +165,22 @@ def test_statement_drops_sorry_tails(given: str) -> None:
     assert STMT.name == "foo"
 
 
+def test_statement_preamble_joins_the_header() -> None:
+    stmt = Statement.parse(
+        "import Mathlib\nopen Real\n\nlemma helper : True := trivial\n\n@[simp] theorem foo : True"
+    )
+    assert (stmt.name, stmt.text, stmt.tokens) == (
+        "foo",
+        "@[simp] theorem foo : True",
+        ("theorem", "foo", ":", "True"),
+    )
+    assert stmt.preamble == "import Mathlib\nopen Real\n\nlemma helper : True := trivial\n\n"
+    text = build_file("", stmt, extract_proof(":= trivial", stmt)).text
+    assert text.startswith(
+        "import Mathlib\nopen Real\n\nlemma helper : True := trivial\n\n@[simp] theorem foo : True := trivial\n"
+    )
+
+
 def test_statement_without_declaration_is_a_clear_error() -> None:
     with pytest.raises(StatementError, match="theorem"):
         Statement.parse("(a b : N) : Eq a b")
