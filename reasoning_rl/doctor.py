@@ -14,6 +14,7 @@ from typing import Any
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from reasoning_rl.doctor_checks import CHECKS, CheckResult, Requirements, requirements_from_config
 
@@ -63,7 +64,7 @@ def render(results: list[CheckResult], console: Console | None = None) -> None:
         table.add_column(column, overflow="fold")
     for r in results:
         status = STATUS_STYLE[r.status] + (" (required)" if r.required and r.status != "ok" else "")
-        table.add_row(r.name, status, r.detail, r.fix)
+        table.add_row(Text(r.name), status, Text(r.detail), Text(r.fix))  # Text: '[train-cpu]' is not markup
     (console or Console()).print(table)
 
 

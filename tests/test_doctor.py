@@ -62,7 +62,7 @@ DOCKER_CODE = {"options": {"code": {"sandbox": "docker"}}}
 @pytest.mark.parametrize(("component", "grader_map", "grading", "engine", "check", "fix"), [
     ("docker", {"mbpp": "code"}, DOCKER_CODE, "hf", "Docker sandbox", DOCKER_FIX),
     ("lean", {"minif2f": "lean"}, {}, "hf", "Lean toolchain", LEAN_FIX),
-    ("vllm", {}, {}, "vllm", "vLLM", "scripts/install.sh"),
+    ("vllm", {}, {}, "vllm", "vLLM", "pip install -e '.[train-cpu]'"),
 ])
 def test_missing_component_required_by_config_fails_with_fix(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, component: str, grader_map: dict, grading: dict, engine: str,
