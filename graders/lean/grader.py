@@ -44,6 +44,24 @@ def _ground_truth(ground_truth: Any) -> tuple[str, str]:
     )
 
 
+OPTIONS = frozenset(
+    {"lean", "project", "lean_path", "lean_in_sandbox", "sandbox", "image", "timeout_s", "memory_mb", "cpus",
+     "output_bytes", "allowed_axioms", "native"}
+)  # fmt: skip
+
+
+def _check_options(options: Mapping[str, Any]) -> None:
+    """A misspelt option would otherwise be ignored silently (e.g. `timeout=` instead of `timeout_s=`)."""
+    unknown = sorted(set(options) - OPTIONS)
+    if unknown:
+        raise ValueError(f"unknown lean grader option(s) {unknown}; known: {sorted(OPTIONS)}")
+    allowed = options.get("allowed_axioms", DEFAULT_AXIOMS)
+    if isinstance(allowed, str) or not all(isinstance(a, str) for a in allowed):
+        raise ValueError(f"lean option 'allowed_axioms' must be a list of axiom names, got {allowed!r}")
+    if options.get("native", "reject") not in ("reject", "allow"):
+        raise ValueError(f"lean option 'native' must be 'reject' or 'allow', got {options['native']!r}")
+
+
 class LeanGrader:
     """Options (all per call): ``lean``/``project``/``lean_path``/``lean_in_sandbox`` choose the toolchain (see
     ``toolchain``); ``sandbox`` is a backend name (``auto``, ``docker``, ``local``) or a ready ``Sandbox``, and
@@ -59,11 +77,10 @@ class LeanGrader:
         self._lock = threading.Lock()
 
     def grade(self, response: str, ground_truth: Any, **options: Any) -> Grade:
+        _check_options(options)
         statement_text, header = _ground_truth(ground_truth)
         statement = _statement(statement_text)
         native: guard.NativePolicy = options.get("native", "reject")
-        if native not in ("reject", "allow"):
-            raise ValueError(f"lean option 'native' must be 'reject' or 'allow', got {native!r}")
         code = extract_code(response)
         try:
             proof = extract_proof(code, statement)

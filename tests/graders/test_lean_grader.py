@@ -147,6 +147,29 @@ def test_missing_toolchain_is_a_clear_error(monkeypatch: pytest.MonkeyPatch, tmp
         resolve(project=str(tmp_path))
 
 
+@pytest.mark.parametrize(
+    ("options", "match"),
+    [({"timeout": 3}, "unknown lean grader option"),
+     ({"allowed_axioms": "propext"}, "allowed_axioms"),
+     ({"native": "yes"}, "native")],
+)  # fmt: skip
+def test_bad_options_and_ground_truth_are_clear_errors(options: dict[str, object], match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        LeanGrader().grade(":= x", LE_SUCC, **options)
+
+
+@pytest.mark.parametrize(
+    ("truth", "match"),
+    [({"header": NAT}, "'statement'"),
+     ({"statement": "theorem t : True", "header": 3}, "'header'"),
+     ({"statement": "(n : N) : Le n n"}, "theorem"),
+     (42, "dict with 'statement'")],
+)  # fmt: skip
+def test_bad_ground_truth_is_a_clear_error(truth: object, match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        LeanGrader().grade(":= x", truth)
+
+
 def test_registry_grade_end_to_end(lean: str) -> None:
     truth = {"statement": "theorem and_swap (p q : Prop) (h : And p q) : And q p", "header": NAT}
     proof = ":= And.rec (motive := fun _ => And q p) (fun hp hq => And.intro hq hp) h"
