@@ -6,7 +6,9 @@ from typing import Any
 
 from graders.math.compare import Context
 from graders.math.structure import parse
-from graders.math.symbolic import judge
+from graders.math.symbolic import judge, warm_up
+
+__all__ = ["answer", "warm_up"]
 
 
 def answer(request: dict[str, Any]) -> dict[str, Any]:

@@ -22,7 +22,7 @@ _RE_SCI = re.compile(
 _RE_E = re.compile(rf"({_SIGN})\s*({_DEC})[eE]([+-]?\d{{1,4}})")
 _RE_FRAC = re.compile(rf"({_SIGN})\s*\\frac\s*\{{\s*({_SIGN}\s*\d+)\s*\}}\s*\{{\s*({_SIGN}\s*\d+)\s*\}}")
 _RE_SLASH = re.compile(rf"({_SIGN})\s*\(?\s*({_SIGN}\d+)\s*\)?\s*/\s*\(?\s*({_SIGN}\d+)\s*\)?")
-_RE_MIXED = re.compile(rf"({_SIGN})\s*\(\s*(\d+)\s*\+\s*\\frac\{{(\d+)\}}\{{(\d+)\}}\s*\)")
+_RE_MIXED = re.compile(rf"({_SIGN})\s*\(?\s*(\d+)\s*\+\s*\\frac\{{(\d+)\}}\{{(\d+)\}}\s*\)?")
 _RE_PAREN = re.compile(r"\(\s*(.*?)\s*\)")
 
 

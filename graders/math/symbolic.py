@@ -6,6 +6,7 @@ Imported only inside the budgeted worker process (see ``worker.py``): nothing he
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from typing import Any
 
 import sympy
@@ -13,7 +14,7 @@ from latex2sympy2_extended import latex2sympy
 
 from graders.math.compare import Context, FastJudge, NeedsSymbolic, equal, flip
 from graders.math.numbers import parse_number
-from graders.math.structure import Leaf, Relation
+from graders.math.structure import Leaf, Relation, parse
 
 _I = sympy.Symbol("i")
 _PREC = 60
@@ -21,8 +22,12 @@ _REL_TOL = sympy.Float("1e-40", _PREC)
 _MATRIX_ENV = re.compile(r"\\begin\{array\}\{[^{}]*\}")
 
 
+@lru_cache(maxsize=4096)
 def to_sympy(text: str) -> Any:
-    """``text`` as a SymPy object, or None when the parser refuses it."""
+    """``text`` as a SymPy object, or None when the parser refuses it.
+
+    Memoised per worker: RL grades many samples against one gold, and SymPy objects are immutable.
+    """
     text = _MATRIX_ENV.sub(r"\\begin{bmatrix}", text).replace("\\end{array}", "\\end{bmatrix}")
     text = re.sub(r"\[\s*(\\begin\{bmatrix\}.*\\end\{bmatrix\})\s*\]", r"\1", text, flags=re.S)
     try:
@@ -62,6 +67,23 @@ def _gold_decimals(text: str) -> int | None:
     return number.decimals if number is not None else None
 
 
+_SAMPLES = (sympy.Rational(37, 100), sympy.Rational(113, 100), sympy.Rational(-29, 17))
+
+
+def _differs_at_sample_points(diff: Any) -> bool:
+    """True when ``diff`` is clearly non-zero at some point (so the two sides are different functions)."""
+    symbols = sorted(diff.free_symbols, key=str)
+    for k, value in enumerate(_SAMPLES):
+        point = {sym: value + sympy.Rational(j * (k + 1), 7) for j, sym in enumerate(symbols)}
+        try:
+            number = complex(diff.subs(point).evalf(30))
+        except (TypeError, ValueError, ZeroDivisionError, OverflowError):
+            continue
+        if abs(number) > 1e-12 and abs(number) != float("inf") and number == number:
+            return True
+    return False
+
+
 def _scalar_equal(g: Any, p: Any, gold_dec: int | None, pred_dec: int | None, ctx: Context) -> bool:
     gv, pv = _numeric(g), _numeric(p)
     if gv is not None and pv is not None:
@@ -80,7 +102,13 @@ def _scalar_equal(g: Any, p: Any, gold_dec: int | None, pred_dec: int | None, ct
         return False
     if isinstance(g, sympy.Expr) and isinstance(p, sympy.Expr):
         diff = sympy.expand(g - p)
-        return diff == 0 or sympy.simplify(diff) == 0
+        if diff == 0:
+            return True
+        if diff.has(sympy.Sum, sympy.Product, sympy.Integral, sympy.Derivative, sympy.Limit):
+            return False  # unevaluated operators compare by form (after expansion), never by evaluating them
+        if _differs_at_sample_points(diff):  # cheap and decisive: simplify() only for likely-equal pairs
+            return False
+        return bool(sympy.simplify(diff) == 0)
     return bool(g == p)
 
 
@@ -99,6 +127,19 @@ def _rel_expr(rel: Relation) -> tuple[str, Any] | None:
     if not isinstance(lhs, sympy.Expr) or not isinstance(rhs, sympy.Expr):
         return None
     return rel.ops[0], lhs - rhs
+
+
+def _constant_ratio(a: Any, b: Any) -> Any:
+    """``a / b`` when it is a constant (the same relation up to scaling), else None."""
+    if b == 0:
+        return None
+    ratio = sympy.cancel(sympy.together(a / b))  # rational functions: exact and fast
+    if not ratio.free_symbols:
+        return ratio
+    if _differs_at_sample_points(ratio - ratio.subs({s: s + 1 for s in ratio.free_symbols})):
+        return None
+    ratio = sympy.simplify(ratio)
+    return None if ratio.free_symbols else ratio
 
 
 class SymbolicJudge(FastJudge):
@@ -130,16 +171,20 @@ class SymbolicJudge(FastJudge):
             return False
         (gop, gd), (pop, pd) = ge, pe
         if gop in ("=", "\\ne") and gop == pop:
-            if pd == 0:
-                return bool(gd == 0)
-            ratio = sympy.simplify(gd / pd)
-            return bool(ratio.is_number and ratio != 0)
-        if gop in (">", "\\ge") and pop in (">", "\\ge"):
-            if gop != pop or pd == 0:
-                return False
-            ratio = sympy.simplify(gd / pd)
-            return bool(ratio.is_number and ratio.is_positive)
+            ratio = _constant_ratio(gd, pd)
+            return ratio is not None and ratio != 0
+        if gop in (">", "\\ge") and gop == pop:
+            ratio = _constant_ratio(gd, pd)
+            return ratio is not None and bool(ratio.is_positive)
         return False
+
+
+def warm_up() -> None:
+    """Run the parser and the comparison once so the first real request does not pay ANTLR's cold caches."""
+    pairs = (("\\frac{\\sqrt{3}}{2}", "\\sqrt{3}/2"), ("x^2+1", "1+x^{2}"), ("(1,2]", "(1, 2]"), ("\\sin^2 x", "1-\\cos^2 x"))
+    for gold, pred in pairs:
+        judge(parse(gold), parse(pred), Context())
+    to_sympy.cache_clear()
 
 
 def judge(gold: Any, pred: Any, ctx: Context) -> bool:

@@ -210,7 +210,9 @@ def _serve() -> None:
         resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT_BYTES, MEMORY_LIMIT_BYTES))
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C in a terminal reaches the caller, who kills us
     sys.set_int_max_str_digits(20000)
-    from graders.math.judge_request import answer  # imports SymPy
+    from graders.math.judge_request import answer, warm_up  # imports SymPy
+
+    warm_up()
 
     out = sys.stdout.buffer
     out.write(b"ready\n")
