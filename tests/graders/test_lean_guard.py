@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 
 import pytest
 
@@ -121,6 +122,25 @@ LOOK_ALIKES = [
 @pytest.mark.parametrize("text", LOOK_ALIKES)
 def test_guard_ignores_look_alikes_in_comments_strings_and_names(text: str) -> None:
     assert guard.check(text) is None
+
+
+WRAPPERS: dict[str, Callable[[str], str]] = {
+    "line comment": lambda t: "rfl -- " + t.replace("\n", " "),
+    "block comment": lambda t: "rfl /- " + t + " -/",
+    "nested comment": lambda t: "/- outer /- " + t + " -/ still -/ rfl",
+    "doc comment": lambda t: "/-- " + t + " -/\nrfl",
+    "string": lambda t: "by simp [show " + json.dumps(t) + " = _ from rfl]",
+    "raw string": lambda t: 'by exact r#"' + t + '"#',
+}
+
+
+@pytest.mark.parametrize("wrapper", WRAPPERS)
+@pytest.mark.parametrize(("text", "reason"), FORBIDDEN, ids=[r for _, r in FORBIDDEN])
+def test_guard_ignores_each_forbidden_item_inside_comments_and_strings(
+    text: str, reason: str, wrapper: str
+) -> None:
+    wrapped = WRAPPERS[wrapper](text)
+    assert guard.check(wrapped) is None, wrapped
 
 
 @pytest.mark.parametrize(
