@@ -98,13 +98,15 @@ def throughput(a: Analysis) -> bytes | None:
         pts = [(t.step, getattr(t, attr)) for t in rows if getattr(t, attr) is not None]
         if pts:
             ax.plot(*zip(*pts, strict=True), "o-", label=label)
-    ax.set(xlabel="step", ylabel="tokens/s", title="Throughput")
-    ax.legend(loc="upper left", fontsize="small")
+    ax.set(xlabel="step", ylabel="tokens/s", title="Throughput", ylim=(0, None))
+    handles = ax.get_lines()
     mfu = [(t.step, 100 * t.mfu) for t in rows if t.mfu is not None]
     if mfu:
         ax2 = ax.twinx()
-        ax2.plot(*zip(*mfu, strict=True), "s--", color="tab:purple")
+        handles += ax2.plot(*zip(*mfu, strict=True), "s--", color="tab:purple", label="update MFU %")
         ax2.set_ylabel("update MFU %", color="tab:purple")
+        ax2.set_ylim(0, max(v for _, v in mfu) * 1.2)
+    ax.legend(handles=handles, loc="lower right", fontsize="small")
     return _png(fig)
 
 
