@@ -95,6 +95,7 @@ def test_forbidden_command_rejected_before_lean_runs(grader: LeanGrader) -> None
     assert result.verdict == "incorrect" and result.reason.startswith("forbidden: top-level command")
 
 
+@pytest.mark.slow
 def test_non_terminating_elaboration_is_a_timeout_within_budget(grader: LeanGrader, lean: str) -> None:
     truth = {"statement": "theorem loop : C N.zero", "header": LOOP}
     started = time.monotonic()
@@ -104,6 +105,7 @@ def test_non_terminating_elaboration_is_a_timeout_within_budget(grader: LeanGrad
     assert elapsed < 3 + 6, f"took {elapsed:.1f} s for a 3 s budget"
 
 
+@pytest.mark.slow
 def test_stack_overflow_is_an_error_not_a_crash(grader: LeanGrader, lean: str) -> None:
     truth = {"statement": "theorem huge : Eq (beq (exp2 n32) (exp2' n32)) B.t", "header": DEEP}
     result = grader.grade(":= Eq.refl", truth, lean=lean, sandbox="local", timeout_s=60)
@@ -211,6 +213,7 @@ def test_lean_path_locates_the_toolchain_binary(
     assert result.verdict == "correct", result
 
 
+@pytest.mark.slow
 @pytest.mark.docker
 def test_docker_sandbox_runs_the_launcher(lean: str) -> None:
     g = LeanGrader()
