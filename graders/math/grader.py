@@ -5,10 +5,18 @@ from __future__ import annotations
 import re
 import time
 from fractions import Fraction
-from typing import Any
+from typing import Any, cast
 
 from graders.math.compare import Context, FastJudge, NeedsSymbolic, equal, squash
-from graders.math.extract import MODES, Extraction, UnclosedThinkError, after_think, extract, gold_answers
+from graders.math.extract import (
+    MODES,
+    Extraction,
+    Mode,
+    UnclosedThinkError,
+    after_think,
+    extract,
+    gold_answers,
+)
 from graders.math.guards import MAX_ANSWER_CHARS, unsafe
 from graders.math.normalize import Cleaned, clean
 from graders.math.structure import parse
@@ -88,7 +96,7 @@ class MathGrader:
             text = after_think(response)
         except UnclosedThinkError:
             return Grade.incorrect("unclosed <think>: no final answer", **details)
-        found: Extraction = extract(text, mode)  # type: ignore[arg-type]
+        found: Extraction = extract(text, cast(Mode, mode))
         details["rule"] = found.rule
         if not found.answers:
             return Grade.incorrect(found.rule, **details)

@@ -108,9 +108,18 @@ class WorkerPool:
         self._total = 0  # idle + busy + warming
         self._warming = 0
         self._cond = threading.Condition()
+        self._pid = os.getpid()
+
+    def _forget_after_fork(self) -> None:
+        """In a forked child the inherited workers' pipes belong to the parent: start an empty pool instead."""
+        if self._pid != os.getpid():
+            self._idle, self._total, self._warming = [], 0, 0
+            self._cond = threading.Condition()
+            self._pid = os.getpid()
 
     def warm(self, count: int = 1) -> None:
         """Make ``count`` workers ready (idle) and wait for them: tests and benches start from a warm pool."""
+        self._forget_after_fork()
         count = min(count, self.max_workers)
         with self._cond:
             missing = count - self._total
@@ -147,25 +156,24 @@ class WorkerPool:
 
     def _acquire(self, budget_s: float) -> tuple[_Worker, float]:
         """An idle worker and the deadline its call must meet."""
-        deadline = time.monotonic() + budget_s
+        self._forget_after_fork()
+        clock_start = time.monotonic()
         with self._cond:
             while not self._idle:
                 if self._total < self.max_workers:
                     self._total += 1
                     self._warming += 1
                     break
-                now = time.monotonic()
                 if self._warming:  # a worker is on its way: its import time is not this input's fault
-                    deadline = max(deadline, now + budget_s)
                     self._cond.wait(self.startup_timeout_s)
-                    if not self._idle and not self._warming:
-                        deadline = now + budget_s
+                    clock_start = time.monotonic()
                     continue
-                if now >= deadline:
+                left = clock_start + budget_s - time.monotonic()
+                if left <= 0:
                     raise WorkerTimeout
-                self._cond.wait(deadline - now)
+                self._cond.wait(left)
             else:
-                return self._idle.pop(), deadline
+                return self._idle.pop(), clock_start + budget_s
         worker = _Worker()  # cold start in this thread
         try:
             worker.wait_ready(time.monotonic() + self.startup_timeout_s)

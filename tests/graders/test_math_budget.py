@@ -77,3 +77,23 @@ def test_workers_have_an_address_space_limit(grader: MathGrader) -> None:
     for pid in pids:
         soft, _hard = resource.prlimit(pid, resource.RLIMIT_AS)
         assert soft == MEMORY_LIMIT_BYTES
+
+
+_FORKED: list[MathGrader] = []  # reaches the forked child by memory copy (a grader does not pickle)
+
+
+def _grade_in_forked_child() -> str:
+    return _FORKED[0].grade("\\boxed{\\sqrt{8}}", "2\\sqrt{2}", timeout_s=30).verdict
+
+
+def test_a_forked_child_gets_its_own_workers(grader: MathGrader) -> None:
+    import multiprocessing
+
+    grader.pool.warm(4)
+    parent_workers = list(grader.pool._idle)
+    _FORKED[:] = [grader]
+    with multiprocessing.get_context("fork").Pool(1) as pool:
+        assert pool.apply(_grade_in_forked_child) == "correct"
+    # the parent's workers were neither used nor disturbed by the child
+    assert all(w.proc.poll() is None for w in parent_workers)
+    assert grader.grade("\\boxed{\\sqrt{8}}", "2\\sqrt{2}", timeout_s=30).verdict == "correct"
