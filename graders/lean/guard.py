@@ -42,6 +42,7 @@ _KEYWORDS: dict[str, str] = {
     "run_elab": "run_elab at elaboration time",
     "run_meta": "run_meta at elaboration time",
     "run_tac": "run_tac at elaboration time",
+    "by_elab": "elab at elaboration time",
     "initialize": "initialize at elaboration time",
     "builtin_initialize": "initialize at elaboration time",
 }
@@ -124,11 +125,13 @@ def _check_token(tokens: list[Token], i: int, *, native: NativePolicy, allow_com
             return _NAMES[part]
         if native == "reject" and part in _NATIVE_NAMES:
             return "native_decide"
+    if tok.text == "eval" and _text(tokens, i + 1) == "%":
+        return "eval% at elaboration time"
     if native == "reject" and tok.text == "native" and _is_native_config(tokens, i):
         return "decide +native"
     if tok.text == "set_option" and (reason := _check_option(tokens, i)) is not None:
         return reason
-    if _inside_attribute(tokens, i) and tok.text in _ATTRIBUTES:
+    if tok.text in _ATTRIBUTES and _inside_attribute(tokens, i):
         return _ATTRIBUTES[tok.text]
     if not allow_commands:
         if tok.text in _COMMANDS:
