@@ -151,3 +151,17 @@ def test_a_crashing_check_is_a_problem_line_not_a_traceback(monkeypatch: pytest.
     r = _by_name(results, "boom")
     assert r.status == "problem" and "OSError: probe exploded" in r.detail and not r.required
     assert len(results) > 10  # the other checks still ran
+
+
+def test_train_hook_takes_the_config_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    """`rrl train` passes its validated Config; a missing required piece stops it with the fix on stderr."""
+    from reasoning_rl.config import load_config
+
+    cfg = load_config(_config(tmp_path, rollout={"engine": "vllm"}))
+    monkeypatch.setenv(SIMULATE_ENV, "vllm")
+    with pytest.raises(SystemExit) as exc:
+        doctor_or_exit(cfg)
+    assert exc.value.code == 1
+    err = capsys.readouterr().err
+    assert "vLLM" in err and "train-cpu" in err and "1 required check(s) failed" in err

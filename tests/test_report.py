@@ -14,7 +14,9 @@ import pytest
 from typer.testing import CliRunner
 
 from reasoning_rl.cli import app
-from reasoning_rl.report import ReportError, analyze, load_run, write_report
+from reasoning_rl.report import Analysis, ReportError, analyze, load_run, write_report
+from reasoning_rl.report.html import render_html
+from reasoning_rl.report.plots import FIGURES
 from reasoning_rl.trace import TraceWriter
 
 STEPS = 4
@@ -56,6 +58,11 @@ def make_run(root: Path, *, steps: int = STEPS, close: bool = True, meta: dict |
     (root / "metrics.jsonl").write_text("".join(json.dumps(m) + "\n" for m in metrics))
     (root / "config.yaml").write_text("run: {name: synthetic}\nrollout: {engine: vllm}\n")
     return root
+
+
+def _html_without_figures(a: Analysis) -> str:
+    """The page's text for an analysis, skipping the (slow) figure rendering."""
+    return render_html(a, dict.fromkeys(FIGURES), run_name="t", config={})
 
 
 def test_numbers_match_the_trace(tmp_path: Path) -> None:
@@ -159,7 +166,7 @@ def test_cpu_run_says_mfu_na_and_metrics_only_run_uses_time_keys(tmp_path: Path)
     cpu = make_run(tmp_path / "cpu", meta={"run": "cpu", "device": "cpu", "model": {"params": 1000}})
     a = analyze(load_run(cpu))
     assert all(t.mfu is None for t in a.throughput) and "n/a on CPU" in a.mfu_note
-    assert "MFU n/a on CPU" in write_report(cpu).html.read_text()
+    assert "MFU n/a on CPU" in _html_without_figures(a)
 
 
 
@@ -177,21 +184,20 @@ def test_trainer_style_metrics_and_aggregate_latencies(tmp_path: Path) -> None:
              "grading/error_reason/timeout": 2.0, "grading/masked": 2.0},
             {"step": 1, "eval/accuracy": 0.5, "eval/prompts": 16.0}]
     (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    result = write_report(run)
-    a = result.analysis
+    a = analyze(load_run(run))
     assert a.verdicts_by_step == {0: {"correct": 3, "incorrect": 1}, 1: {"error": 2}}
     assert [(t.step, t.wall, t.other) for t in a.timings] == [(0, 5.0, 1.0)]  # no spans: metrics' time/*
     assert a.stage_shares() == {"generate": 60.0, "update": 20.0, "other": 20.0}
     (math_g,) = a.graders
     assert math_g.percentile(50) == 8.0 and math.isnan(math_g.percentile(99)) and math_g.n == 6
     assert math_g.verdicts == {"correct": 3, "incorrect": 1, "error": 2} and math_g.errors == 2
-    html = result.html.read_text()
+    html = _html_without_figures(a)
     assert "Masked samples by reason: timeout 2" in html and "last reported by the grading runtime" in html
     assert "reward (first → last)" in html and "0.25 → 0.25" in html  # the NaN row is not a reward
     assert "grading/masked" in html and "eval/prompts" not in html  # last *training* row is tabled
 
     (run / "trace.jsonl").unlink()
-    b = write_report(run).analysis
+    b = analyze(load_run(run))
     assert b.stage_shares() == a.stage_shares() and any("trace.jsonl: missing" in w for w in b.warnings)
 
 
@@ -219,11 +225,12 @@ def test_bad_run_dirs_are_clear_errors(tmp_path: Path) -> None:
 
 
 def test_cli_writes_report(tmp_path: Path) -> None:
-    run = make_run(tmp_path / "run", close=False)
+    run = tmp_path / "run"
+    TraceWriter(run / "trace.jsonl", meta={"run": "cli"}).add_span("generate", 0, 1.0, 2.0)  # never closed
     out = CliRunner().invoke(app, ["report", str(run), "-o", str(tmp_path / "r.html")])
     assert out.exit_code == 0, out.output
     assert "warning:" in out.output and "no end record" in out.output
-    assert (tmp_path / "r.html").is_file() and (tmp_path / "r-curves.png").is_file()
+    assert (tmp_path / "r.html").is_file() and (tmp_path / "r-timeline.png").is_file()
 
 
 @pytest.mark.slow
