@@ -25,7 +25,7 @@ from reasoning_rl.algorithms.aggregation import compute_normalizer
 from reasoning_rl.algorithms.losses import LossConfig, policy_loss
 from reasoning_rl.policy.batch import TokenBatch, pack, plan_micro_batches, unflatten
 from reasoning_rl.policy.model import load_causal_lm, load_tokenizer, resolve_dtype
-from reasoning_rl.policy.wrap import ScoringModule, forward_micro, placement, score, wrap
+from reasoning_rl.policy.wrap import ScoringModule, equalize, forward_micro, placement, score, wrap
 
 METRIC_KEYS = ("pg_loss", "clip_frac", "ratio_mean", "entropy", "kl")
 
@@ -166,7 +166,11 @@ class Policy:
         )
         world = dist.world_size() if self.fsdp else 1
         sums = torch.zeros(len(METRIC_KEYS) + 1)
-        for rows in plans:
+        for rows in equalize(plans) if self.fsdp else plans:
+            if rows is None:  # dummy pass so FSDP collectives line up across ranks; contributes 0
+                lp_flat, _ = forward_micro(self.module, pack(batch, [0], self.device))
+                (lp_flat.sum() * 0.0).backward()
+                continue
             mb = pack(batch, rows, self.device)
             lp_flat, ent_flat = forward_micro(self.module, mb)
             width = max(mb.lens)

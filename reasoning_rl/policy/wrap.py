@@ -116,7 +116,10 @@ def score(
     module.eval()
     try:
         with torch.no_grad():
-            for rows in plan_micro_batches(batch, token_budget):
+            for rows in equalize(plan_micro_batches(batch, token_budget)):
+                if rows is None:  # keep in step with ranks that have more micro-batches (FSDP collectives)
+                    forward_micro(module, pack(batch, [0], device))
+                    continue
                 mb = pack(batch, rows, device)
                 lp, en = forward_micro(module, mb)
                 logp[rows] = unflatten(lp.float().cpu(), mb.lens, t)
@@ -125,6 +128,15 @@ def score(
     finally:
         module.train(was_training)
     return logp, ent
+
+
+def equalize(plans: list[list[int]]) -> list[list[int] | None]:
+    """Pad with ``None`` (a dummy pass) to the largest micro-batch count of any rank.
+
+    Under FSDP2 every forward/backward is a collective: ranks must run the same number of them.
+    """
+    count = int(dist.all_reduce_max(torch.tensor(float(len(plans)))).item())
+    return [*plans, *([None] * (count - len(plans)))]
 
 
 def forward_micro(module: nn.Module, mb: PackedMicroBatch) -> tuple[Tensor, Tensor]:
