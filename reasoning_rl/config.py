@@ -118,6 +118,9 @@ class AlgorithmConfig(_Section):
     epochs: int = Field(default=1, ge=1, description="Policy update epochs over each batch.")
     mini_batch_size: int | None = Field(default=None, ge=1, description="Samples per optimizer step; None: whole batch.")
     micro_batch_tokens: int = Field(default=8192, ge=1)
+    old_logprobs: Literal["auto", "recompute", "rollout"] = Field(
+        default="auto", description="'auto': reuse the engine's log-probs when there is a single update per "
+        "batch (ratio is 1 either way: saves a forward pass); recompute with the trainer otherwise.")
     gamma: float = Field(default=1.0, ge=0.0, le=1.0)
     lam: float = Field(default=1.0, ge=0.0, le=1.0)
     dynamic_sampling: bool = Field(default=False, description="DAPO: drop groups whose rewards are all equal and refill.")

@@ -119,9 +119,16 @@ class Components:
         groups = torch.tensor([samples[i].group for i in keep])
         r = rewards[keep]
         loss_cfg = self.loss_config()
-        with trace.span("old_logprobs", step):
-            old, _ = self.policy.logprobs(batch)
-        out.update(_rollout_gap(batch, old))
+        n = len(keep)
+        mb = min(a.mini_batch_size or n, n)
+        single_update = a.epochs == 1 and mb == n
+        reuse = a.old_logprobs == "rollout" or (a.old_logprobs == "auto" and single_update)
+        if reuse and batch.rollout_logprobs is not None:
+            old = batch.rollout_logprobs
+        else:
+            with trace.span("old_logprobs", step):
+                old, _ = self.policy.logprobs(batch)
+            out.update(_rollout_gap(batch, old))
         ref = None
         if self.ref is not None:
             with trace.span("ref_logprobs", step):
@@ -131,8 +138,6 @@ class Components:
         if a.advantage == "gae":
             raise ValueError("PPO/GAE needs a critic, which the RL core does not provide yet")
         adv = compute_advantages(a.advantage, r, groups, torch.ones_like(r, dtype=torch.bool))
-        n = len(keep)
-        mb = min(a.mini_batch_size or n, n)
         stats: dict[str, list[float]] = {}
         with trace.span("update", step) as attrs:
             for epoch in range(a.epochs):

@@ -30,6 +30,7 @@ def config(tmp_path: Path, model: Path, name: str, **sections: Any) -> Path:
         "data": {"train": {"generator": "fixed_digit", "size": 32}, "default_grader": "task_graders:ContainsAnswer"},
         "rollout": {"n": 8, "max_tokens": 6, "temperature": 1.0},
         "optim": {"lr": 0.01},
+        "algorithm": {"old_logprobs": "recompute"},
         "trainer": {"steps": 4, "batch_size": 4, "export": False},
         "grading": {"workers": 1, "cache": False},
         "logging": {"console": "plain", "tensorboard": False},

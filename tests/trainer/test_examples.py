@@ -1,0 +1,30 @@
+"""Every example config validates and its data files load with the installed graders."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import graders
+from reasoning_rl.config import load_config
+from reasoning_rl.data import load_examples
+
+REPO = Path(__file__).resolve().parents[2]
+CONFIGS = sorted((REPO / "examples").glob("*/config.yaml")) + [REPO / "reasoning_rl" / "demo.yaml"]
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.parent.name if p.name == "config.yaml" else p.stem)
+def test_example_config_and_data_load(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(REPO)
+    cfg = load_config(path)
+    known = frozenset(graders.available())
+    for sources in (cfg.data.train, cfg.data.val):
+        if sources:
+            examples = load_examples(sources, cfg.data, seed=0, known_graders=known)
+            assert examples and all(e.grader in known for e in examples)
+
+
+def test_example_dirs_present() -> None:
+    names = {p.parent.name for p in CONFIGS if p.name == "config.yaml"}
+    assert {"math_grpo", "code_grpo", "lean_prelude", "eval_only"} <= names
