@@ -41,6 +41,7 @@ _THOUSANDS = re.compile(r"[+-]?[1-9]\d{0,2}(?:(?:,\d{3})+|(?: \d{3})+)(?:\.\d+)?
 _DECIMAL_COMMA = re.compile(r"[+-]?(?:\d+,(?:\d{2}|\d{4,})|0,\d+)")
 _DOUBLE_BACKSLASH = re.compile(r"(?<!\\)\\\\(?=[a-zA-Z{}()\[\]])")
 _MIXED = re.compile(r"(?<![\d.^_}{\\a-zA-Z])(\d+)\s*\\frac\{(\d+)\}\{(\d+)\}")
+_MARKDOWN = re.compile(r"^(?:\*\*|__|`)+|(?:\*\*|__|`)+$")  # "**42**", "`42`": emphasis around the answer
 _TRAIL = re.compile(r"[\s.,;:?]+$")  # not "!": "5!" is a factorial
 _UNICODE = {
     "\u2212": "-",
@@ -114,6 +115,7 @@ def clean(answer: str) -> Cleaned:
     s = strip_units(s)
     s = _MIXED.sub(r"(\1+\\frac{\2}{\3})", s)
     s = " ".join(s.split())
+    s = _MARKDOWN.sub("", s)
     s = _TRAIL.sub("", s).strip()
     # Separators only where the whole answer is one number: "1,234,567" / "1 000" / "2,74"; "(2,12)" is a pair.
     if _THOUSANDS.fullmatch(s):

@@ -23,7 +23,7 @@ _RE_E = re.compile(rf"({_SIGN})\s*({_DEC})[eE]([+-]?\d{{1,4}})")
 _RE_FRAC = re.compile(rf"({_SIGN})\s*\\frac\s*\{{\s*({_SIGN}\s*\d+)\s*\}}\s*\{{\s*({_SIGN}\s*\d+)\s*\}}")
 _RE_SLASH = re.compile(rf"({_SIGN})\s*\(?\s*({_SIGN}\d+)\s*\)?\s*/\s*\(?\s*({_SIGN}\d+)\s*\)?")
 _RE_MIXED = re.compile(rf"({_SIGN})\s*\(?\s*(\d+)\s*\+\s*\\frac\{{(\d+)\}}\{{(\d+)\}}\s*\)?")
-_RE_PAREN = re.compile(r"\(\s*(.*?)\s*\)")
+_RE_REPEAT = re.compile(rf"({_SIGN})\s*(\d*)\.(\d*)\\overline\s*\{{(\d{{1,50}})\}}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +67,11 @@ def parse_number(s: str) -> Number | None:
         if den == 0:
             return None
         return Number(_sign(m.group(1)) * Fraction(num, den))
+    if m := _RE_REPEAT.fullmatch(s):  # 0.1\overline{6} = 1/10 + 6/90
+        whole, fixed, period = m.group(2) or "0", m.group(3), m.group(4)
+        value = int(whole) + Fraction(int(fixed or "0"), 10 ** len(fixed))
+        value += Fraction(int(period), (10 ** len(period) - 1) * 10 ** len(fixed))
+        return Number(_sign(m.group(1)) * value)
     if m := _RE_MIXED.fullmatch(s):
         den = int(m.group(4))
         if den == 0:

@@ -33,6 +33,9 @@ EQUIVALENT = [
     ("-\\frac{10}{9}", "-10/9"),
     ("3\\frac12", "\\frac{7}{2}"),
     ("3\\frac{1}{2}", "3.5"),
+    ("\\frac{1}{3}", "0.\\overline{3}"),
+    ("\\frac{1}{6}", "0.1\\overline{6}"),
+    ("1\\frac{4}{33}", "1.\\overline{12}"),
     # thousands separators
     ("1,234,567", "1234567"),
     ("12{,}345", "12345"),
@@ -150,6 +153,8 @@ STRICT_VS_LENIENT = [
     ("<think>maybe 5</think> The result is \\boxed{6}", "6", "correct", "correct"),
     ("<think>so \\boxed{6}</think> The result is \\boxed{5}", "6", "incorrect", "incorrect"),
     ("\\boxed 5", "5", "correct", "correct"),
+    ("**Answer:** $\\boxed{**12**}$.", "12", "correct", "correct"),
+    ("The answer is **x = 5**.", "5", "incorrect", "correct"),
     ("\\fbox{5}", "5", "correct", "correct"),
     ("**Final answer:** $\\boxed{\\{1, 2\\}}$.", "\\{1,2\\}", "correct", "correct"),
     ("$\\boxed{\\frac{a}{\\sqrt{b^{2}}}}$", "\\frac{a}{\\sqrt{b^2}}", "correct", "correct"),
