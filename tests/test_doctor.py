@@ -117,6 +117,14 @@ def test_bf16_rollout_on_cpu_without_bf16_kernels_is_blocking(tmp_path: Path, mo
     assert r.blocking and "float32" in r.fix
 
 
+def test_sleep_mode_asked_for_where_unavailable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(SIMULATE_ENV, "cuda")
+    r = _by_name(run_checks(_config(tmp_path, rollout={"engine": "vllm", "sleep": True})), "vLLM sleep mode")
+    assert r.blocking and "rollout.sleep: false" in r.fix
+    r = _by_name(run_checks(_config(tmp_path, rollout={"engine": "vllm"})), "vLLM sleep mode")
+    assert not r.blocking
+
+
 def test_cuda_required_but_absent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(SIMULATE_ENV, "cuda")
     r = _by_name(run_checks(_config(tmp_path, run={"device": "cuda"})), "CUDA")

@@ -70,8 +70,8 @@ def check_cuda(req: Requirements) -> list[CheckResult]:
         results.append(CheckResult(f"cuda:{i}", "ok", f"{name}, {gib(mem)}"))
     if req.gpus > len(devices):
         results.append(CheckResult(
-            "GPU count", "problem", f"config asks for {req.gpus} GPUs, {len(devices)} visible",
-            "lower the world size / GPU count in the config or check CUDA_VISIBLE_DEVICES", required=True,
+            "GPU count", "problem", f"{req.gpus} processes on this node (LOCAL_WORLD_SIZE), {len(devices)} GPUs visible",
+            "start fewer processes (torchrun --nproc_per_node) or check CUDA_VISIBLE_DEVICES", required=True,
         ))
     return results
 
@@ -86,7 +86,7 @@ def check_distributed(req: Requirements) -> list[CheckResult]:
     backends = [name for name, ok in (("gloo", dist.is_gloo_available()), ("nccl", nccl),
                                       ("mpi", dist.is_mpi_available())) if ok]
     results = [CheckResult("torch.distributed", "ok", "backends: " + (", ".join(backends) or "none"))]
-    needs_nccl = req.dist_backend == "nccl" or (req.cuda and req.gpus > 1)
+    needs_nccl = req.cuda and req.gpus > 1
     if nccl:
         ver = torch.cuda.nccl.version() if torch.cuda.is_available() else None
         shown = ".".join(map(str, ver)) if isinstance(ver, tuple) else str(ver or "bundled")
@@ -114,13 +114,4 @@ def check_settings(req: Requirements) -> list[CheckResult]:
         ))
     else:
         results.append(CheckResult("CPU bf16 kernels", "ok", "available" if bf16 else "absent (use float32 on CPU)"))
-    if on_cpu and req.vllm and req.enforce_eager is False:
-        results.append(CheckResult(
-            "vLLM enforce_eager", "warn", "false on CPU: graph compilation adds minutes at start-up",
-            "set rollout enforce_eager: true for CPU runs",
-        ))
-    if req.dist_backend == "nccl" and on_cpu:
-        results.append(CheckResult(
-            "distributed backend", "problem", "nccl requested but no CUDA device", "use gloo on CPU", required=True,
-        ))
     return results

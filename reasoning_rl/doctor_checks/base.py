@@ -46,10 +46,9 @@ class Requirements:
     lean: bool = False
     ray: bool = False
     ray_address: str | None = None
-    gpus: int = 0
+    gpus: int = 0  # GPUs this node's processes need (torchrun's LOCAL_WORLD_SIZE when on CUDA)
+    vllm_sleep: bool = False  # rollout.sleep explicitly on
     vllm_dtype: str | None = None
-    enforce_eager: bool | None = None
-    dist_backend: str | None = None
     output_dir: Path | None = None
     model_dir: Path | None = None
     lean_options: dict[str, Any] = field(default_factory=dict)

@@ -31,14 +31,19 @@ def check_vllm(req: Requirements) -> list[CheckResult]:
 
     gpus = cuda_devices()
     if has_allocator and gpus:
-        results.append(CheckResult("vLLM sleep mode", "ok", "supported (CUDA memory allocator, GPU present)"))
+        results.append(CheckResult("vLLM sleep mode", "ok", "supported (CUDA memory allocator, GPU present)",
+                                   required=req.vllm_sleep))
     else:
         why = "no CUDA device" if has_allocator else "this vLLM build has no CUDA memory allocator"
-        results.append(CheckResult(
-            "vLLM sleep mode", "warn" if req.cuda else "ok",
-            f"unavailable: {why}; generation and training keep their memory (fine on CPU)",
-            "install the CUDA build of vLLM on a GPU machine to free rollout memory during updates" if req.cuda else "",
-        ))
+        if req.vllm_sleep:
+            results.append(CheckResult("vLLM sleep mode", "problem", f"rollout.sleep is on but unavailable: {why}",
+                                       "set rollout.sleep: false (or leave it unset) on this machine", required=True))
+        else:
+            results.append(CheckResult(
+                "vLLM sleep mode", "warn" if req.cuda else "ok",
+                f"unavailable: {why}; generation and training keep their memory (fine on CPU)",
+                "install the CUDA build of vLLM to free rollout memory during updates" if req.cuda else "",
+            ))
     return results
 
 

@@ -6,6 +6,7 @@ Reads by path with defaults, so a partial mapping (a hand-written dict in a test
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -40,9 +41,13 @@ def requirements_from_config(cfg: Mapping[str, Any]) -> Requirements:
     ray_address = _get(cfg, "grading.ray_address")
     run_dir = _get(cfg, "run.dir")
     model_path = _get(cfg, "model.path")
+    cuda = str(_get(cfg, "run.device", "auto")).lower() == "cuda"
+    local_procs = os.environ.get("LOCAL_WORLD_SIZE", "")
     return Requirements(
         vllm=engine == "vllm",
-        cuda=str(_get(cfg, "run.device", "auto")).lower() == "cuda",
+        cuda=cuda,
+        gpus=int(local_procs) if cuda and local_procs.isdigit() else 0,
+        vllm_sleep=_get(cfg, "rollout.sleep") is True and engine in ("vllm", "auto"),
         sandboxes=backends,
         lean="lean" in graders,
         ray=str(_get(cfg, "grading.backend", "auto")).lower() == "ray" or bool(ray_address),
