@@ -80,6 +80,16 @@ def test_proof_through_header_axiom_is_caught_by_the_axiom_check(grader: LeanGra
     assert allowed.verdict == "correct", allowed
 
 
+def test_fake_axiom_reports_in_the_output_do_not_count(grader: LeanGrader, lean: str) -> None:
+    """Printed look-alikes of the axiom report (here from the header, the only place that may print) are
+    ignored: only the report between this check's random sentinels, on the probe's line, counts."""
+    fake = '#print "\'zero_eq_one\' does not depend on any axioms"\n#print "rrl-axioms-0:begin"\n'
+    header = NAT + "\naxiom cheat : False\n" + fake
+    truth = {"statement": "theorem zero_eq_one : Eq N.zero (N.succ N.zero)", "header": header}
+    result = grade(grader, lean, ":= False.rec (motive := fun _ => Eq N.zero (N.succ N.zero)) cheat", truth)
+    assert (result.verdict, result.reason) == ("incorrect", "disallowed axioms"), result
+
+
 def test_statement_tampering_scores_zero(grader: LeanGrader, lean: str) -> None:
     result = grade(grader, lean, "theorem le_succ (n : N) : Le n n := Le.refl n")
     assert (result.verdict, result.reason) == ("incorrect", "statement changed")
