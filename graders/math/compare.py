@@ -152,10 +152,32 @@ def _match_unordered(gold: tuple[Node, ...], pred: tuple[Node, ...], judge: Leaf
     return True
 
 
+def assignments(node: Node) -> dict[str, Node] | None:
+    """``x = 1, y = 2`` (two or more different names) as ``{"x": 1, "y": 2}``; None for anything else."""
+    if not (isinstance(node, Items) and node.kind == "list" and len(node.items) > 1):
+        return None
+    found: dict[str, Node] = {}
+    for item in node.items:
+        if not (isinstance(item, Relation) and item.ops == ("=",) and isinstance(item.parts[0], Leaf)):
+            return None
+        name = squash(item.parts[0].text)
+        if name in found or not is_name(item.parts[0]):
+            return None
+        found[name] = item.parts[1]
+    return found
+
+
 def _flatten(node: Node) -> tuple[Node, ...]:
-    """Items of nested lists/sets (``\\boxed{1}, \\boxed{2}`` and ``\\{1, 2\\}`` alike); tuples stay whole."""
+    """Items of nested lists/sets (``\\boxed{1}, \\boxed{2}`` and ``\\{1, 2\\}`` alike).
+
+    Tuples stay whole, and so does a nested group of assignments: in ``p=5,q=2; p=7,q=2`` each group is one
+    solution (it matches the tuple ``(5,2)``).
+    """
     if isinstance(node, Items) and node.kind in ("list", "set"):
-        return tuple(x for i in node.items for x in _flatten(i))
+        out: list[Node] = []
+        for item in node.items:
+            out.extend((item,) if assignments(item) is not None else _flatten(item))
+        return tuple(out)
     return (node,)
 
 
@@ -165,6 +187,10 @@ def _is_tuple(node: Node) -> bool:
 
 def equal(gold: Node, pred: Node, judge: LeafJudge, ctx: Context) -> bool:
     """Is ``pred`` an acceptable answer for ``gold``? May raise ``NeedsSymbolic`` (fast judge)."""
+    gold_named, pred_named = assignments(gold), assignments(pred)
+    if gold_named is not None and pred_named is not None and set(gold_named) == set(pred_named):
+        # "a_3 = 2, a_{37} = 19" against "a_{37} = 19, a_3 = 2": the names pair the values up
+        return all(equal(gold_named[k], pred_named[k], judge, ctx) for k in gold_named)
     if _is_tuple(gold) != _is_tuple(pred) and isinstance(gold, Items) and isinstance(pred, Items):
         # "(1,3)" against "{1,3}": the tuple's order is part of the answer
         return len(gold.items) == len(pred.items) and all(

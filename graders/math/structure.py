@@ -141,7 +141,10 @@ def parse(s: str, depth: int = 0) -> Node:
         items = [p for piece in pieces for p in split_top(piece, ",;") if p.strip()]
         if len(items) > 1:
             return Items("list", tuple(parse(p, depth + 1) for p in items[:MAX_ITEMS]))
-    parts = split_top(s, ",;")
+    parts = split_top(s, ";")
+    if len(parts) > 1:  # ";" separates solutions: "p=5,q=2; p=7,q=2"
+        return Items("list", tuple(parse(p, depth + 1) for p in parts[:MAX_ITEMS] if p))
+    parts = split_top(s, ",")
     if len(parts) > 1:  # "1, 2", "x = 1, y = 2", "a=4,-8"
         return Items("list", tuple(parse(p, depth + 1) for p in parts[:MAX_ITEMS] if p))
     unions = [m for m in _top_matches(s, re.compile(r"\\cup\b|∪"))]

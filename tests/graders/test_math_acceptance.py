@@ -21,8 +21,6 @@ MATH_VERIFY_DISAGREEMENTS = {
     "interval gold needs an interval (we agree with 188).",
     200: "policy: '1 \\le |z| \\le 3/2' is a condition on |z| while the answer is a union of intervals for z; we "
     "do not solve inequalities to compare them, so the pair is not judged equivalent.",
-    206: "policy: 'p=5,q=2;p=7,q=2' lists four assignments; reading ';' as a tuple separator of named unknowns "
-    "is a Math-Verify heuristic we do not copy (it is ambiguous with a list of four values).",
     221: "malformed gold: '\\boxed{' is never closed and the prediction glues 'or' between '1' and 'W' "
     "('W(x)=1orW(x)=-1'); we read neither as a two-part answer.",
     255: "Math-Verify heuristic: it joins '\\boxed{1} papers and \\boxed{2} bins' into a set but not "
