@@ -138,7 +138,10 @@ class LeanGrader:
                 f"lean exited with code {result.exit_code}", stderr=stderr, messages=shown, **timing
             )
         if errors:
-            return Grade.incorrect("lean error", detail=errors[0].text, messages=shown, **timing)
+            # Message lines are file lines; `statement_line` says where the trusted statement + proof begin.
+            return Grade.incorrect(
+                "lean error", detail=errors[0].text, messages=shown, statement_line=file.proof_line, **timing
+            )
         if any(m.severity == "warning" and "sorry" in m.text for m in messages):
             return Grade.incorrect("sorry", messages=shown, **timing)
         report = axiom_report(messages, file)

@@ -69,7 +69,7 @@ class Proof:
 
 @dataclass(frozen=True, slots=True)
 class LeanFile:
-    """The checked file and where our own axiom probe sits in it (1-based line of `#print axioms`)."""
+    """The checked file; 1-based lines of the statement (followed by the proof) and of our `#print axioms`."""
 
     text: str
     name: str

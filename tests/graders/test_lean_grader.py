@@ -66,6 +66,11 @@ def test_wrong_proof_type_mismatch_scores_zero(grader: LeanGrader, lean: str) ->
     result = grade(grader, lean, ":= Le.refl n")
     assert (result.verdict, result.reason) == ("incorrect", "lean error")
     assert "Type mismatch" in result.details["detail"]
+    assert (
+        result.details["messages"][0]["line"]
+        == result.details["statement_line"]
+        == NAT.rstrip().count("\n") + 3
+    )
 
 
 def test_proof_through_header_axiom_is_caught_by_the_axiom_check(grader: LeanGrader, lean: str) -> None:
