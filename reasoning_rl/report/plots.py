@@ -9,7 +9,8 @@ from typing import Any
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from reasoning_rl.report.analysis import Analysis
+from reasoning_rl.report.analysis import OTHER, Analysis
+from reasoning_rl.trace import STAGES
 
 DPI = 100
 # (panel title, series); each series is a list of alias keys (flat names, and the trainer's namespaced ones).
@@ -30,6 +31,13 @@ REWARD_STD = ("reward_std", "reward/std")
 
 
 VERDICT_COLORS = {"correct": "tab:green", "incorrect": "tab:red", "error": "tab:gray"}
+# One color per stage in every report, whichever stages a run has.
+STAGE_COLORS = dict(zip((*STAGES, OTHER), ("tab:blue", "tab:orange", "tab:cyan", "tab:olive", "tab:purple",
+                                           "tab:red", "tab:brown", "tab:pink", "lightgray"), strict=True))
+
+
+def _stage_color(stage: str) -> str | None:
+    return STAGE_COLORS.get(stage)  # custom stages: matplotlib's next color
 
 
 def _png(fig: Figure) -> bytes:
@@ -52,7 +60,7 @@ def timeline(a: Analysis) -> bytes | None:
     bottom = [0.0] * len(steps)
     for stage in a.stage_names:
         values = [a.stage_seconds(t, stage) for t in a.timings]
-        ax.bar(steps, values, bottom=bottom, label=stage)
+        ax.bar(steps, values, bottom=bottom, label=stage, color=_stage_color(stage))
         bottom = [b + v for b, v in zip(bottom, values, strict=True)]
     ax.set(xlabel="step", ylabel="seconds", title="Time per step by stage")
     ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize="small")
@@ -66,7 +74,7 @@ def stage_share(a: Analysis) -> bytes | None:
     fig = Figure(figsize=(7, 0.45 * len(shares) + 1.2))
     ax = fig.add_subplot()
     names = list(shares)[::-1]
-    ax.barh(names, [shares[n] for n in names], color="tab:blue")
+    ax.barh(names, [shares[n] for n in names], color=[_stage_color(n) or "tab:gray" for n in names])
     for i, n in enumerate(names):
         ax.text(shares[n], i, f" {shares[n]:.1f} %", va="center", fontsize="small")
     ax.set(xlabel="% of total step time", title="Share of each stage", xlim=(0, max(shares.values()) * 1.2 + 1))
