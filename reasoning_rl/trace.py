@@ -17,7 +17,8 @@ prefix. Every record has ``v`` (schema version) and ``type``:
   - ``tokens_trained``: tokens the update processed, each epoch counted (tokens/s and MFU over ``update``);
   - ``gpu_mem_peak_bytes``: peak allocated memory of one device (``attrs.rank``); readers take the max;
   - ``grade_latency_ms``: one per graded sample; attrs ``grader``, ``verdict``, ``cached`` (bool), optional
-    ``timeout`` (bool: the grade hit its time budget).
+    ``timeout`` (bool: the grade hit its time budget). A record with ``attrs.stat`` (``p50``, ``p95``,
+    ``p99``, ``max``) is instead that statistic over the grades so far, as the grading runtime reports it.
 - ``end``: ``status`` (``ok`` | ``crashed`` | ``interrupted``), ``ended``.
 
 Readers must ignore unknown fields and record types; a bump of ``v`` means an incompatible change.
