@@ -13,7 +13,12 @@ from dataclasses import dataclass
 
 from graders.lean.lexer import LexError, Token, tokenize
 
-_FENCE = re.compile(r"```[ \t]*(?:lean4?|Lean4?)?[ \t]*\n(.*?)(?:```|\Z)", re.DOTALL)
+# A fenced block: an opening ``` line with an optional language, up to the closing ``` line (or the end of a
+# truncated response). Matching pairs in order keeps a closing fence from being read as an opening one.
+_FENCE = re.compile(
+    r"^[ \t]*```[ \t]*([\w+-]*)[^\n]*\n(.*?)(?:^[ \t]*```[ \t]*$|\Z)", re.DOTALL | re.MULTILINE
+)
+_LEAN_FENCES = ("", "lean", "lean4")
 _DECL_KEYWORDS = ("theorem", "lemma", "example")
 _SORRY_TAIL = (":=", "by", "sorry")
 
@@ -92,8 +97,8 @@ def _canonical(tok: Token) -> str:
 
 
 def extract_code(response: str) -> str:
-    """The last ```lean fenced block (an unclosed final fence counts), else the whole response."""
-    blocks = _FENCE.findall(response)
+    """The last ```lean (or unlabelled) fenced block, an unclosed final one included; else the whole response."""
+    blocks = [code for lang, code in _FENCE.findall(response) if lang.lower() in _LEAN_FENCES]
     return (blocks[-1] if blocks else response).strip()
 
 

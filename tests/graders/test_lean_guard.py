@@ -79,6 +79,8 @@ FORBIDDEN = [
     ("attribute [instance] evil in\nby rfl", "instance redefinition"),
     ('run_cmd Lean.logInfo "x"', "run_cmd at elaboration time"),
     ("by run_tac pure ()", "run_tac at elaboration time"),
+    ("by_elab do return default", "elab at elaboration time"),
+    ('by exact eval% (IO.getEnv "HOME")', "eval% at elaboration time"),
     ('rfl\n#eval IO.println "x"', "#eval at elaboration time"),
     ('by exact (IO.FS.readFile "/etc/passwd")', "IO at elaboration time"),
     ("by native_decide", "native_decide"),
@@ -211,6 +213,9 @@ def test_extract_code_takes_last_fence_and_unclosed_fences() -> None:
     assert extract_code(text) == "second"
     assert extract_code("x\n```lean\ntruncated proof") == "truncated proof"
     assert extract_code("  := rfl ") == ":= rfl"
+    mixed = "```lean\n:= proof\n```\nthen\n```python\nprint(1)\n```\nand more text"
+    assert extract_code(mixed) == ":= proof"
+    assert extract_code("```\n:= plain\n```") == ":= plain"
 
 
 @pytest.mark.parametrize(
