@@ -82,6 +82,8 @@ class MathGrader:
             return Grade.error(exc.reason, mode=mode, cause=exc.cause)
         except RecursionError:
             return Grade.error("answer too deeply nested to judge", mode=mode)
+        except Exception as exc:  # a grader bug must cost one masked sample, never the caller's training run
+            return Grade.error(f"internal error: {type(exc).__name__}: {exc}", mode=mode)
 
     def _grade(self, response: str, ground_truth: str, mode: str, deadline: float) -> Grade:
         if len(ground_truth) > 100 * MAX_RAW_ANSWER_CHARS:
@@ -171,7 +173,7 @@ class MathGrader:
             raise _Budget("worker died (memory limit)", reason="memory") from exc
         if not reply.get("ok"):
             error = str(reply.get("error", "worker error"))
-            raise _Budget(error, reason="memory" if error == "memory" else "timeout")
+            raise _Budget(error, reason=error if error in ("memory", "timeout") else f"could not judge: {error}")
         return bool(reply["equal"]), "sympy"
 
 

@@ -230,6 +230,8 @@ def _serve() -> None:
             reply = answer(json.loads(line))
         except MemoryError:
             reply = {"ok": False, "error": "memory"}
+        except Exception as exc:  # keep serving: one bad request must not cost a warm worker
+            reply = {"ok": False, "error": f"internal error: {type(exc).__name__}: {str(exc)[:200]}"}
         out.write(json.dumps(reply).encode() + b"\n")
         out.flush()
 
