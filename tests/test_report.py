@@ -162,6 +162,19 @@ def test_crashed_status_is_a_warning(tmp_path: Path) -> None:
     assert any("crashed" in w for w in result.warnings) and "metrics.jsonl: missing" in " ".join(result.warnings)
 
 
+def test_mistyped_records_are_dropped_with_a_warning(tmp_path: Path) -> None:
+    run = make_run(tmp_path / "run", steps=2)
+    with (run / "trace.jsonl").open("a") as fh:
+        fh.write(json.dumps({"v": 1, "type": "span", "step": "one", "stage": "generate", "start": 0, "end": 1}) + "\n")
+        fh.write(json.dumps({"v": 1, "type": "counter", "step": 1, "name": "handoff_bytes", "value": None}) + "\n")
+        fh.write(json.dumps({"v": 1, "type": "counter", "step": 1, "name": "tokens_generated", "value": 1,
+                             "attrs": "x"}) + "\n")
+    a = analyze(load_run(run))
+    assert any("2 span/counter record(s)" in w for w in a.warnings)
+    assert [h.bytes for h in a.handoff] == [1e9, 1e9]
+    assert a.throughput[1].gen_tokens == 5001
+
+
 def test_cpu_run_says_mfu_na_and_metrics_only_run_uses_time_keys(tmp_path: Path) -> None:
     cpu = make_run(tmp_path / "cpu", meta={"run": "cpu", "device": "cpu", "model": {"params": 1000}})
     a = analyze(load_run(cpu))
@@ -177,7 +190,7 @@ def test_trainer_style_metrics_and_aggregate_latencies(tmp_path: Path) -> None:
     tw.counter("grade_latency_ms", 0, 12.0, grader="math", stat="p50")
     tw.counter("grade_latency_ms", 1, 8.0, grader="math", stat="p50")
     tw.close()
-    rows = [{"step": 0, "time/generate_s": 3.0, "time/update_s": 1.0, "time/step_s": 5.0, "reward/mean": 0.25,
+    rows = [{"step": 0, "handoff/bytes": 3e6, "handoff/seconds": 0.5, "time/generate_s": 3.0, "time/update_s": 1.0, "time/step_s": 5.0, "reward/mean": 0.25,
              "reward/std": 0.1, "policy/kl": 0.0, "grading/correct": 3.0, "grading/incorrect": 1.0,
              "grading/math/correct": 3.0, "grading/math/incorrect": 1.0, "grading/masked": 0.0},
             {"step": 1, "reward/mean": float("nan"), "grading/error": 2.0, "grading/math/error": 2.0,
@@ -199,6 +212,7 @@ def test_trainer_style_metrics_and_aggregate_latencies(tmp_path: Path) -> None:
     (run / "trace.jsonl").unlink()
     b = analyze(load_run(run))
     assert b.stage_shares() == a.stage_shares() and any("trace.jsonl: missing" in w for w in b.warnings)
+    assert [(h.step, h.gbps) for h in b.handoff] == [(0, pytest.approx(3e6 / 1e9 / 0.5))]  # from metrics
 
 
 def test_explicit_peak_and_unknown_device(tmp_path: Path) -> None:

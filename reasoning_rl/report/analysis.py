@@ -240,6 +240,10 @@ def analyze(run: RunData, *, peak_tflops: float | None = None) -> Analysis:
             mem[c["step"]] = max(mem.get(c["step"], 0.0), float(c.get("value", 0.0)))
     stage_of = {t.step: t.stages for t in timings}
     handoff = [HandoffStep(s, b, stage_of.get(s, {}).get("handoff", 0.0)) for s, b in sorted(handoff_bytes.items())]
+    if not handoff:  # no trace counters: the trainer's handoff/bytes + handoff/seconds metrics
+        handoff = [HandoffStep(r["step"], float(r["handoff/bytes"]), float(r["handoff/seconds"])) for r in run.metrics
+                   if isinstance(r.get("step"), int) and _numeric(r.get("handoff/bytes"))
+                   and _numeric(r.get("handoff/seconds"))]
     if any(h.seconds == 0 for h in handoff):
         notes.append("some steps report hand-off bytes without a handoff span: GB/s not computed for them")
 
@@ -253,6 +257,8 @@ def analyze(run: RunData, *, peak_tflops: float | None = None) -> Analysis:
         stages = stage_of.get(step, {})
         t = ThroughputStep(step, gen_tokens.get(step), stages.get("generate"), train_tokens.get(step),
                            stages.get("update"))
+        if t.gen_tokens is None and t.train_tokens is None and t.gen_seconds is None and t.update_seconds is None:
+            continue  # e.g. a step-0 evaluation: nothing generated for training, nothing trained
         if params is not None and peak is not None and t.train_tokens and t.update_seconds:
             t.mfu = train_flops(params, t.train_tokens) / t.update_seconds / (peak * world)
         throughput.append(t)

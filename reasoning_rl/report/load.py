@@ -48,6 +48,26 @@ def read_metrics(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
     return rows, problems
 
 
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _drop_malformed(trace: Trace, notes: list[str]) -> None:
+    """Spans/counters whose fields have the wrong types are left out, and counted in a warning."""
+    spans = [s for s in trace.spans if isinstance(s.get("step"), int) and _is_number(s.get("start"))
+             and _is_number(s.get("end")) and isinstance(s.get("stage"), str)]
+    counters = [c for c in trace.counters if isinstance(c.get("step"), int) and _is_number(c.get("value"))
+                and isinstance(c.get("name"), str)]
+    dropped = len(trace.spans) - len(spans) + len(trace.counters) - len(counters)
+    if dropped:
+        notes.append(f"{dropped} span/counter record(s) with missing or mistyped fields (step, stage, start, end, "
+                     "name, value) ignored")
+    trace.spans, trace.counters = spans, counters
+    for rec in (*spans, *counters):
+        if not isinstance(rec.get("attrs"), dict):
+            rec["attrs"] = {}
+
+
 def load_run(run_dir: str | Path) -> RunData:
     root = Path(run_dir)
     if not root.is_dir():
@@ -65,6 +85,7 @@ def load_run(run_dir: str | Path) -> RunData:
             except ValueError as exc:
                 raise ReportError(str(exc)) from exc
         notes.extend(trace.warnings)
+        _drop_malformed(trace, notes)
     else:
         notes.append(f"{trace_path}: missing; stage timings come from metrics.jsonl only")
     metrics: list[dict[str, Any]] = []
