@@ -105,7 +105,9 @@ def smollm2_gguf() -> tuple[Path, str]:
     return pkg_dir, files[0].name
 
 
-def smollm2_hf_dir(cache_dir: str | Path = ".cache/smollm2-135m-instruct") -> Path:
-    """SmolLM2-135M-Instruct as a safetensors HF dir, converted once from the GGUF and cached."""
+def smollm2_hf_dir(cache_dir: str | Path | None = None) -> Path:
+    """SmolLM2-135M-Instruct as a safetensors HF dir, converted once from the GGUF and cached
+    (default: ``<repo>/.cache/smollm2-135m-instruct``)."""
     gguf_dir, name = smollm2_gguf()
-    return convert_gguf(gguf_dir, name, cache_dir)
+    default = Path(__file__).resolve().parents[2] / ".cache" / "smollm2-135m-instruct"
+    return convert_gguf(gguf_dir, name, cache_dir or default)

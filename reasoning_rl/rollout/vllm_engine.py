@@ -103,6 +103,23 @@ class VLLMEngine:
         done = list(self.stream(prompts, sampling))
         return sorted(done, key=lambda c: (c.prompt_index, c.sample_index))
 
+    def score(self, sequences: list[list[int]], prompt_lens: list[int]) -> list[list[float]]:
+        """Log-probs of fixed tokens ``seq[prompt_len:]`` under the engine's weights (prompt log-probs).
+
+        Used to compare the engine with the trainer on identical sequences, e.g. after a hand-off.
+        """
+        from vllm import SamplingParams
+        from vllm.inputs import TokensPrompt
+
+        check_prompts(sequences, self.max_model_len)
+        params = SamplingParams(max_tokens=1, temperature=0.0, prompt_logprobs=0)
+        outs = self.llm.generate([TokensPrompt(prompt_token_ids=list(s)) for s in sequences], params, use_tqdm=False)
+        result = []
+        for seq, p, out in zip(sequences, prompt_lens, outs, strict=True):
+            steps = out.prompt_logprobs or []
+            result.append([float(steps[k][seq[k]].logprob) for k in range(p, len(seq))])
+        return result
+
     def load_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]]) -> None:
         """vLLM's in-place reload (its loader maps names, fuses qkv/gate-up, handles tied embeddings)."""
         self.llm.collective_rpc(

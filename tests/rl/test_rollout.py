@@ -1,0 +1,176 @@
+"""Rollout engines (vLLM CPU + transformers fallback) and the weight hand-off into vLLM."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from reasoning_rl.algorithms import LossConfig, compute_advantages  # noqa: E402
+from reasoning_rl.handoff import push_weights  # noqa: E402
+from reasoning_rl.policy import ModelLoadError, Policy, TokenBatch, build_batch, load_tokenizer  # noqa: E402
+from reasoning_rl.rollout import RolloutError, SamplingConfig, make_engine  # noqa: E402
+
+GREEDY = SamplingConfig(temperature=0.0, max_tokens=12)
+
+
+@pytest.fixture(scope="module")
+def tok(tiny_model_dir):
+    return load_tokenizer(str(tiny_model_dir), require_chat_template=True)
+
+
+@pytest.fixture(scope="module")
+def prompts(tok):
+    msgs = [[{"role": "user", "content": c}] for c in ("2+2?", "hello", "abc xyz")]
+    return [list(tok.apply_chat_template(m, add_generation_prompt=True)["input_ids"]) for m in msgs]
+
+
+@pytest.fixture(scope="module")
+def vllm_engine(tiny_model_dir):
+    pytest.importorskip("vllm")
+    os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+    return make_engine("vllm", str(tiny_model_dir), gpu_memory_utilization=0.2, max_model_len=256)
+
+
+@pytest.fixture(scope="module")
+def hf_engine(tiny_model_dir):
+    return make_engine("hf", str(tiny_model_dir), max_model_len=256)
+
+
+def _fixed_sequences(n: int = 6) -> TokenBatch:
+    g = torch.Generator().manual_seed(7)
+    seqs = [torch.randint(7, 90, (4 + i + 6,), generator=g) for i in range(n)]
+    return TokenBatch(seqs, [4 + i for i in range(n)])
+
+
+def _max_diff(a: list[list[float]], b: torch.Tensor) -> float:
+    return max(abs(x - float(b[i, k])) for i, row in enumerate(a) for k, x in enumerate(row))
+
+
+# ---- engines ---------------------------------------------------------------------------------------
+@pytest.mark.vllm
+@pytest.mark.slow
+def test_hf_fallback_greedy_matches_vllm(vllm_engine, hf_engine, prompts, tok):
+    v = vllm_engine.generate(prompts, GREEDY)
+    h = hf_engine.generate(prompts, GREEDY)
+    assert [c.text for c in h] == [c.text for c in v]
+    assert [c.token_ids for c in h] == [c.token_ids for c in v]
+    assert all(c.text == tok.decode(c.token_ids, skip_special_tokens=True) for c in v)
+    gap = max(abs(a - b) for x, y in zip(h, v, strict=True) for a, b in zip(x.logprobs, y.logprobs, strict=True))
+    assert gap < 1e-4
+
+
+@pytest.mark.vllm
+@pytest.mark.slow
+def test_vllm_sampling_contract(vllm_engine, prompts):
+    cfg = SamplingConfig(n=3, temperature=1.0, top_p=0.9, max_tokens=6, seed=11)
+    out = vllm_engine.generate(prompts, cfg)
+    assert [(c.prompt_index, c.sample_index) for c in out] == [(i, j) for i in range(3) for j in range(3)]
+    for c in out:
+        assert c.prompt_ids == prompts[c.prompt_index]
+        assert 1 <= len(c.token_ids) <= 6 and len(c.logprobs) == len(c.token_ids)
+        assert all(lp <= 0 for lp in c.logprobs)
+        assert c.finish_reason in ("stop", "length")
+    assert len({tuple(c.token_ids) for c in out if c.prompt_index == 0}) > 1  # samples differ
+    again = vllm_engine.generate(prompts, cfg)
+    assert [c.token_ids for c in again] == [c.token_ids for c in out]  # seeded: reproducible
+    streamed = list(vllm_engine.stream(prompts, cfg))
+    assert sorted((c.prompt_index, c.sample_index) for c in streamed) == [(c.prompt_index, c.sample_index) for c in out]
+
+
+@pytest.mark.vllm
+@pytest.mark.slow
+def test_stop_strings_and_length(vllm_engine, hf_engine, prompts):
+    free = SamplingConfig(temperature=1.0, max_tokens=12, seed=5)
+    for engine in (vllm_engine, hf_engine):
+        first = engine.generate(prompts[:1], free)[0]
+        assert first.finish_reason == "length" and len(first.token_ids) == free.max_tokens
+        k = next(k for k in range(2, len(first.text)) if first.text[k] not in first.text[:k])
+        stop = first.text[k]
+        c = engine.generate(prompts[:1], SamplingConfig(temperature=1.0, max_tokens=12, seed=5, stop=(stop,)))[0]
+        assert (c.finish_reason, c.text) == ("stop", first.text[:k])
+        assert c.token_ids == first.token_ids[: len(c.token_ids)] and len(c.token_ids) < len(first.token_ids)
+
+
+@pytest.mark.vllm
+def test_sleep_wake_are_noops_on_cpu(vllm_engine, prompts):
+    vllm_engine.sleep()
+    vllm_engine.wake()
+    assert vllm_engine.generate(prompts[:1], GREEDY)[0].token_ids
+
+
+# ---- hand-off --------------------------------------------------------------------------------------
+@pytest.mark.vllm
+@pytest.mark.slow
+def test_handoff_makes_vllm_match_trainer(tiny_model_dir, vllm_engine, hf_engine, prompts):
+    policy = Policy.from_pretrained(str(tiny_model_dir), lr=3e-2, micro_batch_tokens=64)
+    fixed = _fixed_sequences()
+    seqs, plens = [s.tolist() for s in fixed.sequences], fixed.prompt_lens
+    before, _ = policy.logprobs(fixed)
+    assert _max_diff(vllm_engine.score(seqs, plens), before) < 1e-3  # same initial weights
+
+    comps = vllm_engine.generate(prompts, SamplingConfig(n=4, max_tokens=10, seed=3))
+    batch = build_batch(comps)
+    adv = compute_advantages("grpo", torch.rand(len(comps)), torch.tensor([c.prompt_index for c in comps]))
+    for _ in range(3):
+        assert batch.rollout_logprobs is not None
+        policy.train_step(batch, adv, batch.rollout_logprobs, None, LossConfig())
+    trained, _ = policy.logprobs(fixed)
+
+    gap_before = _max_diff(vllm_engine.score(seqs, plens), trained)
+    assert gap_before > 0.05, "training did not move the weights enough for this test to be meaningful"
+
+    stats = push_weights(policy, vllm_engine, bucket_bytes=32 << 10)
+    assert stats.tensors == len(list(policy.lm.parameters())) and stats.bytes > 0 and stats.seconds > 0
+    gap_after = _max_diff(vllm_engine.score(seqs, plens), trained)
+    assert gap_after <= 1e-3, f"vLLM vs trainer log-prob gap after hand-off: {gap_after}"
+
+    gen = vllm_engine.generate(prompts, GREEDY)  # sampled-token log-probs agree as well
+    lp, _ = policy.logprobs(build_batch(gen))
+    assert _max_diff([c.logprobs for c in gen], lp) <= 1e-3
+
+    push_weights(policy, hf_engine)
+    hf = hf_engine.generate(prompts, GREEDY)
+    ref = [policy.lm.generate(torch.tensor([p]), max_new_tokens=12, do_sample=False)[0, len(p):].tolist() for p in prompts]
+    assert [c.token_ids for c in gen] == [c.token_ids for c in hf] == ref
+
+
+# ---- bad input -------------------------------------------------------------------------------------
+def test_nonexistent_model_path_is_a_clear_error(tmp_path):
+    missing = str(tmp_path / "no-such-model")
+    with pytest.raises(ModelLoadError, match="does not exist"):
+        Policy.from_pretrained(missing)
+    with pytest.raises(RolloutError, match="not a directory"):
+        make_engine("hf", missing)
+    with pytest.raises(ValueError, match="unknown rollout engine 'sglang'"):
+        make_engine("sglang", missing)  # type: ignore[arg-type]
+    with pytest.raises(ModelLoadError, match="gguf_file 'x.gguf' not found"):
+        load_tokenizer(str(tmp_path), gguf_file="x.gguf")
+
+
+def test_tokenizer_without_chat_template_is_a_clear_error(tiny_model_dir, tmp_path):
+    plain = tmp_path / "plain"
+    shutil.copytree(tiny_model_dir, plain)
+    tok = load_tokenizer(str(plain))
+    tok.chat_template = None
+    tok.save_pretrained(plain)
+    for f in plain.glob("chat_template.*"):
+        f.unlink()
+    assert load_tokenizer(str(plain)) is not None  # fine when no template is needed
+    with pytest.raises(ModelLoadError, match="has no chat template"):
+        load_tokenizer(str(plain), require_chat_template=True)
+
+
+def test_bad_sampling_and_prompts(hf_engine):
+    with pytest.raises(ValueError, match="n must be >= 1"):
+        SamplingConfig(n=0)
+    with pytest.raises(ValueError, match="top_p"):
+        SamplingConfig(top_p=0.0)
+    with pytest.raises(RolloutError, match="prompt 1 is empty"):
+        hf_engine.generate([[5, 6], []], GREEDY)
+    with pytest.raises(RolloutError, match="max_model_len=256"):
+        hf_engine.generate([[5] * 300], GREEDY)
