@@ -1,9 +1,11 @@
-"""Local backend: killable worker processes fed through pipes by one supervisor thread.
+"""Local backend: killable worker processes fed by one supervisor thread.
 
 Only killing a process bounds a grade (a thread stuck in SymPy or C code cannot be interrupted), so each
 worker is a process in its own session; on a blown budget the whole session gets SIGKILL and a fresh worker
-takes its place. Each worker holds a few prefetched tasks to hide IPC latency but reports every grade
-separately, so the budget is per grade: a task's clock starts when the worker finishes the previous one.
+takes its place. To keep the runtime cost per sample tiny, work is sent in batches sized to ~10 ms of grading
+and results come back in chunks; the budget is still per grade, because each worker publishes the task it is
+running and when it started on a shared page. The supervisor never blocks on a worker: writes are
+non-blocking and buffered, so a worker stuck in C code cannot stall timeouts of the others.
 Grader modules are imported ("warmed") before a worker takes tasks, so imports never eat a sample's budget.
 """
 
@@ -11,68 +13,116 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import math
+import mmap
 import os
+import pickle
+import select
 import signal
 import socket
+import struct
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections import deque
-from multiprocessing.connection import Connection, wait
+from multiprocessing.connection import Connection
 from typing import Any
 
 from graders.runtime.backend import OnOutcome, OutcomeKind
+from graders.runtime.procworker import IDLE, PROGRESS_BYTES, read_progress
 from graders.runtime.request import Task
 
-PREFETCH = 4  # tasks queued per worker; small so a hung grade delays few others
+QUEUE_S = 0.01  # grading time queued per worker: hides IPC latency, yet few tasks wait behind a hung one
+MIN_PREFETCH, MAX_PREFETCH = 2, 256
 WARM_BUDGET_S = 120.0  # a worker that cannot import its graders in this long is replaced
 MAX_STARTUP_FAILURES = 5
+_READ, _WRITE = select.POLLIN | select.POLLHUP | select.POLLERR, select.POLLOUT | select.POLLERR
+
+
+def _frame(obj: Any) -> bytes:
+    """``multiprocessing.connection`` framing, so the worker can ``Connection.recv()`` what we write raw."""
+    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    if len(data) > 0x7FFFFFFF:
+        return struct.pack("!i", -1) + struct.pack("!Q", len(data)) + data
+    return struct.pack("!i", len(data)) + data
 
 
 class _Worker:
     def __init__(self, index: int, specs: list[str]) -> None:
         self.index = index
-        to_child_r, to_child_w = os.pipe()
+        to_child_r, self.to_child = os.pipe()
         from_child_r, from_child_w = os.pipe()
-        env = dict(os.environ)
-        # Same import path as the pool's process, so "module:attr" specs resolve identically.
-        env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p and os.path.isdir(p))
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "graders.runtime.procworker", str(to_child_r), str(from_child_w)],
-            pass_fds=(to_child_r, from_child_w),
-            start_new_session=True,  # own process group: killing it also kills what the grader started
-            env=env,
-            stdin=subprocess.DEVNULL,
-        )
+        with tempfile.TemporaryFile() as page_file:
+            page_file.truncate(PROGRESS_BYTES)
+            self.page = mmap.mmap(page_file.fileno(), PROGRESS_BYTES)
+            struct.pack_into("q", self.page, 0, IDLE)  # zeroed memory would claim task 0 ran since boot
+            env = dict(os.environ)
+            # Same import path as the pool's process, so "module:attr" specs resolve identically.
+            env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p and os.path.isdir(p))
+            self.proc = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "graders.runtime.procworker",
+                    str(to_child_r),
+                    str(from_child_w),
+                    str(page_file.fileno()),
+                ],
+                pass_fds=(to_child_r, from_child_w, page_file.fileno()),
+                start_new_session=True,  # own process group: killing it also kills what the grader started
+                env=env,
+                stdin=subprocess.DEVNULL,
+            )
         os.close(to_child_r)
         os.close(from_child_w)
-        self.inbox = Connection(to_child_w, readable=False)
+        os.set_blocking(self.to_child, False)
         self.outbox = Connection(from_child_r, writable=False)
+        self.outbuf = bytearray()  # framed messages not yet accepted by the pipe
         self.ready = False
-        self.warm_since = time.monotonic()
-        self.queue: deque[Task] = deque()  # sent, not yet answered; the head is running
-        self.head_started = 0.0
-        self.graded = 0
         self.ever_ready = False
+        self.warm_since = time.monotonic()
+        self.inflight: dict[int, Task] = {}  # sent and not yet answered, in send order
+        self.graded = 0
         self.warm(specs)
+
+    def send(self, obj: Any) -> None:
+        self.outbuf += _frame(obj)
+        self.flush()
+
+    def flush(self) -> None:
+        """Write what the pipe takes now; the rest waits for POLLOUT. Raises BrokenPipeError if it died."""
+        while self.outbuf:
+            try:
+                n = os.write(self.to_child, self.outbuf)
+            except BlockingIOError:
+                return
+            del self.outbuf[:n]
 
     def warm(self, specs: list[str]) -> None:
         if specs:
             self.ready = False
             self.warm_since = time.monotonic()
-        self.inbox.send(("warm", specs))
+        self.send(("warm", specs))
+
+    def running(self) -> tuple[Task, float] | None:
+        """The task being graded right now and its start time, from the worker's progress page."""
+        seq, started = read_progress(self.page)
+        task = self.inflight.get(seq)
+        return (task, started) if task is not None else None
 
     def kill(self) -> None:
         with contextlib.suppress(ProcessLookupError):  # already gone
             os.killpg(self.proc.pid, signal.SIGKILL)
         self.proc.wait()
-        self.inbox.close()
+        os.close(self.to_child)
         self.outbox.close()
+        self.page.close()
 
 
 class ProcessBackend:
-    """A fixed number of worker processes; see the module docstring for the timeout design."""
+    """A fixed number of worker processes; see the module docstring for the design."""
 
     def __init__(self, workers: int, timeout_s: float, on_outcome: OnOutcome) -> None:
         if workers < 1:
@@ -89,6 +139,9 @@ class ProcessBackend:
         os.set_blocking(self._wake_w, False)
         self._ids = itertools.count()
         self._workers: list[_Worker] = []
+        self._poller = select.poll()
+        self._by_fd: dict[int, _Worker] = {}
+        self._mean_s: float | None = None  # moving average of grade time, sizes the batches
         self.restarts = 0
         self._startup_failures = 0  # consecutive workers that died before their first "ready"
         self.failure: BaseException | None = None
@@ -106,8 +159,10 @@ class ProcessBackend:
 
     def dispatch(self, task: Task) -> None:
         with self._lock:
+            was_empty = not self._pending
             self._pending.append(task)
-        self._wake()
+        if was_empty:  # a non-empty queue means the supervisor has a wake-up coming already
+            self._wake()
 
     def _wake(self) -> None:
         with contextlib.suppress(BlockingIOError):  # pipe full: a wake-up is already pending
@@ -115,7 +170,7 @@ class ProcessBackend:
 
     def stats(self) -> dict[str, Any]:
         with self._lock:
-            depth = len(self._pending) + sum(len(w.queue) for w in self._workers)
+            depth = len(self._pending) + sum(len(w.inflight) for w in self._workers)
             workers = [
                 {
                     "worker": w.index,
@@ -143,7 +198,9 @@ class ProcessBackend:
     # -- supervisor thread -------------------------------------------------------------------------
     def _loop(self) -> None:
         try:
-            self._workers = [_Worker(next(self._ids), []) for _ in range(self._size)]
+            self._poller.register(self._wake_r, select.POLLIN)
+            for _ in range(self._size):
+                self._add(_Worker(next(self._ids), []))
             while not self._closing:
                 self._step()
         except BaseException as exc:  # surfaced to callers by the pool instead of hanging them
@@ -151,10 +208,24 @@ class ProcessBackend:
         finally:
             self._shutdown_workers()
 
+    def _add(self, w: _Worker) -> None:
+        self._workers.append(w)
+        self._by_fd[w.outbox.fileno()] = w
+        self._by_fd[w.to_child] = w
+        self._poller.register(w.outbox.fileno(), _READ)
+        self._watch_writes(w)
+
+    def _watch_writes(self, w: _Worker) -> None:
+        if w.outbuf:
+            self._poller.register(w.to_child, _WRITE)  # register() on a known fd modifies it
+        else:
+            with contextlib.suppress(KeyError):  # not registered
+                self._poller.unregister(w.to_child)
+
     def _shutdown_workers(self) -> None:
         for w in self._workers:
-            with contextlib.suppress(OSError):  # a dead worker's pipe is already broken
-                w.inbox.send(None)
+            with contextlib.suppress(OSError):  # a dead or stuck worker: killed just below
+                w.send(None)
         deadline = time.monotonic() + 1.0
         for w in self._workers:
             with contextlib.suppress(subprocess.TimeoutExpired):  # still busy: killed just below
@@ -167,83 +238,119 @@ class ProcessBackend:
         for spec in new_specs:
             if spec not in self._specs:
                 self._specs.append(spec)
-                for w in self._workers:
-                    w.warm([spec])
+                for w in list(self._workers):
+                    self._safely(w, w.warm, [spec])
         self._fill()
+        events = self._poller.poll(self._next_wait_ms())
+        for fd, _ in events:
+            if fd == self._wake_r:
+                os.read(self._wake_r, 65536)
+                continue
+            worker = self._by_fd.get(fd)
+            if worker is None or worker not in self._workers:
+                continue  # replaced earlier in this round
+            if fd == worker.to_child:
+                self._safely(worker, worker.flush)
+            else:
+                self._drain(worker)
+        self._enforce_deadlines()
+
+    def _next_wait_ms(self) -> int:
         now = time.monotonic()
-        deadlines = [w.head_started + self._timeout for w in self._workers if w.queue]
-        deadlines += [w.warm_since + WARM_BUDGET_S for w in self._workers if not w.ready]
-        wait_s = max(0.0, min(deadlines) - now) if deadlines else None
-        handles: list[Any] = [self._wake_r] + [w.outbox for w in self._workers]
-        ready = set(wait(handles, wait_s))
-        if self._wake_r in ready:
-            os.read(self._wake_r, 65536)
-        for w in list(self._workers):
-            if w.outbox in ready:
-                self._drain(w)
+        deadlines = [w.warm_since + WARM_BUDGET_S for w in self._workers if not w.ready]
+        busy = False
+        for w in self._workers:
+            if w.inflight:
+                busy = True
+                running = w.running()
+                if running is not None:
+                    deadlines.append(running[1] + self._timeout)
+        if busy:  # a batch not yet started has no deadline to wait for: look again soon
+            deadlines.append(now + min(0.05, self._timeout / 4))
+        if not deadlines:
+            return -1
+        return max(0, math.ceil((min(deadlines) - now) * 1000))
+
+    def _enforce_deadlines(self) -> None:
         now = time.monotonic()
         for w in list(self._workers):
-            if w.queue and now - w.head_started >= self._timeout:
-                self._replace(w, head_kind="timeout", seconds=now - w.head_started)
-            elif not w.ready and not w.queue and now - w.warm_since >= WARM_BUDGET_S:
-                self._replace(w, head_kind="lost", seconds=0.0)
+            running = w.running() if w.inflight else None
+            if running is not None and now - running[1] >= self._timeout:
+                self._replace(w, "timeout", now - running[1])
+            elif not w.ready and not w.inflight and now - w.warm_since >= WARM_BUDGET_S:
+                self._replace(w, "lost", 0.0)
+
+    def _prefetch(self) -> int:
+        if self._mean_s is None:
+            return 4
+        return max(MIN_PREFETCH, min(MAX_PREFETCH, int(QUEUE_S / max(self._mean_s, 1e-6))))
 
     def _fill(self) -> None:
-        """Round-robin pending tasks over ready workers, one message per worker."""
-        ready = [w for w in self._workers if w.ready]
-        batches: dict[int, list[Task]] = {}
+        """Top up ready workers whose queue fell under half the target, sharing pending tasks evenly."""
+        target = self._prefetch()
+        needy = [w for w in self._workers if w.ready and len(w.inflight) <= target // 2]
+        if not needy:
+            return
         with self._lock:
-            progressed = True
-            while self._pending and progressed:
-                progressed = False
-                for w in ready:
-                    if self._pending and len(w.queue) + len(batches.get(w.index, ())) < PREFETCH:
-                        batches.setdefault(w.index, []).append(self._pending.popleft())
-                        progressed = True
-        now = time.monotonic()
-        for w in ready:
-            batch = batches.get(w.index)
-            if not batch:
-                continue
-            if not w.queue:
-                w.head_started = now
-            w.queue.extend(batch)
-            try:
-                w.inbox.send(("grade", [t.payload() for t in batch]))
-            except OSError:  # broken pipe: the worker died; its tasks are requeued or reported
-                self._replace(w, head_kind="lost", seconds=0.0)
+            if not self._pending:
+                return
+            share = -(-len(self._pending) // len(needy))
+            batches = []
+            for w in needy:
+                take = min(share, target - len(w.inflight), len(self._pending))
+                batches.append((w, [self._pending.popleft() for _ in range(take)]))
+        for w, batch in batches:
+            if batch:
+                for t in batch:
+                    w.inflight[t.seq] = t
+                self._safely(w, w.send, ("grade", [t.payload() for t in batch]))
+
+    def _safely(self, w: _Worker, fn: Any, *args: Any) -> None:
+        """Run a write to ``w``; a broken pipe means it died: replace it (its tasks are requeued/reported)."""
+        try:
+            fn(*args)
+        except OSError:
+            self._replace(w, "lost", 0.0)
+            return
+        self._watch_writes(w)
 
     def _drain(self, w: _Worker) -> None:
         """Read every message the worker managed to send; replace it if its pipe closed (it died)."""
         try:
             while w.outbox.poll():
                 msg = w.outbox.recv()
-                if msg == ("ready",):
+                if msg[0] == "ready":
                     w.ready = w.ever_ready = True
                     self._startup_failures = 0
                     continue
-                seq, grade, seconds = msg
-                task = w.queue.popleft()
-                if task.seq != seq:
-                    raise RuntimeError(f"grading worker answered task {seq} but {task.seq} was at the head")
-                w.graded += 1
-                w.head_started = time.monotonic()
-                self._on_outcome(task, "ok", grade, seconds, self._host)
+                for seq, grade, seconds in msg[1]:
+                    task = w.inflight.pop(seq)
+                    w.graded += 1
+                    self._mean_s = seconds if self._mean_s is None else 0.9 * self._mean_s + 0.1 * seconds
+                    self._on_outcome(task, "ok", grade, seconds, self._host)
         except (EOFError, OSError):
-            self._replace(w, head_kind="lost", seconds=time.monotonic() - w.head_started)
+            running = w.running()
+            self._replace(w, "lost", time.monotonic() - running[1] if running else 0.0)
 
-    def _replace(self, w: _Worker, head_kind: OutcomeKind, seconds: float) -> None:
-        """Kill ``w``, report its running task, requeue its prefetched ones, start a fresh worker."""
+    def _replace(self, w: _Worker, kind: OutcomeKind, seconds: float) -> None:
+        """Kill ``w``, report its running task, requeue the others, start a fresh worker."""
+        running = w.running()
+        for fd in (w.outbox.fileno(), w.to_child):  # fd numbers get reused by the replacement
+            self._by_fd.pop(fd, None)
+            with contextlib.suppress(KeyError):  # not registered
+                self._poller.unregister(fd)
         w.kill()
         self.restarts += 1
         if not w.ever_ready:
             self._startup_failures += 1
             if self._startup_failures > MAX_STARTUP_FAILURES:
                 raise RuntimeError(f"grading workers keep dying on startup (exit code {w.proc.returncode})")
-        queued = list(w.queue)
+        culprit = running[0] if running is not None else None
+        requeue = [t for t in w.inflight.values() if t is not culprit]
         fresh = _Worker(next(self._ids), list(self._specs))
         with self._lock:
-            self._workers[self._workers.index(w)] = fresh
-            self._pending.extendleft(reversed(queued[1:]))
-        if queued:
-            self._on_outcome(queued[0], head_kind, None, seconds, self._host)
+            self._workers.remove(w)
+            self._pending.extendleft(reversed(requeue))
+        self._add(fresh)
+        if culprit is not None:
+            self._on_outcome(culprit, kind, None, seconds, self._host)
