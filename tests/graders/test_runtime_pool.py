@@ -52,6 +52,18 @@ def test_hung_grader_times_out_within_budget_and_pool_keeps_working(pool: Gradin
     assert stats["error_reasons"]["grader_exception"] >= 1
 
 
+def test_hung_worker_with_large_queued_messages_does_not_stall_the_others(pool: GradingPool) -> None:
+    big = "9" * 200_000  # several of these overflow a pipe buffer queued to the hung worker
+    reqs = [GradeRequest(ECHO, "x", "x", {"hang": True})] + [
+        GradeRequest(ECHO, big, big, id=i) for i in range(40)
+    ]
+    start = time.monotonic()
+    grades = pool.grade_batch(reqs)
+    assert time.monotonic() - start < pool.timeout_s + 1.0 + 2.0
+    assert grades[0].reason.startswith("timeout")
+    assert all(g.verdict == "correct" for g in grades[1:])
+
+
 def test_worker_sigkilled_mid_batch_every_sample_gets_exactly_one_result() -> None:
     n = 200
     with GradingPool(workers=2, backend="process", timeout_s=5.0, retries=2) as pool:
