@@ -42,12 +42,13 @@ def main(
 @app.command()
 def doctor(
     config: str = typer.Argument(None, help="Config YAML: decides which checks are required."),
+    overrides: list[str] = typer.Argument(None, help="key.path=value overrides, as for `rrl train`."),
 ) -> None:
     """Check this machine (packages, CUDA, vLLM, Ray, Docker, Lean, disk); exit 1 if CONFIG needs what is missing."""
     from reasoning_rl.doctor import ConfigError, blocking, render, run_checks
 
     try:
-        results = run_checks(config)
+        results = run_checks(config, overrides)
     except ConfigError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc
@@ -101,6 +102,23 @@ def eval_(
     from reasoning_rl.trainer.cli import eval_command
 
     raise typer.Exit(eval_command(config, list(ctx.args), model=model, data=data, n=n, out=out))
+
+
+@app.command()
+def export(
+    run_dir: str = typer.Argument(..., help="A run directory written by `rrl train`."),
+    step: int = typer.Option(None, "--step", help="Checkpoint step [default: latest complete]."),
+    out: str = typer.Option(None, "-o", "--out", help="Output dir [default: RUN_DIR/export/step_N]."),
+) -> None:
+    """Export a checkpoint as a plain HF model directory (safetensors + tokenizer)."""
+    from reasoning_rl.trainer.export import export_checkpoint
+
+    try:
+        path = export_checkpoint(run_dir, step=step, out=out)
+    except FileNotFoundError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    typer.echo(f"exported: {path}")
 
 
 if __name__ == "__main__":

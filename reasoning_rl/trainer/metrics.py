@@ -126,7 +126,7 @@ class MetricsLogger:
             if not k_is_eval(metrics):
                 self._progress.update(self._task, completed=step)
             self._live.update(self._render())
-        elif self.cfg.console == "plain":
+        elif self.cfg.console == "plain" and not k_is_eval(metrics):
             shown = " ".join(f"{label}={row}" for key, label, fmt in CONSOLE_COLUMNS
                              if (row := _fmt(metrics.get(key), fmt)) is not None)
             self.console.print(f"step {step}: {shown}", highlight=False)

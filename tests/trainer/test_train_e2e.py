@@ -122,6 +122,16 @@ def test_resume_after_kill_matches_uninterrupted(tmp_path: Path, tiny_model_dir:
     assert steps == [1, 2, 3, 4, 5, 6]  # metrics continue: no duplicate or missing steps
     assert not any(p.name.startswith(".tmp-") for p in (tmp_path / "cut" / "checkpoints").iterdir())
 
+    # on-demand export of a checkpoint: a plain HF dir with exactly the checkpoint's weights
+    proc = subprocess.run([sys.executable, "-m", "reasoning_rl.cli", "export", str(tmp_path / "cut"), "--step", "6"],
+                          cwd=REPO, env=env(), capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    from transformers import AutoModelForCausalLM
+
+    exported = AutoModelForCausalLM.from_pretrained(tmp_path / "cut" / "export" / "step_6").state_dict()
+    for key, value in b.items():
+        torch.testing.assert_close(exported[key], value)
+
 
 def test_grader_errors_are_masked_and_counted(tmp_path: Path, tiny_model_dir: Path) -> None:
     cfg = config(tmp_path, tiny_model_dir, "flaky", trainer={"steps": 2, "batch_size": 4},
@@ -149,3 +159,20 @@ def test_bad_config_and_data_fail_cleanly(tmp_path: Path, tiny_model_dir: Path) 
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and "bad.jsonl:row 2: needs a ground truth" in proc.stdout.replace("\n", "")
     assert "Traceback" not in proc.stdout + proc.stderr
+
+
+def test_rrl_eval_reports_pass_and_majority(tmp_path: Path, tiny_model_dir: Path) -> None:
+    data = tmp_path / "digits.jsonl"
+    data.write_text("".join(json.dumps({"question": f"Say {i}", "answer": "7", "data_source": "digits",
+                                        "grader": "task_graders:ContainsAnswer"}) + "\n" for i in range(6)))
+    out = tmp_path / "eval.jsonl"
+    proc = subprocess.run([sys.executable, "-m", "reasoning_rl.cli", "eval", "--model", str(tiny_model_dir),
+                           "--data", str(data), "--n", "4", "-o", str(out), "eval.temperature=1.0",
+                           "rollout.max_tokens=6", "run.doctor=false", f"run.dir={tmp_path / 'ev'}"],
+                          cwd=REPO, env=env(), capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(rows) == 6 and all(len(r["responses"]) == 4 for r in rows)
+    for r in rows:  # pass@4 is exactly "any of the 4 responses contains a 7"
+        assert r["pass@4"] == float(any("7" in x["text"] for x in r["responses"]))
+    assert "pass@4" in proc.stdout and "maj@4" in proc.stdout and "digits" in proc.stdout

@@ -1,0 +1,56 @@
+"""Rewards/masks, the DAPO overlong penalty and dynamic-sampling filter, and pass@k / maj@k summaries."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from graders.types import Grade
+from reasoning_rl.config import OverlongConfig
+from reasoning_rl.data import Example
+from reasoning_rl.rollout import Completion
+from reasoning_rl.trainer.collect import Sample
+from reasoning_rl.trainer.eval import summarise
+from reasoning_rl.trainer.rewards import informative_groups, rewards_and_mask, sample_metrics
+
+
+def sample(group: int, grade: Grade, text: str = "x", tokens: int = 3, source: str = "s") -> Sample:
+    ex = Example(uid=f"p{group}", data_source=source, messages=({"role": "user", "content": "q"},),
+                 ground_truth="1", grader="math")
+    comp = Completion(group, 0, [1], list(range(tokens)), [0.0] * tokens, text, "stop")
+    return Sample(group, ex, comp, grade)
+
+
+def test_errors_masked_not_zero_and_counted() -> None:
+    s = [sample(0, Grade.correct()), sample(0, Grade.error("timeout")), sample(0, Grade.incorrect())]
+    rewards, mask = rewards_and_mask(s, max_tokens=10, overlong=OverlongConfig())
+    assert mask.tolist() == [True, False, True]
+    m = sample_metrics(s, rewards, mask)
+    assert m["reward/mean"] == 0.5 and m["reward/accuracy"] == 0.5  # the error is not a fake 0
+    assert m["grading/error"] == 1 and m["grading/error_reason/timeout"] == 1
+
+
+def test_overlong_penalty_is_linear_in_the_buffer() -> None:
+    s = [sample(0, Grade.correct(), tokens=n) for n in (6, 8, 10)]
+    rewards, _ = rewards_and_mask(s, max_tokens=10, overlong=OverlongConfig(enabled=True, buffer=4, penalty=1.0))
+    assert torch.allclose(rewards, torch.tensor([1.0, 0.5, 0.0]))
+
+
+def test_dynamic_sampling_keeps_groups_with_signal() -> None:
+    s = [sample(0, Grade.correct()), sample(0, Grade.correct()),
+         sample(1, Grade.correct()), sample(1, Grade.incorrect()),
+         sample(2, Grade.incorrect()), sample(2, Grade.error("x"))]
+    assert informative_groups(s) == {1}
+
+
+def test_pass_and_majority_at_k() -> None:
+    def g(ok: bool, ans: str) -> Grade:
+        return Grade(1.0 if ok else 0.0, "correct" if ok else "incorrect", "", {"extracted": [ans]})
+
+    s = [sample(0, g(True, "4")), sample(0, g(False, "5")), sample(0, g(False, "5")),  # pass, majority wrong
+         sample(1, g(True, "2"), source="t"), sample(1, g(True, "2"), source="t"), sample(1, g(False, "3"), source="t")]
+    r = summarise(s, 3)
+    assert r.metrics["eval/pass@3"] == 1.0 and r.metrics["eval/maj@3"] == 0.5
+    assert math.isclose(r.metrics["eval/accuracy"], (1 / 3 + 2 / 3) / 2)
+    assert r.by_source["s"]["maj@3"] == 0.0 and r.by_source["t"]["maj@3"] == 1.0
