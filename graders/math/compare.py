@@ -19,6 +19,7 @@ from graders.math.structure import Interval, Items, Leaf, Node, Relation, Union
 _NAME = re.compile(r"[A-Za-z\\|:(),{}\s^'_]*")
 _TEXTY = re.compile(r"[A-Za-z][A-Za-z\s'\-.]*")
 _EQ_OPS = ("=", "\\approx", "\\in")
+_COMMAND = re.compile(r"\\[A-Za-z]+")
 _FLIP = {"<": ">", "\\le": "\\ge", ">": "<", "\\ge": "\\le"}
 
 
@@ -98,20 +99,31 @@ def is_name(node: Node) -> bool:
     return bool(bare.strip()) and any(c.isalpha() for c in bare) and bool(_NAME.fullmatch(bare))
 
 
-def answer_part(node: Node) -> Node:
-    """What a relation commits to when used as a value: ``x = 4`` -> ``4``; ``x = 5+5+1 = 11`` -> ``11``."""
+def _has_unknown(text: str) -> bool:
+    """A letter outside LaTeX commands: ``\\frac{1}{2}`` has none, ``2x`` has one."""
+    return any(c.isalpha() for c in _COMMAND.sub("", text))
+
+
+def answer_part(node: Node, *, predicted: bool = False) -> Node:
+    """What a relation commits to when used as a value: ``x = 4`` -> ``4``; ``x = 5+5+1 = 11`` -> ``11``.
+
+    In a prediction, ``\\frac12 = \\frac{10}{9}`` (a computation with no unknown on the left) also commits to
+    its last part; a gold ``7 = 11a+c`` is an equation and stays one.
+    """
     if not isinstance(node, Relation):
         return node
     ops = list(node.ops)
     parts = list(node.parts)
-    while ops and ops[-1] == "\\approx" and "=" in ops[:-1]:  # "x = 1/3 \approx 0.33": the exact value counts
+    while ops and ops[-1] == "\\approx" and "=" in ops[:-1]:  # "x = 1/3 \\approx 0.33": the exact value counts
         ops.pop()
         parts.pop()
     if not ops or any(op not in _EQ_OPS for op in ops):
         return node
-    if len(ops) > 1:
+    if len(ops) > 1 or is_name(parts[0]):
         return parts[-1]
-    return parts[-1] if is_name(parts[0]) else node
+    if predicted and ops == ["="] and isinstance(parts[0], Leaf) and not _has_unknown(parts[0].text):
+        return parts[-1]
+    return node
 
 
 def _as_interval(node: Node) -> Interval | None:
@@ -199,13 +211,13 @@ def equal(gold: Node, pred: Node, judge: LeafJudge, ctx: Context) -> bool:
     gold_items, pred_items = _flatten(gold), _flatten(pred)
     if len(gold_items) > 1 or len(pred_items) > 1:
         gold_items = tuple(answer_part(g) for g in gold_items)
-        pred_items = tuple(answer_part(p) for p in pred_items)
+        pred_items = tuple(answer_part(p, predicted=True) for p in pred_items)
         return _match_unordered(gold_items, pred_items, judge, ctx)
     gold, pred = gold_items[0], pred_items[0]
     if isinstance(gold, Relation) and isinstance(pred, Relation):
         if gold.ops == pred.ops == ("=",) and is_name(gold.parts[0]) and is_name(pred.parts[0]):
             return equal(gold.parts[1], pred.parts[1], judge, ctx)
-        g2, p2 = answer_part(gold), answer_part(pred)
+        g2, p2 = answer_part(gold), answer_part(pred, predicted=True)
         if not isinstance(g2, Relation) and not isinstance(p2, Relation):
             return equal(g2, p2, judge, ctx)
         # gold sets the format: "-2 \le x \le 7" accepts "x \in [-2,7]", but an interval gold needs an interval
@@ -214,7 +226,7 @@ def equal(gold: Node, pred: Node, judge: LeafJudge, ctx: Context) -> bool:
             return equal(gi, pi, judge, ctx)
         return judge.relation(gold, pred, ctx)
     if isinstance(gold, Relation) or isinstance(pred, Relation):
-        g2, p2 = answer_part(gold), answer_part(pred)
+        g2, p2 = answer_part(gold), answer_part(pred, predicted=True)
         if not isinstance(g2, Relation) and not isinstance(p2, Relation):
             return equal(g2, p2, judge, ctx)
         if isinstance(p2, Interval | Items) or isinstance(g2, Interval | Items):

@@ -18,6 +18,7 @@ _BOX_CMDS = ("\\boxed", "\\fbox")
 MAX_BOXES = 1000  # more boxes than this is not an answer; the grader says so instead of judging them all
 TAIL_CHARS = 20_000  # lenient fallbacks look at the end of the response only (answers live there)
 SENTENCE_CHARS = 2_000
+MAX_ANCHORS = 20
 _GROUP_GAP = re.compile(
     r"^[\s$,;.&]*(?:\\[\]\)\[\(]|[A-Za-z](?:_\{?\w+\}?)?\s*=|\\quad|\\qquad|\\text\{[^{}]{0,40}\}|\\,|\\ |and|or|,|;|\$|\s)*[\s$,;.&]*$"
 )
@@ -114,8 +115,8 @@ _ANCHOR = re.compile(
     re.I,
 )
 _GSM = re.compile(r"####\s*([^\n]+)")
-# Display maths may span lines; inline $...$ and \(...\) may not (an unclosed "$5 and $6" is prose).
-_MATH_SEG = re.compile(r"\$\$(.+?)\$\$|\\\[(.+?)\\\]|\\\(([^\n]+?)\\\)|(?<!\\)\$([^$\n]+?)(?<!\\)\$", re.S)
+# (opener, closer, inline): display maths may span lines; inline $...$ and \(...\) may not.
+_MATH_KINDS = (("$$", "$$", False), ("\\[", "\\]", False), ("\\(", "\\)", True), ("$", "$", True))
 _NUMBER = re.compile(
     r"(?<![A-Za-z\d.,])(?:-?\\frac\{\d+\}\{\d+\}|-?\d+\s*/\s*\d+(?!\d|\.\d)"
     r"|-?(?:\d{1,3}(?:,\d{3})+|\d{1,3}(?: \d{3})+(?!\d)|\d+)(?:[.,]\d+)?|-?\.\d+)(?!\d)"
@@ -125,35 +126,90 @@ _CONNECTORS = re.compile(r"[\s\\\"',.;]*(?:(?:and|or|,)[\s\\\"',.;]*)*")
 _HOPE = re.compile(r"\s*I hope it is correct.*$", re.I | re.S)
 
 
-def _math_segments(text: str) -> list[str]:
-    return [next(g for g in m.groups() if g is not None) for m in _MATH_SEG.finditer(text)]
+@dataclass(frozen=True, slots=True)
+class Segment:
+    start: int
+    end: int
+    content: str
+
+
+def math_segments(text: str) -> list[Segment]:
+    """The ``$$..$$``, ``\\[..\\]``, ``\\(..\\)`` and ``$..$`` pieces of ``text``, left to right.
+
+    Linear: each delimiter's next position is cached and only searched forward, so a response made of
+    thousands of unclosed ``\\[`` costs one pass, not one pass per opener (a regex with ``.+?`` would).
+    """
+    segments: list[Segment] = []
+    cache: dict[str, int] = {}
+
+    def next_at(token: str, start: int) -> int:
+        pos = cache.get(token, -2)
+        if pos == -2 or (pos != -1 and pos < start):
+            pos = text.find(token, start)
+            cache[token] = pos
+        return pos
+
+    dead: set[str] = set()
+    i = 0
+    while True:
+        hits = []
+        for opener, closer, inline in _MATH_KINDS:
+            if opener not in dead and (pos := next_at(opener, i)) >= 0:
+                hits.append((pos, -len(opener), opener, closer, inline))
+        if not hits:
+            return segments
+        pos, _, opener, closer, inline = min(hits)
+        body = pos + len(opener)
+        if opener == "$" and pos > 0 and text[pos - 1] == "\\":  # an escaped dollar is currency
+            i = pos + 1
+            continue
+        end = next_at(closer, body)
+        while closer == "$" and end > 0 and text[end - 1] == "\\":
+            end = next_at(closer, end + 1)
+        if end < 0:  # no closer anywhere after: no later opener of this kind can close either
+            dead.add(opener)
+            i = pos + 1
+            continue
+        newline = next_at("\n", body) if inline else -1
+        if inline and 0 <= newline < end:
+            i = pos + len(opener)
+            continue
+        segments.append(Segment(pos, end + len(closer), text[body:end]))
+        i = end + len(closer)
+
+
+def _strip_maths(text: str, segments: list[Segment]) -> tuple[str, str]:
+    """(the prose without the maths, the text with delimiters removed)."""
+    prose, plain, last = [], [], 0
+    for seg in segments:
+        prose.append(text[last : seg.start])
+        plain.append(text[last : seg.start] + seg.content)
+        last = seg.end
+    prose.append(text[last:])
+    plain.append(text[last:])
+    return "".join(prose), "".join(plain)
 
 
 def _sentence_answer(sentence: str) -> str | None:
     """The answer inside the sentence following an anchor such as "The final answer is"."""
     sentence = _HOPE.sub("", sentence).strip()
     sentence = re.sub(r"^(?:\\?[\"'`*]|\s)+", "", sentence)
-    lead = _MATH_SEG.match(sentence)
-    if lead:
-        head = sentence.split("\n", 1)[0]
-        prose = _MATH_SEG.sub("", head)
+    segments = math_segments(sentence)
+    if segments and segments[0].start == 0:
+        line_end = sentence.find("\n", segments[0].end)
+        line_end = len(sentence) if line_end < 0 else line_end
+        prose, plain = _strip_maths(sentence[:line_end], [s for s in segments if s.end <= line_end])
         if _CONNECTORS.fullmatch(prose):  # "$12$ and $13$": several maths pieces joined by words
-            return (
-                _MATH_SEG.sub(lambda m: next(g for g in m.groups() if g is not None), head)
-                .strip()
-                .rstrip(" .\\\"'")
-            )
-        return next(g for g in lead.groups() if g is not None)
+            return plain.strip().rstrip(" .\\\"'")
+        return segments[0].content
     sentence = re.sub(r"\s*(?:<\|.*|\[Note.*)$", "", sentence, flags=re.S)
     head = re.split(r"(?<![\d\\])\.\s|\n", sentence + " ", maxsplit=1)[0].strip()
     if not head:
         return None
     tail = re.split(r"\bis\b", head)[-1].strip()
-    segments = _math_segments(tail)
-    if segments and _MATH_SEG.fullmatch(tail.rstrip(".").strip()):
-        return segments[-1]
+    segments = math_segments(tail)
     if segments:
-        return segments[-1]
+        return segments[-1].content
     numbers = _NUMBER.findall(tail)
     if numbers:
         return numbers[-1]
@@ -188,16 +244,16 @@ def extract(response: str, mode: Mode) -> Extraction:
         if found:  # "\boxed{255} ... Final Answer: The final answer is $10,455$": the later commitment wins
             return Extraction((found,), "final-answer phrase after the last box")
         return Extraction(tuple(b.content for b in last_box_group(response, boxes)), "boxed (last group)")
-    for anchor in reversed(anchors):
+    for anchor in reversed(anchors[-MAX_ANCHORS:]):
         found = _sentence_answer(response[anchor.end() : anchor.end() + SENTENCE_CHARS])
         if found:
             return Extraction((found,), "answer phrase")
     if gsm := _GSM.findall(response):
         return Extraction((gsm[-1].strip(),), "#### marker")
-    segment = _last(_MATH_SEG, response)
+    segments = math_segments(response)
     number = _last(_NUMBER, response)
-    if segment and (not number or segment.end() >= number.end()):
-        return Extraction((next(g for g in segment.groups() if g is not None),), "last maths segment")
+    if segments and (not number or segments[-1].end >= number.end()):
+        return Extraction((segments[-1].content,), "last maths segment")
     if number:
         return Extraction((number.group(0),), "last number")
     mcq = _MCQ.findall(response)
@@ -215,7 +271,7 @@ def gold_answers(ground_truth: str) -> tuple[str, ...]:
         found = extract(ground_truth, "lenient")
         if found.answers:
             return found.answers
-    segments = _math_segments(ground_truth)
+    segments = math_segments(ground_truth)
     if len(segments) > 1:  # "$1$ and $2$ and $3$"
-        return (_MATH_SEG.sub(lambda m: next(g for g in m.groups() if g is not None), ground_truth),)
+        return (_strip_maths(ground_truth, segments)[1],)
     return (ground_truth,)

@@ -157,6 +157,16 @@ BLOW_UPS = [
     "".join(f"\\boxed{{{i}}}" for i in range(5000)),  # thousands of different boxes
     "\\boxed{4}" * 5000,  # thousands of identical (wrong) boxes
     "x" * 2_000_000 + "\\boxed{4}",  # 2 MB of text
+    # delimiter spam that makes naive ".+?" regex extraction quadratic
+    "\\[ x" * 20000,
+    "\\( x" * 20000,
+    "$$ x" * 20000,
+    "$" * 50000,
+    "the answer is " * 20000,
+    "#### " * 20000,
+    "\\boxed " * 20000,
+    "\\boxed{" * 20000,
+    "<think>" * 20000 + "</think>",
 ]
 
 
