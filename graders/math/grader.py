@@ -88,7 +88,10 @@ class MathGrader:
     def _grade(self, response: str, ground_truth: str, mode: str, deadline: float) -> Grade:
         if len(ground_truth) > 100 * MAX_RAW_ANSWER_CHARS:
             return Grade.error(f"ground truth longer than {100 * MAX_RAW_ANSWER_CHARS} characters")
-        golds = [clean(g) for g in gold_answers(ground_truth)]
+        raw_golds = gold_answers(ground_truth)
+        if any(len(g) > MAX_RAW_ANSWER_CHARS for g in raw_golds):
+            return Grade.error(f"ground-truth answer longer than {MAX_RAW_ANSWER_CHARS} characters")
+        golds = [clean(g) for g in raw_golds]
         golds = [g for g in golds if g.text]
         if not golds:
             return Grade.error("ground truth is empty")

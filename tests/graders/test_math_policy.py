@@ -201,3 +201,4 @@ def test_bad_argument_types_are_clear_errors(grader: MathGrader) -> None:
     assert "ground_truth must be" in grader.grade("\\boxed{1}", object()).reason
     assert grader.grade("\\boxed{1}", "").reason == "ground truth is empty"
     assert grader.grade("\\boxed{7}", 7).verdict == "correct"
+    assert "longer than" in grader.grade("\\boxed{7}", "7" * 10_000).reason
