@@ -18,6 +18,8 @@ import sys
 import threading
 import time
 
+_POLL_S = 0.02  # how often a run whose pipes stay open is checked for having exited
+_DRAIN_S = 0.1  # output still accepted after the program exited (from children holding its pipes)
 _OOM_FILES = ("/sys/fs/cgroup/memory/memory.oom_control", "/sys/fs/cgroup/memory.events")
 
 
@@ -107,12 +109,17 @@ def _run(header, stdin_data):
         sel.register(fd, selectors.EVENT_READ)
     deadline = time.monotonic() + header["wall_s"]
     stopped_by = "exit"
+    exited = False
     while sel.get_map():
-        remaining = deadline - time.monotonic()
+        now = time.monotonic()
+        if not exited and proc.poll() is not None:
+            # Exited, but a background child still holds the pipes: drain briefly, then stop waiting.
+            exited, deadline = True, min(deadline, now + _DRAIN_S)
+        remaining = deadline - now
         if remaining <= 0:
-            stopped_by = "timeout"
+            stopped_by = "exit" if exited else "timeout"
             break
-        for key, _ in sel.select(min(remaining, 0.5)):
+        for key, _ in sel.select(min(remaining, _POLL_S)):
             chunk = os.read(key.fd, 65536)
             if not chunk:
                 sel.unregister(key.fileobj)
@@ -190,10 +197,7 @@ def _emit(frame, out=b"", err=b""):
     sys.stdout.buffer.flush()
 
 
-def main():
-    _undumpable()
-    stdin = sys.stdin.buffer
-    header = json.loads(stdin.readline())
+def _serve_one(stdin, header):
     frame = {"exit_code": None, "wall_s": 0.0, "clean": False, "nonce": header["nonce"]}
     kill_all = header["kill_all"] and os.getuid() != 0  # never kill(-1) as root: that could reach the host
     try:
@@ -221,6 +225,18 @@ def main():
     clean = _wipe(header["scratch"]) and clean
     frame.update(exit_code=code, stopped_by=stopped_by, wall_s=wall, clean=clean, detail=detail)
     _emit(frame, out, err)
+
+
+def main():
+    """Serve requests until stdin closes: the Docker pool keeps one supervisor per warm container (no
+    ``docker exec`` per run); the local backend sends a single request."""
+    _undumpable()
+    stdin = sys.stdin.buffer
+    while True:
+        line = stdin.readline()
+        if not line:
+            return
+        _serve_one(stdin, json.loads(line))
 
 
 if __name__ == "__main__":

@@ -125,6 +125,39 @@ def start_container(spec: ContainerSpec) -> Any:
     )
 
 
+@dataclass
+class Box:
+    """A started container plus its long-lived supervisor, attached through one exec socket: each run is a
+    request written to that socket, so no ``docker exec`` (runc start-up) happens per run."""
+
+    container: Any
+    response: Any  # the hijacked HTTP response; kept so the socket is not garbage-collected
+    sock: socket.socket
+
+
+def start_box(spec: ContainerSpec) -> Box:
+    container = start_container(spec)
+    try:
+        api = client().api
+        exec_id = api.exec_create(
+            container.id, protocol.supervisor_command(), stdin=True, user=SANDBOX_USER,
+            workdir=protocol.WORKDIR, environment=protocol.BASE_ENV,
+        )["Id"]
+        response = api.exec_start(exec_id, socket=True)
+    except BaseException:
+        remove_container(container)
+        raise
+    return Box(container, response, _raw_socket(response))
+
+
+def remove_box(box: Box) -> None:
+    try:
+        box.sock.close()
+    except OSError as exc:
+        log.debug("closing supervisor socket: %s", exc)
+    remove_container(box.container)
+
+
 def remove_container(container: Any) -> None:
     try:
         container.remove(force=True)
@@ -151,7 +184,7 @@ class _StreamReader:
         self.sock.settimeout(remaining)
         return self.sock.recv(1 << 16)
 
-    def read_all(self) -> Literal["eof", "overflow"]:
+    def read_frame(self) -> Literal["frame", "eof", "overflow"]:
         while True:
             chunk = self._recv()
             if not chunk:
@@ -166,10 +199,14 @@ class _StreamReader:
                 del self._buf[: 8 + size]
                 if len(target) > self.caps.get(stream, 0):
                     return "overflow"
+            size = protocol.frame_size(self.data[1])
+            if size is not None:
+                del self.data[1][size:]
+                return "frame"
 
 
 class DockerSandbox:
-    """``warm=True`` reuses pre-started containers (≈70 ms per run); ``warm=False`` starts one per run."""
+    """``warm=True`` reuses pre-started containers and their supervisors; ``warm=False`` starts one per run."""
 
     name = "docker"
     isolation: Literal["strong", "weak"] = "strong"
@@ -183,7 +220,7 @@ class DockerSandbox:
         except docker.errors.ImageNotFound as exc:
             raise SandboxError(f"sandbox image {image} not found; build it with `rrl sandbox build`") from exc
         self.image, self.warm = image, warm
-        self._pool = Pool(start_container, remove_container, pool_size)
+        self._pool = Pool(start_box, remove_box, pool_size)
         if warm and prestart:
             from sandboxes.types import Limits
 
@@ -194,54 +231,43 @@ class DockerSandbox:
         spec = ContainerSpec.of(self.image, request)
         started = time.monotonic()
         try:
-            container = self._pool.acquire(spec) if self.warm else start_container(spec)
+            box = self._pool.acquire(spec) if self.warm else start_box(spec)
         except Exception as exc:  # noqa: BLE001 - daemon/API failures are ours, never the program's
             return RunResult(b"", b"", None, time.monotonic() - started, "sandbox_error", f"container start: {exc}")
         healthy = False
         try:
-            result, healthy = self._exec(container, request, started)
+            result, healthy = self._request(box, request, started)
             return result
         finally:
             if self.warm:
-                self._pool.release(spec, container, healthy)
+                self._pool.release(spec, box, healthy)
             else:
-                remove_container(container)
+                remove_box(box)
 
-    def _exec(self, container: Any, request: RunRequest, started: float) -> tuple[RunResult, bool]:
-        api = client().api
+    def _request(self, box: Box, request: RunRequest, started: float) -> tuple[RunResult, bool]:
         payload = protocol.encode(request, kill_all=True)
         cap = request.limits.output_bytes
-        try:
-            exec_id = api.exec_create(
-                container.id, protocol.supervisor_command(), stdin=True, user=SANDBOX_USER,
-                workdir=protocol.WORKDIR, environment=protocol.BASE_ENV,
-            )["Id"]
-            sock = _raw_socket(api.exec_start(exec_id, socket=True))
-        except Exception as exc:  # noqa: BLE001
-            return self._infra_failure(container, started, f"exec: {exc}"), False
-        reader = _StreamReader(sock, started + request.limits.wall_s + GRACE_S,
+        reader = _StreamReader(box.sock, started + request.limits.wall_s + GRACE_S,
                                {1: 2 * cap + 4096, 2: _SUPERVISOR_STDERR_CAP})
         try:
-            sock.sendall(payload.data)
-            outcome = reader.read_all()
+            box.sock.sendall(payload.data)
+            outcome = reader.read_frame()
         except TimeoutError:
-            self._kill(container)
+            self._kill(box.container)
             wall = time.monotonic() - started
             return RunResult(b"", b"", None, wall, "timeout", "wall clock: whole container killed"), False
         except OSError as exc:
-            return self._infra_failure(container, started, f"exec stream: {exc}"), False
-        finally:
-            sock.close()
+            return self._infra_failure(box.container, started, f"supervisor stream: {exc}"), False
         wall = time.monotonic() - started
         if outcome == "overflow":
-            self._kill(container)
+            self._kill(box.container)
             return RunResult(b"", b"", None, wall, "output_limit", "output beyond the cap: container killed"), False
-        frame = protocol.decode(bytes(reader.data[1]), payload.nonce, wall)
+        frame = protocol.decode(bytes(reader.data[1]), payload.nonce, wall) if outcome == "frame" else None
         if frame is not None:
             return frame.result, frame.clean
-        return self._lost_frame(container, exec_id, wall, bytes(reader.data[2])), False
+        return self._lost_frame(box.container, wall, bytes(reader.data[2])), False
 
-    def _lost_frame(self, container: Any, exec_id: str, wall: float, stderr: bytes) -> RunResult:
+    def _lost_frame(self, container: Any, wall: float, stderr: bytes) -> RunResult:
         """No frame: the program killed its supervisor (its fault) unless the container itself is gone (ours)."""
         try:
             container.reload()

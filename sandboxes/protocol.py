@@ -62,6 +62,20 @@ class Frame:
     clean: bool  # every leftover process killed and scratch dirs wiped: the sandbox may be reused
 
 
+def frame_size(raw: bytes | bytearray) -> int | None:
+    """Bytes of the first complete frame in ``raw``, or None while more must be read. A header that is not
+    a frame header counts as complete (``decode`` then rejects it) so readers never wait on garbage."""
+    end = raw.find(b"\n")
+    if end < 0:
+        return None
+    try:
+        meta = json.loads(raw[len(_MAGIC) : end]) if raw.startswith(_MAGIC) else None
+        size = end + 1 + int(meta["stdout_len"]) + int(meta["stderr_len"])  # type: ignore[index]
+    except (ValueError, KeyError, TypeError):
+        return end + 1
+    return size if len(raw) >= size else None
+
+
 def decode(raw: bytes, nonce: str, wall_s: float) -> Frame | None:
     """The supervisor's frame, or None when it never produced a well-formed one (it was killed)."""
     if not raw.startswith(_MAGIC):

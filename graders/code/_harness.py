@@ -176,13 +176,19 @@ def _collect(pid, pipes, deadline, cap):
     for fd in bufs:
         os.set_blocking(fd, False)
         sel.register(fd, selectors.EVENT_READ)
-    status = None
+    status, done, wstatus = None, 0, 0
     while sel.get_map() and status is None:
-        remaining = deadline - time.monotonic()
+        now = time.monotonic()
+        if not done:
+            done, wstatus = os.waitpid(pid, os.WNOHANG)
+            if done:  # exited while a grandchild holds its pipes: take what is there, stop waiting soon
+                deadline = min(deadline, now + 0.05)
+        remaining = deadline - now
         if remaining <= 0:
-            status = "timeout"
+            if not done:
+                status = "timeout"
             break
-        for key, _ in sel.select(min(remaining, 1.0)):
+        for key, _ in sel.select(min(remaining, 0.02)):
             chunk = os.read(key.fd, 65536)
             if not chunk:
                 sel.unregister(key.fd)
@@ -191,7 +197,7 @@ def _collect(pid, pipes, deadline, cap):
             if _len(bufs[key.fd]) > cap:
                 status = "output_limit"
     sel.close()
-    if status is None:
+    if status is None and not done:
         while True:
             done, wstatus = os.waitpid(pid, os.WNOHANG)
             if done or time.monotonic() >= deadline:
@@ -199,13 +205,11 @@ def _collect(pid, pipes, deadline, cap):
             time.sleep(0.001)
         if not done:
             status = "timeout"
-    else:
-        wstatus = 0
     with contextlib.suppress(OSError):
         os.killpg(pid, signal.SIGKILL)
-    with contextlib.suppress(OSError):
-        os.kill(pid, signal.SIGKILL)
-    if status is not None:
+    if not done:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)  # it may have left its process group
         with contextlib.suppress(ChildProcessError):
             _, wstatus = os.waitpid(pid, 0)
     for fd in bufs:

@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import ast
 import builtins
+import functools
 import random
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from graders.code.suites import AssertSuite
+from graders.code.suites import AST_LOCK, AssertSuite
 from graders.code.values import call_key, decode
 
 MAX_ROUNDS = 3
@@ -88,16 +89,18 @@ class _Program:
     judge: Any
 
 
-def compile_programs(suite: AssertSuite) -> tuple[Any, list[_Program]]:
+@functools.lru_cache(maxsize=1024)
+def compile_programs(suite: AssertSuite) -> tuple[Any, tuple[_Program, ...]]:
     """Compile the trusted setup and each program twice (record: non-fatal asserts; judge: as written)."""
     programs = []
-    for i, src in enumerate(suite.programs):
-        if suite.call_check:
-            src = f"{src}\n\ncheck({suite.entry_point})\n"
-        tree = ast.parse(src, f"<test {i}>")
-        record = ast.fix_missing_locations(_NonFatalAsserts().visit(ast.parse(src, f"<test {i}>")))
-        programs.append(_Program(compile(record, f"<test {i}>", "exec"), compile(tree, f"<test {i}>", "exec")))
-    return compile(suite.setup, "<setup>", "exec"), programs
+    with AST_LOCK:
+        for i, src in enumerate(suite.programs):
+            if suite.call_check:
+                src = f"{src}\n\ncheck({suite.entry_point})\n"
+            tree = ast.parse(src, f"<test {i}>")
+            record = ast.fix_missing_locations(_NonFatalAsserts().visit(ast.parse(src, f"<test {i}>")))
+            programs.append(_Program(compile(record, f"<test {i}>", "exec"), compile(tree, f"<test {i}>", "exec")))
+        return compile(suite.setup, "<setup>", "exec"), tuple(programs)
 
 
 def _execute(setup: Any, code: Any, entry_point: str, candidate: Callable[..., Any]) -> BaseException | None:

@@ -30,6 +30,7 @@ class _Verdict:
 
     outcomes: list[dict[str, Any]] | None = None
     grade: Grade | None = None
+    timing: dict[str, float] | None = None  # sandbox_s: whole sandbox use; tests_s: the tests' own run time
 
 
 class CodeGrader:
@@ -68,7 +69,7 @@ class CodeGrader:
             ok = outcome["status"] == "ok" and output_matches(
                 str(outcome.get("stdout", "")), expected, float_tol=opts.float_tol, case=opts.case)
             passed.append(ok)
-        return _score(passed, run.outcomes, opts)
+        return _score(passed, run.outcomes, opts, run.timing)
 
     def _grade_call(self, code: str, suite: CallSuite, opts: CodeOptions) -> Grade:
         try:
@@ -80,7 +81,7 @@ class CodeGrader:
             assert run.grade is not None
             return run.grade
         passed = [_call_passed(o, expected, opts.float_tol) for o, expected in zip(run.outcomes, suite.outputs, strict=True)]
-        return _score(passed, run.outcomes, opts)
+        return _score(passed, run.outcomes, opts, run.timing)
 
     def _grade_asserts(self, code: str, suite: AssertSuite, opts: CodeOptions) -> Grade:
         if suite.setup and not re.search(rf"\bdef\s+{re.escape(suite.entry_point)}\b", code):
@@ -91,6 +92,7 @@ class CodeGrader:
         except SyntaxError as exc:
             return Grade.error(f"ground truth: test code is not Python: {exc}")
         n_calls = 0
+        timing = {"sandbox_s": 0.0, "tests_s": 0.0}
         for _ in range(MAX_ROUNDS):
             if calls:
                 try:
@@ -103,6 +105,8 @@ class CodeGrader:
                     return result.grade
                 run.add(calls, result.outcomes)
                 n_calls += len(calls)
+                for key, value in (result.timing or {}).items():
+                    timing[key] += value
             verdicts, calls = run.judge()
             if not calls:
                 break
@@ -110,7 +114,7 @@ class CodeGrader:
             return Grade.error(f"the check kept making new calls after {MAX_ROUNDS} rounds")
         outcomes = [{"status": "ok" if v is None else "failed", "calls": n_calls,
                      **({} if v is None else {"error": f"{type(v).__name__}: {v}"[:300]})} for v in verdicts]
-        return _score([v is None for v in verdicts], outcomes, opts)
+        return _score([v is None for v in verdicts], outcomes, opts, timing)
 
     # -- the sandbox -------------------------------------------------------------------------------------
     def _harness(self, opts: CodeOptions, mode: str, code: str, fn_name: str, tests: list[Any]) -> _Verdict:
@@ -133,7 +137,8 @@ class CodeGrader:
         outcomes = _parse_outcomes(result.stdout, len(tests))
         if outcomes is None:
             return _Verdict(grade=Grade.incorrect("the test harness output was tampered with or cut short"))
-        return _Verdict(outcomes=outcomes)
+        tests_s = sum(float(o.get("time_s") or 0.0) for o in outcomes if isinstance(o.get("time_s"), int | float))
+        return _Verdict(outcomes=outcomes, timing={"sandbox_s": result.wall_s, "tests_s": tests_s})
 
     def _sandbox(self, sandbox: str | Sandbox) -> Sandbox:
         """One sandbox per backend name for this grader's lifetime, so Docker's warm pool is reused."""
@@ -179,7 +184,8 @@ def _call_passed(outcome: dict[str, Any], expected: Any, float_tol: float | None
     return isinstance(expected, list) and len(expected) == 1 and values_equal(got, expected[0], float_tol)
 
 
-def _score(passed: list[bool], outcomes: list[dict[str, Any]], opts: CodeOptions) -> Grade:
+def _score(passed: list[bool], outcomes: list[dict[str, Any]], opts: CodeOptions,
+           timing: dict[str, float] | None) -> Grade:
     tests = [
         {"passed": ok, "status": o.get("status"), "time_s": round(float(o.get("time_s", 0.0) or 0.0), 4),
          **({"error": str(o.get("error", ""))[-300:]} if not ok and o.get("error") else {})}
@@ -187,7 +193,8 @@ def _score(passed: list[bool], outcomes: list[dict[str, Any]], opts: CodeOptions
     ]
     n_pass, n = sum(passed), len(passed)
     reason = f"{n_pass}/{n} tests passed"
+    details = {"tests": tests, "timing": {k: round(v, 4) for k, v in (timing or {}).items()}}
     if n_pass == n:
-        return Grade.correct(reason, tests=tests)
+        return Grade.correct(reason, **details)
     score = n_pass / n if opts.score == "fraction" else 0.0
-    return Grade(score, "incorrect", reason, {"tests": tests})
+    return Grade(score, "incorrect", reason, details)

@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import json
+import threading
 from dataclasses import dataclass
 from typing import Any
+
+# CPython 3.11 keeps the AST converter's recursion depth in shared state: ast.parse from several threads at
+# once fails with "AST constructor recursion depth mismatch". Every ast.parse/compile-of-AST here takes this.
+AST_LOCK = threading.Lock()
 
 
 class GroundTruthError(ValueError):
@@ -116,7 +121,8 @@ def _called_name(assertion: str) -> str:
     import builtins
 
     try:
-        tree = ast.parse(assertion)
+        with AST_LOCK:
+            tree = ast.parse(assertion)
     except SyntaxError as exc:
         raise GroundTruthError(f"test_list[0] is not Python: {exc}") from exc
     for node in ast.walk(tree):
