@@ -21,8 +21,8 @@ class Backend(Protocol):
     def warm(self, spec: str) -> None:
         """Load a grader in every worker ahead of its first task (imports must not eat a grade's budget)."""
 
-    def dispatch(self, task: Task) -> None:
-        """Queue a task; thread-safe and non-blocking (the pool bounds how many are in flight)."""
+    def dispatch_many(self, tasks: list[Task]) -> None:
+        """Queue tasks; thread-safe and non-blocking (the pool bounds how many are in flight)."""
 
     def stats(self) -> dict[str, Any]:
         """Queue depth, workers and the node each runs on."""

@@ -157,10 +157,10 @@ class ProcessBackend:
             self._new_specs.append(spec)
         self._wake()
 
-    def dispatch(self, task: Task) -> None:
+    def dispatch_many(self, tasks: list[Task]) -> None:
         with self._lock:
             was_empty = not self._pending
-            self._pending.append(task)
+            self._pending.extend(tasks)
         if was_empty:  # a non-empty queue means the supervisor has a wake-up coming already
             self._wake()
 

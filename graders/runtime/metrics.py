@@ -43,7 +43,7 @@ class GraderStats:
         if len(self._sample) < RESERVOIR:
             self._sample.append(ms)
         else:
-            j = self._rng.randrange(self._seen)
+            j = int(self._rng.random() * self._seen)
             if j < RESERVOIR:
                 self._sample[j] = ms
         lo, hi = 0, len(HIST_EDGES_MS)

@@ -27,6 +27,7 @@ from graders.types import Grade
 BackendName = Literal["auto", "process", "ray"]
 Sink = Callable[[GradeRequest, Grade], None]
 _WAIT_SLICE_S = 0.25  # how often blocked callers re-check for a broken backend
+_DISPATCH_CHUNK = 512
 
 
 @dataclass(slots=True)
@@ -42,8 +43,8 @@ class GradingPool:
     ``backend="auto"`` uses Ray when ``ray_address`` is given, ``RAY_ADDRESS`` is set or Ray is already
     initialised in this process; otherwise local worker processes. ``retries`` bounds re-runs of a sample
     whose worker died (and of grades a grader marks ``details["retryable"]=True``, e.g. sandbox
-    failures); timeouts are not retried. ``max_in_flight`` bounds samples queued or being graded:
-    ``submit`` blocks beyond it.
+    failures); timeouts are not retried. ``max_in_flight`` bounds streamed samples queued or being graded:
+    ``submit`` blocks beyond it (``grade_batch`` holds its whole list anyway and is not bounded by it).
     """
 
     def __init__(
@@ -101,12 +102,23 @@ class GradingPool:
                 with done:
                     results[i] = grade
                     remaining[0] -= 1
-                    done.notify_all()
+                    if not remaining[0]:  # one wake-up per batch, not per grade
+                        done.notify_all()
 
             return sink
 
+        # The whole batch is already in memory, so it skips the in-flight window (which bounds streaming);
+        # it is handed over in chunks so workers start before the last request is prepared.
+        chunk: list[Task] = []
         for i, req in enumerate(reqs):
-            self._submit(req, sink_for(i))
+            task = self._prepare(req, sink_for(i), bounded=False)
+            if task is not None:
+                chunk.append(task)
+            if len(chunk) >= _DISPATCH_CHUNK:
+                self._backend.dispatch_many(chunk)
+                chunk = []
+        if chunk:
+            self._backend.dispatch_many(chunk)
         with done:
             while remaining[0]:
                 done.wait(_WAIT_SLICE_S)
@@ -117,7 +129,9 @@ class GradingPool:
         """Queue one request for streaming; blocks while ``max_in_flight`` requests are being graded."""
         with self._lock:
             self._stream_outstanding += 1
-        self._submit(request, self._to_stream)
+        task = self._prepare(request, self._to_stream, bounded=True)
+        if task is not None:
+            self._backend.dispatch_many([task])
 
     def _to_stream(self, req: GradeRequest, grade: Grade) -> None:
         self._out.put((req, grade))
@@ -207,13 +221,14 @@ class GradingPool:
             stats = self._stats[name] = GraderStats()
         return stats
 
-    def _submit(self, req: GradeRequest, sink: Sink) -> None:
+    def _prepare(self, req: GradeRequest, sink: Sink, bounded: bool) -> Task | None:
+        """Answer from the cache (or an unknown-grader error) right away, else register a task to dispatch."""
         if self._closed:
             raise RuntimeError("GradingPool is closed")
         ident = self._identity(req.grader)
         if isinstance(ident, str):
             self._finish_now(req.grader, req, Grade.error(ident), sink)
-            return
+            return None
         key = cache_key(ident[0], ident[1], req) if self._cache is not None else None
         if key is not None and self._cache is not None:
             hit = self._cache.get(key)
@@ -221,14 +236,14 @@ class GradingPool:
                 with self._lock:
                     self._stats_for(ident[0]).cache_hits += 1
                 self._finish_now(ident[0], req, hit, sink)
-                return
+                return None
         with self._slot_free:
-            while len(self._entries) >= self.max_in_flight:
+            while bounded and len(self._entries) >= self.max_in_flight:
                 self._slot_free.wait(_WAIT_SLICE_S)
                 self._raise_if_broken()
             seq = next(self._seq)
             self._entries[seq] = _Entry(sink, ident[0], key)
-        self._backend.dispatch(Task(seq, req))
+        return Task(seq, req)
 
     def _finish_now(self, name: str, req: GradeRequest, grade: Grade, sink: Sink) -> None:
         with self._lock:
@@ -257,7 +272,7 @@ class GradingPool:
             with self._lock:
                 stats.retries += 1
             task.attempt += 1
-            self._backend.dispatch(task)
+            self._backend.dispatch_many([task])
             return
         if kind == "ok" and grade_dict is not None:
             grade = Grade.from_dict(grade_dict)

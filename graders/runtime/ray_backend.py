@@ -101,9 +101,9 @@ class RayBackend:
         with self._lock:
             self._new_specs.append(spec)
 
-    def dispatch(self, task: Task) -> None:
+    def dispatch_many(self, tasks: list[Task]) -> None:
         with self._lock:
-            self._pending.append(task)
+            self._pending.extend(tasks)
 
     def stats(self) -> dict[str, Any]:
         with self._lock:
