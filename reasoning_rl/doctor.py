@@ -27,13 +27,14 @@ class ConfigError(ValueError):
     """The config file cannot be read; the message names the file and the reason."""
 
 
-def load_config_mapping(config: Any) -> Mapping[str, Any]:
-    """A config path (validated and resolved by ``reasoning_rl.config``), a mapping, or a config model."""
+def load_config_mapping(config: Any, overrides: list[str] | None = None) -> Mapping[str, Any]:
+    """A config path (validated and resolved by ``reasoning_rl.config``, with ``rrl train``'s dotted
+    overrides), a mapping, or a config model."""
     if isinstance(config, str | Path):
         from reasoning_rl import config as config_mod
 
         try:
-            config = config_mod.load_config(config)
+            config = config_mod.load_config(config, overrides)
         except config_mod.ConfigError as exc:
             raise ConfigError(str(exc)) from exc
     if isinstance(config, Mapping):
@@ -45,9 +46,11 @@ def load_config_mapping(config: Any) -> Mapping[str, Any]:
     raise ConfigError(f"cannot read a config from {type(config).__name__}")
 
 
-def run_checks(config: Any = None) -> list[CheckResult]:
+def run_checks(config: Any = None, overrides: list[str] | None = None) -> list[CheckResult]:
     """Run every registered check; ``config`` (path, mapping or config model) decides what is required."""
-    req = Requirements() if config is None else requirements_from_config(load_config_mapping(config))
+    if config is None and overrides:
+        raise ConfigError("overrides need a config file: rrl doctor CONFIG.yaml key.path=value ...")
+    req = Requirements() if config is None else requirements_from_config(load_config_mapping(config, overrides))
     results: list[CheckResult] = []
     for name, (_, check) in sorted(CHECKS.items(), key=lambda item: item[1][0]):
         try:

@@ -95,6 +95,8 @@ def test_missing_component_not_needed_is_only_a_warning(tmp_path: Path, monkeypa
     assert doctor_or_exit(config) == results
     out = CliRunner().invoke(app, ["doctor", str(config)], env={"COLUMNS": "400"})
     assert out.exit_code == 0, out.output
+    out = CliRunner().invoke(app, ["doctor", str(config), "rollout.engine=vllm"], env={"COLUMNS": "400"})
+    assert out.exit_code == 1 and "required check(s) failed: vLLM" in out.output  # the override counts
 
 
 def test_auto_sandbox_without_docker_needs_the_local_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
