@@ -79,6 +79,10 @@ def convert_gguf(gguf_dir: str | Path, gguf_file: str, out_dir: str | Path) -> P
     if (out / "config.json").is_file():
         return out
     model = load_causal_lm(str(gguf_dir), gguf_file=gguf_file, dtype="float32")
+    # The weights are dequantised float32 now; drop the GGUF quantizer marker so it saves as plain HF.
+    model.hf_quantizer = None
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
     tok = load_tokenizer(str(gguf_dir), gguf_file=gguf_file)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=out.name + ".tmp-", dir=out.parent))

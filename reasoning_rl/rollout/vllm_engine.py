@@ -117,7 +117,13 @@ class VLLMEngine:
         result = []
         for seq, p, out in zip(sequences, prompt_lens, outs, strict=True):
             steps = out.prompt_logprobs or []
-            result.append([float(steps[k][seq[k]].logprob) for k in range(p, len(seq))])
+            row = []
+            for k in range(p, len(seq)):
+                step = steps[k]
+                if step is None:
+                    raise RolloutError(f"vLLM returned no prompt log-prob at position {k}")
+                row.append(float(step[seq[k]].logprob))
+            result.append(row)
         return result
 
     def load_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]]) -> None:

