@@ -86,8 +86,8 @@ def remove_stale(c: Any) -> int:
     for container in c.containers.list(all=True, filters={"label": LABEL}):
         labels = container.labels
         owner = labels.get(f"{LABEL}.pid", "")
-        if labels.get(f"{LABEL}.host") == _HOST and owner.isdigit() and _alive(int(owner)):
-            continue
+        if labels.get(f"{LABEL}.host") != _HOST or (owner.isdigit() and _alive(int(owner))):
+            continue  # another machine's (shared daemon) or a live process's: not ours to remove
         try:
             container.remove(force=True)
             removed += 1

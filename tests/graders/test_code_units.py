@@ -115,3 +115,25 @@ def test_local_sandbox_grades(gt: dict, good: str, bad: str) -> None:
     assert grader.grade(fenced(good), gt, sandbox="local").verdict == "correct"
     assert grader.grade(fenced(bad), gt, sandbox="local").verdict == "incorrect"
     grader.close()
+
+
+class _BrokenSandbox:
+    """A backend whose infrastructure fails: the grade must be ``error`` (masked), never a 0."""
+
+    name = "broken"
+    isolation = "strong"
+
+    def run(self, request: object) -> object:
+        from sandboxes import RunResult
+
+        return RunResult(b"", b"", None, 0.0, "sandbox_error", "daemon went away")
+
+    def close(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize("gt", [{"inputs": ["1\n"], "outputs": ["1\n"]}, {"fn_name": "f", "inputs": [[1]], "outputs": [1]},
+                                {"test_list": ["assert f(1) == 1"]}])
+def test_sandbox_failure_is_an_error_grade(gt: dict) -> None:
+    g = CodeGrader().grade(fenced("def f(x):\n    return x\nprint(1)"), gt, sandbox=_BrokenSandbox())
+    assert (g.verdict, g.score) == ("error", 0.0) and "daemon went away" in g.reason

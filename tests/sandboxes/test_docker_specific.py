@@ -1,0 +1,65 @@
+"""Docker-only guarantees: the hardening flags, stale-container clean-up, cold mode, the CLI check."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+
+import pytest
+
+import sandboxes
+from sandboxes import RunRequest
+from sandboxes.docker_backend import LABEL, ContainerSpec, client, remove_stale, start_container
+from sandboxes.image import DEFAULT_IMAGE
+from sandboxes.types import Sandbox
+
+pytestmark = pytest.mark.docker
+
+
+def test_containers_are_hardened(docker_sandbox: Sandbox) -> None:
+    docker_sandbox.run(RunRequest(["true"]))
+    mine = client().containers.list(filters={"label": f"{LABEL}.pid={os.getpid()}"})
+    assert mine
+    host = mine[0].attrs["HostConfig"]
+    assert host["NetworkMode"] == "none"
+    assert host["ReadonlyRootfs"] is True
+    assert host["CapDrop"] == ["ALL"]
+    assert "no-new-privileges" in host["SecurityOpt"]
+    assert host["Memory"] == host["MemorySwap"] > 0
+    assert host["PidsLimit"] > 0 and host["NanoCpus"] > 0
+    assert set(host["Tmpfs"]) == {"/work", "/tmp"}
+
+
+def test_stale_containers_of_dead_owners_are_removed() -> None:
+    dead_pid = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                              text=True, check=True).stdout.strip()
+    labels = {LABEL: "1", f"{LABEL}.pid": dead_pid, f"{LABEL}.host": socket.gethostname()}  # as after a crash
+    c = client().containers.run(DEFAULT_IMAGE, ["sleep", "infinity"], detach=True, network_mode="none", labels=labels)
+    alive = start_container(ContainerSpec(DEFAULT_IMAGE, 64, 16, 0.5, 8, ()))  # ours, owner alive: kept
+    assert remove_stale(client()) >= 1
+    with pytest.raises(Exception, match="No such container|404"):
+        c.reload()
+    alive.reload()
+    alive.remove(force=True)
+
+
+def test_cold_mode_runs_and_leaves_nothing_behind() -> None:
+    mine = {"label": f"{LABEL}.pid={os.getpid()}"}  # other processes may be using Docker right now
+    before = {c.id for c in client().containers.list(all=True, filters=mine)}
+    sb = sandboxes.open_sandbox("docker", warm=False)
+    r = sb.run(RunRequest(["python3", "-c", "print('cold')"]))
+    sb.close()
+    assert (r.stdout, r.stopped_by) == (b"cold\n", "exit")
+    after = {c.id for c in client().containers.list(all=True, filters=mine)}
+    assert after <= before
+
+
+def test_cli_check_reports_ok_and_failure() -> None:
+    ok = subprocess.run([sys.executable, "-m", "reasoning_rl.cli", "sandbox", "check", "--backend", "docker"],
+                        capture_output=True, text=True)
+    assert ok.returncode == 0 and "OK: docker sandbox works" in ok.stdout
+    bad = subprocess.run([sys.executable, "-m", "reasoning_rl.cli", "sandbox", "check", "--backend", "docker",
+                          "--image", "reasoning-rl/no-such-image:0"], capture_output=True, text=True)
+    assert bad.returncode == 1 and "rrl sandbox build" in bad.stdout
