@@ -175,3 +175,18 @@ def test_train_hook_takes_the_config_model(tmp_path: Path, monkeypatch: pytest.M
     assert exc.value.code == 1
     err = capsys.readouterr().err
     assert "vLLM" in err and "train-cpu" in err and "1 required check(s) failed" in err
+
+
+def test_a_wedged_sandbox_probe_times_out(monkeypatch: pytest.MonkeyPatch) -> None:
+    import time
+
+    import sandboxes
+    from reasoning_rl.doctor_checks import services
+
+    monkeypatch.setattr(services, "PROBE_TIMEOUT_S", 0.2)
+    monkeypatch.setattr(sandboxes, "check", lambda backend: time.sleep(2) or (True, "late"))
+    started = time.monotonic()
+    (docker, local) = services.check_sandboxes(services.Requirements())
+    assert time.monotonic() - started < 1.5
+    assert docker.status == "warn" and "did not answer within 0.2 s" in docker.detail
+    assert local.status == "warn"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import shutil
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,7 @@ LEAN_FIX = ("install Lean 4 with elan (https://github.com/leanprover/elan) or bu
             "`bash scripts/services.d/30-lean.sh`; then put `lean` on PATH, set RRL_LEAN=/path/to/bin/lean, or set "
             "grading.options.lean.lean / .project in the config")
 MIN_FREE_BYTES = 5 * 2**30
+PROBE_TIMEOUT_S = 60.0  # sandboxes.check runs one program with a 20 s wall limit; allow for container start
 
 
 def _optional(module: str) -> Any | None:
@@ -36,13 +38,34 @@ def _optional(module: str) -> Any | None:
         raise
 
 
+def _bounded_check(backend: str) -> tuple[bool, str]:
+    """``sandboxes.check`` with a deadline: a wedged daemon must not hang the doctor (or ``rrl train``).
+    The probe thread is a daemon, so a probe that never returns does not block the process from exiting."""
+    box: list[tuple[bool, str] | BaseException] = []
+
+    def probe() -> None:
+        try:
+            box.append(sandboxes.check(backend))
+        except Exception as exc:  # handed to the caller below
+            box.append(exc)
+
+    worker = threading.Thread(target=probe, name=f"doctor-{backend}", daemon=True)
+    worker.start()
+    worker.join(PROBE_TIMEOUT_S)
+    if not box:
+        return False, f"{backend} sandbox did not answer within {PROBE_TIMEOUT_S:g} s (daemon overloaded or wedged?)"
+    if isinstance(box[0], BaseException):
+        raise box[0]
+    return box[0]
+
+
 def _sandbox_status(backend: str) -> tuple[bool, str]:
     """Whether ``backend`` runs a program right now (``sandboxes.check`` really starts one)."""
     if simulated_missing(backend):
         return False, f"{backend} sandbox unavailable (simulated)"
     if backend == "docker" and installed_version("docker") is None:
         return False, "the docker Python SDK is not installed (pip install 'docker>=7')"
-    ok, message = sandboxes.check(backend)
+    ok, message = _bounded_check(backend)
     if backend == "docker" and ok and simulated_missing("sandbox_image"):
         return False, "sandbox image missing (simulated)"
     return bool(ok), str(message)
