@@ -15,6 +15,21 @@ from reasoning_rl.doctor_checks.base import SIMULATE_ENV
 from reasoning_rl.doctor_checks.services import DOCKER_FIX, LEAN_FIX
 
 
+@pytest.fixture(scope="module")
+def _real_sandbox_results() -> dict[str, tuple[bool, str]]:
+    """Each sandbox backend's real check, run once: a check starts a container, and the tests run ~15 doctors."""
+    import sandboxes
+
+    return {backend: sandboxes.check(backend) for backend in ("docker", "local")}
+
+
+@pytest.fixture(autouse=True)
+def _sandbox_checks_once(monkeypatch: pytest.MonkeyPatch, _real_sandbox_results: dict) -> None:
+    import sandboxes
+
+    monkeypatch.setattr(sandboxes, "check", lambda backend: _real_sandbox_results[backend])
+
+
 def _config(tmp_path: Path, **sections: dict) -> Path:
     cfg = {"model": {"path": str(tmp_path / "model")}, "data": {"train": {"generator": "fixed_digit"}},
            "run": {"dir": str(tmp_path / "runs" / "{name}"), "device": "cpu"}}
