@@ -19,6 +19,8 @@ prefix. Every record has ``v`` (schema version) and ``type``:
   - ``grade_latency_ms``: one per graded sample; attrs ``grader``, ``verdict``, ``cached`` (bool), optional
     ``timeout`` (bool: the grade hit its time budget). A record with ``attrs.stat`` (``p50``, ``p95``,
     ``p99``, ``max``) is instead that statistic over the grades so far, as the grading runtime reports it.
+  - ``grade_count``, ``grade_cache_hits``, ``grade_timeouts``: totals so far per grader (``attrs.grader``),
+    as the grading runtime counts them; readers take the latest value (for runs without per-sample records).
 - ``end``: ``status`` (``ok`` | ``crashed`` | ``interrupted``), ``ended``.
 
 Readers must ignore unknown fields and record types; a bump of ``v`` means an incompatible change.

@@ -189,6 +189,10 @@ def test_trainer_style_metrics_and_aggregate_latencies(tmp_path: Path) -> None:
     tw = TraceWriter(run / "trace.jsonl", meta={"run": "t", "device": "cpu"})
     tw.counter("grade_latency_ms", 0, 12.0, grader="math", stat="p50")
     tw.counter("grade_latency_ms", 1, 8.0, grader="math", stat="p50")
+    for step, (count, hits, timeouts) in enumerate([(4, 1, 0), (8, 3, 2)]):
+        tw.counter("grade_count", step, count, grader="math")
+        tw.counter("grade_cache_hits", step, hits, grader="math")
+        tw.counter("grade_timeouts", step, timeouts, grader="math")
     tw.close()
     rows = [{"step": 0, "handoff/bytes": 3e6, "handoff/seconds": 0.5, "time/generate_s": 3.0, "time/update_s": 1.0, "time/step_s": 5.0, "reward/mean": 0.25,
              "reward/std": 0.1, "policy/kl": 0.0, "grading/correct": 3.0, "grading/incorrect": 1.0,
@@ -202,7 +206,8 @@ def test_trainer_style_metrics_and_aggregate_latencies(tmp_path: Path) -> None:
     assert [(t.step, t.wall, t.other) for t in a.timings] == [(0, 5.0, 1.0)]  # no spans: metrics' time/*
     assert a.stage_shares() == {"generate": 60.0, "update": 20.0, "other": 20.0}
     (math_g,) = a.graders
-    assert math_g.percentile(50) == 8.0 and math.isnan(math_g.percentile(99)) and math_g.n == 6
+    assert math_g.percentile(50) == 8.0 and math.isnan(math_g.percentile(99))
+    assert (math_g.n, math_g.cached, math_g.timeouts) == (8, 3, 2)  # the runtime's latest totals
     assert math_g.verdicts == {"correct": 3, "incorrect": 1, "error": 2} and math_g.errors == 2
     html = _html_without_figures(a)
     assert "Masked samples by reason: timeout 2" in html and "last reported by the grading runtime" in html

@@ -20,6 +20,8 @@ from reasoning_rl.trace import STAGES
 
 OTHER = "other"
 VERDICTS = ("correct", "incorrect", "error")  # the verdict values of the trace schema (docs/trace-schema.md)
+# Per-grader totals the grading runtime reports, for traces without per-sample latency records.
+RUNTIME_TOTALS = {"grade_count": "reported_count", "grade_cache_hits": "cached", "grade_timeouts": "timeouts"}
 PERCENTILES = (50, 95, 99)  # what the grading runtime reports
 
 
@@ -75,9 +77,11 @@ class GraderStats:
     cached: int | None = None
     timeouts: int | None = None
 
+    reported_count: int | None = None
+
     @property
     def n(self) -> int:
-        return len(self.latencies_ms) or sum(self.verdicts.values())
+        return len(self.latencies_ms) or self.reported_count or sum(self.verdicts.values())
 
     @property
     def errors(self) -> int:
@@ -204,12 +208,16 @@ def error_reasons(rows: list[dict[str, Any]]) -> Counter[str]:
 def _graders(counters: list[dict[str, Any]], rows: list[dict[str, Any]]) -> tuple[list[GraderStats],
                                                                                   dict[int, Counter[str]]]:
     stats: dict[str, GraderStats] = {}
+    totals: dict[str, dict[str, int]] = defaultdict(dict)
     by_step: dict[int, Counter[str]] = defaultdict(Counter)
     for c in counters:
-        if c.get("name") != "grade_latency_ms":
+        if c.get("name") not in ("grade_latency_ms", *RUNTIME_TOTALS):
             continue
         attrs = c.get("attrs") or {}
         g = stats.setdefault(str(attrs.get("grader", "?")), GraderStats(str(attrs.get("grader", "?"))))
+        if c["name"] in RUNTIME_TOTALS:
+            totals[g.grader][RUNTIME_TOTALS[c["name"]]] = int(c["value"])  # totals so far: the latest one wins
+            continue
         if attrs.get("stat"):
             g.reported_ms[str(attrs["stat"])] = float(c.get("value", math.nan))
             continue
@@ -220,6 +228,10 @@ def _graders(counters: list[dict[str, Any]], rows: list[dict[str, Any]]) -> tupl
         g.timeouts = (g.timeouts or 0) + bool(attrs.get("timeout"))
         if isinstance(c.get("step"), int):
             by_step[c["step"]][verdict] += 1
+    for name, fields in totals.items():
+        if not stats[name].latencies_ms:  # per-sample records, when present, are the finer source
+            for attr, value in fields.items():
+                setattr(stats[name], attr, value)
     metric_steps, metric_graders = _verdicts_from_metrics(rows)
     for name, verdicts in metric_graders.items():
         g = stats.setdefault(name, GraderStats(name))
