@@ -9,7 +9,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from graders.evaluation.display import rate_columns
+from graders.evaluation.display import console_columns, rate_columns
 
 
 def _png(fig: Any) -> str:
@@ -25,9 +25,9 @@ def _plots(summary: dict[str, Any], pool: dict[str, Any]) -> list[tuple[str, str
     import matplotlib.pyplot as plt
 
     out: list[tuple[str, str]] = []
-    cols = rate_columns(summary)
-    sources = summary["by_source"]
-    fig, ax = plt.subplots(figsize=(max(5.0, 1.2 * len(sources) * max(1, len(cols)) / 2), 3.5))
+    cols = console_columns(summary)
+    sources = {s: m for s, m in summary["by_source"].items() if m["responses"]}
+    fig, ax = plt.subplots(figsize=(min(14.0, max(5.0, 1.0 + 0.9 * len(sources) * len(cols) / 2)), 3.5))
     width = 0.8 / max(1, len(cols))
     for i, col in enumerate(cols):
         vals = [m.get(col) or 0.0 for m in sources.values()]
@@ -54,7 +54,14 @@ def _plots(summary: dict[str, Any], pool: dict[str, Any]) -> list[tuple[str, str
         fig, ax = plt.subplots(figsize=(6, 3.5))
         lefts = [edges[0] / 10**0.25, *edges]
         rights = [*edges, edges[-1] * 10**0.25]
-        ax.bar(lefts, counts, width=[r - left for left, r in zip(lefts, rights, strict=True)], align="edge")
+        used = [i for i, c in enumerate(counts) if c]
+        lo, hi = used[0], used[-1] + 1
+        ax.bar(
+            lefts[lo:hi],
+            counts[lo:hi],
+            width=[r - left for left, r in zip(lefts[lo:hi], rights[lo:hi], strict=True)],
+            align="edge",
+        )
         ax.set_xscale("log")
         ax.set_xlabel("grade latency (ms, per response)")
         ax.set_ylabel("responses")

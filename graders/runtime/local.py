@@ -292,7 +292,7 @@ class ProcessBackend:
         if not needy:
             return
         with self._lock:
-            if not self._pending:
+            if not self._pending or self._new_specs:  # warm new graders first (next round)
                 return
             share = -(-len(self._pending) // len(needy))
             batches = []

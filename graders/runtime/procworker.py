@@ -21,7 +21,7 @@ import sys
 import time
 from multiprocessing.connection import Connection
 
-from graders.runtime.request import resolve_grader
+from graders.runtime.request import warm_grader
 from graders.runtime.worker import Outcome, run_one
 
 FLUSH_S = 0.002
@@ -80,9 +80,7 @@ def main(read_fd: int, write_fd: int, progress_fd: int) -> None:
         kind, items = msg
         if kind == "warm":
             for spec in items:
-                # A spec that fails to load is reported per sample by run_one; warming is best effort.
-                with contextlib.suppress(Exception):
-                    resolve_grader(spec)
+                warm_grader(spec)
             outbox.send(("ready",))
         else:
             _grade_batch(items, outbox, page)

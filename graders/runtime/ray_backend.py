@@ -6,7 +6,6 @@ previous one), exactly one outcome per task, actors warmed with the graders befo
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import os
 import sys
@@ -19,7 +18,7 @@ import ray
 from ray.exceptions import GetTimeoutError, RayActorError, RayError
 
 from graders.runtime.backend import OnOutcome, OutcomeKind
-from graders.runtime.request import Task, resolve_grader
+from graders.runtime.request import Task, warm_grader
 from graders.runtime.worker import Outcome, run_one
 
 PREFETCH = 2  # calls queued per actor (Ray runs an actor's calls in order)
@@ -37,9 +36,7 @@ class GradeActor:
 
     def warm(self, specs: list[str]) -> None:
         for spec in specs:
-            # A spec that fails to load is reported per sample by run_one; warming is best effort.
-            with contextlib.suppress(Exception):
-                resolve_grader(spec)
+            warm_grader(spec)
 
     def grade(self, payload: tuple[int, str, str, Any, dict[str, Any]]) -> Outcome:
         return run_one(payload)
@@ -165,6 +162,8 @@ class RayBackend:
     def _fill(self) -> None:
         ready = [a for a in self._actors if a.ready]
         with self._lock:
+            if self._new_specs:  # warm new graders first (next round)
+                return
             progressed = True
             while self._pending and progressed:
                 progressed = False

@@ -72,3 +72,17 @@ def cache_key(grader_name: str, grader_version: str, req: GradeRequest) -> str:
         default=repr,
     )
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+
+def warm_grader(spec: str) -> None:
+    """Load a grader in this worker and run its optional ``warm()`` hook (start helpers, import SymPy...).
+
+    Workers call this before taking tasks, so one-off start-up costs never count against a grade's budget.
+    A spec that fails to load is not an error here: every sample using it reports that, via ``run_one``.
+    """
+    try:
+        warm = getattr(resolve_grader(spec), "warm", None)
+        if callable(warm):
+            warm()
+    except Exception:  # not fatal: a grader that cannot start reports it on every sample, via run_one
+        return

@@ -49,3 +49,22 @@ class SelfKillingGrader:
                 fh.write(str(os.getpid()))
             os.kill(os.getpid(), 9)
         return Grade.correct("survived retry")
+
+
+class SlowStartGrader:
+    """Needs 1.5 s to start (like a grader importing SymPy in helpers); its ``warm`` hook does that up front."""
+
+    name = "slowstart"
+    version = "1"
+
+    def __init__(self) -> None:
+        self.warmed = False
+
+    def warm(self) -> None:
+        time.sleep(1.5)
+        self.warmed = True
+
+    def grade(self, response: str, ground_truth: Any, **options: Any) -> Grade:
+        if not self.warmed:
+            self.warm()
+        return Grade.correct("warm")

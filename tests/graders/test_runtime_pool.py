@@ -108,6 +108,12 @@ def test_grader_marked_retryable_errors_are_retried(pool: GradingPool, tmp_path:
     assert pool.metrics()["graders"]["echo"]["retries"] >= 1
 
 
+def test_grader_warm_hook_runs_outside_the_budget() -> None:
+    with GradingPool(workers=1, backend="process", timeout_s=1.0) as pool:
+        (grade,) = pool.grade_batch([GradeRequest(f"{faulty.__name__}:SlowStartGrader", "a", "a")])
+    assert grade.verdict == "correct"  # the 1.5 s start-up ran in warm(), not in the 1 s grade budget
+
+
 def test_unknown_grader_is_a_per_sample_error(pool: GradingPool) -> None:
     bad, good = pool.grade_batch([GradeRequest("no-such-grader", "1", "1"), GradeRequest(ECHO, "1", "1")])
     assert bad.verdict == "error" and "unknown grader 'no-such-grader'" in bad.reason
