@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -46,11 +47,14 @@ def load_config_mapping(config: Any, overrides: list[str] | None = None) -> Mapp
     raise ConfigError(f"cannot read a config from {type(config).__name__}")
 
 
-def run_checks(config: Any = None, overrides: list[str] | None = None) -> list[CheckResult]:
-    """Run every registered check; ``config`` (path, mapping or config model) decides what is required."""
+def run_checks(config: Any = None, overrides: list[str] | None = None, *,
+               essential_only: bool = False) -> list[CheckResult]:
+    """Run every registered check; ``config`` (path, mapping or config model) decides what is required.
+    ``essential_only`` skips slow probes (a sandbox run) that the config cannot require."""
     if config is None and overrides:
         raise ConfigError("overrides need a config file: rrl doctor CONFIG.yaml key.path=value ...")
     req = Requirements() if config is None else requirements_from_config(load_config_mapping(config, overrides))
+    req = replace(req, essential_only=essential_only)
     results: list[CheckResult] = []
     for name, (_, check) in sorted(CHECKS.items(), key=lambda item: item[1][0]):
         try:
@@ -77,7 +81,7 @@ def blocking(results: list[CheckResult]) -> list[CheckResult]:
 
 def doctor_or_exit(config: Any) -> list[CheckResult]:
     """For ``rrl train``: run the checks, and stop with the doctor's table when something required is missing."""
-    results = run_checks(config)
+    results = run_checks(config, essential_only=True)
     stops = blocking(results)
     if stops:
         console = Console(stderr=True)

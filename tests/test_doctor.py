@@ -107,7 +107,7 @@ def test_missing_component_not_needed_is_only_a_warning(tmp_path: Path, monkeypa
         r = _by_name(results, name)
         assert (r.status, r.required) == ("warn", False) and r.fix
     assert not blocking(results)
-    assert doctor_or_exit(config) == results
+    assert doctor_or_exit(config) == [r for r in results if "sandbox" not in r.name]  # no sandboxed grader
     out = CliRunner().invoke(app, ["doctor", str(config)], env={"COLUMNS": "400"})
     assert out.exit_code == 0, out.output
     out = CliRunner().invoke(app, ["doctor", str(config), "rollout.engine=vllm"], env={"COLUMNS": "400"})

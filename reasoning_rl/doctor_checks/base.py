@@ -53,6 +53,7 @@ class Requirements:
     model_dir: Path | None = None
     lean_options: dict[str, Any] = field(default_factory=dict)
     from_config: bool = False
+    essential_only: bool = False  # `rrl train`'s pre-flight: skip slow probes this config cannot require
 
 
 Check = Callable[[Requirements], list[CheckResult]]
