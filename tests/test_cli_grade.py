@@ -12,12 +12,12 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from conftest import shared_path
 from typer.testing import CliRunner
 
 import graders
 from graders.evaluation.scoring import pass_at_k
 from reasoning_rl.cli import app
-from tests.conftest import shared_path
 
 runner = CliRunner()
 
