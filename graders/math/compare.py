@@ -20,6 +20,7 @@ _NAME = re.compile(r"[A-Za-z\\|:(),{}\s^'_]*")
 _TEXTY = re.compile(r"[A-Za-z][A-Za-z\s'\-.]*")
 _EQ_OPS = ("=", "\\approx", "\\in")
 _COMMAND = re.compile(r"\\[A-Za-z]+")
+_BASE_NUMERAL = re.compile(r"([0-9A-Fa-f]+)_\{?(\d+)\}?")
 _FLIP = {"<": ">", "\\le": "\\ge", ">": "<", "\\ge": "\\le"}
 
 
@@ -70,6 +71,9 @@ class FastJudge:
         g, p = parse_number(gold), parse_number(pred)
         if g is not None and p is not None:
             return numbers_equal(g, p, ctx)
+        gb, pb = _BASE_NUMERAL.fullmatch(gold.strip()), _BASE_NUMERAL.fullmatch(pred.strip())
+        if gb and pb:  # "204_5": digits in a stated base compare exactly, base included
+            return (gb.group(1).lstrip("0"), gb.group(2)) == (pb.group(1).lstrip("0"), pb.group(2))
         gt = text_form(gold)
         if gt is not None and (len(gt) > 1 or text_form(pred) is not None):
             return gt == text_form(pred)

@@ -14,13 +14,14 @@ from graders.math import MathGrader
 
 BLOW_UP = "\\boxed{(x+y+z+w)^{40}}"  # passes every pre-guard; SymPy's expansion runs for minutes
 BUDGET_S = 1.0
+THREADS = 3
 MARGIN_S = 4.0  # generous: a 2-core CI box under load, never an unbounded wait
 
 
 @pytest.fixture(scope="module")
 def grader() -> MathGrader:
-    g = MathGrader(max_workers=4)
-    g.pool.warm(4)
+    g = MathGrader(max_workers=THREADS)
+    g.pool.warm(THREADS)
     return g
 
 
@@ -32,8 +33,8 @@ def _timed(grader: MathGrader, response: str, gold: str) -> tuple[Grade, float]:
 
 def test_budget_holds_for_concurrent_blow_ups_from_threads(grader: MathGrader) -> None:
     assert threading.current_thread() is threading.main_thread()
-    with ThreadPoolExecutor(max_workers=4) as executor:
-        futures = [executor.submit(_timed, grader, BLOW_UP, "5") for _ in range(4)]
+    with ThreadPoolExecutor(max_workers=THREADS) as executor:
+        futures = [executor.submit(_timed, grader, BLOW_UP, "5") for _ in range(THREADS)]
         results = [f.result(timeout=60) for f in futures]
     for result, elapsed in results:
         assert (result.verdict, result.reason) == ("error", "timeout")
@@ -41,7 +42,7 @@ def test_budget_holds_for_concurrent_blow_ups_from_threads(grader: MathGrader) -
 
 
 def test_normal_grades_are_unaffected_by_a_concurrent_blow_up(grader: MathGrader) -> None:
-    grader.pool.warm(4)
+    grader.pool.warm(THREADS)
     with ThreadPoolExecutor(max_workers=3) as executor:
         bomb = executor.submit(_timed, grader, BLOW_UP, "5")
         normal = [executor.submit(_timed, grader, "\\boxed{\\sqrt{8}}", "2\\sqrt{2}") for _ in range(4)]
@@ -51,7 +52,7 @@ def test_normal_grades_are_unaffected_by_a_concurrent_blow_up(grader: MathGrader
 
 
 def test_killed_workers_are_reaped_and_replaced(grader: MathGrader) -> None:
-    grader.pool.warm(4)
+    grader.pool.warm(THREADS)
     before = {p.pid for p in psutil.Process().children()}
     result, _ = _timed(grader, BLOW_UP, "5")
     assert result.reason == "timeout"
@@ -71,7 +72,7 @@ def test_workers_have_an_address_space_limit(grader: MathGrader) -> None:
 
     from graders.math.worker import MEMORY_LIMIT_BYTES
 
-    grader.pool.warm(4)
+    grader.pool.warm(THREADS)
     pids = [w.proc.pid for w in grader.pool._idle]
     assert pids
     for pid in pids:
@@ -89,7 +90,7 @@ def _grade_in_forked_child() -> str:
 def test_a_forked_child_gets_its_own_workers(grader: MathGrader) -> None:
     import multiprocessing
 
-    grader.pool.warm(4)
+    grader.pool.warm(THREADS)
     parent_workers = list(grader.pool._idle)
     _FORKED[:] = [grader]
     with multiprocessing.get_context("fork").Pool(1) as pool:
