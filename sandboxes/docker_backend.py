@@ -221,10 +221,8 @@ class DockerSandbox:
             raise SandboxError(f"sandbox image {image} not found; build it with `rrl sandbox build`") from exc
         self.image, self.warm = image, warm
         self._pool = Pool(start_box, remove_box, pool_size)
-        if warm and prestart:
-            from sandboxes.types import Limits
-
-            self._pool.prestart(ContainerSpec(image, **_limit_fields(Limits()), mounts=()))
+        if warm and prestart:  # containers for the default limits, so the first runs are already warm
+            self._pool.prestart(ContainerSpec.of(image, RunRequest([])))
         _OPEN.add(self)
 
     def run(self, request: RunRequest) -> RunResult:
@@ -294,10 +292,6 @@ class DockerSandbox:
     def close(self) -> None:
         self._pool.close()
         _OPEN.discard(self)
-
-
-def _limit_fields(limits: Any) -> dict[str, Any]:
-    return {"memory_mb": limits.memory_mb, "pids": limits.pids, "cpus": limits.cpus, "disk_mb": limits.disk_mb}
 
 
 _OPEN: weakref.WeakSet[DockerSandbox] = weakref.WeakSet()
