@@ -1,6 +1,7 @@
 """Training side: model loading, token batches, the FSDP2 policy, the frozen reference, the critic."""
 
 from reasoning_rl.policy.batch import TokenBatch, build_batch, plan_micro_batches
+from reasoning_rl.policy.critic import Critic
 from reasoning_rl.policy.model import (
     ModelLoadError,
     convert_gguf,
@@ -13,6 +14,7 @@ from reasoning_rl.policy.policy import Policy
 from reasoning_rl.policy.reference import ReferencePolicy
 
 __all__ = [
+    "Critic",
     "ModelLoadError",
     "Policy",
     "ReferencePolicy",

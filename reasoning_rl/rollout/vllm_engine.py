@@ -92,12 +92,18 @@ class VLLMEngine:
                 rid = f"rrl-{self._counter}"
                 engine.add_request(rid, TokensPrompt(prompt_token_ids=list(prompt)), self._params(sampling, j))
                 where[rid] = (i, j)
-        while engine.has_unfinished_requests():
-            for out in engine.step():
-                if not out.finished:
-                    continue
-                i, j = where[out.request_id]
-                yield _to_completion(out, i, j, list(prompts[i]))
+        pending = set(where)
+        try:
+            while engine.has_unfinished_requests():
+                for out in engine.step():
+                    if not out.finished:
+                        continue
+                    pending.discard(out.request_id)
+                    i, j = where[out.request_id]
+                    yield _to_completion(out, i, j, list(prompts[i]))
+        finally:
+            if pending:  # the consumer stopped early: do not leave requests running in the engine
+                engine.abort_request(list(pending))
 
     def generate(self, prompts: list[list[int]], sampling: SamplingConfig) -> list[Completion]:
         done = list(self.stream(prompts, sampling))

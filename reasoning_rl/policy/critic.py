@@ -1,0 +1,135 @@
+"""Optional PPO critic: the policy's backbone with a scalar value head, trained on GAE returns.
+
+Value of response token t = V(state before t) = head(hidden at position t - 1), the same positions
+the policy scores, so values/returns/advantages all share the batch's [B, T] response layout.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from reasoning_rl import dist
+from reasoning_rl.algorithms.aggregation import AggMode, compute_normalizer
+from reasoning_rl.algorithms.losses import value_loss
+from reasoning_rl.policy.batch import TokenBatch, pack, plan_micro_batches, unflatten
+from reasoning_rl.policy.model import load_causal_lm, resolve_dtype
+from reasoning_rl.policy.policy import lr_lambda
+from reasoning_rl.policy.wrap import equalize, placement, wrap
+
+
+class ValueModule(nn.Module):
+    """Backbone + linear value head; FSDP2 root (the head shards with the root group)."""
+
+    def __init__(self, lm: Any) -> None:
+        super().__init__()
+        self.lm: Any = lm
+        hidden = lm.config.hidden_size
+        self.value_head = nn.Linear(hidden, 1, dtype=next(lm.parameters()).dtype)
+        nn.init.normal_(self.value_head.weight, std=1.0 / math.sqrt(hidden + 1))
+        nn.init.zeros_(self.value_head.bias)
+
+    def forward(self, input_ids: Tensor, position_ids: Tensor, gather: Tensor) -> Tensor:
+        out = self.lm.base_model(input_ids=input_ids, position_ids=position_ids, use_cache=False)
+        h = out.last_hidden_state[0].index_select(0, gather)
+        return self.value_head(h).squeeze(-1).float()
+
+
+class Critic:
+    """Value model for PPO. ``values`` for rollouts, ``train_step`` on (returns, old values)."""
+
+    def __init__(self, module: ValueModule, device: torch.device, fsdp: bool, *, lr: float, weight_decay: float,
+                 betas: tuple[float, float], grad_clip: float | None, warmup_steps: int, total_steps: int | None,
+                 micro_batch_tokens: int, value_clip: float | None) -> None:
+        self.module = module
+        self.device = device
+        self.fsdp = fsdp
+        self.grad_clip = grad_clip
+        self.micro_batch_tokens = micro_batch_tokens
+        self.value_clip = value_clip
+        self.optimizer = torch.optim.AdamW(module.parameters(), lr=lr, betas=betas, weight_decay=weight_decay)
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lr_lambda(warmup_steps, total_steps))
+
+    @classmethod
+    def from_pretrained(
+        cls,
+        path: str,
+        *,
+        gguf_file: str | None = None,
+        dtype: str = "float32",
+        device: str | None = None,
+        fsdp: bool | None = None,
+        activation_checkpointing: bool = False,
+        lr: float = 1e-5,
+        weight_decay: float = 0.0,
+        betas: tuple[float, float] = (0.9, 0.999),
+        grad_clip: float | None = 1.0,
+        warmup_steps: int = 0,
+        total_steps: int | None = None,
+        micro_batch_tokens: int = 4096,
+        value_clip: float | None = 0.2,
+    ) -> Critic:
+        where = placement(device, resolve_dtype(dtype), fsdp)
+        lm = load_causal_lm(path, gguf_file=gguf_file, dtype=where.load_dtype)
+        lm.config.use_cache = False
+        module = ValueModule(lm)
+        wrap(module, lm, where, activation_checkpointing=activation_checkpointing)
+        module.train()
+        return cls(module, where.device, where.fsdp, lr=lr, weight_decay=weight_decay, betas=betas,
+                   grad_clip=grad_clip, warmup_steps=warmup_steps, total_steps=total_steps,
+                   micro_batch_tokens=micro_batch_tokens, value_clip=value_clip)
+
+    def _plans(self, batch: TokenBatch) -> list[list[int] | None]:
+        plans = plan_micro_batches(batch, self.micro_batch_tokens)
+        return equalize(plans) if self.fsdp else list(plans)
+
+    def values(self, batch: TokenBatch) -> Tensor:
+        """Per-response-token values [B, T], no grad."""
+        b, t = batch.shape
+        out = torch.zeros(b, t)
+        with torch.no_grad():
+            for rows in self._plans(batch):
+                mb = pack(batch, rows if rows is not None else [0], self.device)
+                v = self.module(mb.input_ids, mb.position_ids, mb.gather)
+                if rows is not None:
+                    out[rows] = unflatten(v.cpu(), mb.lens, t)
+        return out
+
+    def train_step(self, batch: TokenBatch, returns: Tensor, old_values: Tensor, *, agg: AggMode = "token-mean") -> dict[str, float]:
+        """One optimizer step on the clipped value loss; split-invariant like ``Policy.train_step``."""
+        b, t = batch.shape
+        for name, x in (("returns", returns), ("old_values", old_values)):
+            if tuple(x.shape) != (b, t):
+                raise ValueError(f"{name} must have the batch's per-token shape [B, T]={(b, t)}; got {tuple(x.shape)}")
+        mask = batch.response_mask
+        normalizer = float(dist.all_reduce_sum(torch.tensor(compute_normalizer(agg, mask, max_response_len=t))).item())
+        world = dist.world_size() if self.fsdp else 1
+        total = torch.zeros(1)
+        for rows in self._plans(batch):
+            if rows is None:
+                (self.module(*_inputs(pack(batch, [0], self.device))).sum() * 0.0).backward()
+                continue
+            mb = pack(batch, rows, self.device)
+            width = max(mb.lens)
+            v = unflatten(self.module(*_inputs(mb)), mb.lens, width)
+            dev = v.device
+            loss = value_loss(v, old_values[rows, :width].to(dev), returns[rows, :width].to(dev),
+                              mask[rows, :width].to(dev), clip=self.value_clip, agg=agg, normalizer=normalizer)
+            (loss * world).backward()
+            total += float(loss.detach())
+        dist.all_reduce_sum(total)
+        norm = torch.nn.utils.clip_grad_norm_(self.module.parameters(), self.grad_clip or float("inf"))
+        grad_norm = float(norm.full_tensor() if hasattr(norm, "full_tensor") else norm)
+        if math.isfinite(grad_norm):
+            self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        lr = self.optimizer.param_groups[0]["lr"]
+        self.scheduler.step()
+        return {"value_loss": float(total), "grad_norm": grad_norm, "lr": lr}
+
+
+def _inputs(mb: Any) -> tuple[Tensor, Tensor, Tensor]:
+    return mb.input_ids, mb.position_ids, mb.gather
