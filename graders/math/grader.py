@@ -52,6 +52,11 @@ class MathGrader:
     def __init__(self, max_workers: int = 4) -> None:
         self.pool = WorkerPool(max_workers=max_workers)
 
+    def warm(self) -> None:
+        """Start one SymPy helper now (the grading runtime calls this before a worker takes samples), so its
+        start-up never counts against the first grade's budget."""
+        self.pool.warm(1)
+
     def grade(
         self,
         response: str,

@@ -1,0 +1,54 @@
+"""Model shapes shared by the GPU benchmarks (the same ones TRL was measured on) and a random-init builder."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+SHAPES: dict[str, dict[str, int]] = {
+    "smol": dict(vocab_size=49152, hidden_size=576, intermediate_size=1536, num_hidden_layers=30,
+                 num_attention_heads=9, num_key_value_heads=3),
+    "qwen": dict(vocab_size=151936, hidden_size=896, intermediate_size=4864, num_hidden_layers=24,
+                 num_attention_heads=14, num_key_value_heads=2),
+    "tiny": dict(vocab_size=512, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                 num_attention_heads=2, num_key_value_heads=1),
+}
+
+
+def build_random_model(shape: str, out_dir: str | Path, seed: int = 0) -> Path:
+    """A random-init Llama of ``shape`` + a WordLevel tokenizer over tokens ``t0..tV`` (as in TRL's bench)."""
+    import torch
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+    out = Path(out_dir)
+    if (out / "config.json").is_file():
+        return out
+    out.mkdir(parents=True, exist_ok=True)
+    spec = SHAPES[shape]
+    vocab = {f"t{i}": i for i in range(spec["vocab_size"])}
+    tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="t0"))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    tok.decoder = decoders.WordPiece(prefix="##")
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="t0", pad_token="t0", eos_token="t1", bos_token="t2")
+    fast.save_pretrained(out)
+    cfg = LlamaConfig(max_position_embeddings=2048, tie_word_embeddings=True, bos_token_id=2, eos_token_id=1, **spec)
+    torch.manual_seed(seed)
+    LlamaForCausalLM(cfg).save_pretrained(out)
+    return out
+
+
+def param_count(shape: str) -> int:
+    """Parameters of ``shape`` (tied embeddings), for FLOP counts."""
+    s = SHAPES[shape]
+    h, i, layers, v = s["hidden_size"], s["intermediate_size"], s["num_hidden_layers"], s["vocab_size"]
+    head = h // s["num_attention_heads"]
+    kv = s["num_key_value_heads"] * head
+    per_layer = h * h * 2 + h * kv * 2 + 3 * h * i + 2 * h
+    return layers * per_layer + v * h + h
+
+
+def train_flops(shape: str, tokens: int, seq_len: int) -> float:
+    """fwd+bwd FLOPs: 6·N·tokens (dense) + 12·layers·hidden·seq·tokens (causal attention, halved)."""
+    s: dict[str, Any] = SHAPES[shape]
+    return 6.0 * param_count(shape) * tokens + 6.0 * s["num_hidden_layers"] * s["hidden_size"] * seq_len * tokens
