@@ -3,7 +3,8 @@
 Ours: ``push_weights`` (gather per bucket -> vLLM ``reload_weights(weights_iterator=...)``).
 Peer: what a trainer without a hand-off does: ``save_pretrained`` to disk, then vLLM reloads from
 that path (``reload_weights(weights_path=...)``). Each model runs in its own process so vLLM's
-memory is released between sizes. Prints a table; writes bench/out/weight_sync.json.
+memory is released between sizes. Also reports the max |log-prob| gap between vLLM and the trainer on
+fixed sequences after one training step, before and after the hand-off. Prints a table; writes bench/out/weight_sync.json.
 """
 
 from __future__ import annotations
@@ -41,7 +42,26 @@ def measure(name: str) -> dict[str, float | str | int]:
     engine = make_engine("vllm", str(model_dir), gpu_memory_utilization=0.2, max_model_len=256)
     policy = Policy.from_pretrained(str(model_dir))
     ours, peer = [], []
+    import torch
+
+    from reasoning_rl.algorithms import LossConfig
+    from reasoning_rl.policy import TokenBatch
+
+    g = torch.Generator().manual_seed(0)
+    vocab = int(policy.lm.config.vocab_size)
+    fixed = TokenBatch([torch.randint(0, vocab, (40,), generator=g) for _ in range(4)], [20] * 4)
+    old, _ = policy.logprobs(fixed)
+    policy.optimizer.param_groups[0]["lr"] = 1e-3  # one real update so the hand-off carries new weights
+    policy.train_step(fixed, torch.tensor([1.0, -1.0, 0.5, -0.5]), old, None, LossConfig())
+    trained, _ = policy.logprobs(fixed)
+
+    def gap() -> float:
+        got = engine.score([s.tolist() for s in fixed.sequences], fixed.prompt_lens)  # type: ignore[attr-defined]
+        return max(abs(x - float(trained[i, k])) for i, row in enumerate(got) for k, x in enumerate(row))
+
+    gap_before = gap()
     stats = push_weights(policy, engine)  # warm-up (first call pays one-time setup)
+    gap_after = gap()
     for _ in range(REPEATS):
         stats = push_weights(policy, engine)
         ours.append(stats.seconds)
@@ -62,6 +82,8 @@ def measure(name: str) -> dict[str, float | str | int]:
         "disk_s": t_peer,
         "disk_GBps": stats.bytes / t_peer / 1e9,
         "speedup": t_peer / t_ours,
+        "logprob_gap_before": gap_before,
+        "logprob_gap_after": gap_after,
     }
 
 
@@ -79,14 +101,17 @@ def main() -> None:
             raise SystemExit(f"weight_sync: {name} failed:\n{proc.stderr[-3000:]}")
         rows.append(json.loads(proc.stdout.strip().splitlines()[-1]))
     table = Table(title=f"Weight hand-off into vLLM (CPU, float32, median of {REPEATS})")
-    for col in ("model", "params", "MB", "tensors", "ours s", "ours GB/s", "disk s", "disk GB/s", "disk/ours"):
+    cols = ("model", "params", "MB", "tensors", "ours s", "ours GB/s", "disk s", "disk GB/s", "disk/ours",
+            "|dlogp| before", "|dlogp| after")
+    for col in cols:
         table.add_column(col, justify="right")
     for r in rows:
         table.add_row(
             r["model"], f"{r['params']:,}", f"{r['bytes'] / 1e6:.1f}", str(r["tensors"]), f"{r['ours_s']:.3f}",
             f"{r['ours_GBps']:.2f}", f"{r['disk_s']:.3f}", f"{r['disk_GBps']:.2f}", f"{r['speedup']:.1f}x",
+            f"{r['logprob_gap_before']:.2e}", f"{r['logprob_gap_after']:.2e}",
         )
-    Console(width=140).print(table)
+    Console(width=170).print(table)
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text(json.dumps({"repeats": REPEATS, "results": rows}, indent=2))
 
