@@ -1,5 +1,7 @@
-"""Docker backend: hardened containers, run cold (one container per run) or from a warm pool (exec into
-pre-started containers, wiped between uses). Every container is labelled and removed, stale ones at start."""
+"""Docker backend: hardened containers, run cold (one container per run) or from a warm pool of pre-started
+containers, each with one long-lived supervisor reached through an attached exec socket (so a run costs a
+socket round trip, not a ``docker exec``); the supervisor kills leftovers and wipes scratch dirs after each run,
+and a container that misbehaves is replaced. Every container is labelled and removed, stale ones at start."""
 
 from __future__ import annotations
 
