@@ -63,3 +63,16 @@ def test_cli_check_reports_ok_and_failure() -> None:
     bad = subprocess.run([sys.executable, "-m", "reasoning_rl.cli", "sandbox", "check", "--backend", "docker",
                           "--image", "reasoning-rl/no-such-image:0"], capture_output=True, text=True)
     assert bad.returncode == 1 and "rrl sandbox build" in bad.stdout
+
+
+def test_many_threads_share_a_small_pool() -> None:
+    """The grading runtime calls from several threads: every run gets its own container, results never mix."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    sb = sandboxes.open_sandbox("docker", pool_size=2)
+    try:
+        with ThreadPoolExecutor(6) as ex:
+            results = list(ex.map(lambda i: sb.run(RunRequest(["python3", "-c", f"print({i} * {i})"])), range(24)))
+    finally:
+        sb.close()
+    assert [r.stdout for r in results] == [f"{i * i}\n".encode() for i in range(24)]
