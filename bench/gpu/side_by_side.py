@@ -1,0 +1,134 @@
+"""Our GRPO step (the real ``Trainer``, as ``rrl train`` runs it) vs TRL's GRPOTrainer, same GPU, same call.
+
+    python bench/gpu/side_by_side.py SHAPE [--steps 5] [--trl PATH/trl_bench.py] --out OUT.json
+
+Same workload as TRL's measured bench: random-init model of SHAPE, 32 prompts x 8 generations per step,
+128 prompt tokens, 256 generated tokens (EOS ignored: fixed length), one optimizer step per generation
+round in micro-batches of 32 sequences, beta = 0. Reports step time, tokens/s/GPU, generation tokens/s,
+update-phase MFU (FLOPs from the model shape), hand-off seconds and GB/s, reward wait, peak memory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from shapes import SHAPES, build_random_model, train_flops  # noqa: E402
+
+PROMPTS, GENS, PROMPT_LEN, COMPLETION_LEN, MICRO = 32, 8, 128, 256, 32
+PEAK_FLOPS = 790e12  # bf16 dense matmul measured on this H200 kind (KINDS.md)
+
+
+def write_prompts(path: Path, vocab: int, steps: int) -> None:
+    """The same random prompts TRL's bench draws (torch seed 1), as simple-schema rows."""
+    import torch
+
+    g = torch.Generator().manual_seed(1)
+    with path.open("w") as fh:
+        for i in range(PROMPTS * (steps + 1)):
+            ids = torch.randint(3, vocab, (PROMPT_LEN,), generator=g)
+            fh.write(json.dumps({"id": i, "question": " ".join(f"t{int(x)}" for x in ids), "answer": "0"}) + "\n")
+
+
+def run_ours(shape: str, steps: int, work: Path) -> dict[str, Any]:
+    import torch
+
+    from reasoning_rl.config import load_config
+    from reasoning_rl.trainer.loop import Trainer
+    from reasoning_rl.trainer.metrics import read_metrics
+
+    model = build_random_model(shape, work / f"model_{shape}")
+    data = work / f"prompts_{shape}.jsonl"
+    write_prompts(data, SHAPES[shape]["vocab_size"], steps)
+    run_dir = work / f"run_{shape}"
+    cfg = load_config(None, base={
+        "run": {"name": f"sbs_{shape}", "dir": str(run_dir), "doctor": False},
+        "model": {"path": str(model), "dtype": "bfloat16"},
+        "data": {"train": {"path": str(data)}, "chat_template": False, "shuffle": False,
+                 "max_prompt_tokens": PROMPT_LEN},
+        "rollout": {"n": GENS, "max_tokens": COMPLETION_LEN, "temperature": 1.0, "ignore_eos": True,
+                    "gpu_memory_utilization": 0.3},
+        "algorithm": {"micro_batch_tokens": MICRO * (PROMPT_LEN + COMPLETION_LEN),
+                      "mini_batch_size": PROMPTS * GENS},
+        "optim": {"lr": 1e-6},
+        "grading": {"workers": 8, "cache": False, "options": {"math": {"mode": "lenient"}}},
+        "trainer": {"steps": steps + 1, "batch_size": PROMPTS, "checkpoint_every": 0, "export": False,
+                    "overwrite": True},
+        "logging": {"console": "plain", "tensorboard": False, "samples": False},
+    })
+    torch.cuda.reset_peak_memory_stats()
+    Trainer(cfg).run()
+    rows = [r for r in read_metrics(run_dir / "metrics.jsonl") if "time/step_s" in r][1:]  # first step = warm-up
+
+    def med(key: str) -> float:
+        vals = [float(r[key]) for r in rows if key in r]
+        return statistics.median(vals) if vals else float("nan")
+
+    step_s = med("time/step_s")
+    tokens = PROMPTS * GENS * (PROMPT_LEN + COMPLETION_LEN)
+    update_s = med("time/update_s")
+    return {
+        "system": "reasoning-rl", "shape": shape, "steps": [round(float(r["time/step_s"]), 3) for r in rows],
+        "step_s_median": round(step_s, 3), "tokens_per_s": round(tokens / step_s),
+        "gen_tokens_per_s": round(med("throughput/gen_tokens_per_s")),
+        "generate_s": round(med("time/generate_s"), 3), "grade_wait_s": round(med("time/grade_wait_s"), 4),
+        "grade_wait_share": round(med("time/grade_wait_s") / step_s, 4),
+        "update_s": round(update_s, 3),
+        "update_mfu": round(train_flops(shape, tokens, PROMPT_LEN + COMPLETION_LEN) / update_s / PEAK_FLOPS, 3),
+        "handoff_s": round(med("handoff/seconds"), 3), "handoff_gbps": round(med("handoff/gbps"), 2),
+        "handoff_bytes": med("handoff/bytes"),
+        "peak_mem_gib": round(torch.cuda.max_memory_allocated() / 2**30, 1),
+        "all_metrics_last_step": rows[-1] if rows else {},
+    }
+
+
+def run_trl(shape: str, steps: int, trl_bench: str) -> dict[str, Any]:
+    env = dict(os.environ, MICRO=str(MICRO))
+    cmd = [sys.executable, trl_bench, shape, str(PROMPTS), str(GENS), str(PROMPT_LEN), str(COMPLETION_LEN), str(steps + 1)]
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=420)
+    for line in out.stdout.splitlines():
+        if line.startswith("RESULT "):
+            return json.loads(line[len("RESULT "):])
+    return {"system": "trl", "error": (out.stdout + out.stderr)[-3000:]}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("shape", choices=sorted(SHAPES))
+    ap.add_argument("--steps", type=int, default=5)
+    ap.add_argument("--trl", default=None, help="path to trl_bench.py; omit to run ours only")
+    ap.add_argument("--only-ours", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--out", required=True)
+    args = ap.parse_args()
+    work = Path("/tmp/rrl_sbs")
+    work.mkdir(parents=True, exist_ok=True)
+    if args.only_ours:  # child process: the GPU is all ours, and freed entirely when we exit
+        started = time.time()
+        ours = run_ours(args.shape, args.steps, work)
+        ours["wall_s"] = round(time.time() - started, 1)
+        Path(args.out).write_text(json.dumps(ours, default=str))
+        return
+    child = work / f"ours_{args.shape}.json"
+    subprocess.run([sys.executable, __file__, args.shape, "--steps", str(args.steps), "--only-ours",
+                    "--out", str(child)], check=True, timeout=480)
+    result: dict[str, Any] = {"shape": args.shape, "ours": json.loads(child.read_text())}
+    if args.trl:
+        t = time.time()
+        result["trl"] = run_trl(args.shape, args.steps, args.trl)
+        result["trl"]["wall_s"] = round(time.time() - t, 1)
+        if "tokens_per_s" in result["trl"]:
+            result["ratio_tokens_per_s"] = round(result["ours"]["tokens_per_s"] / result["trl"]["tokens_per_s"], 2)
+    Path(args.out).write_text(json.dumps(result, indent=1, default=str))
+    print("RESULT " + json.dumps(result, default=str)[:4000], flush=True)
+
+
+if __name__ == "__main__":
+    main()
