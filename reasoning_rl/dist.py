@@ -43,9 +43,11 @@ def init(backend: str | None = None, timeout_s: float = 1800.0) -> None:
         return
     if "MASTER_ADDR" not in os.environ:
         os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()), RANK="0", WORLD_SIZE="1")
+    device_id = None
     if torch.cuda.is_available():
         torch.cuda.set_device(local_rank())
-    dist.init_process_group(backend or default_backend(), timeout=timedelta(seconds=timeout_s))
+        device_id = torch.device("cuda", local_rank())
+    dist.init_process_group(backend or default_backend(), timeout=timedelta(seconds=timeout_s), device_id=device_id)
 
 
 def barrier() -> None:
@@ -53,17 +55,27 @@ def barrier() -> None:
         dist.barrier()
 
 
+def _all_reduce(x: torch.Tensor, op: dist.ReduceOp.RedOpType) -> torch.Tensor:
+    """In-place all-reduce of a (usually CPU) tensor on whatever device the backend needs (NCCL: GPU)."""
+    if not is_initialized() or dist.get_world_size() == 1:
+        return x
+    if dist.get_backend() == "nccl" and x.device.type != "cuda":
+        y = x.to(torch.device("cuda", torch.cuda.current_device()))
+        dist.all_reduce(y, op=op)
+        x.copy_(y.cpu())
+        return x
+    dist.all_reduce(x, op=op)
+    return x
+
+
 def all_reduce_sum(x: torch.Tensor) -> torch.Tensor:
     """In-place sum across ranks (identity in a single process)."""
-    if is_initialized() and dist.get_world_size() > 1:
-        dist.all_reduce(x, op=dist.ReduceOp.SUM)
-    return x
+    return _all_reduce(x, dist.ReduceOp.SUM)
 
 
 def all_reduce_max(x: torch.Tensor) -> torch.Tensor:
-    if is_initialized() and dist.get_world_size() > 1:
-        dist.all_reduce(x, op=dist.ReduceOp.MAX)
-    return x
+    """In-place max across ranks (identity in a single process)."""
+    return _all_reduce(x, dist.ReduceOp.MAX)
 
 
 def destroy() -> None:
