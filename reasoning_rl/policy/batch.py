@@ -82,13 +82,10 @@ class TokenBatch:
     def select(self, indices: Sequence[int]) -> TokenBatch:
         """The sub-batch of these rows (e.g. a data-parallel shard or a PPO mini-batch)."""
         idx = list(indices)
-        lp = None
+        sub = TokenBatch([self.sequences[i] for i in idx], [self.prompt_lens[i] for i in idx], pad_id=self.pad_id)
         if self.rollout_logprobs is not None:
-            sub = TokenBatch([self.sequences[i] for i in idx], [self.prompt_lens[i] for i in idx])
-            lp = self.rollout_logprobs[idx, : sub.shape[1]]
-        return TokenBatch(
-            [self.sequences[i] for i in idx], [self.prompt_lens[i] for i in idx], lp, self.pad_id
-        )
+            sub.rollout_logprobs = self.rollout_logprobs[idx, : sub.shape[1]]
+        return sub
 
 
 def build_batch(completions: Sequence[Completion], pad_id: int = 0) -> TokenBatch:
