@@ -8,11 +8,12 @@
 set -uo pipefail
 export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+export PYTHONPATH=$PWD:${PYTHONPATH:-}
 wheels() {
     if [ ! -f /tmp/site/.done ]; then
         python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .gpu_carry/whl/*.whl && touch /tmp/site/.done
     fi
-    export PYTHONPATH=$PWD:/tmp/site:${PYTHONPATH:-}
+    export PYTHONPATH=/tmp/site:$PYTHONPATH
 }
 case "$1" in
 setup)
