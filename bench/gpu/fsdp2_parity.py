@@ -28,7 +28,7 @@ PEAK_FLOPS = 790e12
 
 def sync() -> None:
     if torch.cuda.is_available():
-        sync()
+        torch.cuda.synchronize()
 
 
 def batches(steps: int, n: int, seq: int, vocab: int, prompt: int = 128) -> list[tuple[TokenBatch, torch.Tensor]]:
