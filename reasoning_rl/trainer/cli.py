@@ -65,6 +65,8 @@ def _eval_config(config_path: str | None, overrides: list[str], model: str | Non
 def eval_command(config_path: str | None, overrides: list[str], *, model: str | None, data: str | None,
                  n: int | None, out: str | None) -> int:
     console = Console()
+    if config_path is not None and "=" in config_path and not Path(config_path).exists():
+        overrides, config_path = [config_path, *overrides], None  # `rrl eval --model M --data D key=value`
     try:
         cfg = _eval_config(config_path, overrides, model, data, n)
         from reasoning_rl.trainer.eval import run_eval

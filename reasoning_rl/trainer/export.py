@@ -30,6 +30,8 @@ def export_checkpoint(run_dir: str | Path, *, step: int | None = None, out: str 
     cfg = yaml.safe_load(config_path.read_text(encoding="utf-8"))
     model_path = str(cfg["model"]["path"])
     state = torch.load(info.path / "policy.pt", weights_only=False, map_location="cpu")["model"]
+    # the policy checkpoints its scoring wrapper, whose HF model sits under "lm."
+    state = {k.removeprefix("lm."): v for k, v in state.items()}
     model = load_causal_lm(model_path, dtype="float32")
     model.load_state_dict(state)
     target = Path(out) if out is not None else run / "export" / f"step_{info.step}"
