@@ -33,7 +33,7 @@ def prompts(tok):
 def vllm_engine(tiny_model_dir):
     pytest.importorskip("vllm")
     os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
-    return make_engine("vllm", str(tiny_model_dir), gpu_memory_utilization=0.2, max_model_len=256)
+    return make_engine("vllm", str(tiny_model_dir), max_model_len=256, kv_cache_memory_bytes=64 << 20)
 
 
 @pytest.fixture(scope="module")
@@ -174,3 +174,25 @@ def test_bad_sampling_and_prompts(hf_engine):
         hf_engine.generate([[5, 6], []], GREEDY)
     with pytest.raises(RolloutError, match="max_model_len=256"):
         hf_engine.generate([[5] * 300], GREEDY)
+
+
+@pytest.mark.vllm
+@pytest.mark.slow
+def test_handoff_untied_head(tmp_path):
+    """With a separate lm_head.weight the name reaches vLLM's loader too (tied case: the test above)."""
+    pytest.importorskip("vllm")
+    from reasoning_rl.tiny import build_tiny_model
+
+    model_dir = str(build_tiny_model(tmp_path / "untied", tie_word_embeddings=False, seed=1))
+    os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+    engine = make_engine("vllm", model_dir, max_model_len=128, kv_cache_memory_bytes=64 << 20)
+    policy = Policy.from_pretrained(model_dir)
+    assert "lm_head.weight" in dict(policy.lm.named_parameters())
+    with torch.no_grad():
+        policy.lm.lm_head.weight.mul_(3.0)  # change only the head
+    fixed = _fixed_sequences(3)
+    seqs, plens = [s.tolist() for s in fixed.sequences], fixed.prompt_lens
+    want, _ = policy.logprobs(fixed)
+    assert _max_diff(engine.score(seqs, plens), want) > 0.05
+    push_weights(policy, engine)
+    assert _max_diff(engine.score(seqs, plens), want) <= 1e-3
