@@ -1,8 +1,9 @@
 """Weight hand-off: stream the trainer's (possibly FSDP2-sharded) weights into the rollout engine.
 
-Every rank walks ``Policy.iter_full_params`` in lockstep (each bucket is an all-gather); rank 0 feeds
-the buckets lazily into ``engine.load_weights`` while the others drop them. At most one bucket of
-full tensors exists per rank at any time, never a second full model.
+Every rank walks ``Policy.iter_full_params`` in lockstep (each bucket is an all-gather); a rank that
+holds an engine (rank 0, or every rank when each runs its own vLLM for data-parallel rollout) feeds
+the buckets lazily into ``engine.load_weights``; the others drop them. At most one bucket of full
+tensors exists per rank at any time, never a second full model.
 """
 
 from __future__ import annotations
@@ -44,7 +45,8 @@ class HandoffStats:
 
 
 def push_weights(policy: Policy, engine: RolloutEngine | None, *, bucket_bytes: int = 256 << 20) -> HandoffStats:
-    """Copy the policy's current weights into ``engine`` (rank 0's engine; pass None on other ranks).
+    """Copy the policy's current weights into this rank's ``engine`` (None on ranks without one;
+    rank 0 must have one).
 
     Collective: call on every training rank. Returns this rank's stats (same on all ranks).
     """
@@ -62,7 +64,7 @@ def push_weights(policy: Policy, engine: RolloutEngine | None, *, bucket_bytes: 
                 yield name, tensor
 
     start = time.perf_counter()
-    if dist.is_main() and engine is not None:
+    if engine is not None:
         tensors = stream()
         engine.load_weights(tensors)
         for _ in tensors:  # an engine that stopped early must not leave other ranks mid-gather

@@ -2,6 +2,10 @@
 
 The engine core runs in-process (``VLLM_ENABLE_V1_MULTIPROCESSING=0``) so ``load_weights`` can hand
 vLLM a lazy iterator of gathered tensors without pickling or a second full copy of the model.
+
+Under torchrun (world size > 1) vLLM builds its groups from the existing default process group, and
+group creation is collective: create the engine on EVERY rank at the same point (one engine per
+rank, data-parallel rollout). An engine on rank 0 alone hangs there (measured on CPU/gloo).
 """
 
 from __future__ import annotations

@@ -66,3 +66,24 @@ def test_single_process_step_moves_weights(tiny_model_dir, single):
     init = {n: p.detach() for n, p in AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32).named_parameters()}
     delta = max(float((single["params"][n] - init[n]).abs().max()) for n in init)
     assert 1e-4 < delta < 1e-2  # one AdamW step at lr 1e-3
+
+
+@pytest.mark.slow
+@pytest.mark.distributed
+@pytest.mark.vllm
+def test_two_ranks_each_with_vllm_get_the_sharded_weights(tiny_model_dir):
+    pytest.importorskip("vllm")
+    import json
+
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
+    cmd = [
+        sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", str(_free_port()),
+        str(HERE / "vllm_dp_worker.py"), str(tiny_model_dir),
+    ]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    rows = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    assert sorted(r["rank"] for r in rows) == [0, 1]
+    for r in rows:
+        assert r["before"] > 0.05 and r["after"] <= 1e-3, r
+        assert r["tensors"] == 26
