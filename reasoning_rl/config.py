@@ -91,6 +91,7 @@ class RolloutConfig(_Section):
     top_p: float = Field(default=1.0, gt=0.0, le=1.0)
     max_tokens: int = Field(default=256, ge=1)
     stop: list[str] = Field(default_factory=list)
+    ignore_eos: bool = Field(default=False, description="Generate exactly max_tokens (fixed-length benchmarks).")
     gpu_memory_utilization: float | None = Field(default=None, gt=0.0, le=1.0, description="None: 0.2 on CPU, 0.5 on GPU.")
     sleep: bool | None = Field(default=None, description="vLLM sleep mode while training; None: on for GPU.")
 

@@ -20,6 +20,7 @@ class SamplingConfig:
     max_tokens: int = 256
     stop: tuple[str, ...] = ()
     seed: int | None = None
+    ignore_eos: bool = False  # keep generating to max_tokens (fixed-length benchmarks)
 
     def __post_init__(self) -> None:
         if self.n < 1:

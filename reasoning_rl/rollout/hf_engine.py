@@ -67,6 +67,9 @@ class HFEngine:
             kwargs.update(do_sample=True, temperature=s.temperature, top_p=s.top_p, top_k=0)
         else:
             kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
+        if s.ignore_eos:
+            kwargs.update(min_new_tokens=max_new)
+            eos_ids = set()
         if s.stop:
             kwargs.update(stop_strings=list(s.stop), tokenizer=self.tokenizer)
         ids = torch.tensor([prompt], device=self.device)

@@ -74,6 +74,7 @@ class VLLMEngine:
             stop=list(sampling.stop) or None,
             seed=seed,
             logprobs=0,
+            ignore_eos=sampling.ignore_eos,
         )
 
     def stream(self, prompts: list[list[int]], sampling: SamplingConfig) -> Iterator[Completion]:

@@ -83,7 +83,7 @@ class Components:
     def sampling(self, seed: int) -> SamplingConfig:
         r = self.cfg.rollout
         return SamplingConfig(n=r.n, temperature=r.temperature, top_p=r.top_p, max_tokens=r.max_tokens,
-                              stop=tuple(r.stop), seed=seed)
+                              stop=tuple(r.stop), seed=seed, ignore_eos=r.ignore_eos)
 
     def engine_wake(self) -> None:
         if not self._awake:

@@ -196,3 +196,15 @@ def test_handoff_untied_head(tmp_path):
     assert _max_diff(engine.score(seqs, plens), want) > 0.05
     push_weights(policy, engine)
     assert _max_diff(engine.score(seqs, plens), want) <= 1e-3
+
+
+@pytest.mark.vllm
+def test_ignore_eos_generates_exactly_max_tokens_in_both_engines(vllm_engine, hf_engine, prompts):
+    # The tiny random model emits EOS early on some prompts; ignore_eos must keep going to max_tokens.
+    normal = SamplingConfig(n=2, temperature=1.0, max_tokens=40, seed=3)
+    fixed = SamplingConfig(n=2, temperature=1.0, max_tokens=40, seed=3, ignore_eos=True)
+    for engine in (vllm_engine, hf_engine):
+        lengths = [len(c.token_ids) for c in engine.generate(prompts, fixed)]
+        assert lengths == [40] * len(lengths), (engine, lengths)
+        assert all(c.finish_reason == "length" for c in engine.generate(prompts, fixed))
+    assert any(len(c.token_ids) < 40 for c in vllm_engine.generate(prompts, normal)), "test needs an early EOS"
