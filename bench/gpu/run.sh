@@ -20,7 +20,6 @@ setup)
     wheels
     python3 -c "import torch, vllm, trl, reasoning_rl, graders; print('torch', torch.__version__, 'vllm', vllm.__version__, 'trl', trl.__version__)"
     python3 -m reasoning_rl.cli doctor || true
-    python3 bench/gpu/side_by_side.py tiny --steps 2 --out "$OUT/smoke_tiny.json" 2>&1 | tail -40
     ;;
 model)
     mkdir -p /tmp/smol && mv .gpu_carry/m1/gg.0 /tmp/smol/ && ls -la /tmp/smol
@@ -30,13 +29,13 @@ learn)
     mv .gpu_carry/m2/gg.1 /tmp/smol/ && cat /tmp/smol/gg.0 /tmp/smol/gg.1 > /tmp/smol/SmolLM2-135M-Instruct.Q4_1.gguf
     echo "$(cat .gpu_carry/m2/sha256)  /tmp/smol/SmolLM2-135M-Instruct.Q4_1.gguf" | sha256sum -c - || exit 1
     rm -f /tmp/smol/gg.*
-    python3 -m reasoning_rl.cli train bench/gpu/learn.yaml "data.val.1.path=$PWD/.gpu_carry/data/gsm8k_test.jsonl" 2>&1 | tail -80
+    python3 -m reasoning_rl.cli train bench/gpu/learn.yaml "data.val.1.path=$PWD/.gpu_carry/data/gsm8k_test.jsonl" data.val.1.limit=${GSM8K_LIMIT:-500} trainer.steps=${STEPS:-30} 2>&1 | grep -vE "^(INFO|WARNING|DEBUG)|it/s\]" | tail -60
     python3 bench/gpu/learn_summary.py /tmp/rrl_runs/gpu_learn "$OUT"
     python3 -m reasoning_rl.cli report /tmp/rrl_runs/gpu_learn -o "$OUT/learn_report.html" 2>&1 | tail -3
     ;;
 sbs)
     wheels
-    python3 bench/gpu/side_by_side.py "${SHAPE:-qwen}" --steps 5 --trl .gpu_carry/data/trl_bench.py --out "$OUT/sbs_${SHAPE:-qwen}.json" 2>&1 | tail -30
+    python3 bench/gpu/side_by_side.py "${SHAPE:-qwen}" --steps ${SBS_STEPS:-4} --trl .gpu_carry/data/trl_bench.py --out "$OUT/sbs_${SHAPE:-qwen}.json" 2>&1 | tail -30
     ;;
 fsdp)
     S=${SHAPE:-qwen}

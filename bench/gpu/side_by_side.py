@@ -23,7 +23,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from shapes import SHAPES, build_random_model, train_flops  # noqa: E402
 
-PROMPTS, GENS, PROMPT_LEN, COMPLETION_LEN, MICRO = 32, 8, 128, 256, 32
+PROMPTS, GENS, PROMPT_LEN, COMPLETION_LEN, MICRO = int(os.environ.get("SBS_PROMPTS", 32)), 8, 128, 256, 32
 PEAK_FLOPS = 790e12  # bf16 dense matmul measured on this H200 kind (KINDS.md)
 
 
@@ -51,9 +51,9 @@ def run_ours(shape: str, steps: int, work: Path) -> dict[str, Any]:
     run_dir = work / f"run_{shape}"
     cfg = load_config(None, base={
         "run": {"name": f"sbs_{shape}", "dir": str(run_dir), "doctor": False},
-        "model": {"path": str(model), "dtype": "bfloat16"},
+        "model": {"path": str(model), "dtype": "bfloat16" if torch.cuda.is_available() else "float32"},
         "data": {"train": {"path": str(data)}, "chat_template": False, "shuffle": False,
-                 "max_prompt_tokens": PROMPT_LEN},
+                 "max_prompt_tokens": 1024},  # same text as TRL; its tokenizer decides the length
         "rollout": {"n": GENS, "max_tokens": COMPLETION_LEN, "temperature": 1.0, "ignore_eos": True,
                     "gpu_memory_utilization": 0.3},
         "algorithm": {"micro_batch_tokens": MICRO * (PROMPT_LEN + COMPLETION_LEN),
@@ -64,7 +64,8 @@ def run_ours(shape: str, steps: int, work: Path) -> dict[str, Any]:
                     "overwrite": True},
         "logging": {"console": "plain", "tensorboard": False, "samples": False},
     })
-    torch.cuda.reset_peak_memory_stats()
+    if torch.cuda.is_available():
+        torch.cuda.reset_peak_memory_stats()
     Trainer(cfg).run()
     rows = [r for r in read_metrics(run_dir / "metrics.jsonl") if "time/step_s" in r][1:]  # first step = warm-up
 
@@ -85,7 +86,7 @@ def run_ours(shape: str, steps: int, work: Path) -> dict[str, Any]:
         "update_mfu": round(train_flops(shape, tokens, PROMPT_LEN + COMPLETION_LEN) / update_s / PEAK_FLOPS, 3),
         "handoff_s": round(med("handoff/seconds"), 3), "handoff_gbps": round(med("handoff/gbps"), 2),
         "handoff_bytes": med("handoff/bytes"),
-        "peak_mem_gib": round(torch.cuda.max_memory_allocated() / 2**30, 1),
+        "peak_mem_gib": round(torch.cuda.max_memory_allocated() / 2**30, 1) if torch.cuda.is_available() else None,
         "all_metrics_last_step": rows[-1] if rows else {},
     }
 
