@@ -26,7 +26,9 @@ model)
     ;;
 learn)
     wheels
-    mv .gpu_carry/m2/gg.1 /tmp/smol/ && cat /tmp/smol/gg.0 /tmp/smol/gg.1 > /tmp/smol/SmolLM2-135M-Instruct.Q4_1.gguf
+    if [ ! -f /tmp/smol/SmolLM2-135M-Instruct.Q4_1.gguf ]; then
+        mv .gpu_carry/m2/gg.1 /tmp/smol/ && cat /tmp/smol/gg.0 /tmp/smol/gg.1 > /tmp/smol/SmolLM2-135M-Instruct.Q4_1.gguf
+    fi
     echo "$(cat .gpu_carry/m2/sha256)  /tmp/smol/SmolLM2-135M-Instruct.Q4_1.gguf" | sha256sum -c - || exit 1
     rm -f /tmp/smol/gg.*
     python3 -m reasoning_rl.cli train bench/gpu/learn.yaml "data.val.1.path=$PWD/.gpu_carry/data/gsm8k_test.jsonl" data.val.1.limit=${GSM8K_LIMIT:-500} trainer.steps=${STEPS:-30} 2>&1 | grep -vE "^(INFO|WARNING|DEBUG)|it/s\]" | tail -60
