@@ -15,14 +15,26 @@ def build(
     dockerfile: bool = typer.Option(False, "--dockerfile", help="Build from the Dockerfile (needs a registry)."),
     mirror: str = typer.Option(None, help="Debian mirror for the offline build (default: deb.debian.org)."),
     force: bool = typer.Option(False, help="Rebuild even if the tag exists."),
+    lean: bool = typer.Option(
+        False, "--lean", help="Build the optional Lean 4 + Mathlib image instead (elan; needs internet access)."
+    ),
 ) -> None:
     """Build the sandbox image: debootstrap -> docker import (offline), or the Dockerfile."""
-    from sandboxes.image import DEFAULT_IMAGE, build_dockerfile, build_offline
+    from sandboxes.image import (
+        DEFAULT_IMAGE,
+        LEAN_DOCKERFILE_DIR,
+        LEAN_IMAGE,
+        build_dockerfile,
+        build_offline,
+    )
 
     logging.basicConfig(level=logging.INFO, format="[sandbox] %(message)s")
-    name = image or DEFAULT_IMAGE
+    name = image or (LEAN_IMAGE if lean else DEFAULT_IMAGE)
     try:
-        message = build_dockerfile(name) if dockerfile else build_offline(name, mirror=mirror, force=force)
+        if lean:
+            message = build_dockerfile(name, LEAN_DOCKERFILE_DIR)
+        else:
+            message = build_dockerfile(name) if dockerfile else build_offline(name, mirror=mirror, force=force)
     except Exception as exc:  # noqa: BLE001 - report any build failure as one clear line, no traceback
         typer.echo(f"[sandbox] build failed: {exc}", err=True)
         raise typer.Exit(1) from exc

@@ -18,6 +18,9 @@ log = logging.getLogger(__name__)
 IMAGE_VERSION = "1"
 DEFAULT_IMAGE = f"reasoning-rl/sandbox-python:bookworm-{IMAGE_VERSION}"
 DOCKERFILE_DIR = Path(__file__).parent / "images" / "python"
+# Optional Lean 4 + Mathlib image (elan, pinned toolchain): needs internet, so only `--dockerfile`-style builds.
+LEAN_DOCKERFILE_DIR = Path(__file__).parent / "images" / "lean"
+LEAN_IMAGE = "reasoning-rl/sandbox-lean:v4.35.0"
 DEBIAN_SUITE = "bookworm"
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
 # python3 (not python3-minimal): json, hashlib, statistics... are in libpython3.11-stdlib and graders need them.
@@ -72,10 +75,10 @@ def build_offline(name: str = DEFAULT_IMAGE, mirror: str | None = None, force: b
     return f"built {name} from debootstrap ({DEBIAN_SUITE}, {mirror})"
 
 
-def build_dockerfile(name: str = DEFAULT_IMAGE) -> str:
-    """Build from ``images/python/Dockerfile`` (needs a registry for the base image)."""
+def build_dockerfile(name: str = DEFAULT_IMAGE, directory: Path = DOCKERFILE_DIR) -> str:
+    """Build from ``directory/Dockerfile`` (needs a registry for the base image, and the Lean one the internet)."""
     import docker
 
     client = docker.from_env()
-    client.images.build(path=str(DOCKERFILE_DIR), tag=name, rm=True)
-    return f"built {name} from {DOCKERFILE_DIR / 'Dockerfile'}"
+    client.images.build(path=str(directory), tag=name, rm=True)
+    return f"built {name} from {directory / 'Dockerfile'}"

@@ -65,6 +65,16 @@ def test_cli_check_reports_ok_and_failure() -> None:
     assert bad.returncode == 1 and "rrl sandbox build" in bad.stdout
 
 
+def test_cli_lean_image_build_fails_clearly_without_internet() -> None:
+    """The Lean + Mathlib image needs elan and the internet; offline it is one clear line and exit 1."""
+    out = subprocess.run([sys.executable, "-m", "reasoning_rl.cli", "sandbox", "build", "--lean"],
+                         capture_output=True, text=True, timeout=300)
+    if out.returncode == 0:
+        pytest.skip("this machine reached the internet and built the Lean image")
+    assert out.returncode == 1
+    assert "[sandbox] build failed:" in out.stderr and "Traceback" not in out.stderr + out.stdout
+
+
 def test_many_threads_share_a_small_pool() -> None:
     """The grading runtime calls from several threads: every run gets its own container, results never mix."""
     from concurrent.futures import ThreadPoolExecutor
