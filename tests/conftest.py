@@ -5,18 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from rrl_testutil import REPO, SHARED, shared_path
 
-REPO = Path(__file__).resolve().parents[1]
-SHARED = REPO.parent / "shared"
-
-
-def shared_path(*parts: str) -> Path:
-    """A file under ../shared, or a visible skip when this checkout has none."""
-    path = SHARED.joinpath(*parts)
-    if not path.exists():
-        pytest.skip(f"{path} not found: ../shared is absent in this checkout")
-    return path
-
+__all__ = ["REPO", "SHARED", "shared_path"]
 
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:

@@ -12,7 +12,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from conftest import shared_path
+from rrl_testutil import shared_path
 from typer.testing import CliRunner
 
 import graders

@@ -10,7 +10,7 @@ import json
 from typing import Any
 
 import pytest
-from conftest import shared_path
+from rrl_testutil import shared_path
 
 from graders.math import MathGrader
 
