@@ -137,18 +137,11 @@ class WorkerPool:
             self._warming += 1
 
         def start() -> None:
-            worker = _Worker()
             try:
-                worker.wait_ready(time.monotonic() + self.startup_timeout_s)
+                worker = self._boot()
             except (WorkerTimeout, WorkerCrashed):
-                worker.kill()
-                with self._cond:
-                    self._warming -= 1
-                    self._total -= 1
-                    self._cond.notify_all()
                 return
             with self._cond:
-                self._warming -= 1
                 self._idle.append(worker)
                 self._cond.notify_all()
 
@@ -174,7 +167,12 @@ class WorkerPool:
                 self._cond.wait(left)
             else:
                 return self._idle.pop(), clock_start + budget_s
-        worker = _Worker()  # cold start in this thread
+        worker = self._boot()  # cold start in this thread
+        return worker, time.monotonic() + budget_s
+
+    def _boot(self) -> _Worker:
+        """A ready worker for a slot already counted in ``_total`` and ``_warming``; a failed start frees it."""
+        worker = _Worker()
         try:
             worker.wait_ready(time.monotonic() + self.startup_timeout_s)
         except (WorkerTimeout, WorkerCrashed):
@@ -186,7 +184,7 @@ class WorkerPool:
             raise
         with self._cond:
             self._warming -= 1
-        return worker, time.monotonic() + budget_s
+        return worker
 
     def run(self, request: dict[str, Any], budget_s: float) -> dict[str, Any]:
         """Send ``request`` to a worker; SIGKILL it if no answer arrives within ``budget_s``."""
