@@ -130,6 +130,27 @@ class Critic:
         self.scheduler.step()
         return {"value_loss": float(total), "grad_norm": grad_norm, "lr": lr}
 
+    def state_dict_for_checkpoint(self) -> dict[str, Any]:
+        """{"model", "optimizer", "scheduler"} as full CPU state dicts (content on rank 0). Collective."""
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict
+
+        opts = StateDictOptions(full_state_dict=True, cpu_offload=self.fsdp)
+        model_sd, optim_sd = get_state_dict(self.module, self.optimizer, options=opts)
+        return {"model": model_sd, "optimizer": optim_sd, "scheduler": self.scheduler.state_dict()}
+
+    def load_checkpoint_state(self, state: dict[str, Any]) -> None:
+        """Restore from ``state_dict_for_checkpoint`` output (needed on rank 0 only under FSDP). Collective."""
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, set_state_dict
+
+        missing = {"model", "optimizer", "scheduler"} - set(state)
+        if missing:
+            raise ValueError(f"critic checkpoint state lacks {sorted(missing)}")
+        opts = StateDictOptions(full_state_dict=True, broadcast_from_rank0=self.fsdp)
+        set_state_dict(
+            self.module, self.optimizer, model_state_dict=state["model"], optim_state_dict=state["optimizer"], options=opts
+        )
+        self.scheduler.load_state_dict(state["scheduler"])
+
 
 def _inputs(mb: Any) -> tuple[Tensor, Tensor, Tensor]:
     return mb.input_ids, mb.position_ids, mb.gather

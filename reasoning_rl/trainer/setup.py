@@ -3,6 +3,7 @@ and the per-step operations on them (update, weight hand-off), so the loop reads
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +21,9 @@ from reasoning_rl.rollout import RolloutEngine, SamplingConfig, make_engine
 from reasoning_rl.rollout.base import EngineKind
 from reasoning_rl.trace import TraceWriter
 from reasoning_rl.trainer.collect import Sample
+from reasoning_rl.trainer.ppo import explained_variance, gae_targets, token_rewards
+
+CRITIC_FILE = "critic.pt"
 
 
 def resolve_device(device: str) -> str:
@@ -69,6 +73,7 @@ class Components:
     tokenizer: Any
     policy: Any
     ref: Any
+    critic: Any
     engine: RolloutEngine
     pool: GradingPool
     train_examples: list[Example]
@@ -104,7 +109,8 @@ class Components:
 
     def update(self, samples: list[Sample], rewards: torch.Tensor, mask: torch.Tensor, *, trace: TraceWriter,
                step: int) -> dict[str, float]:
-        """Advantages -> ref/old log-probs -> ``epochs`` passes over mini-batches. Masked samples are
+        """Ref/old log-probs -> advantages (outcome estimator, or critic values + GAE for PPO) -> ``epochs``
+        passes over mini-batches, each a policy step (and a critic step for PPO). Masked samples are
         dropped from the batch entirely (they carry no gradient and do not distort normalisation)."""
         from reasoning_rl.policy import build_batch
 
@@ -133,12 +139,25 @@ class Components:
         if self.ref is not None:
             with trace.span("ref_logprobs", step):
                 ref = self.ref.logprobs(batch)
-        if ref is not None and a.kl_mode == "reward" and a.kl_coef > 0:
-            r = kl_penalized_rewards(r, old, ref, batch.response_mask, a.kl_coef, a.kl_estimator)
-        if a.advantage == "gae":
-            raise ValueError("PPO/GAE needs a critic, which the RL core does not provide yet")
-        adv = compute_advantages(a.advantage, r, groups, torch.ones_like(r, dtype=torch.bool))
+        kl_ref = ref if a.kl_mode == "reward" and a.kl_coef > 0 else None
+        value_targets: tuple[torch.Tensor, torch.Tensor] | None = None  # (rollout values, returns) for PPO
+        if a.advantage == "gae":  # PPO: the config validator pairs it with name=ppo, which builds the critic
+            with trace.span("values", step):
+                values = self.critic.values(batch)
+            token_r = token_rewards(r, batch.response_mask, a.kl_coef, old, kl_ref, a.kl_estimator)
+            adv, returns = gae_targets(token_r, values, batch.response_mask, a.gamma, a.lam)
+            ev = explained_variance(values, returns, batch.response_mask)
+            if math.isfinite(ev):
+                out["critic/explained_variance"] = ev
+            out["critic/values_mean"] = float(values[batch.response_mask].mean())
+            out["critic/returns_mean"] = float(returns[batch.response_mask].mean())
+            value_targets = (values, returns)
+        else:
+            if kl_ref is not None:
+                r = kl_penalized_rewards(r, old, kl_ref, batch.response_mask, a.kl_coef, a.kl_estimator)
+            adv = compute_advantages(a.advantage, r, groups, torch.ones_like(r, dtype=torch.bool))
         stats: dict[str, list[float]] = {}
+        critic_stats: dict[str, list[float]] = {}
         with trace.span("update", step) as attrs:
             for epoch in range(a.epochs):
                 order = torch.randperm(n).tolist() if epoch and a.epochs > 1 else list(range(n))
@@ -149,13 +168,20 @@ class Components:
                                                None if ref is None else ref[rows, :sub.shape[1]], loss_cfg)
                     for k, v in m.items():
                         stats.setdefault(k, []).append(float(v))
+                    if value_targets is not None:
+                        t = sub.shape[1]
+                        cm = self.critic.train_step(sub, value_targets[1][rows, :t], value_targets[0][rows, :t])
+                        for k, v in cm.items():
+                            critic_stats.setdefault(k, []).append(float(v))
             attrs["tokens"] = batch.num_tokens * a.epochs
         trace.counter("tokens_trained", step, batch.num_tokens * a.epochs)
         if torch.cuda.is_available():
             trace.counter("gpu_mem_peak_bytes", step, torch.cuda.max_memory_allocated())
-        for k, values in stats.items():
-            out[f"policy/{k}"] = sum(values) / len(values)
-        out["advantage/abs_mean"] = float(adv.abs().mean())
+        for prefix, collected in (("policy", stats), ("critic", critic_stats)):
+            for k, xs in collected.items():
+                out[f"{prefix}/{k}"] = sum(xs) / len(xs)
+        out["advantage/abs_mean"] = float(adv.abs()[batch.response_mask].mean() if adv.dim() == 2
+                                          else adv.abs().mean())
         out["throughput/train_tokens"] = float(batch.num_tokens * a.epochs)
         return out
 
@@ -185,11 +211,20 @@ class Components:
         return out_dir
 
     def save_checkpoint(self, directory: Path) -> None:
-        """Model, optimizer, scheduler and optimizer-step count (the checkpoint manager adds the rest)."""
+        """Model, optimizer, scheduler and optimizer-step count, and the critic's for PPO (the checkpoint
+        manager adds the rest)."""
         torch.save(self.policy.state_dict_for_checkpoint(), directory / "policy.pt")
+        if self.critic is not None:
+            torch.save(self.critic.state_dict_for_checkpoint(), directory / CRITIC_FILE)
 
     def load_checkpoint(self, directory: Path) -> None:
         self.policy.load_checkpoint_state(torch.load(directory / "policy.pt", weights_only=False))
+        if self.critic is not None:
+            path = directory / CRITIC_FILE
+            if not path.exists():
+                raise ConfigError(f"{directory} has no {CRITIC_FILE}: it was not saved by a PPO run, so it cannot "
+                                  "resume one (algorithm.name=ppo needs the critic's state)")
+            self.critic.load_checkpoint_state(torch.load(path, weights_only=False))
 
     def close(self) -> None:
         self.pool.close()
@@ -209,9 +244,6 @@ def build_components(cfg: Config, run_dir: Path, *, console: Console) -> Compone
     from reasoning_rl.policy import Policy
     from reasoning_rl.policy.model import load_tokenizer
 
-    if cfg.algorithm.name == "ppo":
-        raise ConfigError("algorithm.name=ppo needs a critic model, which this version of the RL core "
-                          "(reasoning_rl.policy) does not provide yet; use algorithm.name=grpo")
     device = resolve_device(cfg.run.device)
     model_dir = resolve_model_dir(cfg)
     tokenizer = load_tokenizer(str(model_dir), require_chat_template=cfg.data.chat_template)
@@ -234,6 +266,17 @@ def build_components(cfg: Config, run_dir: Path, *, console: Console) -> Compone
         ref = ReferencePolicy.from_pretrained(str(model_dir), dtype=dtype, device=device, fsdp=fsdp,
                                               offload=cfg.model.ref_offload,
                                               micro_batch_tokens=cfg.algorithm.micro_batch_tokens)
+    critic = None
+    if cfg.algorithm.name == "ppo":
+        from reasoning_rl.policy import Critic
+
+        critic = Critic.from_pretrained(
+            str(model_dir), dtype=dtype, device=device, fsdp=fsdp, lr=o.critic_lr, weight_decay=o.weight_decay,
+            betas=o.betas, grad_clip=o.grad_clip, warmup_steps=o.warmup_steps,
+            total_steps=cfg.trainer.steps if o.schedule == "cosine" else None,
+            activation_checkpointing=cfg.model.gradient_checkpointing,
+            micro_batch_tokens=cfg.algorithm.micro_batch_tokens,
+        )
     r = cfg.rollout
     kind = rollout_kind(cfg)
     gpu_util = r.gpu_memory_utilization or (0.5 if device == "cuda" else 0.2)
@@ -246,7 +289,7 @@ def build_components(cfg: Config, run_dir: Path, *, console: Console) -> Compone
     pool = GradingPool(workers=g.workers, backend=g.backend, ray_address=g.ray_address, timeout_s=g.timeout_s,
                        retries=g.retries, cache_path=cache_path, max_in_flight=g.max_in_flight)
     meta = {"run": cfg.run.name, "device": device, "world_size": 1, "model": _model_shape(policy, dtype)}
-    return Components(cfg, device, model_dir, tokenizer, policy, ref, engine, pool, train, train_ids, val, val_ids,
+    return Components(cfg, device, model_dir, tokenizer, policy, ref, critic, engine, pool, train, train_ids, val, val_ids,
                       cache_path, meta)
 
 
