@@ -6,6 +6,7 @@ seeded arithmetic problems; prints the reward curve and saves ``runs/demo/reward
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from importlib.resources import files
@@ -14,6 +15,9 @@ from pathlib import Path
 from rich.console import Console
 
 from reasoning_rl.config import Config, ConfigError, load_config
+
+# The demo's own progress lines are the output; vLLM's per-engine INFO/WARNING chatter would bury them.
+os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
 
 CACHE_DIR = Path(".cache") / "smollm2-135m-instruct"
 

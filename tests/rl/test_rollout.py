@@ -105,6 +105,18 @@ def test_sleep_wake_are_noops_on_cpu(vllm_engine, prompts):
 
 # ---- hand-off --------------------------------------------------------------------------------------
 @pytest.mark.vllm
+def test_ignore_eos_generates_exactly_max_tokens_in_both_engines(vllm_engine, hf_engine, prompts):
+    # The tiny random model emits EOS early on some prompts; ignore_eos must keep going to max_tokens.
+    normal = SamplingConfig(n=2, temperature=1.0, max_tokens=40, seed=3)
+    fixed = SamplingConfig(n=2, temperature=1.0, max_tokens=40, seed=3, ignore_eos=True)
+    for engine in (vllm_engine, hf_engine):
+        lengths = [len(c.token_ids) for c in engine.generate(prompts, fixed)]
+        assert lengths == [40] * len(lengths), (engine, lengths)
+        assert all(c.finish_reason == "length" for c in engine.generate(prompts, fixed))
+    assert any(len(c.token_ids) < 40 for c in vllm_engine.generate(prompts, normal)), "test needs an early EOS"
+
+
+@pytest.mark.vllm
 @pytest.mark.slow
 def test_handoff_makes_vllm_match_trainer(tiny_model_dir, vllm_engine, hf_engine, prompts):
     policy = Policy.from_pretrained(str(tiny_model_dir), lr=3e-2, micro_batch_tokens=64)
@@ -197,14 +209,3 @@ def test_handoff_untied_head(tmp_path):
     push_weights(policy, engine)
     assert _max_diff(engine.score(seqs, plens), want) <= 1e-3
 
-
-@pytest.mark.vllm
-def test_ignore_eos_generates_exactly_max_tokens_in_both_engines(vllm_engine, hf_engine, prompts):
-    # The tiny random model emits EOS early on some prompts; ignore_eos must keep going to max_tokens.
-    normal = SamplingConfig(n=2, temperature=1.0, max_tokens=40, seed=3)
-    fixed = SamplingConfig(n=2, temperature=1.0, max_tokens=40, seed=3, ignore_eos=True)
-    for engine in (vllm_engine, hf_engine):
-        lengths = [len(c.token_ids) for c in engine.generate(prompts, fixed)]
-        assert lengths == [40] * len(lengths), (engine, lengths)
-        assert all(c.finish_reason == "length" for c in engine.generate(prompts, fixed))
-    assert any(len(c.token_ids) < 40 for c in vllm_engine.generate(prompts, normal)), "test needs an early EOS"
