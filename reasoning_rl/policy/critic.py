@@ -18,6 +18,7 @@ from reasoning_rl.algorithms.losses import value_loss
 from reasoning_rl.policy.batch import TokenBatch, pack, plan_micro_batches, unflatten
 from reasoning_rl.policy.model import load_causal_lm, resolve_dtype
 from reasoning_rl.policy.policy import lr_lambda
+from reasoning_rl.policy.train_state import clip_and_step, full_train_state, load_train_state
 from reasoning_rl.policy.wrap import equalize, placement, wrap
 
 
@@ -121,35 +122,18 @@ class Critic:
             (loss * world).backward()
             total += float(loss.detach())
         dist.all_reduce_sum(total)
-        norm = torch.nn.utils.clip_grad_norm_(self.module.parameters(), self.grad_clip or float("inf"))
-        grad_norm = float(norm.full_tensor() if hasattr(norm, "full_tensor") else norm)
-        if math.isfinite(grad_norm):
-            self.optimizer.step()
-        self.optimizer.zero_grad(set_to_none=True)
+        grad_norm = clip_and_step(self.module, self.optimizer, self.grad_clip)
         lr = self.optimizer.param_groups[0]["lr"]
         self.scheduler.step()
         return {"value_loss": float(total), "grad_norm": grad_norm, "lr": lr}
 
     def state_dict_for_checkpoint(self) -> dict[str, Any]:
         """{"model", "optimizer", "scheduler"} as full CPU state dicts (content on rank 0). Collective."""
-        from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict
-
-        opts = StateDictOptions(full_state_dict=True, cpu_offload=self.fsdp)
-        model_sd, optim_sd = get_state_dict(self.module, self.optimizer, options=opts)
-        return {"model": model_sd, "optimizer": optim_sd, "scheduler": self.scheduler.state_dict()}
+        return full_train_state(self.module, self.optimizer, self.scheduler, self.fsdp)
 
     def load_checkpoint_state(self, state: dict[str, Any]) -> None:
         """Restore from ``state_dict_for_checkpoint`` output (needed on rank 0 only under FSDP). Collective."""
-        from torch.distributed.checkpoint.state_dict import StateDictOptions, set_state_dict
-
-        missing = {"model", "optimizer", "scheduler"} - set(state)
-        if missing:
-            raise ValueError(f"critic checkpoint state lacks {sorted(missing)}")
-        opts = StateDictOptions(full_state_dict=True, broadcast_from_rank0=self.fsdp)
-        set_state_dict(
-            self.module, self.optimizer, model_state_dict=state["model"], optim_state_dict=state["optimizer"], options=opts
-        )
-        self.scheduler.load_state_dict(state["scheduler"])
+        load_train_state(self.module, self.optimizer, self.scheduler, self.fsdp, state, what="critic")
 
 
 def _inputs(mb: Any) -> tuple[Tensor, Tensor, Tensor]:

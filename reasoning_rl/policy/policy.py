@@ -25,6 +25,7 @@ from reasoning_rl.algorithms.aggregation import compute_normalizer
 from reasoning_rl.algorithms.losses import LossConfig, policy_loss
 from reasoning_rl.policy.batch import TokenBatch, pack, plan_micro_batches, unflatten
 from reasoning_rl.policy.model import load_causal_lm, load_tokenizer, resolve_dtype
+from reasoning_rl.policy.train_state import clip_and_step, full_train_state, load_train_state
 from reasoning_rl.policy.wrap import ScoringModule, equalize, forward_micro, placement, score, wrap
 
 METRIC_KEYS = ("pg_loss", "clip_frac", "ratio_mean", "entropy", "kl")
@@ -196,7 +197,7 @@ class Policy:
                 if key in metrics:
                     sums[k] += float(metrics[key])
         dist.all_reduce_sum(sums)
-        grad_norm = self._clip_and_step()
+        grad_norm = clip_and_step(self.module, self.optimizer, self.grad_clip)
         out = {"loss": float(sums[0]), "grad_norm": grad_norm, "lr": self.optimizer.param_groups[0]["lr"]}
         for k, key in enumerate(METRIC_KEYS, start=1):
             if key != "kl" or ref_logprobs is not None:
@@ -206,18 +207,6 @@ class Policy:
         self.scheduler.step()
         self.step += 1
         return out
-
-    def _clip_and_step(self) -> float:
-        """Clip, then step unless the gradient is non-finite (the step is skipped, grad_norm says why)."""
-        max_norm = self.grad_clip if self.grad_clip else float("inf")
-        norm = torch.nn.utils.clip_grad_norm_(self.module.parameters(), max_norm)
-        if hasattr(norm, "full_tensor"):
-            norm = norm.full_tensor()
-        value = float(norm)
-        if math.isfinite(value):
-            self.optimizer.step()
-        self.optimizer.zero_grad(set_to_none=True)
-        return value
 
     # ---- weights out ---------------------------------------------------------------------------
     def iter_full_params(self, bucket_bytes: int = 256 << 20) -> Iterator[list[tuple[str, Tensor]]]:
@@ -274,24 +263,12 @@ class Policy:
     # ---- checkpoints ---------------------------------------------------------------------------
     def state_dict_for_checkpoint(self) -> dict[str, Any]:
         """{"model", "optimizer", "scheduler", "step"} as full CPU state dicts (content on rank 0). Collective."""
-        from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict
-
-        opts = StateDictOptions(full_state_dict=True, cpu_offload=self.fsdp)
-        model_sd, optim_sd = get_state_dict(self.module, self.optimizer, options=opts)
-        return {"model": model_sd, "optimizer": optim_sd, "scheduler": self.scheduler.state_dict(), "step": self.step}
+        return {**full_train_state(self.module, self.optimizer, self.scheduler, self.fsdp), "step": self.step}
 
     def load_checkpoint_state(self, state: dict[str, Any]) -> None:
         """Restore from ``state_dict_for_checkpoint`` output (needed on rank 0 only under FSDP). Collective."""
-        from torch.distributed.checkpoint.state_dict import StateDictOptions, set_state_dict
-
-        missing = {"model", "optimizer", "scheduler", "step"} - set(state)
-        if missing:
-            raise ValueError(f"checkpoint state lacks {sorted(missing)}")
-        opts = StateDictOptions(full_state_dict=True, broadcast_from_rank0=self.fsdp)
-        set_state_dict(
-            self.module, self.optimizer, model_state_dict=state["model"], optim_state_dict=state["optimizer"], options=opts
-        )
-        self.scheduler.load_state_dict(state["scheduler"])
+        load_train_state(self.module, self.optimizer, self.scheduler, self.fsdp, state, what="policy",
+                         extra_keys=("step",))
         self.step = int(state["step"])
 
 
