@@ -16,10 +16,9 @@ from reasoning_rl import dist
 from reasoning_rl.algorithms.aggregation import AggMode, compute_normalizer
 from reasoning_rl.algorithms.losses import value_loss
 from reasoning_rl.policy.batch import TokenBatch, pack, plan_micro_batches, unflatten
-from reasoning_rl.policy.model import load_causal_lm, resolve_dtype
 from reasoning_rl.policy.policy import lr_lambda
-from reasoning_rl.policy.train_state import clip_and_step, full_train_state, load_train_state
-from reasoning_rl.policy.wrap import equalize, placement, wrap
+from reasoning_rl.policy.train_state import clip_and_step, full_train_state, load_train_state, load_trainable
+from reasoning_rl.policy.wrap import equalize
 
 
 class ValueModule(nn.Module):
@@ -73,12 +72,8 @@ class Critic:
         micro_batch_tokens: int = 4096,
         value_clip: float | None = 0.2,
     ) -> Critic:
-        where = placement(device, resolve_dtype(dtype), fsdp)
-        lm = load_causal_lm(path, gguf_file=gguf_file, dtype=where.load_dtype)
-        lm.config.use_cache = False
-        module = ValueModule(lm)
-        wrap(module, lm, where, activation_checkpointing=activation_checkpointing)
-        module.train()
+        module, where = load_trainable(path, gguf_file=gguf_file, dtype=dtype, device=device, fsdp=fsdp,
+                                       activation_checkpointing=activation_checkpointing, head=ValueModule)
         return cls(module, where.device, where.fsdp, lr=lr, weight_decay=weight_decay, betas=betas,
                    grad_clip=grad_clip, warmup_steps=warmup_steps, total_steps=total_steps,
                    micro_batch_tokens=micro_batch_tokens, value_clip=value_clip)

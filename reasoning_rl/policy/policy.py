@@ -24,9 +24,9 @@ from reasoning_rl import dist
 from reasoning_rl.algorithms.aggregation import compute_normalizer
 from reasoning_rl.algorithms.losses import LossConfig, policy_loss
 from reasoning_rl.policy.batch import TokenBatch, pack, plan_micro_batches, unflatten
-from reasoning_rl.policy.model import load_causal_lm, load_tokenizer, resolve_dtype
-from reasoning_rl.policy.train_state import clip_and_step, full_train_state, load_train_state
-from reasoning_rl.policy.wrap import ScoringModule, equalize, forward_micro, placement, score, wrap
+from reasoning_rl.policy.model import load_tokenizer
+from reasoning_rl.policy.train_state import clip_and_step, full_train_state, load_train_state, load_trainable
+from reasoning_rl.policy.wrap import ScoringModule, equalize, forward_micro, score
 
 METRIC_KEYS = ("pg_loss", "clip_frac", "ratio_mean", "entropy", "kl")
 
@@ -111,12 +111,11 @@ class Policy:
             raise ValueError(f"micro_batch_tokens must be >= 1; got {micro_batch_tokens}")
         if micro_batch_size is not None and micro_batch_size < 1:
             raise ValueError(f"micro_batch_size must be >= 1; got {micro_batch_size}")
-        where = placement(device, resolve_dtype(dtype), fsdp)
-        lm = load_causal_lm(path, gguf_file=gguf_file, dtype=where.load_dtype)
-        lm.config.use_cache = False
-        module = ScoringModule(lm, chunk_tokens=chunk_tokens)
-        wrap(module, lm, where, activation_checkpointing=activation_checkpointing)
-        module.train()
+        module, where = load_trainable(
+            path, gguf_file=gguf_file, dtype=dtype, device=device, fsdp=fsdp,
+            activation_checkpointing=activation_checkpointing,
+            head=lambda lm: ScoringModule(lm, chunk_tokens=chunk_tokens),
+        )
         return cls(
             module,
             source=(path, gguf_file),

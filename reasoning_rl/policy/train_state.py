@@ -1,12 +1,30 @@
-"""What the policy and the critic share as trainable FSDP2 modules: the optimizer step and checkpoint state."""
+"""What the policy and the critic share as trainable FSDP2 modules: loading, the optimizer step, checkpoint state."""
 
 from __future__ import annotations
 
 import math
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import torch
 from torch import nn
+
+from reasoning_rl.policy.model import load_causal_lm, resolve_dtype
+from reasoning_rl.policy.wrap import Placement, placement, wrap
+
+M = TypeVar("M", bound=nn.Module)
+
+
+def load_trainable(path: str, *, gguf_file: str | None, dtype: str, device: str | None, fsdp: bool | None,
+                   activation_checkpointing: bool, head: Callable[[Any], M]) -> tuple[M, Placement]:
+    """Load ``path`` for training (no KV cache), put ``head(lm)`` on top, wrap it (FSDP2 when placed so)."""
+    where = placement(device, resolve_dtype(dtype), fsdp)
+    lm = load_causal_lm(path, gguf_file=gguf_file, dtype=where.load_dtype)
+    lm.config.use_cache = False
+    module = head(lm)
+    wrap(module, lm, where, activation_checkpointing=activation_checkpointing)
+    module.train()
+    return module, where
 
 
 def clip_and_step(module: nn.Module, optimizer: torch.optim.Optimizer, grad_clip: float | None) -> float:
