@@ -6,13 +6,18 @@ from collections.abc import Callable
 from typing import Any, Literal, Protocol
 
 from graders.runtime.request import Task
+from graders.runtime.worker import GradeFields
 
 # ok: the worker answered; timeout: the budget ran out and the worker was killed;
 # lost: the worker died under the task (crash, OOM kill, node loss) -- an infrastructure failure.
 OutcomeKind = Literal["ok", "timeout", "lost"]
 
-# (task, kind, Grade.to_dict() or None, seconds spent, id of the node it ran on)
-OnOutcome = Callable[[Task, OutcomeKind, "dict[str, Any] | None", float, str], None]
+# (task, kind, the grade's fields or None, seconds spent, id of the node it ran on)
+TaskOutcome = tuple[Task, OutcomeKind, "GradeFields | None", float, str]
+
+# Called with every outcome a backend has at hand at once: per-call costs (locks, wake-ups) are paid per
+# chunk of results, not per sample.
+OnOutcomes = Callable[[list[TaskOutcome]], None]
 
 
 class Backend(Protocol):

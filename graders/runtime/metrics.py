@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import bisect
 import math
 import random
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
+
+from graders.types import Grade
 
 RESERVOIR = 4096
 # Latency histogram bins: 10 us .. ~1000 s, 4 per decade; mergeable and plot-ready.
@@ -38,6 +41,14 @@ class GraderStats:
     _hist: list[int] = field(default_factory=lambda: [0] * (len(HIST_EDGES_MS) + 1))
     _rng: random.Random = field(default_factory=lambda: random.Random(0))
 
+    def record(self, grades: list[Grade], latencies_ms: list[float]) -> None:
+        """Count a chunk of grades and observe the latencies of those that ran (cache hits have none)."""
+        self.count += len(grades)
+        self.verdicts.update(g.verdict for g in grades)
+        self.error_reasons.update(error_kind(g.reason) for g in grades if g.verdict == "error")
+        for ms in latencies_ms:
+            self.observe_latency(ms)
+
     def observe_latency(self, ms: float) -> None:
         self._seen += 1
         if len(self._sample) < RESERVOIR:
@@ -46,14 +57,7 @@ class GraderStats:
             j = int(self._rng.random() * self._seen)
             if j < RESERVOIR:
                 self._sample[j] = ms
-        lo, hi = 0, len(HIST_EDGES_MS)
-        while lo < hi:  # first edge > ms
-            mid = (lo + hi) // 2
-            if HIST_EDGES_MS[mid] <= ms:
-                lo = mid + 1
-            else:
-                hi = mid
-        self._hist[lo] += 1
+        self._hist[bisect.bisect_right(HIST_EDGES_MS, ms)] += 1  # bin i: edges[i-1] <= ms < edges[i]
 
     def snapshot(self) -> dict[str, Any]:
         ordered = sorted(self._sample)

@@ -15,26 +15,37 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
 from typing import Any, Literal
 
-from graders.runtime.backend import Backend, OutcomeKind
+from graders.runtime.backend import Backend, TaskOutcome
 from graders.runtime.cache import GradeCache
-from graders.runtime.metrics import GraderStats, error_kind
+from graders.runtime.metrics import GraderStats
 from graders.runtime.request import GradeRequest, Task, cache_key, resolve_grader
 from graders.types import Grade
 
 BackendName = Literal["auto", "process", "ray"]
-Sink = Callable[[GradeRequest, Grade], None]
+# Where finished tasks go (each task carries its sink): called with a chunk of (task, grade) at a time.
+Sink = Callable[[list[tuple[Task, Grade]]], None]
 _WAIT_SLICE_S = 0.25  # how often blocked callers re-check for a broken backend
 _DISPATCH_CHUNK = 512
 
 
-@dataclass(slots=True)
-class _Entry:
-    sink: Sink
-    grader_name: str
-    key: str | None
+class _BatchResults:
+    """grade_batch's results: one slot per request (``task.index``), one wake-up when the last lands."""
+
+    def __init__(self, n: int) -> None:
+        self.grades: list[Grade | None] = [None] * n
+        self.remaining = n
+        self.done = threading.Condition()
+
+    def __call__(self, finished: list[tuple[Task, Grade]]) -> None:
+        with self.done:
+            grades = self.grades
+            for task, grade in finished:
+                grades[task.index] = grade
+            self.remaining -= len(finished)
+            if not self.remaining:
+                self.done.notify_all()
 
 
 class GradingPool:
@@ -66,12 +77,13 @@ class GradingPool:
         self.max_in_flight = max_in_flight
         self._lock = threading.Lock()
         self._slot_free = threading.Condition(self._lock)
-        self._entries: dict[int, _Entry] = {}
+        self._in_flight = 0  # dispatched and not yet finished (streamed and batched)
         self._seq = itertools.count()
         self._stats: dict[str, GraderStats] = {}
         self._nodes: Counter[str] = Counter()
         self._identities: dict[str, tuple[str, str] | str] = {}
-        self._out: queue.Queue[tuple[GradeRequest, Grade]] = queue.Queue()
+        self._out: queue.Queue[list[tuple[GradeRequest, Grade]]] = queue.Queue()
+        self._stream_sink: Sink = self._to_stream  # one object, so _deliver can group a chunk by sink
         self._stream_outstanding = 0
         self._closed = False
         self._cache = GradeCache(cache_path) if cache_path is not None else None
@@ -84,57 +96,38 @@ class GradingPool:
         if use_ray:
             from graders.runtime.ray_backend import RayBackend
 
-            return RayBackend(workers, self.timeout_s, self._on_outcome, address=ray_address)
+            return RayBackend(workers, self.timeout_s, self._on_outcomes, address=ray_address)
         from graders.runtime.local import ProcessBackend
 
-        return ProcessBackend(workers, self.timeout_s, self._on_outcome)
+        return ProcessBackend(workers, self.timeout_s, self._on_outcomes)
 
     # -- public API --------------------------------------------------------------------------------
     def grade_batch(self, requests: Iterable[GradeRequest]) -> list[Grade]:
         """Grade all requests; the result list is in request order."""
         reqs = list(requests)
-        results: list[Grade | None] = [None] * len(reqs)
-        remaining = [len(reqs)]
-        done = threading.Condition()
-
-        def sink_for(i: int) -> Sink:
-            def sink(_req: GradeRequest, grade: Grade) -> None:
-                with done:
-                    results[i] = grade
-                    remaining[0] -= 1
-                    if not remaining[0]:  # one wake-up per batch, not per grade
-                        done.notify_all()
-
-            return sink
-
+        results = _BatchResults(len(reqs))
         # The whole batch is already in memory, so it skips the in-flight window (which bounds streaming);
         # it is handed over in chunks so workers start before the last request is prepared.
-        chunk: list[Task] = []
-        for i, req in enumerate(reqs):
-            task = self._prepare(req, sink_for(i), bounded=False)
-            if task is not None:
-                chunk.append(task)
-            if len(chunk) >= _DISPATCH_CHUNK:
-                self._backend.dispatch_many(chunk)
-                chunk = []
-        if chunk:
-            self._backend.dispatch_many(chunk)
-        with done:
-            while remaining[0]:
-                done.wait(_WAIT_SLICE_S)
+        for first in range(0, len(reqs), _DISPATCH_CHUNK):
+            tasks = self._prepare(reqs[first : first + _DISPATCH_CHUNK], results, first, bounded=False)
+            if tasks:
+                self._backend.dispatch_many(tasks)
+        with results.done:
+            while results.remaining:
+                results.done.wait(_WAIT_SLICE_S)
                 self._raise_if_broken()
-        return [g for g in results if g is not None]
+        return [g for g in results.grades if g is not None]
 
     def submit(self, request: GradeRequest) -> None:
         """Queue one request for streaming; blocks while ``max_in_flight`` requests are being graded."""
         with self._lock:
             self._stream_outstanding += 1
-        task = self._prepare(request, self._to_stream, bounded=True)
-        if task is not None:
-            self._backend.dispatch_many([task])
+        tasks = self._prepare([request], self._stream_sink, 0, bounded=True)
+        if tasks:
+            self._backend.dispatch_many(tasks)
 
-    def _to_stream(self, req: GradeRequest, grade: Grade) -> None:
-        self._out.put((req, grade))
+    def _to_stream(self, finished: list[tuple[Task, Grade]]) -> None:
+        self._out.put([(task.request, grade) for task, grade in finished])
 
     def poll(self, timeout: float | None = 0.0) -> list[tuple[GradeRequest, Grade]]:
         """Finished (request, grade) pairs: waits up to ``timeout`` s for the first, then takes all ready."""
@@ -146,14 +139,14 @@ class GradingPool:
                     return got
             left = _WAIT_SLICE_S if deadline is None else min(_WAIT_SLICE_S, deadline - time.monotonic())
             try:
-                got.append(self._out.get(timeout=max(0.0, left)))
+                got += self._out.get(timeout=max(0.0, left))
             except queue.Empty:
                 self._raise_if_broken()
                 if deadline is not None and time.monotonic() >= deadline:
                     return got
         while True:
             try:
-                got.append(self._out.get_nowait())
+                got += self._out.get_nowait()
             except queue.Empty:
                 break
         with self._lock:
@@ -174,7 +167,7 @@ class GradingPool:
         with self._lock:
             return {
                 "graders": {name: s.snapshot() for name, s in self._stats.items()},
-                "in_flight": len(self._entries),
+                "in_flight": self._in_flight,
                 "queue_depth": backend.pop("queue_depth"),
                 "nodes": dict(self._nodes),
                 **backend,
@@ -196,7 +189,7 @@ class GradingPool:
 
     # -- internals ---------------------------------------------------------------------------------
     def _raise_if_broken(self) -> None:
-        if self._closed and self._entries:
+        if self._closed and self._in_flight:
             raise RuntimeError("GradingPool was closed while grades were still pending")
         if self._backend.failure is not None:
             raise RuntimeError("the grading backend failed") from self._backend.failure
@@ -221,78 +214,111 @@ class GradingPool:
             stats = self._stats[name] = GraderStats()
         return stats
 
-    def _prepare(self, req: GradeRequest, sink: Sink, bounded: bool) -> Task | None:
-        """Answer from the cache (or an unknown-grader error) right away, else register a task to dispatch."""
+    def _prepare(self, reqs: list[GradeRequest], sink: Sink, first: int, bounded: bool) -> list[Task]:
+        """Answer cache hits and unknown graders right away; register the rest as tasks to dispatch.
+
+        Per-request work is kept to building the task: cache keys only when a cache is on, one lock round
+        for the whole chunk (streaming submits one request at a time, so ``bounded`` waits per request).
+        """
         if self._closed:
             raise RuntimeError("GradingPool is closed")
-        ident = self._identity(req.grader)
-        if isinstance(ident, str):
-            self._finish_now(req.grader, req, Grade.error(ident), sink)
-            return None
-        key = cache_key(ident[0], ident[1], req) if self._cache is not None else None
-        if key is not None and self._cache is not None:
-            hit = self._cache.get(key)
-            if hit is not None:
-                with self._lock:
-                    self._stats_for(ident[0]).cache_hits += 1
-                self._finish_now(ident[0], req, hit, sink)
-                return None
-        with self._slot_free:
-            while bounded and len(self._entries) >= self.max_in_flight:
-                self._slot_free.wait(_WAIT_SLICE_S)
-                self._raise_if_broken()
-            seq = next(self._seq)
-            self._entries[seq] = _Entry(sink, ident[0], key)
-        return Task(seq, req)
-
-    def _finish_now(self, name: str, req: GradeRequest, grade: Grade, sink: Sink) -> None:
-        with self._lock:
-            self._count(self._stats_for(name), grade)
-        sink(req, grade)
-
-    @staticmethod
-    def _count(stats: GraderStats, grade: Grade) -> None:
-        stats.count += 1
-        stats.verdicts[grade.verdict] += 1
-        if grade.verdict == "error":
-            stats.error_reasons[error_kind(grade.reason)] += 1
-
-    def _on_outcome(
-        self, task: Task, kind: OutcomeKind, grade_dict: dict[str, Any] | None, seconds: float, node: str
-    ) -> None:
-        """Called on the backend's thread, exactly once per dispatched task."""
-        entry = self._entries[task.seq]
-        stats = self._stats_for(entry.grader_name)
-        retryable = kind == "lost" or (
-            grade_dict is not None
-            and grade_dict["verdict"] == "error"
-            and bool((grade_dict.get("details") or {}).get("retryable"))
-        )
-        if retryable and task.attempt < self.retries:
+        cache = self._cache
+        identities = self._identities
+        tasks: list[Task] = []
+        instant: list[tuple[Task, Grade]] = []
+        hits: Counter[str] = Counter()
+        for index, req in enumerate(reqs, first):
+            ident = identities.get(req.grader) or self._identity(req.grader)
+            if isinstance(ident, str):
+                instant.append((Task(-1, req, req.grader, None, sink, index), Grade.error(ident)))
+                continue
+            key = None
+            if cache is not None:
+                key = cache_key(ident[0], ident[1], req)
+                hit = cache.get(key)
+                if hit is not None:
+                    hits[ident[0]] += 1
+                    instant.append((Task(-1, req, ident[0], key, sink, index), hit))
+                    continue
+            tasks.append(Task(next(self._seq), req, ident[0], key, sink, index))
+        if instant:
             with self._lock:
-                stats.retries += 1
-            task.attempt += 1
-            self._backend.dispatch_many([task])
-            return
-        if kind == "ok" and grade_dict is not None:
-            grade = Grade.from_dict(grade_dict)
-        elif kind == "timeout":
-            grade = Grade.error(
-                f"timeout: no grade within {self.timeout_s:g}s; worker killed", budget_s=self.timeout_s
+                for name, n in hits.items():
+                    self._stats_for(name).cache_hits += n
+                self._count([(task.grader_name, grade, None) for task, grade in instant])
+            sink(instant)
+        if tasks:
+            with self._slot_free:
+                while bounded and self._in_flight >= self.max_in_flight:
+                    self._slot_free.wait(_WAIT_SLICE_S)
+                    self._raise_if_broken()
+                self._in_flight += len(tasks)
+        return tasks
+
+    def _count(self, finished: list[tuple[str, Grade, float | None]]) -> None:
+        """Add (grader name, grade, latency ms or None if not graded) to the stats; holds ``self._lock``."""
+        by_grader: dict[str, list[tuple[str, Grade, float | None]]] = {}
+        for item in finished:
+            group = by_grader.get(item[0])
+            if group is None:
+                group = by_grader[item[0]] = []
+            group.append(item)
+        for name, group in by_grader.items():
+            self._stats_for(name).record(
+                [g for _, g, _ in group], [ms for _, _, ms in group if ms is not None]
             )
-        else:
-            grade = Grade.error(f"worker_lost: worker died while grading ({task.attempt + 1} attempts)")
-        if entry.key is not None and self._cache is not None and kind == "ok":
-            self._cache.put(entry.key, grade_dict or {})
-        with self._lock:
-            self._count(stats, grade)
+
+    def _on_outcomes(self, outcomes: list[TaskOutcome]) -> None:
+        """Called on the backend's thread, exactly once per dispatched task (in chunks)."""
+        finished: list[tuple[Task, Grade, float, str]] = []
+        retry: list[Task] = []
+        timeouts: Counter[str] = Counter()
+        for task, kind, fields, seconds, node in outcomes:
+            if kind == "ok" and fields is not None:
+                grade = Grade(*fields)
+                retryable = grade.verdict == "error" and bool(grade.details.get("retryable"))
+            else:
+                retryable = kind == "lost"
+                if kind == "timeout":
+                    grade = Grade.error(
+                        f"timeout: no grade within {self.timeout_s:g}s; worker killed",
+                        budget_s=self.timeout_s,
+                    )
+                else:
+                    grade = Grade.error(
+                        f"worker_lost: worker died while grading ({task.attempt + 1} attempts)"
+                    )
+            if retryable and task.attempt < self.retries:
+                task.attempt += 1
+                retry.append(task)
+                continue
+            if kind == "ok" and task.key is not None and self._cache is not None:
+                self._cache.put(task.key, grade.to_dict())
             if kind == "timeout":
-                stats.timeouts += 1
-            stats.observe_latency(seconds * 1000.0)
-            self._nodes[node] += 1
-            del self._entries[task.seq]
-            self._slot_free.notify()
-        entry.sink(task.request, grade)
+                timeouts[task.grader_name] += 1
+            finished.append((task, grade, seconds, node))
+        with self._slot_free:
+            for task in retry:
+                self._stats_for(task.grader_name).retries += 1
+            self._count([(task.grader_name, grade, seconds * 1000.0) for task, grade, seconds, _ in finished])
+            for name, n in timeouts.items():
+                self._stats_for(name).timeouts += n
+            self._nodes.update(node for _, _, _, node in finished)
+            self._in_flight -= len(finished)
+            if finished:
+                self._slot_free.notify(len(finished))
+        if retry:
+            self._backend.dispatch_many(retry)
+        _deliver([(task, grade) for task, grade, _, _ in finished])
+
+
+def _deliver(finished: list[tuple[Task, Grade]]) -> None:
+    """Hand each run of results to its sink (a chunk almost always has a single one)."""
+    start = 0
+    for i in range(1, len(finished) + 1):
+        if i == len(finished) or finished[i][0].sink is not finished[start][0].sink:
+            finished[start][0].sink(finished[start:i])
+            start = i
 
 
 def _ray_already_on() -> bool:

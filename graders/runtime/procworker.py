@@ -31,17 +31,29 @@ _PR_SET_PDEATHSIG = 1
 
 
 def read_progress(page: mmap.mmap) -> tuple[int, float]:
-    """(seq, started) as the parent sees it. Torn reads only ever make a start look later, never earlier."""
+    """(seq, started) as the parent sees it. The worker stores the start before the seq, each with one
+    8-byte store, and every start it stores is a current clock, so a read racing a write can only make a
+    start look later, never earlier (which would kill a worker for a budget it has not spent)."""
     seq = struct.unpack_from("q", page, 0)[0]
     started = struct.unpack_from("d", page, 8)[0]
     return seq, started
 
 
-def _mark(page: mmap.mmap, seq: int, started: float) -> None:
-    struct.pack_into(
-        "d", page, 8, started
-    )  # start first, then seq: a reader never pairs a seq with an older start
-    struct.pack_into("q", page, 0, seq)
+class _Progress:
+    """The worker's side of the progress page.
+
+    Not ``struct.pack_into``: it zero-fills the field before writing it, so a parent reading in between
+    saw a start of 0.0 -- a grade "running since boot" -- and killed a healthy worker for a timeout.
+    Item assignment on a typed memoryview is a single aligned store.
+    """
+
+    def __init__(self, page: mmap.mmap) -> None:
+        self._seq = memoryview(page)[0:8].cast("q")
+        self._started = memoryview(page)[8:PROGRESS_BYTES].cast("d")
+
+    def mark(self, seq: int, started: float) -> None:
+        self._started[0] = started  # start first, then seq: a reader never pairs a seq with an older start
+        self._seq[0] = seq
 
 
 def _die_with_parent() -> None:
@@ -50,17 +62,18 @@ def _die_with_parent() -> None:
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
-def _grade_batch(payloads: list, outbox: Connection, page: mmap.mmap) -> None:
+def _grade_batch(payloads: list, outbox: Connection, progress: _Progress) -> None:
     done: list[Outcome] = []
     last_flush = time.monotonic()
     for payload in payloads:
-        _mark(page, payload[0], time.monotonic())
+        progress.mark(payload[0], time.monotonic())
         done.append(run_one(payload))
         if time.monotonic() - last_flush >= FLUSH_S:
             outbox.send(("done", done))
             done = []
             last_flush = time.monotonic()
-    _mark(page, IDLE, 0.0)
+    # A real clock, not 0.0: a reader pairing the old seq with this start must not see an ancient start.
+    progress.mark(IDLE, time.monotonic())
     if done:
         outbox.send(("done", done))
 
@@ -69,7 +82,7 @@ def main(read_fd: int, write_fd: int, progress_fd: int) -> None:
     _die_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's business
     inbox, outbox = Connection(read_fd, writable=False), Connection(write_fd, readable=False)
-    page = mmap.mmap(progress_fd, PROGRESS_BYTES)
+    progress = _Progress(mmap.mmap(progress_fd, PROGRESS_BYTES))
     while True:
         try:
             msg = inbox.recv()
@@ -83,7 +96,7 @@ def main(read_fd: int, write_fd: int, progress_fd: int) -> None:
                 warm_grader(spec)
             outbox.send(("ready",))
         else:
-            _grade_batch(items, outbox, page)
+            _grade_batch(items, outbox, progress)
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ from typing import Any
 import ray
 from ray.exceptions import GetTimeoutError, RayActorError, RayError
 
-from graders.runtime.backend import OnOutcome, OutcomeKind
+from graders.runtime.backend import OnOutcomes, OutcomeKind, TaskOutcome
 from graders.runtime.request import Task, warm_grader
 from graders.runtime.worker import Outcome, run_one
 
@@ -70,7 +70,7 @@ class _Actor:
 
 class RayBackend:
     def __init__(
-        self, workers: int, timeout_s: float, on_outcome: OnOutcome, address: str | None = None
+        self, workers: int, timeout_s: float, on_outcomes: OnOutcomes, address: str | None = None
     ) -> None:
         if workers < 1:
             raise ValueError(f"workers must be >= 1, got {workers}")
@@ -79,7 +79,7 @@ class RayBackend:
             ray.init(address=address, include_dashboard=False, log_to_driver=False)
         self._size = workers
         self._timeout = timeout_s
-        self._on_outcome = on_outcome
+        self._on_outcomes = on_outcomes
         self._lock = threading.Lock()
         self._pending: deque[Task] = deque()
         self._specs: list[str] = []
@@ -176,6 +176,7 @@ class RayBackend:
                         progressed = True
 
     def _collect(self, a: _Actor, done: set[Any]) -> None:
+        finished: list[TaskOutcome] = []
         try:
             if a.gate is not None and a.gate in done:
                 ray.get(a.gate)
@@ -188,9 +189,16 @@ class RayBackend:
                 seq, grade, seconds = ray.get(ref)
                 a.graded += 1
                 a.head_started = time.monotonic()
-                self._on_outcome(task, "ok", grade, seconds, a.node)
+                finished.append((task, "ok", grade, seconds, a.node))
         except (RayActorError, GetTimeoutError, RayError):
+            self._report(finished)
             self._replace(a, "lost", time.monotonic() - a.head_started)
+            return
+        self._report(finished)
+
+    def _report(self, finished: list[TaskOutcome]) -> None:
+        if finished:
+            self._on_outcomes(finished)
 
     def _replace(self, a: _Actor, head_kind: OutcomeKind, seconds: float) -> None:
         ray.kill(a.handle, no_restart=True)
@@ -205,4 +213,4 @@ class RayBackend:
             self._actors[self._actors.index(a)] = fresh
             self._pending.extendleft(reversed(queued[1:]))
         if queued:
-            self._on_outcome(queued[0], head_kind, None, seconds, a.node)
+            self._on_outcomes([(queued[0], head_kind, None, seconds, a.node)])

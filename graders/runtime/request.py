@@ -25,10 +25,19 @@ class GradeRequest:
 
 @dataclass(slots=True)
 class Task:
-    """A request in flight. ``seq`` is unique per pool; ``attempt`` counts infrastructure retries."""
+    """A request in flight. ``seq`` is unique per pool; ``attempt`` counts infrastructure retries.
+
+    ``grader_name``, ``key``, ``sink`` and ``index`` are the pool's bookkeeping (stats bucket, cache key,
+    where the grade goes and at which position), carried on the task so the pool needs no per-sample
+    registry; backends only use ``seq``, ``attempt`` and ``payload()``.
+    """
 
     seq: int
     request: GradeRequest
+    grader_name: str = ""
+    key: str | None = None
+    sink: Any = None
+    index: int = 0
     attempt: int = 0
 
     def payload(self) -> tuple[int, str, str, Any, dict[str, Any]]:

@@ -8,10 +8,13 @@ from typing import Any
 
 from graders.registry import UnknownGraderError
 from graders.runtime.request import resolve_grader
-from graders.types import Grade
+from graders.types import Grade, Verdict
 
-# What a worker sends back per grade: (seq, Grade.to_dict(), seconds spent).
-Outcome = tuple[int, dict[str, Any], float]
+# A Grade on the wire: its fields as a plain tuple, which pickles and rebuilds far cheaper than a dict or
+# the dataclass itself (the parent rebuilds it with ``Grade(*fields)``, which re-validates it).
+GradeFields = tuple[float, Verdict, str, dict[str, Any]]
+# What a worker sends back per grade: (seq, grade fields, seconds spent).
+Outcome = tuple[int, GradeFields, float]
 
 
 def run_one(payload: tuple[int, str, str, Any, dict[str, Any]]) -> Outcome:
@@ -27,4 +30,5 @@ def run_one(payload: tuple[int, str, str, Any, dict[str, Any]]) -> Outcome:
     except Exception as exc:  # a grader bug is a per-sample error, never a dead worker
         tb = traceback.format_exc(limit=8)
         grade = Grade.error(f"grader_exception: {type(exc).__name__}: {exc}", traceback=tb)
-    return seq, grade.to_dict(), time.perf_counter() - start
+    fields = (float(grade.score), grade.verdict, grade.reason, grade.details or {})
+    return seq, fields, time.perf_counter() - start
