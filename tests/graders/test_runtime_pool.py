@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import mmap
 import os
 import signal
+import subprocess
+import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -13,6 +17,7 @@ import pytest
 import runtime_test_graders as faulty
 
 from graders.runtime import GradeRequest, GradingPool
+from graders.runtime.procworker import PROGRESS_BYTES, read_progress
 
 ECHO = f"{faulty.__name__}:EchoGrader"
 SELFKILL = f"{faulty.__name__}:SelfKillingGrader"
@@ -148,6 +153,38 @@ def test_stream_of_20000_samples_keeps_parent_memory_flat() -> None:
         count = pool.metrics()["graders"]["echo"]["count"]
     assert received == 20_000 and count == 20_000
     assert rss_end - rss_at_2k < 20 * 2**20, f"parent RSS grew {(rss_end - rss_at_2k) / 2**20:.1f} MiB"
+
+
+def test_progress_page_never_shows_a_start_in_the_past() -> None:
+    """A worker publishes its running task and start time on a shared page up to thousands of times a
+    second while the supervisor reads it to enforce budgets. A read racing a write must never see a start
+    earlier than the real one: it once saw 0.0 (``struct.pack_into`` zero-fills first) and killed healthy
+    workers for "timeouts"."""
+    writer = (
+        "import mmap, sys, time\n"
+        "from graders.runtime.procworker import PROGRESS_BYTES, _Progress\n"
+        "progress = _Progress(mmap.mmap(int(sys.argv[1]), PROGRESS_BYTES))\n"
+        "end = time.monotonic() + 1.0\n"
+        "while time.monotonic() < end:\n"
+        "    progress.mark(7, time.monotonic())\n"
+    )
+    with tempfile.TemporaryFile() as page_file:
+        page_file.truncate(PROGRESS_BYTES)
+        page = mmap.mmap(page_file.fileno(), PROGRESS_BYTES)
+        begin = time.monotonic()
+        proc = subprocess.Popen(
+            [sys.executable, "-c", writer, str(page_file.fileno())], pass_fds=(page_file.fileno(),)
+        )
+        reads = bad = 0
+        while proc.poll() is None:
+            seq, started = read_progress(page)
+            if seq == 7:
+                reads += 1
+                bad += started < begin
+        page.close()
+    assert proc.returncode == 0
+    assert reads > 10_000, "the writer never got going"
+    assert bad == 0, f"{bad} of {reads} reads saw a start before the writer began"
 
 
 def test_cache_hits_skip_work_and_errors_are_not_cached(tmp_path: Path) -> None:
