@@ -2,9 +2,11 @@
 
 A ``TokenBatch`` holds B sequences (prompt + response ids, 1-D LongTensors) and each prompt length.
 Per-response-token quantities (log-probs, advantages per token, masks) are padded [B, T] tensors,
-T = longest response in the batch, with ``response_mask`` marking real tokens. Micro-batches pack
-whole sequences into one row up to a token budget (position ids restart per sequence, so attention
-stays within a sequence): no compute is spent on padding.
+T = longest response in the batch, with ``response_mask`` marking real tokens. Micro-batches group
+sequences of similar length (longest first) into a right-padded [b, L] block under a token budget that
+counts the padding: right padding needs no attention mask (causal attention never looks forward), so the
+model runs plain causal attention, which takes the fused flash kernels; a packed row would need a
+block-diagonal mask and falls back to dense masked attention.
 """
 
 from __future__ import annotations
@@ -106,21 +108,21 @@ def build_batch(completions: Sequence[Completion], pad_id: int = 0) -> TokenBatc
 
 
 @dataclass
-class PackedMicroBatch:
-    """Sequences ``rows`` of a batch packed into one row; ``gather``/``targets`` pick response tokens."""
+class MicroBatch:
+    """Sequences ``rows`` of a batch as a right-padded block; ``gather``/``targets`` pick response tokens."""
 
     rows: list[int]
-    input_ids: Tensor  # [1, L]
-    position_ids: Tensor  # [1, L]
-    gather: Tensor  # [R] positions whose hidden state predicts a response token
+    input_ids: Tensor  # [b, L], right-padded
+    gather: Tensor  # [R] flat positions (row * L + t) whose hidden state predicts a response token
     targets: Tensor  # [R] those response tokens
     lens: list[int]  # response length of each row, in order (R = sum)
 
 
 def plan_micro_batches(batch: TokenBatch, token_budget: int, max_seqs: int | None = None) -> list[list[int]]:
-    """Greedy, order-preserving split of rows into micro-batches of at most ``token_budget`` tokens.
+    """Split rows into micro-batches whose padded size (rows x longest) stays within ``token_budget``.
 
-    Deterministic and independent of the data: it depends only on sequence lengths.
+    Rows are taken longest first (ties in batch order), so each block pads little. Deterministic and
+    independent of the data: it depends only on sequence lengths.
     """
     if token_budget < 1:
         raise ValueError(f"micro_batch_tokens must be >= 1; got {token_budget}")
@@ -129,44 +131,42 @@ def plan_micro_batches(batch: TokenBatch, token_budget: int, max_seqs: int | Non
             f"micro_batch_size={max_seqs} exceeds the batch of {len(batch)} sequences on this rank; "
             "lower micro_batch_size or raise the (mini-)batch size"
         )
-    plans: list[list[int]] = []
-    current: list[int] = []
-    used = 0
-    for i, seq in enumerate(batch.sequences):
-        n = int(seq.numel())
+    lengths = [int(seq.numel()) for seq in batch.sequences]
+    for i, n in enumerate(lengths):
         if n > token_budget:
             raise ValueError(
                 f"sequence {i} has {n} tokens, more than micro_batch_tokens={token_budget}; "
                 "raise micro_batch_tokens or lower the prompt/response length limits"
             )
-        full = used + n > token_budget or (max_seqs is not None and len(current) >= max_seqs)
+    plans: list[list[int]] = []
+    current: list[int] = []
+    for i in sorted(range(len(lengths)), key=lambda k: -lengths[k]):
+        width = lengths[current[0]] if current else lengths[i]  # longest first: the block's first row sets L
+        full = (len(current) + 1) * width > token_budget or (max_seqs is not None and len(current) >= max_seqs)
         if current and full:
             plans.append(current)
-            current, used = [], 0
+            current = []
         current.append(i)
-        used += n
     if current:
         plans.append(current)
     return plans
 
 
-def pack(batch: TokenBatch, rows: list[int], device: torch.device | str = "cpu") -> PackedMicroBatch:
-    """Concatenate ``rows`` into one sequence with per-sequence position ids."""
-    ids, pos, gather, targets, lens = [], [], [], [], []
-    offset = 0
-    for i in rows:
+def pack(batch: TokenBatch, rows: list[int], device: torch.device | str = "cpu") -> MicroBatch:
+    """Right-pad ``rows`` into one [len(rows), longest] block (padding is never attended to)."""
+    width = max(int(batch.sequences[i].numel()) for i in rows)
+    ids = torch.full((len(rows), width), batch.pad_id, dtype=torch.long)
+    gather, targets, lens = [], [], []
+    for r, i in enumerate(rows):
         seq, p = batch.sequences[i], batch.prompt_lens[i]
         n = int(seq.numel())
-        ids.append(seq)
-        pos.append(torch.arange(n))
-        gather.append(torch.arange(offset + p - 1, offset + n - 1))
+        ids[r, :n] = seq
+        gather.append(torch.arange(r * width + p - 1, r * width + n - 1))
         targets.append(seq[p:])
         lens.append(n - p)
-        offset += n
-    return PackedMicroBatch(
+    return MicroBatch(
         rows=list(rows),
-        input_ids=torch.cat(ids)[None].to(device),
-        position_ids=torch.cat(pos)[None].to(device),
+        input_ids=ids.to(device),
         gather=torch.cat(gather).to(device),
         targets=torch.cat(targets).to(device),
         lens=lens,

@@ -18,7 +18,7 @@ from reasoning_rl.algorithms.losses import value_loss
 from reasoning_rl.policy.batch import TokenBatch, pack, plan_micro_batches, unflatten
 from reasoning_rl.policy.policy import lr_lambda
 from reasoning_rl.policy.train_state import clip_and_step, full_train_state, load_train_state, load_trainable
-from reasoning_rl.policy.wrap import equalize
+from reasoning_rl.policy.wrap import equalize, response_hidden
 
 
 class ValueModule(nn.Module):
@@ -32,9 +32,8 @@ class ValueModule(nn.Module):
         nn.init.normal_(self.value_head.weight, std=1.0 / math.sqrt(hidden + 1))
         nn.init.zeros_(self.value_head.bias)
 
-    def forward(self, input_ids: Tensor, position_ids: Tensor, gather: Tensor) -> Tensor:
-        out = self.lm.base_model(input_ids=input_ids, position_ids=position_ids, use_cache=False)
-        h = out.last_hidden_state[0].index_select(0, gather)
+    def forward(self, input_ids: Tensor, gather: Tensor) -> Tensor:
+        h = response_hidden(self.lm, input_ids, gather)
         return self.value_head(h).squeeze(-1).float()
 
 
@@ -63,6 +62,7 @@ class Critic:
         device: str | None = None,
         fsdp: bool | None = None,
         activation_checkpointing: bool = False,
+        compile_layers: bool = False,
         lr: float = 1e-5,
         weight_decay: float = 0.0,
         betas: tuple[float, float] = (0.9, 0.999),
@@ -73,7 +73,8 @@ class Critic:
         value_clip: float | None = 0.2,
     ) -> Critic:
         module, where = load_trainable(path, gguf_file=gguf_file, dtype=dtype, device=device, fsdp=fsdp,
-                                       activation_checkpointing=activation_checkpointing, head=ValueModule)
+                                       activation_checkpointing=activation_checkpointing, head=ValueModule,
+                                       compile_layers=compile_layers)
         return cls(module, where.device, where.fsdp, lr=lr, weight_decay=weight_decay, betas=betas,
                    grad_clip=grad_clip, warmup_steps=warmup_steps, total_steps=total_steps,
                    micro_batch_tokens=micro_batch_tokens, value_clip=value_clip)
@@ -89,7 +90,7 @@ class Critic:
         with torch.no_grad():
             for rows in self._plans(batch):
                 mb = pack(batch, rows if rows is not None else [0], self.device)
-                v = self.module(mb.input_ids, mb.position_ids, mb.gather)
+                v = self.module(mb.input_ids, mb.gather)
                 if rows is not None:
                     out[rows] = unflatten(v.cpu(), mb.lens, t)
         return out
@@ -131,5 +132,5 @@ class Critic:
         load_train_state(self.module, self.optimizer, self.scheduler, self.fsdp, state, what="critic")
 
 
-def _inputs(mb: Any) -> tuple[Tensor, Tensor, Tensor]:
-    return mb.input_ids, mb.position_ids, mb.gather
+def _inputs(mb: Any) -> tuple[Tensor, Tensor]:
+    return mb.input_ids, mb.gather

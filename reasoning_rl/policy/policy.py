@@ -89,6 +89,7 @@ class Policy:
         device: str | None = None,
         fsdp: bool | None = None,
         activation_checkpointing: bool = False,
+        compile_layers: bool = False,
         lr: float = 1e-6,
         weight_decay: float = 0.0,
         betas: tuple[float, float] = (0.9, 0.999),
@@ -113,7 +114,7 @@ class Policy:
             raise ValueError(f"micro_batch_size must be >= 1; got {micro_batch_size}")
         module, where = load_trainable(
             path, gguf_file=gguf_file, dtype=dtype, device=device, fsdp=fsdp,
-            activation_checkpointing=activation_checkpointing,
+            activation_checkpointing=activation_checkpointing, compile_layers=compile_layers,
             head=lambda lm: ScoringModule(lm, chunk_tokens=chunk_tokens),
         )
         return cls(
@@ -165,7 +166,7 @@ class Policy:
             dist.all_reduce_sum(torch.tensor(compute_normalizer(cfg.agg, mask, max_response_len=max_len))).item()
         )
         world = dist.world_size() if self.fsdp else 1
-        sums = torch.zeros(len(METRIC_KEYS) + 1)
+        sums = torch.zeros(len(METRIC_KEYS) + 1, device=self.device)  # on device: no host sync per micro-batch
         for rows in equalize(plans) if self.fsdp else plans:
             if rows is None:  # dummy pass so FSDP collectives line up across ranks; contributes 0
                 lp_flat, _ = forward_micro(self.module, pack(batch, [0], self.device))
@@ -191,11 +192,11 @@ class Policy:
             )
             # FSDP2 averages gradients over ranks; scaling by world size turns that into the sum.
             (loss * world).backward()
-            sums[0] += float(loss.detach())
+            sums[0] += loss.detach()
             for k, key in enumerate(METRIC_KEYS, start=1):
                 if key in metrics:
-                    sums[k] += float(metrics[key])
-        dist.all_reduce_sum(sums)
+                    sums[k] += metrics[key]
+        sums = dist.all_reduce_sum(sums.cpu())
         grad_norm = clip_and_step(self.module, self.optimizer, self.grad_clip)
         out = {"loss": float(sums[0]), "grad_norm": grad_norm, "lr": self.optimizer.param_groups[0]["lr"]}
         for k, key in enumerate(METRIC_KEYS, start=1):

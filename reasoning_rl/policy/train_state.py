@@ -16,13 +16,14 @@ M = TypeVar("M", bound=nn.Module)
 
 
 def load_trainable(path: str, *, gguf_file: str | None, dtype: str, device: str | None, fsdp: bool | None,
-                   activation_checkpointing: bool, head: Callable[[Any], M]) -> tuple[M, Placement]:
+                   activation_checkpointing: bool, head: Callable[[Any], M],
+                   compile_layers: bool = False) -> tuple[M, Placement]:
     """Load ``path`` for training (no KV cache), put ``head(lm)`` on top, wrap it (FSDP2 when placed so)."""
     where = placement(device, resolve_dtype(dtype), fsdp)
     lm = load_causal_lm(path, gguf_file=gguf_file, dtype=where.load_dtype)
     lm.config.use_cache = False
     module = head(lm)
-    wrap(module, lm, where, activation_checkpointing=activation_checkpointing)
+    wrap(module, lm, where, activation_checkpointing=activation_checkpointing, compile_layers=compile_layers)
     module.train()
     return module, where
 

@@ -9,12 +9,12 @@ import torch
 from torch import Tensor, nn
 
 from reasoning_rl import dist
-from reasoning_rl.policy.batch import PackedMicroBatch, TokenBatch, pack, plan_micro_batches, unflatten
+from reasoning_rl.policy.batch import MicroBatch, TokenBatch, pack, plan_micro_batches, unflatten
 from reasoning_rl.policy.logprobs import token_logprobs
 
 
 class ScoringModule(nn.Module):
-    """Root module that FSDP2 wraps: packed forward + chunked log-probs of response tokens.
+    """Root module that FSDP2 wraps: padded-block forward + chunked log-probs of response tokens.
 
     Routing the LM head through this module's forward keeps FSDP2's hooks in charge of gathering the
     embedding/head parameters (they live in the root shard group, so tied embeddings stay tied).
@@ -25,12 +25,8 @@ class ScoringModule(nn.Module):
         self.lm: Any = lm
         self.chunk_tokens = chunk_tokens
 
-    def hidden(self, input_ids: Tensor, position_ids: Tensor, gather: Tensor) -> Tensor:
-        out = self.lm.base_model(input_ids=input_ids, position_ids=position_ids, use_cache=False)
-        return out.last_hidden_state[0].index_select(0, gather)
-
-    def forward(self, input_ids: Tensor, position_ids: Tensor, gather: Tensor, targets: Tensor) -> tuple[Tensor, Tensor]:
-        h = self.hidden(input_ids, position_ids, gather)
+    def forward(self, input_ids: Tensor, gather: Tensor, targets: Tensor) -> tuple[Tensor, Tensor]:
+        h = response_hidden(self.lm, input_ids, gather)
         return token_logprobs(self.lm.get_output_embeddings(), h, targets, chunk_tokens=self.chunk_tokens)
 
 
@@ -79,10 +75,18 @@ def wrap(
     *,
     activation_checkpointing: bool = False,
     cpu_offload: bool = False,
+    compile_layers: bool = False,
 ) -> nn.Module:
-    """Shard ``module`` (which contains ``lm``) with FSDP2 per decoder layer + root, or move it to device."""
+    """Shard ``module`` (which contains ``lm``) with FSDP2 per decoder layer + root, or move it to device.
+
+    ``compile_layers``: ``torch.compile`` each decoder layer's forward (torchtitan's per-block scheme). All
+    layers share one compiled graph; FSDP2's hooks stay outside it because only ``forward`` is compiled.
+    """
     if activation_checkpointing:
         lm.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    if compile_layers:
+        for layer in decoder_layers(lm):
+            layer.forward = torch.compile(layer.forward, dynamic=True)  # micro-batch shapes vary: no recompiles
     if not where.fsdp:
         return module.to(where.device)
     from torch.distributed.device_mesh import init_device_mesh
@@ -139,6 +143,17 @@ def equalize(plans: list[list[int]]) -> list[list[int] | None]:
     return [*plans, *([None] * (count - len(plans)))]
 
 
-def forward_micro(module: nn.Module, mb: PackedMicroBatch) -> tuple[Tensor, Tensor]:
-    out: tuple[Tensor, Tensor] = module(mb.input_ids, mb.position_ids, mb.gather, mb.targets)
+def response_hidden(lm: Any, input_ids: Tensor, gather: Tensor) -> Tensor:
+    """Final hidden states [R, H] at ``gather`` (flat positions) of a right-padded block.
+
+    No attention mask and default positions: plain causal attention (the flash path of SDPA), and the
+    right padding after each sequence is never attended to by its real tokens.
+    """
+    out = lm.base_model(input_ids=input_ids, use_cache=False)
+    hidden = out.last_hidden_state
+    return hidden.reshape(-1, hidden.shape[-1]).index_select(0, gather)
+
+
+def forward_micro(module: nn.Module, mb: MicroBatch) -> tuple[Tensor, Tensor]:
+    out: tuple[Tensor, Tensor] = module(mb.input_ids, mb.gather, mb.targets)
     return out

@@ -63,8 +63,11 @@ class RolloutEngine(Protocol):
         """Replace the weights with these (HF checkpoint names; consumed lazily, one pass)."""
         ...
 
-    def sleep(self) -> None:
-        """Release accelerator memory while the trainer runs (no-op where unsupported)."""
+    def sleep(self, keep_weights: bool = True) -> None:
+        """Release accelerator memory while the trainer runs (no-op where unsupported).
+
+        ``keep_weights=False``: the weights may be discarded too (cheaper); load new ones after ``wake``.
+        """
         ...
 
     def wake(self) -> None:

@@ -109,8 +109,8 @@ class HFEngine:
                     raise RolloutError(f"load_weights: the model has no parameter {name!r}")
                 self._params[name].copy_(tensor)
 
-    def sleep(self) -> None:
-        if self.device.type == "cuda":
+    def sleep(self, keep_weights: bool = True) -> None:
+        if self.device.type == "cuda":  # host memory holds them either way
             self.model.to("cpu")
             torch.cuda.empty_cache()
 

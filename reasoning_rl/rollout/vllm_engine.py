@@ -64,6 +64,7 @@ class VLLMEngine:
 
     def _params(self, sampling: SamplingConfig, sample_index: int) -> Any:
         from vllm import SamplingParams
+        from vllm.sampling_params import RequestOutputKind
 
         seed = None if sampling.seed is None else sampling.seed + sample_index
         return SamplingParams(
@@ -75,6 +76,10 @@ class VLLMEngine:
             seed=seed,
             logprobs=0,
             ignore_eos=sampling.ignore_eos,
+            # Only finished requests come back (the default re-sends every request's cumulative tokens and
+            # log-probs each step), and text is decoded once at the end unless stop strings need it live.
+            output_kind=RequestOutputKind.FINAL_ONLY,
+            detokenize=bool(sampling.stop),
         )
 
     def stream(self, prompts: list[list[int]], sampling: SamplingConfig) -> Iterator[Completion]:
@@ -105,7 +110,7 @@ class VLLMEngine:
                         continue
                     pending.discard(out.request_id)
                     i, j = where[out.request_id]
-                    yield _to_completion(out, i, j, list(prompts[i]))
+                    yield _to_completion(out, i, j, list(prompts[i]), self.tokenizer)
         finally:
             if pending:  # the consumer stopped early: do not leave requests running in the engine
                 engine.abort_request(list(pending))
@@ -145,10 +150,12 @@ class VLLMEngine:
         self.llm.apply_model(_refresh_tied_head)
         self.llm.reset_prefix_cache()
 
-    def sleep(self) -> None:
-        """Level 1 sleep: weights to host memory, KV cache freed. No-op without sleep mode (CPU)."""
+    def sleep(self, keep_weights: bool = True) -> None:
+        """Free the KV cache; level 1 keeps the weights in host memory, level 2 (``keep_weights=False``)
+        discards them, which skips a device-to-host copy when new weights are loaded after ``wake`` anyway.
+        No-op without sleep mode (CPU)."""
         if self.sleep_enabled and not self._asleep:
-            self.llm.sleep(level=1)
+            self.llm.sleep(level=1 if keep_weights else 2)
             self._asleep = True
 
     def wake(self) -> None:
@@ -180,9 +187,10 @@ def _refresh_tied_head(model: torch.nn.Module) -> bool:
     return True
 
 
-def _to_completion(out: Any, prompt_index: int, sample_index: int, prompt_ids: list[int]) -> Completion:
+def _to_completion(out: Any, prompt_index: int, sample_index: int, prompt_ids: list[int], tokenizer: Any) -> Completion:
     (seq,) = out.outputs
     token_ids = list(seq.token_ids)
+    text = seq.text or tokenizer.decode(token_ids, skip_special_tokens=True)  # not detokenized without stop strings
     logprobs = [float(step[tok].logprob) for step, tok in zip(seq.logprobs or [], token_ids, strict=True)]
     return Completion(
         prompt_index=prompt_index,
@@ -190,7 +198,7 @@ def _to_completion(out: Any, prompt_index: int, sample_index: int, prompt_ids: l
         prompt_ids=prompt_ids,
         token_ids=token_ids,
         logprobs=logprobs,
-        text=seq.text,
+        text=text,
         finish_reason="length" if seq.finish_reason == "length" else "stop",
     )
 

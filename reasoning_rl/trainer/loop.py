@@ -182,7 +182,7 @@ class Trainer:
               summary: RunSummary) -> EvalResult:
         cfg = self.cfg
         with trace.span("eval", step) as attrs:
-            parts.engine_wake()
+            parts.engine_ready()
             result = evaluate(parts.engine, parts.pool, parts.val_examples, parts.val_prompt_ids, cfg.eval,
                               max_tokens=cfg.rollout.max_tokens, stop=cfg.rollout.stop,
                               grader_options=cfg.grading.options, seed=cfg.run.seed)

@@ -88,16 +88,23 @@ class Components:
     def sampling(self, seed: int) -> SamplingConfig:
         r = self.cfg.rollout
         return SamplingConfig(n=r.n, temperature=r.temperature, top_p=r.top_p, max_tokens=r.max_tokens,
-                              stop=tuple(r.stop), seed=seed, ignore_eos=r.ignore_eos)
+                              stop=tuple(r.stop), seed=seed if r.seed_per_sample else None, ignore_eos=r.ignore_eos)
 
-    def engine_wake(self) -> None:
+    def engine_ready(self) -> None:
+        """Awake and holding the policy's current weights (a sleep for the update drops them)."""
+        if not self._awake:
+            self.push_weights(step=0, trace=None)
+
+    def _wake(self) -> None:
         if not self._awake:
             self.engine.wake()
             self._awake = True
 
     def engine_sleep(self) -> None:
+        """Free the engine's memory for the update. Its weights are dropped too: ``push_weights`` (which
+        always follows the update) wakes it and loads the new ones."""
         if self._awake and self.cfg.rollout.sleep is not False:
-            self.engine.sleep()
+            self.engine.sleep(keep_weights=False)
             self._awake = False
 
     # ------------------------------------------------------------------------------------- update
@@ -197,7 +204,7 @@ class Components:
     def push_weights(self, *, step: int, trace: TraceWriter | None) -> dict[str, float]:
         from reasoning_rl.handoff import push_weights
 
-        self.engine_wake()
+        self._wake()
         start = time.time()
         stats = push_weights(self.policy, self.engine)
         if trace is not None:
@@ -256,7 +263,7 @@ def build_components(cfg: Config, run_dir: Path, *, console: Console) -> Compone
         str(model_dir), dtype=dtype, device=device, fsdp=fsdp, lr=o.lr, weight_decay=o.weight_decay,
         betas=o.betas, grad_clip=o.grad_clip, warmup_steps=o.warmup_steps,
         total_steps=cfg.trainer.steps if o.schedule == "cosine" else None,
-        activation_checkpointing=cfg.model.gradient_checkpointing,
+        activation_checkpointing=cfg.model.gradient_checkpointing, compile_layers=cfg.model.compile,
         micro_batch_tokens=cfg.algorithm.micro_batch_tokens,
     )
     ref = None
@@ -274,7 +281,7 @@ def build_components(cfg: Config, run_dir: Path, *, console: Console) -> Compone
             str(model_dir), dtype=dtype, device=device, fsdp=fsdp, lr=o.critic_lr, weight_decay=o.weight_decay,
             betas=o.betas, grad_clip=o.grad_clip, warmup_steps=o.warmup_steps,
             total_steps=cfg.trainer.steps if o.schedule == "cosine" else None,
-            activation_checkpointing=cfg.model.gradient_checkpointing,
+            activation_checkpointing=cfg.model.gradient_checkpointing, compile_layers=cfg.model.compile,
             micro_batch_tokens=cfg.algorithm.micro_batch_tokens,
         )
     r = cfg.rollout
@@ -282,8 +289,9 @@ def build_components(cfg: Config, run_dir: Path, *, console: Console) -> Compone
     gpu_util = r.gpu_memory_utilization or (0.5 if device == "cuda" else 0.2)
     max_len = model_max_len(model_dir, train_ids + val_ids, max(r.max_tokens, cfg.eval.max_tokens or 0))
     console.print(f"rollout: {kind} engine, n={r.n}, max_tokens={r.max_tokens}")
+    extra = {"max_num_seqs": r.max_num_seqs} if r.max_num_seqs is not None and kind == "vllm" else {}
     engine = make_engine(kind, str(model_dir), dtype=dtype, seed=cfg.run.seed, gpu_memory_utilization=gpu_util,
-                         max_model_len=max_len, enable_sleep_mode=r.sleep)
+                         max_model_len=max_len, enable_sleep_mode=r.sleep, **extra)
     g = cfg.grading
     cache_path = run_dir / "grades.sqlite" if g.cache else None
     pool = GradingPool(workers=g.workers, backend=g.backend, ray_address=g.ray_address, timeout_s=g.timeout_s,

@@ -1,4 +1,4 @@
-"""Policy on one process: packed log-probs, chunking, micro-batch invariance, checkpoints, bad input."""
+"""Policy on one process: micro-batched (right-padded) log-probs, chunking, compile, micro-batch invariance, checkpoints, bad input."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ def hf_model(tiny_model_dir):
     return AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32).eval()
 
 
-def test_packed_logprobs_equal_unpacked_forward(tiny_model_dir, hf_model):
+def test_micro_batched_logprobs_equal_single_sequence_forward(tiny_model_dir, hf_model):
     batch = batch_of()
     policy = Policy.from_pretrained(str(tiny_model_dir), micro_batch_tokens=25)
     lp, ent = policy.logprobs(batch, with_entropy=True)
@@ -42,6 +42,35 @@ def test_packed_logprobs_equal_unpacked_forward(tiny_model_dir, hf_model):
         assert torch.allclose(lp[i, :n], want, atol=1e-5)
         assert torch.allclose(ent[i, :n], -(logits.exp() * logits).sum(-1), atol=1e-4)
         assert torch.all(lp[i, n:] == 0)
+
+
+def test_plan_counts_padding_and_takes_longest_first():
+    lens = [5, 9, 3, 9, 4, 7]
+    batch = TokenBatch([torch.arange(10, 10 + n) for n in lens], [2] * len(lens))
+    plans = plan_micro_batches(batch, 20)
+    assert sorted(i for p in plans for i in p) == list(range(len(lens)))  # every row exactly once
+    assert plans[0] == [1, 3]  # the two 9s (ties in batch order); a third row would pad to 27 > 20
+    for p in plans:
+        assert len(p) * max(lens[i] for i in p) <= 20
+        assert [lens[i] for i in p] == sorted((lens[i] for i in p), reverse=True)
+    assert plan_micro_batches(batch, 20, max_seqs=1) == [[1], [3], [5], [0], [4], [2]]
+
+
+@pytest.mark.slow
+def test_compiled_layers_match_eager(tiny_model_dir):
+    """``model.compile``: the same log-probs and the same update as eager (CPU inductor here)."""
+    batch = batch_of(8, seed=3)
+    adv = torch.linspace(-1, 1, 8)
+    out = []
+    for compiled in (False, True):
+        policy = Policy.from_pretrained(str(tiny_model_dir), lr=1e-3, micro_batch_tokens=40, compile_layers=compiled)
+        old, _ = policy.logprobs(batch)
+        m = policy.train_step(batch, adv, old, None, LossConfig())
+        new, _ = policy.logprobs(batch)
+        out.append((old, new, m["grad_norm"]))
+    (old_e, new_e, g_e), (old_c, new_c, g_c) = out
+    assert torch.allclose(old_e, old_c, atol=1e-5) and torch.allclose(new_e, new_c, atol=1e-5)
+    assert g_e == pytest.approx(g_c, rel=1e-4) and g_e > 0
 
 
 def test_chunked_head_matches_unchunked_values_and_grads():
