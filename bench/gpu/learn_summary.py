@@ -27,6 +27,8 @@ def main() -> None:
         "reward_first5": sum(v for _, v in train[:5]) / max(1, len(train[:5])),
         "reward_last5": sum(v for _, v in train[-5:]) / max(1, len(train[-5:])),
         "eval": {s: {"before": c[0][1], "after": c[-1][1], "n_points": len(c)} for s, c in curves.items() if c},
+        "rollout_logprob_diff_mean_max": max((r["rollout/logprob_diff_mean"] for r in rows
+                                              if "rollout/logprob_diff_mean" in r), default=None),
         "step_s_median": sorted(r["time/step_s"] for r in rows if "time/step_s" in r)[len(train) // 2] if train else None,
         "reward_curve": train,
         "eval_curves": curves,

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # ON the GPU machine (after the vLLM kit's six calls), from the repo root:  bash bench/gpu/run.sh PHASE
 #   setup   install carried wheels into /tmp/site (once per machine) and smoke-test the trainer on a tiny shape
-#   model   move GGUF part 1 to /tmp (call carrying .gpu_carry/m1)
-#   learn   move part 2, reassemble, then the learning run: eval before -> GRPO -> eval after (+ plots)
+#   model   move GGUF part 1 to /tmp (call carrying .gpu_carry/m1), then the update-phase probe (update_probe.py)
+#   learn   move part 2, reassemble, then the learning run: eval before -> GRPO -> eval after (+ plots);
+#           stops after LEARN_S seconds with checkpoints, and a second `learn` call resumes it
 #   sbs     ours vs TRL side by side, SHAPE=${SHAPE:-qwen}
 #   fsdp    FSDP2 1 rank vs 2 ranks on the same batches (nvidia-h200-x2; needs no vLLM)
 set -uo pipefail
@@ -23,16 +24,20 @@ setup)
     ;;
 model)
     mkdir -p /tmp/smol && mv .gpu_carry/m1/gg.0 /tmp/smol/ && ls -la /tmp/smol
+    wheels
+    python3 bench/gpu/update_probe.py "${SHAPE:-qwen}" "$OUT" ${PROBE:-eager:32 compile:32 compile:64} 2>&1 | grep -vE "^(INFO|WARNING)" | tail -12
+    head -45 "$OUT/update_profile.txt"
     ;;
-learn)
+learn)  # resumable: a call that runs out of time (LEARN_S) leaves checkpoints; the next call continues
     wheels
     if [ ! -f /tmp/smol/SmolLM2-135M-Instruct.Q4_1.gguf ]; then
         mv .gpu_carry/m2/gg.1 /tmp/smol/ && cat /tmp/smol/gg.0 /tmp/smol/gg.1 > /tmp/smol/SmolLM2-135M-Instruct.Q4_1.gguf
+        echo "$(cat .gpu_carry/m2/sha256)  /tmp/smol/SmolLM2-135M-Instruct.Q4_1.gguf" | sha256sum -c - || exit 1
+        rm -f /tmp/smol/gg.*
     fi
-    echo "$(cat .gpu_carry/m2/sha256)  /tmp/smol/SmolLM2-135M-Instruct.Q4_1.gguf" | sha256sum -c - || exit 1
-    rm -f /tmp/smol/gg.*
-    python3 -m reasoning_rl.cli train bench/gpu/learn.yaml "data.val.1.path=$PWD/.gpu_carry/data/gsm8k_test.jsonl" data.val.1.limit=${GSM8K_LIMIT:-500} trainer.steps=${STEPS:-30} 2>&1 | grep -vE "^(INFO|WARNING|DEBUG)|it/s\]" | tail -60
+    timeout ${LEARN_S:-530} python3 -m reasoning_rl.cli train bench/gpu/learn.yaml "data.val.1.path=$PWD/.gpu_carry/data/gsm8k_test.jsonl" data.val.1.limit=${GSM8K_LIMIT:-300} trainer.steps=${STEPS:-250} 2>&1 | grep -vE "^(INFO|WARNING|DEBUG)|it/s\]" | tail -40
     python3 bench/gpu/learn_summary.py /tmp/rrl_runs/gpu_learn "$OUT"
+    cp /tmp/rrl_runs/gpu_learn/metrics.jsonl "$OUT/learn_metrics.jsonl"
     python3 -m reasoning_rl.cli report /tmp/rrl_runs/gpu_learn -o "$OUT/learn_report.html" 2>&1 | tail -3
     ;;
 sbs)
