@@ -34,8 +34,8 @@ from graders.runtime.backend import OnOutcomes, OutcomeKind, TaskOutcome
 from graders.runtime.procworker import IDLE, PROGRESS_BYTES, read_progress
 from graders.runtime.request import Task
 
-QUEUE_S = 0.01  # grading time queued per worker: hides IPC latency, yet few tasks wait behind a hung one
-MIN_PREFETCH, MAX_PREFETCH = 4, 256
+QUEUE_S = 0.05  # grading time queued per worker: hides IPC latency, yet few tasks wait behind a hung one
+MIN_PREFETCH, MAX_PREFETCH = 4, 1024
 WARM_BUDGET_S = 120.0  # a worker that cannot import its graders in this long is replaced
 MAX_STARTUP_FAILURES = 5
 _READ, _WRITE = select.POLLIN | select.POLLHUP | select.POLLERR, select.POLLOUT | select.POLLERR

@@ -46,18 +46,21 @@ class GraderStats:
         self.count += len(grades)
         self.verdicts.update(g.verdict for g in grades)
         self.error_reasons.update(error_kind(g.reason) for g in grades if g.verdict == "error")
+        hist, edges = self._hist, HIST_EDGES_MS
         for ms in latencies_ms:
-            self.observe_latency(ms)
-
-    def observe_latency(self, ms: float) -> None:
-        self._seen += 1
-        if len(self._sample) < RESERVOIR:
-            self._sample.append(ms)
-        else:
-            j = int(self._rng.random() * self._seen)
+            hist[bisect.bisect_right(edges, ms)] += 1  # bin i: edges[i-1] <= ms < edges[i]
+        room = RESERVOIR - len(self._sample)
+        if room > 0:  # reservoir not full yet: keep everything
+            self._sample += latencies_ms[:room]
+            self._seen += min(room, len(latencies_ms))
+        # Algorithm R: once full, the n-th value replaces a random slot with probability RESERVOIR / n.
+        sample, rand, seen = self._sample, self._rng.random, self._seen
+        for ms in latencies_ms[max(room, 0) :]:
+            seen += 1
+            j = int(rand() * seen)
             if j < RESERVOIR:
-                self._sample[j] = ms
-        self._hist[bisect.bisect_right(HIST_EDGES_MS, ms)] += 1  # bin i: edges[i-1] <= ms < edges[i]
+                sample[j] = ms
+        self._seen = seen
 
     def snapshot(self) -> dict[str, Any]:
         ordered = sorted(self._sample)

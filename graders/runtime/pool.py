@@ -245,7 +245,7 @@ class GradingPool:
             with self._lock:
                 for name, n in hits.items():
                     self._stats_for(name).cache_hits += n
-                self._count([(task.grader_name, grade, None) for task, grade in instant])
+                self._count(instant, None)
             sink(instant)
         if tasks:
             with self._slot_free:
@@ -255,61 +255,70 @@ class GradingPool:
                 self._in_flight += len(tasks)
         return tasks
 
-    def _count(self, finished: list[tuple[str, Grade, float | None]]) -> None:
-        """Add (grader name, grade, latency ms or None if not graded) to the stats; holds ``self._lock``."""
-        by_grader: dict[str, list[tuple[str, Grade, float | None]]] = {}
-        for item in finished:
-            group = by_grader.get(item[0])
+    def _count(self, done: list[tuple[Task, Grade]], latencies_ms: list[float] | None) -> None:
+        """Add finished grades (and their latencies; None for answers that never ran) to the per-grader
+        stats, one ``record`` per grader; holds ``self._lock``."""
+        name = done[0][0].grader_name
+        if all(task.grader_name == name for task, _ in done):  # the usual chunk: a single grader
+            self._stats_for(name).record([g for _, g in done], latencies_ms or [])
+            return
+        groups: dict[str, tuple[list[Grade], list[float]]] = {}
+        for i, (task, grade) in enumerate(done):
+            group = groups.get(task.grader_name)
             if group is None:
-                group = by_grader[item[0]] = []
-            group.append(item)
-        for name, group in by_grader.items():
-            self._stats_for(name).record(
-                [g for _, g, _ in group], [ms for _, _, ms in group if ms is not None]
-            )
+                group = groups[task.grader_name] = ([], [])
+            group[0].append(grade)
+            if latencies_ms is not None:
+                group[1].append(latencies_ms[i])
+        for name, (grades, latencies) in groups.items():
+            self._stats_for(name).record(grades, latencies)
 
     def _on_outcomes(self, outcomes: list[TaskOutcome]) -> None:
         """Called on the backend's thread, exactly once per dispatched task (in chunks)."""
-        finished: list[tuple[Task, Grade, float, str]] = []
+        done: list[tuple[Task, Grade]] = []
+        latencies_ms: list[float] = []
+        nodes: list[str] = []
         retry: list[Task] = []
-        timeouts: Counter[str] = Counter()
+        timed_out: list[str] = []  # grader names
+        cache, retries = self._cache, self.retries
         for task, kind, fields, seconds, node in outcomes:
             if kind == "ok" and fields is not None:
                 grade = Grade(*fields)
                 retryable = grade.verdict == "error" and bool(grade.details.get("retryable"))
+                if not retryable and cache is not None and task.key is not None:
+                    cache.put(task.key, grade.to_dict())
             else:
                 retryable = kind == "lost"
-                if kind == "timeout":
-                    grade = Grade.error(
-                        f"timeout: no grade within {self.timeout_s:g}s; worker killed",
-                        budget_s=self.timeout_s,
-                    )
-                else:
-                    grade = Grade.error(
-                        f"worker_lost: worker died while grading ({task.attempt + 1} attempts)"
-                    )
-            if retryable and task.attempt < self.retries:
+                grade = self._infrastructure_error(task, kind)
+            if retryable and task.attempt < retries:
                 task.attempt += 1
                 retry.append(task)
                 continue
-            if kind == "ok" and task.key is not None and self._cache is not None:
-                self._cache.put(task.key, grade.to_dict())
             if kind == "timeout":
-                timeouts[task.grader_name] += 1
-            finished.append((task, grade, seconds, node))
+                timed_out.append(task.grader_name)
+            done.append((task, grade))
+            latencies_ms.append(seconds * 1000.0)
+            nodes.append(node)
         with self._slot_free:
             for task in retry:
                 self._stats_for(task.grader_name).retries += 1
-            self._count([(task.grader_name, grade, seconds * 1000.0) for task, grade, seconds, _ in finished])
-            for name, n in timeouts.items():
-                self._stats_for(name).timeouts += n
-            self._nodes.update(node for _, _, _, node in finished)
-            self._in_flight -= len(finished)
-            if finished:
-                self._slot_free.notify(len(finished))
+            for name in timed_out:
+                self._stats_for(name).timeouts += 1
+            if done:
+                self._count(done, latencies_ms)
+                self._nodes.update(nodes)
+                self._in_flight -= len(done)
+                self._slot_free.notify(len(done))
         if retry:
             self._backend.dispatch_many(retry)
-        _deliver([(task, grade) for task, grade, _, _ in finished])
+        _deliver(done)
+
+    def _infrastructure_error(self, task: Task, kind: str) -> Grade:
+        if kind == "timeout":
+            return Grade.error(
+                f"timeout: no grade within {self.timeout_s:g}s; worker killed", budget_s=self.timeout_s
+            )
+        return Grade.error(f"worker_lost: worker died while grading ({task.attempt + 1} attempts)")
 
 
 def _deliver(finished: list[tuple[Task, Grade]]) -> None:

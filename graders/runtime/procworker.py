@@ -24,7 +24,7 @@ from multiprocessing.connection import Connection
 from graders.runtime.request import warm_grader
 from graders.runtime.worker import Outcome, run_one
 
-FLUSH_S = 0.002
+FLUSH_S = 0.01
 IDLE = -1
 PROGRESS_BYTES = 16  # int64 seq of the running task (IDLE between batches), float64 its monotonic start
 _PR_SET_PDEATHSIG = 1
