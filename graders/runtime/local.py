@@ -2,8 +2,8 @@
 
 Only killing a process bounds a grade (a thread stuck in SymPy or C code cannot be interrupted), so each
 worker is a process in its own session; on a blown budget the whole session gets SIGKILL and a fresh worker
-takes its place. To keep the runtime cost per sample tiny, work is sent in batches sized to ~10 ms of grading
-and results come back in chunks; the budget is still per grade, because each worker publishes the task it is
+takes its place. To keep the runtime cost per sample tiny, work is sent in batches (queues of up to ~100 ms
+of grading, shrinking at a batch's end so all workers finish together) and results come back in chunks; the budget is still per grade, because each worker publishes the task it is
 running and when it started on a shared page. The supervisor never blocks on a worker: writes are
 non-blocking and buffered, so a worker stuck in C code cannot stall timeouts of the others.
 Grader modules are imported ("warmed") before a worker takes tasks, so imports never eat a sample's budget.
@@ -34,8 +34,8 @@ from graders.runtime.backend import OnOutcomes, OutcomeKind, TaskOutcome
 from graders.runtime.procworker import IDLE, PROGRESS_BYTES, read_progress
 from graders.runtime.request import Task
 
-QUEUE_S = 0.05  # grading time queued per worker: hides IPC latency, yet few tasks wait behind a hung one
-MIN_PREFETCH, MAX_PREFETCH = 4, 1024
+QUEUE_S = 0.1  # grading time queued per worker: few wake-ups per sample; a hung grade's queue is requeued
+MIN_PREFETCH, MAX_PREFETCH = 4, 4096
 WARM_BUDGET_S = 120.0  # a worker that cannot import its graders in this long is replaced
 MAX_STARTUP_FAILURES = 5
 _READ, _WRITE = select.POLLIN | select.POLLHUP | select.POLLERR, select.POLLOUT | select.POLLERR
@@ -333,21 +333,28 @@ class ProcessBackend:
     def _fill(self) -> None:
         """Top up ready workers whose queue fell under half the target.
 
-        When the pending tasks cannot fill those queues (a batch's end), they go to the shortest queues
-        first, so all workers run out of work at about the same time instead of one core idling while
-        another still works through a full queue.
+        With several workers, queues are also capped at a quarter of each one's share of the work still to
+        do, so they shrink as a batch nears its end and the last tasks stay here, for whichever worker runs
+        dry first; and when the pending tasks cannot fill the needy queues, they go to the shortest queues
+        first. Both keep every core busy until the end instead of one idling while another works through a
+        long queue.
         """
-        target = self._prefetch()
         ready = [w for w in self._workers if w.ready]
-        if not any(len(w.inflight) <= target // 2 for w in ready):
+        if not ready:
             return
         with self._lock:
-            if not self._pending or self._new_specs:  # warm new graders first (next round)
-                return
             pending = self._pending
-            wants = [target - len(w.inflight) if len(w.inflight) <= target // 2 else 0 for w in ready]
+            if not pending or self._new_specs:  # warm new graders first (next round)
+                return
+            loads = [len(w.inflight) for w in ready]
+            target = self._prefetch()
+            if len(ready) > 1:  # one worker has nobody to balance with: a cap would only cost round trips
+                target = max(MIN_PREFETCH, min(target, (len(pending) + sum(loads)) // (4 * len(ready))))
+            wants = [target - n if n <= target // 2 else 0 for n in loads]
+            if not any(wants):
+                return
             if sum(wants) > len(pending):
-                wants = _level([len(w.inflight) for w in ready], len(pending))
+                wants = _level(loads, len(pending))
             batches = [
                 (w, [pending.popleft() for _ in range(n)]) for w, n in zip(ready, wants, strict=True) if n > 0
             ]

@@ -5,8 +5,9 @@ scripts need no ``if __name__ == "__main__"`` guard. Protocol (pickled ``Connect
 parent -> worker: ("warm", [grader specs]) | ("grade", [payloads]) | None (exit);
 worker -> parent: ("ready",) after each warm-up; ("done", [outcomes]) with results in task order.
 
-Results are sent in chunks (every ``FLUSH_S`` and at the end of each batch) so tiny grades do not cost one
-message each. The per-grade budget does not depend on messages: before each grade the worker writes the
+Results are sent in chunks (every ``FLUSH_S``, halfway through each batch and at its end) so tiny grades
+do not cost one message each, while the parent still hears in time to send the next batch before this
+one runs out (it refills a queue once half of it is done). The per-grade budget does not depend on messages: before each grade the worker writes the
 task's sequence number and start time into a shared page (``progress``) that the parent reads.
 """
 
@@ -24,7 +25,7 @@ from multiprocessing.connection import Connection
 from graders.runtime.request import warm_grader
 from graders.runtime.worker import Outcome, run_one
 
-FLUSH_S = 0.01
+FLUSH_S = 0.02
 IDLE = -1
 PROGRESS_BYTES = 16  # int64 seq of the running task (IDLE between batches), float64 its monotonic start
 _PR_SET_PDEATHSIG = 1
@@ -65,10 +66,11 @@ def _die_with_parent() -> None:
 def _grade_batch(payloads: list, outbox: Connection, progress: _Progress) -> None:
     done: list[Outcome] = []
     last_flush = time.monotonic()
-    for payload in payloads:
+    half = len(payloads) // 2
+    for i, payload in enumerate(payloads, 1):
         progress.mark(payload[0], time.monotonic())
         done.append(run_one(payload))
-        if time.monotonic() - last_flush >= FLUSH_S:
+        if i == half or time.monotonic() - last_flush >= FLUSH_S:
             outbox.send(("done", done))
             done = []
             last_flush = time.monotonic()
