@@ -3,8 +3,9 @@
 Only killing a process bounds a grade (a thread stuck in SymPy or C code cannot be interrupted), so each
 worker is a process in its own session; on a blown budget the whole session gets SIGKILL and a fresh worker
 takes its place. To keep the runtime cost per sample tiny, work is sent in batches (queues of up to ~100 ms
-of grading, shrinking at a batch's end so all workers finish together) and results come back in chunks; the budget is still per grade, because each worker publishes the task it is
-running and when it started on a shared page. The supervisor never blocks on a worker: writes are
+of grading, shrinking at a batch's end so all workers finish together) and results come back in chunks;
+the budget is still per grade, because each worker publishes the task it is running and when it started on
+a shared page. The supervisor never blocks on a worker: writes are
 non-blocking and buffered, so a worker stuck in C code cannot stall timeouts of the others.
 Grader modules are imported ("warmed") before a worker takes tasks, so imports never eat a sample's budget.
 """
