@@ -115,7 +115,7 @@ class Policy:
         module, where = load_trainable(
             path, gguf_file=gguf_file, dtype=dtype, device=device, fsdp=fsdp,
             activation_checkpointing=activation_checkpointing, compile_layers=compile_layers,
-            head=lambda lm: ScoringModule(lm, chunk_tokens=chunk_tokens),
+            head=lambda lm: ScoringModule(lm, chunk_tokens=chunk_tokens, compiled=compile_layers),
         )
         return cls(
             module,
@@ -142,17 +142,19 @@ class Policy:
         self,
         batch: TokenBatch,
         advantages: Tensor,
-        old_logprobs: Tensor,
+        old_logprobs: Tensor | None,
         ref_logprobs: Tensor | None,
         cfg: LossConfig,
     ) -> dict[str, float]:
         """One optimizer step on ``batch`` (micro-batched inside). Call on every rank with its shard.
 
-        advantages: [B] or [B, T]; old_logprobs/ref_logprobs: [B, T] (``batch.shape``).
+        advantages: [B] or [B, T]; old_logprobs/ref_logprobs: [B, T] (``batch.shape``). ``old_logprobs=None``:
+        the current log-probs, detached (ratio 1: one on-policy update, no separate scoring pass).
         Returns loss, pg_loss, clip_frac, ratio_mean, entropy, kl (if ref), grad_norm, lr, tokens.
         """
         b, t = batch.shape
-        _check_shape("old_logprobs", old_logprobs, (b, t))
+        if old_logprobs is not None:
+            _check_shape("old_logprobs", old_logprobs, (b, t))
         if ref_logprobs is not None:
             _check_shape("ref_logprobs", ref_logprobs, (b, t))
         if advantages.shape not in ((b,), (b, t)):
@@ -182,7 +184,7 @@ class Policy:
             dev = lp.device
             loss, metrics = policy_loss(
                 lp,
-                old_logprobs[rows, :width].to(dev),
+                lp.detach() if old_logprobs is None else old_logprobs[rows, :width].to(dev),
                 advantages[rows].to(dev) if advantages.dim() == 1 else advantages[rows, :width].to(dev),
                 mask[rows, :width].to(dev),
                 cfg,

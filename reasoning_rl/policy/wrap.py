@@ -20,14 +20,16 @@ class ScoringModule(nn.Module):
     embedding/head parameters (they live in the root shard group, so tied embeddings stay tied).
     """
 
-    def __init__(self, lm: Any, chunk_tokens: int = 1024) -> None:
+    def __init__(self, lm: Any, chunk_tokens: int = 1024, compiled: bool = False) -> None:
         super().__init__()
         self.lm: Any = lm
         self.chunk_tokens = chunk_tokens
+        self.compiled = compiled
 
     def forward(self, input_ids: Tensor, gather: Tensor, targets: Tensor) -> tuple[Tensor, Tensor]:
         h = response_hidden(self.lm, input_ids, gather)
-        return token_logprobs(self.lm.get_output_embeddings(), h, targets, chunk_tokens=self.chunk_tokens)
+        return token_logprobs(self.lm.get_output_embeddings(), h, targets, chunk_tokens=self.chunk_tokens,
+                              compiled=self.compiled)
 
 
 @dataclass

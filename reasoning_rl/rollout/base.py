@@ -21,6 +21,7 @@ class SamplingConfig:
     stop: tuple[str, ...] = ()
     seed: int | None = None
     ignore_eos: bool = False  # keep generating to max_tokens (fixed-length benchmarks)
+    logprobs: bool = True  # return each sampled token's log-prob (engines may skip the work when False)
 
     def __post_init__(self) -> None:
         if self.n < 1:

@@ -74,7 +74,7 @@ class VLLMEngine:
             max_tokens=sampling.max_tokens,
             stop=list(sampling.stop) or None,
             seed=seed,
-            logprobs=0,
+            logprobs=0 if sampling.logprobs else None,
             ignore_eos=sampling.ignore_eos,
             # Only finished requests come back (the default re-sends every request's cumulative tokens and
             # log-probs each step), and text is decoded once at the end unless stop strings need it live.

@@ -88,7 +88,8 @@ class Components:
     def sampling(self, seed: int) -> SamplingConfig:
         r = self.cfg.rollout
         return SamplingConfig(n=r.n, temperature=r.temperature, top_p=r.top_p, max_tokens=r.max_tokens,
-                              stop=tuple(r.stop), seed=seed if r.seed_per_sample else None, ignore_eos=r.ignore_eos)
+                              stop=tuple(r.stop), seed=seed if r.seed_per_sample else None, ignore_eos=r.ignore_eos,
+                              logprobs=self.needs_rollout_logprobs())
 
     def engine_ready(self) -> None:
         """Awake and holding the policy's current weights (a sleep for the update drops them)."""
@@ -136,7 +137,10 @@ class Components:
         mb = min(a.mini_batch_size or n, n)
         single_update = a.epochs == 1 and mb == n
         reuse = a.old_logprobs == "rollout" or (a.old_logprobs == "auto" and single_update)
-        if reuse and batch.rollout_logprobs is not None:
+        old: torch.Tensor | None
+        if a.old_logprobs == "auto" and single_update and self._old_only_in_loss():
+            old = None  # one update on fresh samples: ratio 1 against the policy's own detached log-probs
+        elif reuse and batch.rollout_logprobs is not None:
             old = batch.rollout_logprobs
         else:
             with trace.span("old_logprobs", step):
@@ -149,6 +153,7 @@ class Components:
         kl_ref = ref if a.kl_mode == "reward" and a.kl_coef > 0 else None
         value_targets: tuple[torch.Tensor, torch.Tensor] | None = None  # (rollout values, returns) for PPO
         if a.advantage == "gae":  # PPO: the config validator pairs it with name=ppo, which builds the critic
+            assert old is not None  # _old_only_in_loss() is False for GAE
             with trace.span("values", step):
                 values = self.critic.values(batch)
             token_r = token_rewards(r, batch.response_mask, a.kl_coef, old, kl_ref, a.kl_estimator)
@@ -161,6 +166,7 @@ class Components:
             value_targets = (values, returns)
         else:
             if kl_ref is not None:
+                assert old is not None  # _old_only_in_loss() is False with a KL reward
                 r = kl_penalized_rewards(r, old, kl_ref, batch.response_mask, a.kl_coef, a.kl_estimator)
             adv = compute_advantages(a.advantage, r, groups, torch.ones_like(r, dtype=torch.bool))
         stats: dict[str, list[float]] = {}
@@ -171,7 +177,7 @@ class Components:
                 for start in range(0, n, mb):
                     rows = order[start:start + mb]
                     sub = batch.select(rows)
-                    m = self.policy.train_step(sub, adv[rows], old[rows, :sub.shape[1]],
+                    m = self.policy.train_step(sub, adv[rows], None if old is None else old[rows, :sub.shape[1]],
                                                None if ref is None else ref[rows, :sub.shape[1]], loss_cfg)
                     for k, v in m.items():
                         stats.setdefault(k, []).append(float(v))
@@ -191,6 +197,18 @@ class Components:
                                           else adv.abs().mean())
         out["throughput/train_tokens"] = float(batch.num_tokens * a.epochs)
         return out
+
+    def _old_only_in_loss(self) -> bool:
+        """The old log-probs feed only the policy loss (no GAE, no KL penalty in the reward)."""
+        a = self.cfg.algorithm
+        return a.advantage != "gae" and not (a.kl_mode == "reward" and a.kl_coef > 0)
+
+    def needs_rollout_logprobs(self) -> bool:
+        """Whether the engine must return log-probs: not for ``old_logprobs=auto`` with one update per
+        batch (the loss then uses the policy's own), which spares the engine per-token bookkeeping."""
+        a, t = self.cfg.algorithm, self.cfg.trainer
+        single = a.epochs == 1 and (a.mini_batch_size is None or a.mini_batch_size >= t.batch_size * self.cfg.rollout.n)
+        return not (a.old_logprobs == "auto" and single and self._old_only_in_loss())
 
     @property
     def pad_id(self) -> int:

@@ -73,6 +73,35 @@ def test_compiled_layers_match_eager(tiny_model_dir):
     assert g_e == pytest.approx(g_c, rel=1e-4) and g_e > 0
 
 
+@pytest.mark.slow
+def test_compiled_chunks_match_eager_values_and_grads():
+    torch.manual_seed(1)
+    head = torch.nn.Linear(8, 50, bias=False)
+    h = torch.randn(11, 8, requires_grad=True)
+    targets = torch.randint(0, 50, (11,))
+    grads = []
+    for compiled in (False, True):
+        lp, ent = token_logprobs(head, h, targets, chunk_tokens=4, compiled=compiled)
+        (lp.sum() + 0.5 * ent.sum()).backward()
+        grads.append((lp.detach(), ent.detach(), h.grad.clone(), head.weight.grad.clone()))
+        h.grad, head.weight.grad = None, None
+    for eager, compiled in zip(*grads, strict=True):
+        assert torch.allclose(eager, compiled, atol=1e-5)
+
+
+def test_old_logprobs_none_is_the_detached_current_policy(tiny_model_dir):
+    """One on-policy update: ``old_logprobs=None`` == passing the policy's own log-probs (ratio 1)."""
+    batch, adv = batch_of(6, seed=4), torch.linspace(-1, 1, 6)
+    results = []
+    for given in (True, False):
+        policy = Policy.from_pretrained(str(tiny_model_dir), lr=1e-3, micro_batch_tokens=30)
+        old = policy.logprobs(batch)[0] if given else None
+        results.append(policy.train_step(batch, adv, old, None, LossConfig()))
+    for key in ("loss", "grad_norm", "ratio_mean", "clip_frac"):
+        assert results[0][key] == pytest.approx(results[1][key], rel=1e-5, abs=1e-7), key
+    assert results[1]["ratio_mean"] == pytest.approx(1.0) and results[1]["grad_norm"] > 0
+
+
 def test_chunked_head_matches_unchunked_values_and_grads():
     torch.manual_seed(0)
     head = torch.nn.Linear(8, 50, bias=False)
