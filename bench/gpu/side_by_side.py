@@ -5,8 +5,9 @@
 Same workload as TRL's measured bench: random-init model of SHAPE, 32 prompts x 8 generations per step,
 128 prompt tokens, 256 generated tokens (EOS ignored: fixed length), one optimizer step per generation
 round (mini-batch = the whole batch), beta = 0. TRL runs micro-batches of 32 sequences (its measured
-setting); ours run ``OURS_MICRO`` sequences (default 64) with ``model.compile`` on, vLLM sleep (level 2)
-during the update, and one engine-wide sampling seed (TRL's setting too). Reports step time, tokens/s/GPU,
+setting) with vLLM sleep mode off; ours run ``OURS_MICRO`` sequences (default 64) with ``model.compile``
+on, one engine-wide sampling seed (TRL's setting too), and vLLM sleep off like TRL (``OURS_SLEEP=1``: level-2
+sleep during the update, as a memory-tight run would use). Reports step time, tokens/s/GPU,
 generation tokens/s, update-phase MFU (FLOPs from the model shape), hand-off seconds and GB/s, reward
 wait, peak memory.
 """
@@ -29,6 +30,7 @@ from shapes import SHAPES, build_random_model, train_flops  # noqa: E402
 PROMPTS, GENS, PROMPT_LEN, COMPLETION_LEN, MICRO = int(os.environ.get("SBS_PROMPTS", 32)), 8, 128, 256, 32
 OURS_MICRO = int(os.environ.get("OURS_MICRO", 64))
 OURS_COMPILE = os.environ.get("OURS_COMPILE", "1") == "1"
+OURS_SLEEP = os.environ.get("OURS_SLEEP", "0") == "1"
 PEAK_FLOPS = 790e12  # bf16 dense matmul measured on this H200 kind (KINDS.md)
 
 
@@ -61,7 +63,8 @@ def run_ours(shape: str, steps: int, work: Path) -> dict[str, Any]:
         "data": {"train": {"path": str(data)}, "chat_template": False, "shuffle": False,
                  "max_prompt_tokens": 1024},  # same text as TRL; its tokenizer decides the length
         "rollout": {"n": GENS, "max_tokens": COMPLETION_LEN, "temperature": 1.0, "ignore_eos": True,
-                    "gpu_memory_utilization": 0.3, "seed_per_sample": False, "max_num_seqs": PROMPTS * GENS},
+                    "gpu_memory_utilization": 0.3, "seed_per_sample": False, "max_num_seqs": PROMPTS * GENS,
+                    "sleep": OURS_SLEEP},
         "algorithm": {"micro_batch_tokens": OURS_MICRO * (PROMPT_LEN + COMPLETION_LEN),
                       "mini_batch_size": PROMPTS * GENS},
         "optim": {"lr": 1e-6},
@@ -83,7 +86,7 @@ def run_ours(shape: str, steps: int, work: Path) -> dict[str, Any]:
     tokens = PROMPTS * GENS * (PROMPT_LEN + COMPLETION_LEN)
     update_s = med("time/update_s")
     return {
-        "system": "reasoning-rl", "shape": shape, "micro_seqs": OURS_MICRO, "compile": OURS_COMPILE, "steps": [round(float(r["time/step_s"]), 3) for r in rows],
+        "system": "reasoning-rl", "shape": shape, "micro_seqs": OURS_MICRO, "compile": OURS_COMPILE, "sleep": OURS_SLEEP, "steps": [round(float(r["time/step_s"]), 3) for r in rows],
         "step_s_median": round(step_s, 3), "tokens_per_s": round(tokens / step_s),
         "gen_tokens_per_s": round(med("throughput/gen_tokens_per_s")),
         "generate_s": round(med("time/generate_s"), 3), "grade_wait_s": round(med("time/grade_wait_s"), 4),
