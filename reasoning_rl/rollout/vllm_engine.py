@@ -191,7 +191,7 @@ def _to_completion(out: Any, prompt_index: int, sample_index: int, prompt_ids: l
     (seq,) = out.outputs
     token_ids = list(seq.token_ids)
     text = seq.text or tokenizer.decode(token_ids, skip_special_tokens=True)  # not detokenized without stop strings
-    logprobs = [float(step[tok].logprob) for step, tok in zip(seq.logprobs or [], token_ids, strict=True)]
+    logprobs = [float(step[tok].logprob) for step, tok in zip(seq.logprobs, token_ids, strict=True)] if seq.logprobs else []
     return Completion(
         prompt_index=prompt_index,
         sample_index=sample_index,

@@ -54,6 +54,17 @@ def _max_diff(a: list[list[float]], b: torch.Tensor) -> float:
 # ---- engines ---------------------------------------------------------------------------------------
 @pytest.mark.vllm
 @pytest.mark.slow
+def test_vllm_without_logprobs_same_tokens_and_text(vllm_engine, prompts, tok):
+    """``logprobs=False`` (on-policy GRPO skips them): same greedy tokens and text, no log-probs."""
+    with_lp = vllm_engine.generate(prompts, GREEDY)
+    without = vllm_engine.generate(prompts, SamplingConfig(temperature=0.0, max_tokens=12, logprobs=False))
+    assert [c.token_ids for c in without] == [c.token_ids for c in with_lp]
+    assert [c.text for c in without] == [c.text for c in with_lp]
+    assert all(c.logprobs == [] for c in without) and all(len(c.logprobs) == len(c.token_ids) for c in with_lp)
+
+
+@pytest.mark.vllm
+@pytest.mark.slow
 def test_hf_fallback_greedy_matches_vllm(vllm_engine, hf_engine, prompts, tok):
     v = vllm_engine.generate(prompts, GREEDY)
     h = hf_engine.generate(prompts, GREEDY)
