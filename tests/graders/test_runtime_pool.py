@@ -92,9 +92,10 @@ def test_worker_sigkilled_mid_batch_every_sample_gets_exactly_one_result() -> No
         killer.join()
         metrics = pool.metrics()
     assert killed, "no worker was killed mid-batch"
-    assert sorted(seen) == list(range(n))  # exactly one result each, none lost, none duplicated
+    # exactly one result each, none lost, none duplicated, all "correct": the grade the killed worker had in
+    # flight (if any; a kill can land between two tasks) was re-run, and its queued tasks went elsewhere
+    assert sorted(seen) == list(range(n))
     assert metrics["worker_restarts"] >= 1
-    assert metrics["graders"]["echo"]["retries"] >= 1
 
 
 def test_worker_death_is_retried_then_reported_as_error(tmp_path: Path) -> None:
