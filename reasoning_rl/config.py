@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Literal, get_args
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 
 class ConfigError(ValueError):
@@ -99,7 +99,18 @@ class RolloutConfig(_Section):
     seed_per_sample: bool = Field(default=True, description="Seed every sample (run.seed, step, sample index): "
                                   "reproducible rollouts, but vLLM then draws each sequence's noise with its own "
                                   "generator (a kernel per sequence per token); false: one engine-wide stream.")
-    max_num_seqs: int | None = Field(default=None, ge=1, description="vLLM's concurrent sequences; None: vLLM's default.")
+    engine_args: dict[str, Any] = Field(default_factory=dict, description="Extra vLLM engine arguments "
+                                        "(``LLM(...)``: e.g. max_num_seqs, max_num_batched_tokens, async_scheduling).")
+
+    @field_validator("engine_args")
+    @classmethod
+    def _not_ours(cls, v: dict[str, Any]) -> dict[str, Any]:
+        owned = {"model", "dtype", "seed", "gpu_memory_utilization", "max_model_len", "enable_sleep_mode",
+                 "logprobs_mode"}
+        clash = sorted(owned & set(v))
+        if clash:
+            raise ValueError(f"{clash} are set from other keys (model.*, run.seed, rollout.*); remove them here")
+        return v
 
 
 class OverlongConfig(_Section):

@@ -31,6 +31,7 @@ PROMPTS, GENS, PROMPT_LEN, COMPLETION_LEN, MICRO = int(os.environ.get("SBS_PROMP
 OURS_MICRO = int(os.environ.get("OURS_MICRO", 64))
 OURS_COMPILE = os.environ.get("OURS_COMPILE", "1") == "1"
 OURS_SLEEP = os.environ.get("OURS_SLEEP", "0") == "1"
+OURS_ENGINE_ARGS = json.loads(os.environ.get("OURS_ENGINE_ARGS", "{}"))  # e.g. '{"async_scheduling": true}'
 PEAK_FLOPS = 790e12  # bf16 dense matmul measured on this H200 kind (KINDS.md)
 
 
@@ -63,7 +64,7 @@ def run_ours(shape: str, steps: int, work: Path) -> dict[str, Any]:
         "data": {"train": {"path": str(data)}, "chat_template": False, "shuffle": False,
                  "max_prompt_tokens": 1024},  # same text as TRL; its tokenizer decides the length
         "rollout": {"n": GENS, "max_tokens": COMPLETION_LEN, "temperature": 1.0, "ignore_eos": True,
-                    "gpu_memory_utilization": 0.3, "seed_per_sample": False, "max_num_seqs": PROMPTS * GENS,
+                    "gpu_memory_utilization": 0.3, "seed_per_sample": False, "engine_args": {"max_num_seqs": PROMPTS * GENS, **OURS_ENGINE_ARGS},
                     "sleep": OURS_SLEEP},
         "algorithm": {"micro_batch_tokens": OURS_MICRO * (PROMPT_LEN + COMPLETION_LEN),
                       "mini_batch_size": PROMPTS * GENS},
@@ -86,7 +87,8 @@ def run_ours(shape: str, steps: int, work: Path) -> dict[str, Any]:
     tokens = PROMPTS * GENS * (PROMPT_LEN + COMPLETION_LEN)
     update_s = med("time/update_s")
     return {
-        "system": "reasoning-rl", "shape": shape, "micro_seqs": OURS_MICRO, "compile": OURS_COMPILE, "sleep": OURS_SLEEP, "steps": [round(float(r["time/step_s"]), 3) for r in rows],
+        "system": "reasoning-rl", "shape": shape, "micro_seqs": OURS_MICRO, "compile": OURS_COMPILE, "sleep": OURS_SLEEP,
+        "engine_args": OURS_ENGINE_ARGS, "steps": [round(float(r["time/step_s"]), 3) for r in rows],
         "step_s_median": round(step_s, 3), "tokens_per_s": round(tokens / step_s),
         "gen_tokens_per_s": round(med("throughput/gen_tokens_per_s")),
         "generate_s": round(med("time/generate_s"), 3), "grade_wait_s": round(med("time/grade_wait_s"), 4),

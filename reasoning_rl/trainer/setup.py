@@ -307,9 +307,14 @@ def build_components(cfg: Config, run_dir: Path, *, console: Console) -> Compone
     gpu_util = r.gpu_memory_utilization or (0.5 if device == "cuda" else 0.2)
     max_len = model_max_len(model_dir, train_ids + val_ids, max(r.max_tokens, cfg.eval.max_tokens or 0))
     console.print(f"rollout: {kind} engine, n={r.n}, max_tokens={r.max_tokens}")
-    extra = {"max_num_seqs": r.max_num_seqs} if r.max_num_seqs is not None and kind == "vllm" else {}
-    engine = make_engine(kind, str(model_dir), dtype=dtype, seed=cfg.run.seed, gpu_memory_utilization=gpu_util,
-                         max_model_len=max_len, enable_sleep_mode=r.sleep, **extra)
+    extra = dict(r.engine_args) if kind == "vllm" else {}
+    try:
+        engine = make_engine(kind, str(model_dir), dtype=dtype, seed=cfg.run.seed, gpu_memory_utilization=gpu_util,
+                             max_model_len=max_len, enable_sleep_mode=r.sleep, **extra)
+    except TypeError as e:  # vLLM names the unknown argument
+        if not extra:
+            raise
+        raise ConfigError(f"rollout.engine_args {sorted(extra)}: vLLM rejected them ({e})") from e
     g = cfg.grading
     cache_path = run_dir / "grades.sqlite" if g.cache else None
     pool = GradingPool(workers=g.workers, backend=g.backend, ray_address=g.ray_address, timeout_s=g.timeout_s,

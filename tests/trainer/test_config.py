@@ -64,6 +64,13 @@ def test_batch_and_algorithm_consistency(tmp_path: Path) -> None:
         load_config(write(tmp_path, MINIMAL), ["algorithm.advantage=gae"])
 
 
+def test_engine_args_pass_through_but_not_over_owned_keys(tmp_path: Path) -> None:
+    cfg = load_config(write(tmp_path, MINIMAL), ["rollout.engine_args={max_num_seqs: 4, async_scheduling: true}"])
+    assert cfg.rollout.engine_args == {"max_num_seqs": 4, "async_scheduling": True}
+    with pytest.raises(ConfigError, match=r"rollout.engine_args.*\['seed'\] are set from other keys"):
+        load_config(write(tmp_path, MINIMAL), ["rollout.engine_args={seed: 1}"])
+
+
 def test_bad_override_syntax_and_files(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="key.path=value"):
         parse_overrides(["rollout.n"])

@@ -159,6 +159,11 @@ def test_bad_config_and_data_fail_cleanly(tmp_path: Path, tiny_model_dir: Path) 
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and "bad.jsonl:row 2: needs a ground truth" in proc.stdout.replace("\n", "")
     assert "Traceback" not in proc.stdout + proc.stderr
+    proc = subprocess.run(train_cmd(cfg, "rollout.engine_args={max_num_seqz: 4}"), cwd=REPO, env=env(),
+                          capture_output=True, text=True, timeout=180)
+    out = proc.stdout.replace("\n", "")
+    assert proc.returncode == 2 and "rollout.engine_args ['max_num_seqz']: vLLM rejected them" in out, out[-2000:]
+    assert "Traceback" not in proc.stdout + proc.stderr
 
 
 def test_rrl_eval_reports_pass_and_majority(tmp_path: Path, tiny_model_dir: Path) -> None:
