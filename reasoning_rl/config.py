@@ -137,8 +137,9 @@ class AlgorithmConfig(_Section):
     mini_batch_size: int | None = Field(default=None, ge=1, description="Samples per optimizer step; None: whole batch.")
     micro_batch_tokens: int = Field(default=8192, ge=1)
     old_logprobs: Literal["auto", "recompute", "rollout"] = Field(
-        default="auto", description="'auto': reuse the engine's log-probs when there is a single update per "
-        "batch (ratio is 1 either way: saves a forward pass); recompute with the trainer otherwise.")
+        default="auto", description="'auto': with a single update per batch, the policy's own log-probs, detached "
+        "(ratio exactly 1, no extra pass; the engine then skips per-token log-probs), or the engine's where GAE or a "
+        "KL reward needs them; 'recompute' with the trainer otherwise. 'rollout': always the engine's.")
     gamma: float = Field(default=1.0, ge=0.0, le=1.0)
     lam: float = Field(default=1.0, ge=0.0, le=1.0)
     dynamic_sampling: bool = Field(default=False, description="DAPO: drop groups whose rewards are all equal and refill.")
