@@ -37,7 +37,11 @@ def main(model_dir: str) -> None:
     before = _gap(engine, seqs, fixed.prompt_lens, want)
     stats = push_weights(policy, engine)
     after = _gap(engine, seqs, fixed.prompt_lens, want)
-    print(json.dumps({"rank": dist.rank(), "before": before, "after": after, "tensors": stats.tensors}), flush=True)
+    # One write per line: with PYTHONUNBUFFERED, print() writes text and newline separately and the two ranks'
+    # lines can interleave on the shared stdout.
+    row = json.dumps({"rank": dist.rank(), "before": before, "after": after, "tensors": stats.tensors})
+    sys.stdout.write(row + "\n")
+    sys.stdout.flush()
     del engine
     gc.collect()  # vLLM tears down its groups while the default group still exists
     dist.barrier()
