@@ -36,8 +36,9 @@ class ModelConfig(_Section):
     gradient_checkpointing: bool = False
     ref_offload: bool = Field(default=False, description="Keep the frozen reference policy on CPU.")
     fsdp: Literal["auto", "on", "off"] = "auto"
-    compile: bool = Field(default=False, description="torch.compile each decoder layer of the trained models "
-                          "(faster updates on GPU after a one-off compile; recompiles once for varying shapes).")
+    compile: bool | None = Field(default=None, description="torch.compile each decoder layer and the log-prob head "
+                                 "of the trained models (faster updates after a one-off compile; one graph serves "
+                                 "every micro-batch shape). None: on when training on CUDA, off on CPU.")
 
 
 class SourceConfig(_Section):
@@ -96,9 +97,11 @@ class RolloutConfig(_Section):
     ignore_eos: bool = Field(default=False, description="Generate exactly max_tokens (fixed-length benchmarks).")
     gpu_memory_utilization: float | None = Field(default=None, gt=0.0, le=1.0, description="None: 0.2 on CPU, 0.5 on GPU.")
     sleep: bool | None = Field(default=None, description="vLLM sleep mode while training; None: on for GPU.")
-    seed_per_sample: bool = Field(default=True, description="Seed every sample (run.seed, step, sample index): "
-                                  "reproducible rollouts, but vLLM then draws each sequence's noise with its own "
-                                  "generator (a kernel per sequence per token); false: one engine-wide stream.")
+    seed_per_sample: bool | None = Field(default=None, description="Seed every sample (run.seed, step, sample "
+                                         "index): reproducible rollouts, but vLLM then draws each sequence's noise "
+                                         "with its own generator (a kernel per sequence per token); false: one "
+                                         "engine-wide stream. None: on for CPU, off on CUDA (where batched kernels "
+                                         "are not bitwise reproducible anyway).")
     engine_args: dict[str, Any] = Field(default_factory=dict, description="Extra vLLM engine arguments "
                                         "(``LLM(...)``: e.g. max_num_seqs, max_num_batched_tokens, async_scheduling).")
 

@@ -81,6 +81,7 @@ class Components:
     val_examples: list[Example]
     val_prompt_ids: list[list[int]]
     cache_path: Path | None
+    seed_per_sample: bool
     trace_meta: dict[str, Any] = field(default_factory=dict)
     _awake: bool = True
 
@@ -88,7 +89,7 @@ class Components:
     def sampling(self, seed: int) -> SamplingConfig:
         r = self.cfg.rollout
         return SamplingConfig(n=r.n, temperature=r.temperature, top_p=r.top_p, max_tokens=r.max_tokens,
-                              stop=tuple(r.stop), seed=seed if r.seed_per_sample else None, ignore_eos=r.ignore_eos,
+                              stop=tuple(r.stop), seed=seed if self.seed_per_sample else None, ignore_eos=r.ignore_eos,
                               logprobs=self.needs_rollout_logprobs())
 
     def engine_ready(self) -> None:
@@ -275,13 +276,14 @@ def build_components(cfg: Config, run_dir: Path, *, console: Console) -> Compone
     train, train_ids, val, val_ids = load_data(cfg, tokenizer, console)
     dtype = cfg.model.dtype if cfg.model.dtype != "auto" else ("bfloat16" if device == "cuda" else "float32")
     o = cfg.optim
-    console.print(f"model: {model_dir} on {device} ({dtype})")
+    compiled, seeded = device_defaults(cfg, device)
+    console.print(f"model: {model_dir} on {device} ({dtype}{', compiled' if compiled else ''})")
     fsdp = {"auto": None, "on": True, "off": False}[cfg.model.fsdp]
     policy = Policy.from_pretrained(
         str(model_dir), dtype=dtype, device=device, fsdp=fsdp, lr=o.lr, weight_decay=o.weight_decay,
         betas=o.betas, grad_clip=o.grad_clip, warmup_steps=o.warmup_steps,
         total_steps=cfg.trainer.steps if o.schedule == "cosine" else None,
-        activation_checkpointing=cfg.model.gradient_checkpointing, compile_layers=cfg.model.compile,
+        activation_checkpointing=cfg.model.gradient_checkpointing, compile_layers=compiled,
         micro_batch_tokens=cfg.algorithm.micro_batch_tokens,
     )
     ref = None
@@ -299,7 +301,7 @@ def build_components(cfg: Config, run_dir: Path, *, console: Console) -> Compone
             str(model_dir), dtype=dtype, device=device, fsdp=fsdp, lr=o.critic_lr, weight_decay=o.weight_decay,
             betas=o.betas, grad_clip=o.grad_clip, warmup_steps=o.warmup_steps,
             total_steps=cfg.trainer.steps if o.schedule == "cosine" else None,
-            activation_checkpointing=cfg.model.gradient_checkpointing, compile_layers=cfg.model.compile,
+            activation_checkpointing=cfg.model.gradient_checkpointing, compile_layers=compiled,
             micro_batch_tokens=cfg.algorithm.micro_batch_tokens,
         )
     r = cfg.rollout
@@ -321,7 +323,15 @@ def build_components(cfg: Config, run_dir: Path, *, console: Console) -> Compone
                        retries=g.retries, cache_path=cache_path, max_in_flight=g.max_in_flight)
     meta = {"run": cfg.run.name, "device": device, "world_size": 1, "model": _model_shape(policy, dtype)}
     return Components(cfg, device, model_dir, tokenizer, policy, ref, critic, engine, pool, train, train_ids, val, val_ids,
-                      cache_path, meta)
+                      cache_path, seeded, meta)
+
+
+def device_defaults(cfg: Config, device: str) -> tuple[bool, bool]:
+    """(model.compile, rollout.seed_per_sample) with None resolved for ``device``: compiled and one sampling
+    stream on CUDA (speed), eager and per-sample seeds on CPU (no compile wait, exact reproducibility)."""
+    compiled = cfg.model.compile if cfg.model.compile is not None else device == "cuda"
+    seeded = cfg.rollout.seed_per_sample if cfg.rollout.seed_per_sample is not None else device != "cuda"
+    return compiled, seeded
 
 
 def model_max_len(model_dir: Path, prompt_ids: list[list[int]], max_tokens: int) -> int:

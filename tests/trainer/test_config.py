@@ -71,6 +71,15 @@ def test_engine_args_pass_through_but_not_over_owned_keys(tmp_path: Path) -> Non
         load_config(write(tmp_path, MINIMAL), ["rollout.engine_args={seed: 1}"])
 
 
+def test_device_dependent_defaults_and_explicit_values(tmp_path: Path) -> None:
+    from reasoning_rl.trainer.setup import device_defaults
+
+    cfg = load_config(write(tmp_path, MINIMAL))
+    assert device_defaults(cfg, "cpu") == (False, True) and device_defaults(cfg, "cuda") == (True, False)
+    pinned = load_config(write(tmp_path, MINIMAL), ["model.compile=false", "rollout.seed_per_sample=true"])
+    assert device_defaults(pinned, "cuda") == (False, True)
+
+
 def test_bad_override_syntax_and_files(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="key.path=value"):
         parse_overrides(["rollout.n"])

@@ -45,7 +45,7 @@ def _components(model: Path, seed: int) -> Any:
     cfg = Config.model_validate({"model": {"path": str(model)}, "algorithm": {"name": "ppo"},
                                  "data": {"train": {"generator": "fixed_digit", "size": 4}}})
     return Components(cfg, "cpu", model, None, policy, None, critic, None, None,
-                      [], [], [], [], None)
+                      [], [], [], [], None, True)
 
 
 def test_checkpoint_round_trip_restores_critic(tmp_path: Path, tiny_model_dir: Path) -> None:
