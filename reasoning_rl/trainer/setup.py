@@ -139,7 +139,7 @@ class Components:
         single_update = a.epochs == 1 and mb == n
         reuse = a.old_logprobs == "rollout" or (a.old_logprobs == "auto" and single_update)
         old: torch.Tensor | None
-        if a.old_logprobs == "auto" and single_update and self._old_only_in_loss():
+        if self._uses_own_logprobs(single_update):
             old = None  # one update on fresh samples: ratio 1 against the policy's own detached log-probs
         elif reuse and batch.rollout_logprobs is not None:
             old = batch.rollout_logprobs
@@ -154,7 +154,7 @@ class Components:
         kl_ref = ref if a.kl_mode == "reward" and a.kl_coef > 0 else None
         value_targets: tuple[torch.Tensor, torch.Tensor] | None = None  # (rollout values, returns) for PPO
         if a.advantage == "gae":  # PPO: the config validator pairs it with name=ppo, which builds the critic
-            assert old is not None  # _old_only_in_loss() is False for GAE
+            assert old is not None  # _uses_own_logprobs() is False for GAE
             with trace.span("values", step):
                 values = self.critic.values(batch)
             token_r = token_rewards(r, batch.response_mask, a.kl_coef, old, kl_ref, a.kl_estimator)
@@ -167,7 +167,7 @@ class Components:
             value_targets = (values, returns)
         else:
             if kl_ref is not None:
-                assert old is not None  # _old_only_in_loss() is False with a KL reward
+                assert old is not None  # _uses_own_logprobs() is False with a KL reward
                 r = kl_penalized_rewards(r, old, kl_ref, batch.response_mask, a.kl_coef, a.kl_estimator)
             adv = compute_advantages(a.advantage, r, groups, torch.ones_like(r, dtype=torch.bool))
         stats: dict[str, list[float]] = {}
@@ -199,17 +199,20 @@ class Components:
         out["throughput/train_tokens"] = float(batch.num_tokens * a.epochs)
         return out
 
-    def _old_only_in_loss(self) -> bool:
-        """The old log-probs feed only the policy loss (no GAE, no KL penalty in the reward)."""
+    def _uses_own_logprobs(self, single_update: bool) -> bool:
+        """``old_logprobs=auto`` with one update per batch, where the old log-probs feed only the policy loss
+        (no GAE, no KL penalty in the reward): the loss takes the policy's own, detached."""
         a = self.cfg.algorithm
-        return a.advantage != "gae" and not (a.kl_mode == "reward" and a.kl_coef > 0)
+        only_in_loss = a.advantage != "gae" and not (a.kl_mode == "reward" and a.kl_coef > 0)
+        return a.old_logprobs == "auto" and single_update and only_in_loss
 
     def needs_rollout_logprobs(self) -> bool:
-        """Whether the engine must return log-probs: not for ``old_logprobs=auto`` with one update per
-        batch (the loss then uses the policy's own), which spares the engine per-token bookkeeping."""
+        """Whether the engine must return log-probs: not when the update uses the policy's own (which spares
+        the engine per-token bookkeeping). Decided from the config, before generation: masking only ever
+        shrinks a batch towards a single update."""
         a, t = self.cfg.algorithm, self.cfg.trainer
         single = a.epochs == 1 and (a.mini_batch_size is None or a.mini_batch_size >= t.batch_size * self.cfg.rollout.n)
-        return not (a.old_logprobs == "auto" and single and self._old_only_in_loss())
+        return not self._uses_own_logprobs(single)
 
     @property
     def pad_id(self) -> int:
@@ -279,13 +282,13 @@ def build_components(cfg: Config, run_dir: Path, *, console: Console) -> Compone
     compiled, seeded = device_defaults(cfg, device)
     console.print(f"model: {model_dir} on {device} ({dtype}{', compiled' if compiled else ''})")
     fsdp = {"auto": None, "on": True, "off": False}[cfg.model.fsdp]
-    policy = Policy.from_pretrained(
-        str(model_dir), dtype=dtype, device=device, fsdp=fsdp, lr=o.lr, weight_decay=o.weight_decay,
-        betas=o.betas, grad_clip=o.grad_clip, warmup_steps=o.warmup_steps,
-        total_steps=cfg.trainer.steps if o.schedule == "cosine" else None,
+    trainable: dict[str, Any] = dict(  # what the policy and the critic share; each brings its own lr
+        dtype=dtype, device=device, fsdp=fsdp, weight_decay=o.weight_decay, betas=o.betas, grad_clip=o.grad_clip,
+        warmup_steps=o.warmup_steps, total_steps=cfg.trainer.steps if o.schedule == "cosine" else None,
         activation_checkpointing=cfg.model.gradient_checkpointing, compile_layers=compiled,
         micro_batch_tokens=cfg.algorithm.micro_batch_tokens,
     )
+    policy = Policy.from_pretrained(str(model_dir), lr=o.lr, **trainable)
     ref = None
     if cfg.algorithm.kl_coef > 0:
         from reasoning_rl.policy import ReferencePolicy
@@ -297,13 +300,7 @@ def build_components(cfg: Config, run_dir: Path, *, console: Console) -> Compone
     if cfg.algorithm.name == "ppo":
         from reasoning_rl.policy import Critic
 
-        critic = Critic.from_pretrained(
-            str(model_dir), dtype=dtype, device=device, fsdp=fsdp, lr=o.critic_lr, weight_decay=o.weight_decay,
-            betas=o.betas, grad_clip=o.grad_clip, warmup_steps=o.warmup_steps,
-            total_steps=cfg.trainer.steps if o.schedule == "cosine" else None,
-            activation_checkpointing=cfg.model.gradient_checkpointing, compile_layers=compiled,
-            micro_batch_tokens=cfg.algorithm.micro_batch_tokens,
-        )
+        critic = Critic.from_pretrained(str(model_dir), lr=o.critic_lr, **trainable)
     r = cfg.rollout
     kind = rollout_kind(cfg)
     gpu_util = r.gpu_memory_utilization or (0.5 if device == "cuda" else 0.2)
