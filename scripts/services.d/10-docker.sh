@@ -20,15 +20,39 @@ if [[ $(id -u) -ne 0 ]]; then
 fi
 
 log=/var/log/rrl-dockerd.log
-echo "[services] starting dockerd in the background (log: $log)"
-nohup dockerd >"$log" 2>&1 &
-for _ in $(seq 1 60); do
-    if docker info >/dev/null 2>&1; then
+
+# Wait up to $1 seconds for the daemon to answer; fail early when the dockerd process is gone.
+wait_for_docker() {
+    local pid=$1 seconds=$2
+    for _ in $(seq 1 "$seconds"); do
+        docker info >/dev/null 2>&1 && return 0
+        kill -0 "$pid" 2>/dev/null || return 1
+        sleep 1
+    done
+    return 1
+}
+
+# A daemon that died without cleaning up (or a machine image saved while one ran) leaves pid files behind.
+# When that pid has since been reused, dockerd believes its containerd "is still running" and times out
+# waiting for a socket that never appears (seen in CI). With no dockerd/containerd alive, they are stale.
+clear_stale_state() {
+    pkill -x dockerd 2>/dev/null || true
+    pkill -f "containerd --config /var/run/docker/containerd/containerd.toml" 2>/dev/null || true
+    sleep 1
+    rm -f /var/run/docker.pid /var/run/docker/containerd/containerd.pid /var/run/docker/containerd/containerd.sock
+}
+
+for attempt in 1 2 3; do
+    clear_stale_state
+    echo "[services] starting dockerd in the background (attempt $attempt, log: $log)"
+    nohup dockerd >"$log" 2>&1 &
+    pid=$!
+    if wait_for_docker "$pid" 90; then
         echo "[services] docker daemon: up"
         exit 0
     fi
-    sleep 1
+    echo "[services] dockerd did not come up (attempt $attempt); last log lines:" >&2
+    grep -v 'module=grpc' "$log" | tail -5 >&2 || true
 done
-echo "[services] dockerd did not come up within 60 s; last log lines:" >&2
-tail -20 "$log" >&2
+echo "[services] dockerd failed to start 3 times; full log: $log" >&2
 exit 1
