@@ -47,6 +47,10 @@ class VLLMEngine:
         if not on_gpu:
             dtype = "float32" if dtype == "auto" else dtype
             kw.setdefault("enforce_eager", True)
+            # A prompt split over two steps (chunked prefill: more prompt tokens than max_num_batched_tokens)
+            # makes vLLM rewind that request's sampling generator, which CPU generators cannot do: every
+            # seeded batch with > 4096 prompt tokens died with "CPU Generator does not use offset".
+            kw.setdefault("enable_chunked_prefill", False)
         self.max_model_len = max_model_len
         self._asleep = False
         self._counter = 0

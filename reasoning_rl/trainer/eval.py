@@ -102,14 +102,7 @@ def write_rows(path: Path, rows: list[dict[str, Any]]) -> None:
 def run_eval(cfg: Config, *, out: Path | None, console: Console) -> tuple[EvalResult, Path]:
     """``rrl eval``: evaluate ``cfg.model`` on ``data.val`` (or ``data.train``), no training."""
     from reasoning_rl.policy.model import load_tokenizer
-    from reasoning_rl.rollout import make_engine
-    from reasoning_rl.trainer.setup import (
-        load_data,
-        model_max_len,
-        resolve_device,
-        resolve_model_dir,
-        rollout_kind,
-    )
+    from reasoning_rl.trainer.setup import build_engine, load_data, resolve_device, resolve_model_dir
 
     device = resolve_device(cfg.run.device)
     model_dir = resolve_model_dir(cfg)
@@ -117,10 +110,8 @@ def run_eval(cfg: Config, *, out: Path | None, console: Console) -> tuple[EvalRe
     train, train_ids, val, val_ids = load_data(cfg, tokenizer, console)
     examples, prompt_ids = (val, val_ids) if val else (train, train_ids)
     r = cfg.rollout
-    engine = make_engine(rollout_kind(cfg), str(model_dir), dtype=cfg.model.dtype, seed=cfg.run.seed,
-                         gpu_memory_utilization=r.gpu_memory_utilization or (0.5 if device == "cuda" else 0.2),
-                         max_model_len=model_max_len(model_dir, prompt_ids, cfg.eval.max_tokens or r.max_tokens),
-                         enable_sleep_mode=False)
+    engine = build_engine(cfg, model_dir, device, prompt_ids, cfg.eval.max_tokens or r.max_tokens,
+                          dtype=cfg.model.dtype, sleep=False)
     g = cfg.grading
     with GradingPool(workers=g.workers, backend=g.backend, ray_address=g.ray_address, timeout_s=g.timeout_s,
                      retries=g.retries, max_in_flight=g.max_in_flight) as pool:

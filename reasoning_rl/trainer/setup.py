@@ -302,18 +302,9 @@ def build_components(cfg: Config, run_dir: Path, *, console: Console) -> Compone
 
         critic = Critic.from_pretrained(str(model_dir), lr=o.critic_lr, **trainable)
     r = cfg.rollout
-    kind = rollout_kind(cfg)
-    gpu_util = r.gpu_memory_utilization or (0.5 if device == "cuda" else 0.2)
-    max_len = model_max_len(model_dir, train_ids + val_ids, max(r.max_tokens, cfg.eval.max_tokens or 0))
-    console.print(f"rollout: {kind} engine, n={r.n}, max_tokens={r.max_tokens}")
-    extra = dict(r.engine_args) if kind == "vllm" else {}
-    try:
-        engine = make_engine(kind, str(model_dir), dtype=dtype, seed=cfg.run.seed, gpu_memory_utilization=gpu_util,
-                             max_model_len=max_len, enable_sleep_mode=r.sleep, **extra)
-    except TypeError as e:  # vLLM names the unknown argument
-        if not extra:
-            raise
-        raise ConfigError(f"rollout.engine_args {sorted(extra)}: vLLM rejected them ({e})") from e
+    console.print(f"rollout: {rollout_kind(cfg)} engine, n={r.n}, max_tokens={r.max_tokens}")
+    engine = build_engine(cfg, model_dir, device, train_ids + val_ids, max(r.max_tokens, cfg.eval.max_tokens or 0),
+                          dtype=dtype, sleep=r.sleep)
     g = cfg.grading
     cache_path = run_dir / "grades.sqlite" if g.cache else None
     pool = GradingPool(workers=g.workers, backend=g.backend, ray_address=g.ray_address, timeout_s=g.timeout_s,
@@ -321,6 +312,23 @@ def build_components(cfg: Config, run_dir: Path, *, console: Console) -> Compone
     meta = {"run": cfg.run.name, "device": device, "world_size": 1, "model": _model_shape(policy, dtype)}
     return Components(cfg, device, model_dir, tokenizer, policy, ref, critic, engine, pool, train, train_ids, val, val_ids,
                       cache_path, seeded, meta)
+
+
+def build_engine(cfg: Config, model_dir: Path, device: str, prompt_ids: list[list[int]], max_tokens: int, *,
+                 dtype: str, sleep: bool | None) -> RolloutEngine:
+    """The rollout engine of ``cfg.rollout`` (training and ``rrl eval`` alike), sized for these prompts."""
+    r = cfg.rollout
+    kind = rollout_kind(cfg)
+    extra = dict(r.engine_args) if kind == "vllm" else {}
+    try:
+        return make_engine(kind, str(model_dir), dtype=dtype, seed=cfg.run.seed,
+                           gpu_memory_utilization=r.gpu_memory_utilization or (0.5 if device == "cuda" else 0.2),
+                           max_model_len=model_max_len(model_dir, prompt_ids, max_tokens), enable_sleep_mode=sleep,
+                           **extra)
+    except TypeError as e:  # vLLM names the unknown argument
+        if not extra:
+            raise
+        raise ConfigError(f"rollout.engine_args {sorted(extra)}: vLLM rejected them ({e})") from e
 
 
 def device_defaults(cfg: Config, device: str) -> tuple[bool, bool]:

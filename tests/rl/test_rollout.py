@@ -95,6 +95,20 @@ def test_vllm_sampling_contract(vllm_engine, prompts):
 
 @pytest.mark.vllm
 @pytest.mark.slow
+def test_seeded_sampling_survives_prompts_beyond_one_step_budget(vllm_engine, prompts):
+    """24 prompts of 220 tokens (> vLLM's 4096-token step budget) with per-sample seeds: a prompt split over
+    two steps used to crash the CPU engine ("CPU Generator does not use offset")."""
+    g = torch.Generator().manual_seed(0)
+    long_prompts = [prompts[0] + torch.randint(7, 90, (220,), generator=g).tolist() for _ in range(24)]
+    cfg = SamplingConfig(n=2, temperature=1.0, max_tokens=4, seed=5)
+    out = vllm_engine.generate(long_prompts, cfg)
+    assert [(c.prompt_index, c.sample_index) for c in out] == [(i, j) for i in range(24) for j in range(2)]
+    assert all(1 <= len(c.token_ids) <= 4 for c in out)
+    assert [c.token_ids for c in vllm_engine.generate(long_prompts, cfg)] == [c.token_ids for c in out]
+
+
+@pytest.mark.vllm
+@pytest.mark.slow
 def test_stop_strings_and_length(vllm_engine, hf_engine, prompts):
     free = SamplingConfig(temperature=1.0, max_tokens=12, seed=5)
     for engine in (vllm_engine, hf_engine):

@@ -126,3 +126,31 @@ def test_reasoning_gym_recipe_rows_load_and_grade(tmp_path: Path) -> None:
     bad = subprocess.run([sys.executable, str(recipe), "gsm_symbolc", str(out)], capture_output=True, text=True)
     assert bad.returncode != 0 and "unknown reasoning-gym dataset 'gsm_symbolc'" in bad.stderr
     assert "Traceback" not in bad.stderr
+
+
+def test_decontaminate_recipe_drops_templated_copies_only(tmp_path: Path) -> None:
+    """datasets/recipes/decontaminate.py: a test question re-templated into training (names, numbers and items
+    swapped, as reasoning-gym's gsm_symbolic does to GSM8K) is dropped; unrelated questions are kept."""
+    import subprocess
+    import sys
+
+    recipe = Path(__file__).resolve().parents[2] / "datasets" / "recipes" / "decontaminate.py"
+    train, test, out, report = (tmp_path / n for n in ("train.jsonl", "test.jsonl", "out.jsonl", "report.jsonl"))
+    train.write_text(json.dumps({"question": "Liam hid 10 dozen eggs in the yard for the Easter egg hunt. Oliver "
+                                 "finds 14 eggs. Noah finds 2 times as many as Oliver. How many eggs are still "
+                                 "hidden in the yard?", "answer": "78"}) + "\n")
+    copy = ("Cole hid 3 dozen eggs in the yard for the Easter egg hunt. Lamar finds 5 eggs. Stacy finds twice as "
+            "many as Lamar. How many eggs are still hidden in the yard?")
+    other = "A robe takes 2 bolts of blue fiber and half that much white fiber. How many bolts in total does it take?"
+    test.write_text(json.dumps({"question": copy, "answer": "21"}) + "\n"
+                    + json.dumps({"prompt": [{"role": "user", "content": other}], "answer": "3"}) + "\n")
+    proc = subprocess.run([sys.executable, str(recipe), str(train), str(test), str(out), "--report", str(report)],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert [json.loads(line)["answer"] for line in out.read_text().splitlines()] == ["3"]
+    assert [json.loads(line)["eval"] for line in report.read_text().splitlines()] == [copy]
+    assert "kept 1 of 2 rows" in proc.stdout
+    test.write_text('{"question": "ok"}\nnot json\n')
+    bad = subprocess.run([sys.executable, str(recipe), str(train), str(test), str(out)], capture_output=True,
+                         text=True)
+    assert bad.returncode != 0 and f"{test}:2: not JSON" in bad.stderr and "Traceback" not in bad.stderr

@@ -181,3 +181,11 @@ def test_rrl_eval_reports_pass_and_majority(tmp_path: Path, tiny_model_dir: Path
     for r in rows:  # pass@4 is exactly "any of the 4 responses contains a 7"
         assert r["pass@4"] == float(any("7" in x["text"] for x in r["responses"]))
     assert "pass@4" in proc.stdout and "maj@4" in proc.stdout and "digits" in proc.stdout
+    # rrl eval builds its engine like training does: rollout.engine_args reach vLLM (and a typo is named)
+    proc = subprocess.run([sys.executable, "-m", "reasoning_rl.cli", "eval", "--model", str(tiny_model_dir),
+                           "--data", str(data), "rollout.engine_args={max_num_seqz: 4}", "run.doctor=false",
+                           f"run.dir={tmp_path / 'ev'}"], cwd=REPO, env=env(), capture_output=True, text=True,
+                          timeout=300)
+    out_text = proc.stdout.replace("\n", "")
+    assert proc.returncode == 2 and "rollout.engine_args ['max_num_seqz']: vLLM rejected them" in out_text, out_text[-2000:]
+    assert "Traceback" not in proc.stdout + proc.stderr
