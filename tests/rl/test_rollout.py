@@ -109,6 +109,35 @@ def test_seeded_sampling_survives_prompts_beyond_one_step_budget(vllm_engine, pr
 
 @pytest.mark.vllm
 @pytest.mark.slow
+def test_cpu_engine_takes_a_context_longer_than_one_step_budget(tiny_model_dir, tmp_path):
+    """Chunked prefill is off on CPU, so one step must hold the longest prompt: a 4500-token prompt with
+    max_model_len 6000 (> vLLM's 4096-token default step budget) still runs. (Its own process: a second vLLM
+    engine here would tear down the module engine's parallel state.)"""
+    import json
+    import subprocess
+    import sys
+
+    model = tmp_path / "long"
+    shutil.copytree(tiny_model_dir, model)
+    config = json.loads((model / "config.json").read_text())
+    (model / "config.json").write_text(json.dumps({**config, "max_position_embeddings": 8192}))
+    script = (
+        "import torch\n"
+        "from reasoning_rl.rollout import SamplingConfig, make_engine\n"
+        f"engine = make_engine('vllm', {str(model)!r}, max_model_len=6000, kv_cache_memory_bytes=64 << 20)\n"
+        "prompt = torch.randint(7, 90, (4500,), generator=torch.Generator().manual_seed(1)).tolist()\n"
+        "out = engine.generate([prompt], SamplingConfig(n=2, temperature=1.0, max_tokens=3, seed=2))\n"
+        "print('LENGTHS', [len(c.token_ids) for c in out])\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "VLLM_ENABLE_V1_MULTIPROCESSING": "0"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lengths = json.loads(proc.stdout.split("LENGTHS", 1)[1].strip().splitlines()[0])
+    assert len(lengths) == 2 and all(1 <= n <= 3 for n in lengths)
+
+
+@pytest.mark.vllm
+@pytest.mark.slow
 def test_stop_strings_and_length(vllm_engine, hf_engine, prompts):
     free = SamplingConfig(temperature=1.0, max_tokens=12, seed=5)
     for engine in (vllm_engine, hf_engine):
