@@ -86,7 +86,7 @@ def evaluate(engine: RolloutEngine, pool: GradingPool, examples: Sequence[Exampl
              grader_options: dict[str, dict[str, Any]], seed: int) -> EvalResult:
     limit = cfg.max_prompts or len(examples)
     sampling = SamplingConfig(n=cfg.n, temperature=cfg.temperature, max_tokens=cfg.max_tokens or max_tokens,
-                              stop=tuple(stop), seed=seed)
+                              stop=tuple(stop), seed=seed, logprobs=False)  # grading needs only the text
     samples, _ = collect(engine, pool, examples[:limit], prompt_ids[:limit], sampling,
                          grader_options=grader_options)
     return summarise(samples, cfg.n)

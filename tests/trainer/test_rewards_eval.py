@@ -54,3 +54,27 @@ def test_pass_and_majority_at_k() -> None:
     assert r.metrics["eval/pass@3"] == 1.0 and r.metrics["eval/maj@3"] == 0.5
     assert math.isclose(r.metrics["eval/accuracy"], (1 / 3 + 2 / 3) / 2)
     assert r.by_source["s"]["maj@3"] == 0.0 and r.by_source["t"]["maj@3"] == 1.0
+
+
+def test_evaluate_asks_the_engine_for_text_only() -> None:
+    """Eval grades text: it must not make the engine compute per-token log-probs (vocab-wide work per token)."""
+    from graders.runtime import GradingPool
+    from reasoning_rl.config import EvalConfig
+    from reasoning_rl.rollout import SamplingConfig
+    from reasoning_rl.trainer.eval import evaluate
+
+    asked: list[SamplingConfig] = []
+
+    class Engine:
+        def stream(self, prompts: list[list[int]], sampling: SamplingConfig):  # type: ignore[no-untyped-def]
+            asked.append(sampling)
+            for i, p in enumerate(prompts):
+                for j in range(sampling.n):
+                    yield Completion(i, j, p, [5], [], "\\boxed{1}", "stop")
+
+    ex = [Example(uid=f"p{i}", data_source="s", messages=({"role": "user", "content": "q"},), ground_truth="1",
+                  grader="math") for i in range(3)]
+    with GradingPool(workers=1) as pool:
+        result = evaluate(Engine(), pool, ex, [[1, 2]] * 3, EvalConfig(n=2, temperature=0.5), max_tokens=8,  # type: ignore[arg-type]
+                          stop=(), grader_options={}, seed=0)
+    assert [s.logprobs for s in asked] == [False] and result.metrics["eval/accuracy"] == 1.0
