@@ -109,7 +109,7 @@ class GradingPool:
         # It is handed over in one go: preparing costs well under a microsecond a request, while handing
         # it over in pieces let this thread hold the GIL while the supervisor had workers to feed, and
         # made the backend size its queues for a small batch.
-        tasks = self._prepare(reqs, results, 0, bounded=False)
+        tasks = self._prepare(reqs, results, bounded=False)
         if tasks:
             self._backend.dispatch_many(tasks)
         with results.done:
@@ -122,7 +122,7 @@ class GradingPool:
         """Queue one request for streaming; blocks while ``max_in_flight`` requests are being graded."""
         with self._lock:
             self._stream_outstanding += 1
-        tasks = self._prepare([request], self._stream_sink, 0, bounded=True)
+        tasks = self._prepare([request], self._stream_sink, bounded=True)
         if tasks:
             self._backend.dispatch_many(tasks)
 
@@ -214,7 +214,7 @@ class GradingPool:
             stats = self._stats[name] = GraderStats()
         return stats
 
-    def _prepare(self, reqs: list[GradeRequest], sink: Sink, first: int, bounded: bool) -> list[Task]:
+    def _prepare(self, reqs: list[GradeRequest], sink: Sink, bounded: bool) -> list[Task]:
         """Answer cache hits and unknown graders right away; register the rest as tasks to dispatch.
 
         Per-request work is kept to building the task: cache keys only when a cache is on, one lock round
@@ -227,7 +227,7 @@ class GradingPool:
         tasks: list[Task] = []
         instant: list[tuple[Task, Grade]] = []
         hits: Counter[str] = Counter()
-        for index, req in enumerate(reqs, first):
+        for index, req in enumerate(reqs):
             ident = identities.get(req.grader) or self._identity(req.grader)
             if isinstance(ident, str):
                 instant.append((Task(-1, req, req.grader, None, sink, index), Grade.error(ident)))
