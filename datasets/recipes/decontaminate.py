@@ -38,7 +38,8 @@ def words(text: str) -> frozenset[str]:
     return frozenset(WORD.findall(text.lower()))
 
 
-def read_rows(path: Path) -> list[dict[str, Any]]:
+def read_rows(path: Path) -> list[tuple[dict[str, Any], str]]:
+    """Every row of a JSON-lines file with its question; a malformed line is an error naming file:line."""
     rows = []
     with path.open(encoding="utf-8") as fh:
         for n, line in enumerate(fh, 1):
@@ -50,8 +51,7 @@ def read_rows(path: Path) -> list[dict[str, Any]]:
                 raise ValueError(f"{path}:{n}: not JSON ({err.msg})") from None
             if not isinstance(row, dict):
                 raise ValueError(f"{path}:{n}: expected a JSON object")
-            question_of(row, f"{path}:{n}")
-            rows.append(row)
+            rows.append((row, question_of(row, f"{path}:{n}")))
     return rows
 
 
@@ -78,7 +78,7 @@ def main() -> None:
         train_rows, eval_rows = read_rows(args.train), read_rows(args.eval)
     except (OSError, ValueError) as err:
         sys.exit(f"error: {err}")
-    train_texts = sorted({question_of(r, "") for r in train_rows})
+    train_texts = sorted({q for _, q in train_rows})
     train = [words(t) for t in train_texts]
     # Common words would make every pair a candidate; index only words in < 5 % of training questions.
     df: dict[str, int] = defaultdict(int)
@@ -91,17 +91,17 @@ def main() -> None:
             if df[w] < max(2, len(train) // 20):
                 index[w].append(i)
     kept, dropped = [], []
-    for row in eval_rows:
-        sim, i = closest(words(question_of(row, "")), train, index)
-        (dropped if sim >= args.threshold else kept).append((row, sim, i))
+    for row, question in eval_rows:
+        sim, i = closest(words(question), train, index)
+        (dropped if sim >= args.threshold else kept).append((row, question, sim, i))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     with args.out.open("w", encoding="utf-8") as fh:
-        for row, _, _ in kept:
+        for row, _, _, _ in kept:
             fh.write(json.dumps(row) + "\n")
     if args.report:
         with args.report.open("w", encoding="utf-8") as fh:
-            for row, sim, i in sorted(dropped, key=lambda d: -d[1]):
-                fh.write(json.dumps({"similarity": round(sim, 3), "eval": question_of(row, ""),
+            for _, question, sim, i in sorted(dropped, key=lambda d: -d[2]):
+                fh.write(json.dumps({"similarity": round(sim, 3), "eval": question,
                                      "train": train_texts[i]}) + "\n")
     print(f"kept {len(kept)} of {len(eval_rows)} rows of {args.eval} (dropped {len(dropped)} with Jaccard >= "
           f"{args.threshold} to a question of {args.train}) -> {args.out}")

@@ -154,3 +154,7 @@ def test_decontaminate_recipe_drops_templated_copies_only(tmp_path: Path) -> Non
     bad = subprocess.run([sys.executable, str(recipe), str(train), str(test), str(out)], capture_output=True,
                          text=True)
     assert bad.returncode != 0 and f"{test}:2: not JSON" in bad.stderr and "Traceback" not in bad.stderr
+    test.write_text('{"question": "ok"}\n{"answer": "3"}\n')
+    bad = subprocess.run([sys.executable, str(recipe), str(train), str(test), str(out)], capture_output=True,
+                         text=True)
+    assert bad.returncode != 0 and f"{test}:2: no 'question'" in bad.stderr and "Traceback" not in bad.stderr
