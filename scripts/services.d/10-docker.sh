@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# Docker engine for the code sandbox: install it when missing, start dockerd when it does not answer.
+# System programs the sandboxes need: Docker (+ debootstrap to build the image offline) and bubblewrap (the local
+# sandbox). Install them when missing, start dockerd when it does not answer.
 # Idempotent; prints what it does. Needs root to install/start (CI runs as root).
 set -euo pipefail
 
-if ! command -v dockerd >/dev/null 2>&1 || ! command -v debootstrap >/dev/null 2>&1; then
-    echo "[services] installing docker.io + debootstrap (apt-get)"
+if ! command -v dockerd >/dev/null 2>&1 || ! command -v debootstrap >/dev/null 2>&1 || ! command -v bwrap >/dev/null 2>&1; then
+    echo "[services] installing docker.io + debootstrap + bubblewrap (apt-get)"
     apt-get update -q
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -q docker.io debootstrap
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q docker.io debootstrap bubblewrap
 fi
 
 if docker info >/dev/null 2>&1; then
