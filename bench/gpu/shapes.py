@@ -38,6 +38,15 @@ def build_random_model(shape: str, out_dir: str | Path, seed: int = 0) -> Path:
     return out
 
 
+def random_prompts(vocab: int, count: int, length: int, seed: int = 1) -> list[str]:
+    """The benchmark's prompt texts: ``count`` rows of ``length`` random tokens ``t3..tV`` (TRL's bench draws the
+    same ones: torch seed 1), shared by ours, TRL and verl so all three see the same text."""
+    import torch
+
+    g = torch.Generator().manual_seed(seed)
+    return [" ".join(f"t{int(x)}" for x in torch.randint(3, vocab, (length,), generator=g)) for _ in range(count)]
+
+
 def param_count(shape: str) -> int:
     """Parameters of ``shape`` (tied embeddings), for FLOP counts."""
     s = SHAPES[shape]

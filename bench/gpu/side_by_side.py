@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from shapes import SHAPES, build_random_model, train_flops  # noqa: E402
+from shapes import SHAPES, build_random_model, random_prompts, train_flops  # noqa: E402
 
 PROMPTS, GENS, PROMPT_LEN, COMPLETION_LEN, MICRO = int(os.environ.get("SBS_PROMPTS", 32)), 8, 128, 256, 32
 OURS_MICRO = int(os.environ.get("OURS_MICRO", 64))
@@ -37,13 +37,9 @@ PEAK_FLOPS = 790e12  # bf16 dense matmul measured on this H200 kind (KINDS.md)
 
 def write_prompts(path: Path, vocab: int, steps: int) -> None:
     """The same random prompts TRL's bench draws (torch seed 1), as simple-schema rows."""
-    import torch
-
-    g = torch.Generator().manual_seed(1)
     with path.open("w") as fh:
-        for i in range(PROMPTS * (steps + 1)):
-            ids = torch.randint(3, vocab, (PROMPT_LEN,), generator=g)
-            fh.write(json.dumps({"id": i, "question": " ".join(f"t{int(x)}" for x in ids), "answer": "0"}) + "\n")
+        for i, text in enumerate(random_prompts(vocab, PROMPTS * (steps + 1), PROMPT_LEN)):
+            fh.write(json.dumps({"id": i, "question": text, "answer": "0"}) + "\n")
 
 
 def run_ours(shape: str, steps: int, work: Path) -> dict[str, Any]:
