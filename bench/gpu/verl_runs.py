@@ -79,25 +79,30 @@ _MICRO32 = ("actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=32",
 _TUNED = ("actor_rollout_ref.model.enable_gradient_checkpointing=False",
           "actor_rollout_ref.model.use_remove_padding=False",
           "actor_rollout_ref.actor.use_dynamic_bsz=True",
-          "actor_rollout_ref.actor.ppo_max_token_len_per_gpu=24576",  # 64 sequences of 384 per micro-batch
+          "actor_rollout_ref.actor.ppo_max_token_len_per_gpu=24576",  # as ours: 64 x 384 tokens per micro-batch
           "actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu=49152")
-# Work ours and TRL do not do either: keep vLLM awake during the update (as both run here) and take the rollout's
-# own log-probs as the old policy's instead of a second forward pass (verl's documented bypass mode).
-_NO_EXTRA = ("actor_rollout_ref.rollout.free_cache_engine=False",
-             "algorithm.rollout_correction.bypass_mode=True")
+# Without flash-attn, verl's log-probs fall back to logprobs_from_logits_v2: a Python loop of log_softmax over
+# every token row (bf16 logits). verl's fused linear + log-prob kernel (torch backend, 512-token chunks) avoids
+# both that loop and the full logits. Then work neither ours nor TRL does here: keep vLLM awake during the update
+# (both run so) and take the rollout's own log-probs as the old policy's instead of a second forward pass
+# (verl's documented bypass mode; ours and TRL use the policy's detached log-probs, one update per batch).
+_LEAN = ("actor_rollout_ref.model.use_fused_kernels=True",
+         "actor_rollout_ref.model.fused_kernel_options.impl_backend=torch",
+         "actor_rollout_ref.rollout.free_cache_engine=False",
+         "algorithm.rollout_correction.bypass_mode=True")
+_FAST_POLL = (f"trainer.v1.sampler.custom_sampler.path={HERE}/verl_fast_poll.py",
+              "trainer.v1.sampler.custom_sampler.name=FastPollReplayBuffer")
 SETTINGS: dict[str, Setting] = {
     "defaults": Setting("verl defaults: gradient checkpointing on, remove-padding on, micro-batch 32", _MICRO32),
     "S1": Setting("gradient checkpointing off, remove-padding off, dynamic batch size (24k tokens per "
                   "micro-batch, 48k for log-probs)", _TUNED),
-    "S2": Setting("S1 + vLLM kept awake (free_cache_engine=False) + bypass mode (old log-probs = rollout's)",
-                  _TUNED + _NO_EXTRA),
+    "S2": Setting("S1 + fused linear/log-prob kernels + vLLM kept awake (free_cache_engine=False) + bypass mode "
+                  "(old log-probs = rollout's)", _TUNED + _LEAN),
     "S3": Setting("S2 + replay buffer polled every 0.05 s instead of verl's fixed 2 s (a custom sampler, "
-                  "verl_fast_poll.py)",
-                  _TUNED + _NO_EXTRA + (f"trainer.v1.sampler.custom_sampler.path={HERE}/verl_fast_poll.py",
-                                        "trainer.v1.sampler.custom_sampler.name=FastPollReplayBuffer")),
+                  "verl_fast_poll.py)", _TUNED + _LEAN + _FAST_POLL),
     "S2_rmpad": Setting("S2 with remove-padding on (packed micro-batches, dense block mask without flash-attn)",
                         tuple(o.replace("use_remove_padding=False", "use_remove_padding=True")
-                              for o in _TUNED + _NO_EXTRA)),
+                              for o in _TUNED + _LEAN)),
 }
 
 
@@ -428,7 +433,7 @@ def check(names: list[str], root: Path) -> None:
                 __import__(Path(sampler.path).stem)
             print(f"{name}: ok  gc={m.enable_gradient_checkpointing} rmpad={m.use_remove_padding} "
                   f"dyn_bsz={a.use_dynamic_bsz} tok={a.ppo_max_token_len_per_gpu}/{ro.log_prob_max_token_len_per_gpu} "
-                  f"micro={a.ppo_micro_batch_size_per_gpu} free_cache={ro.free_cache_engine} "
+                  f"micro={a.ppo_micro_batch_size_per_gpu} fused={m.use_fused_kernels} free_cache={ro.free_cache_engine} "
                   f"bypass={cfg.algorithm.rollout_correction.bypass_mode} sampler={sampler.name} "
                   f"mini={a.ppo_mini_batch_size} n={ro.n} ignore_eos={ro.ignore_eos} steps={cfg.trainer.total_training_steps}")
 

@@ -8,7 +8,7 @@
 #   9    bash bench/gpu/verl_sbs.sh compare
 # stage: half of verl's ray wheel to /tmp, our + TRL's wheels into /tmp/site, TRL's bench script to /tmp.
 # sweep: installs verl (verl kit), writes its data (verl_data.py), runs verl settings while the call lasts
-#        (verl_runs.py sweep; SETTINGS, default "S1 S2 S3"); results stay in /tmp/verl_sweep for the next call.
+#        (verl_runs.py sweep; SETTINGS, default "S2 S1 S3"); results stay in /tmp/verl_sweep for the next call.
 # compare: ours, TRL, then verl's fastest sweep setting, back to back; then the settings the sweep skipped while
 #          the call lasts; prints the table, writes compare.json.
 set -uo pipefail
@@ -28,7 +28,7 @@ sweep)
     bash .verl/p2/install.sh || exit 1
     python3 bench/gpu/verl_data.py qwen /tmp/verl_bench 2>&1 | grep -v "Writing model shards" || exit 1
     # shellcheck disable=SC2086
-    python3 bench/gpu/verl_runs.py sweep ${SETTINGS:-S1 S2 S3} --budget $((CALL_S - SECONDS - 20)) --out-dir /tmp/verl_sweep
+    python3 bench/gpu/verl_runs.py sweep ${SETTINGS:-S2 S1 S3} --budget $((CALL_S - SECONDS - 20)) --out-dir /tmp/verl_sweep
     cp /tmp/verl_sweep/sweep.json "$OUT/"
     (cd /tmp/verl_sweep && tar czf "$OUT/sweep_logs.tgz" ./*.log)
     python3 -c "import json; [print(r.get('setting'), r.get('step_s_median'), r.get('tokens_per_s'), r.get('medians'), r.get('skipped') or r.get('error') or '') for r in json.load(open('/tmp/verl_sweep/sweep.json'))]"
