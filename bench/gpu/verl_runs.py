@@ -262,6 +262,9 @@ def summarize(rows: list[dict[str, float]]) -> dict[str, Any]:
     out: dict[str, Any] = {"steps_parsed": len(rows), "medians": med,
                            "step_s": [r.get("timing_s/step") for r in rows],
                            "first_step_logged_at_s": rows[0]["t"] if rows else None}
+    gaps = [b["t"] - a["t"] for a, b in zip(rows, rows[1:], strict=False) if b["step"] >= 3]  # log line to log line
+    if gaps:
+        out["step_wall_s_median"] = round(statistics.median(gaps), 3)
     if "timing_s/step" in med:
         out["step_s_median"] = med["timing_s/step"]
         out["tokens_per_s"] = round(TOKENS_PER_STEP / med["timing_s/step"])
