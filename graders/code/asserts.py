@@ -73,6 +73,9 @@ class _Pending:
     def __eq__(self, other: object) -> bool:
         return False
 
+    def __ne__(self, other: object) -> bool:
+        return False  # ``while candidate(x) != goal`` must not spin on a placeholder
+
     __hash__ = object.__hash__
 
 
@@ -202,10 +205,17 @@ class AssertRun:
         return self._take_missing()
 
     def judge(self) -> tuple[list[BaseException | None], list[tuple[tuple[Any, ...], dict[str, Any]]]]:
-        """Per program: None (passed) or the exception; plus calls still unknown (another round needed)."""
+        """Per program: None (passed) or the exception; plus calls still unknown (another round needed). A
+        program that met an unknown call is also replayed with non-fatal asserts, to find all its next calls
+        in this round rather than one per round."""
         setup, programs = compile_programs(self.suite)
+        verdicts = []
         with _GLOBAL_RANDOM:
-            verdicts = [_execute(setup, p.judge, self.suite.entry_point, self.table, self.deadline) for p in programs]
+            for p in programs:
+                known = len(self.table.missing)
+                verdicts.append(_execute(setup, p.judge, self.suite.entry_point, self.table, self.deadline))
+                if len(self.table.missing) > known:
+                    _execute(setup, p.record, self.suite.entry_point, self.table, self.deadline)
         return verdicts, self._take_missing()
 
     def add(self, calls: list[tuple[tuple[Any, ...], dict[str, Any]]], outcomes: list[dict[str, Any]]) -> None:
