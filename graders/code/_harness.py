@@ -91,7 +91,7 @@ def _encode_subclass(x, t, depth):
 
 def _namedtuple_fields(t, n):
     fields = getattr(t, "_fields", None)
-    if _type(fields) is tuple and _len(fields) == n and all(_type(f) is str for f in fields):
+    if isinstance(fields, tuple) and _type(fields) is tuple and _len(fields) == n and all(_type(f) is str for f in fields):
         return list(fields)
     return None
 
@@ -103,7 +103,7 @@ def _encode_mapping(x, t, depth):
     if issubclass(t, collections.Counter):
         return {"counter": pairs}
     if issubclass(t, collections.defaultdict):
-        factory = collections.defaultdict.default_factory.__get__(x)
+        factory = vars(collections.defaultdict)["default_factory"].__get__(x)  # the stored one, not a shadow
         name = next((n for n, f in _FACTORIES.items() if f is factory), None)
         return {"defaultdict": [name, pairs]} if name is not None or factory is None else {"dict": pairs}
     return {"dict": pairs}
@@ -122,7 +122,7 @@ def spread_hashes(values, buckets=None, limit=MAX_SAME_HASH):
     buckets = {} if buckets is None else buckets
     for v in values:
         same = buckets.setdefault(hash(v), [])  # keys are hash values: distinct keys hash apart
-        if not any(v == w for w in same):
+        if not any(v is w or v == w for w in same):  # as a set compares: identity first
             same.append(v)
             if _len(same) > limit:
                 raise ValueError("too many distinct values share one hash (a hash-flooding value)")
@@ -169,9 +169,11 @@ def decode(x, depth=0):
         pairs = _decode_pairs(body, depth)
         if tag == "odict":
             return collections.OrderedDict(pairs)
-        out = collections.Counter() if tag == "counter" else {}
-        dict.update(out, pairs)
-        return out
+        if tag == "counter":
+            counter: collections.Counter = collections.Counter()
+            dict.update(counter, pairs)  # the counts as sent (Counter.update would add them up)
+            return counter
+        return dict(pairs)
     items = [decode(v, depth + 1) for v in body]
     spread_hashes(items)
     return set(items) if tag == "set" else frozenset(items)
@@ -393,12 +395,13 @@ def main():
         results = [{"status": "crash", "error": err, "time_s": 0.0} for _ in req["tests"]]
         compiled = None
     if compiled is not None:
-        for test, cap in zip(req["tests"], req["output_caps"]):
+        for i, test in enumerate(req["tests"]):
             now = time.monotonic()
             if now >= total_deadline:
                 results.append({"status": "skipped", "error": "total time limit reached", "time_s": 0.0})
                 continue
-            results.append(_run_test(req, compiled, test, min(now + req["per_test_s"], total_deadline), cap))
+            deadline = min(now + req["per_test_s"], total_deadline)
+            results.append(_run_test(req, compiled, test, deadline, req["output_caps"][i]))
             if req["stop_on_failure"] and results[-1]["status"] != "ok":
                 stop = "skipped after test " + _str(_len(results) - 1) + " failed"
                 results += [{"status": "skipped", "error": stop, "time_s": 0.0} for _ in req["tests"][_len(results):]]

@@ -3,6 +3,7 @@ to trusted check code, and equality of a submission's encoded result against a J
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 from typing import Any
@@ -38,10 +39,9 @@ class HashSpread:
                 stack.extend(v.values())
                 continue
             if t in (int, float, complex) or isinstance(v, tuple | frozenset):
-                try:
+                # a tuple holding a list is unhashable (TypeError): no set or dict can hold it, nothing to count
+                with contextlib.suppress(TypeError):
                     spread_hashes((v,), self._buckets)
-                except TypeError:  # a tuple holding a list: unhashable, so no set can hold it
-                    pass
                 if isinstance(v, tuple | frozenset):
                     stack.extend(v)
 
@@ -75,7 +75,7 @@ def encoded_equal(enc: Any, expected: Any, float_tol: float | None, depth: int =
     if enc is None or type(enc) in (bool, str, int, float):
         return values_equal(enc, expected, float_tol)
     if type(enc) is list or (type(enc) is dict and len(enc) == 1 and next(iter(enc)) in ("tuple", "namedtuple")):
-        items = enc if type(enc) is list else _tuple_items(enc)
+        items = enc if isinstance(enc, list) else _tuple_items(enc)
         if isinstance(expected, tuple):
             expected = list(expected)
         if not isinstance(expected, list):
