@@ -19,11 +19,11 @@ from __future__ import annotations
 
 import ast
 import functools
+import inspect
 import random
 import sys
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any
@@ -36,7 +36,8 @@ MAX_CALLS = 5000  # distinct calls one grade may make (all rounds together)
 _SEED = 1234
 # Checks may use the global ``random`` (HumanEval/38, 50, 53): record and judge must see the same sequence.
 _GLOBAL_RANDOM = threading.Lock()
-_TRUSTED_FILES = ("<setup>", "<test ")  # filenames of the compiled check code: the frames the deadline watches
+_TRUSTED_FILES = ("<setup>", "<test ")  # filenames of the compiled check code: the frames the tracer watches
+_GENERATOR_FLAGS = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
 
 
 class CandidateFailed(BaseException):
@@ -49,7 +50,8 @@ class CandidateFailed(BaseException):
 
 
 class CheckBudgetExceeded(BaseException):
-    """The check ran past the grade's deadline or made more than ``MAX_CALLS`` calls."""
+    """The check ran past the grade's deadline, made more than ``MAX_CALLS`` calls, or was cut short by a
+    ``StopIteration`` its own code raised on the submission's answer."""
 
 
 class _Pending:
@@ -85,7 +87,7 @@ class CallTable:
 
     outcomes: dict[str, dict[str, Any]] = field(default_factory=dict)
     missing: dict[str, tuple[tuple[Any, ...], dict[str, Any]]] = field(default_factory=dict)
-    failures: list[CandidateFailed] = field(default_factory=list)  # of the program running now
+    failures: list[BaseException] = field(default_factory=list)  # of the program running now
     spread: HashSpread = field(default_factory=HashSpread)
 
     def candidate(self, *args: Any, **kwargs: Any) -> Any:
@@ -156,15 +158,32 @@ def compile_programs(suite: AssertSuite) -> tuple[Any, tuple[_Program, ...]]:
         return compile(suite.setup, "<setup>", "exec"), tuple(programs)
 
 
-def _deadline_tracer(deadline: float) -> Callable[[FrameType, str, Any], Any]:
-    """A ``sys.settrace`` function that stops the check code (only its frames are line-traced) at ``deadline``."""
+class _CheckTracer:
+    """``sys.settrace`` function for one check run; only the check's own frames are traced. It stops the check
+    at ``deadline``, and fails it when a ``StopIteration`` escapes one of its plain functions: a consumer such as
+    ``all(map(lambda x: next(iter(candidate(x))) == ..., xs))`` would take that for the end and pass early."""
 
-    def tracer(frame: FrameType, event: str, arg: Any) -> Any:
-        if time.monotonic() > deadline:
+    def __init__(self, deadline: float, failures: list[BaseException]) -> None:
+        self.deadline, self.failures = deadline, failures
+        self._raised: dict[int, BaseException] = {}  # frame id -> exception propagating through it
+
+    def __call__(self, frame: FrameType, event: str, arg: Any) -> Any:
+        if time.monotonic() > self.deadline:
             raise CheckBudgetExceeded("the check ran past the grade's time budget")
-        return tracer if frame.f_code.co_filename.startswith(_TRUSTED_FILES) else None
-
-    return tracer
+        if event == "call":
+            return self if frame.f_code.co_filename.startswith(_TRUSTED_FILES) else None
+        if event == "exception":
+            self._raised[id(frame)] = arg[1]
+        elif event == "line":
+            self._raised.pop(id(frame), None)  # caught in this frame: it carries on
+        elif event == "return":
+            raised = self._raised.pop(id(frame), None)
+            if (isinstance(raised, StopIteration) and not frame.f_code.co_flags & _GENERATOR_FLAGS
+                    and frame.f_code.co_name != "__next__"):
+                self.failures.append(CheckBudgetExceeded(
+                    f"StopIteration escaped the check's {frame.f_code.co_name} (line {frame.f_lineno}): a map() or "
+                    "filter() around it would have ended early"))
+        return self
 
 
 def _execute(setup: Any, code: Any, entry_point: str, table: CallTable, deadline: float) -> BaseException | None:
@@ -175,7 +194,7 @@ def _execute(setup: Any, code: Any, entry_point: str, table: CallTable, deadline
     verdict: BaseException | None = None
     try:
         random.seed(_SEED)
-        sys.settrace(_deadline_tracer(deadline))
+        sys.settrace(_CheckTracer(deadline, table.failures))
         exec(setup, namespace)
         namespace[entry_point] = table.candidate
         exec(code, namespace)

@@ -3,12 +3,11 @@ to trusted check code, and equality of a submission's encoded result against a J
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 from typing import Any
 
-from graders.code._harness import MAX_DEPTH, Unserialisable, decode, encode, spread_hashes
+from graders.code._harness import MAX_DEPTH, MAX_SAME_HASH, Unserialisable, decode, encode
 
 __all__ = ["HashSpread", "Unserialisable", "call_key", "decode", "encode", "encoded_equal", "values_equal"]
 
@@ -27,7 +26,7 @@ class HashSpread:
         self._buckets: dict[int, list[Any]] = {}
 
     def add(self, value: Any) -> None:
-        stack = [value]
+        buckets, stack = self._buckets, [value]
         while stack:
             v = stack.pop()
             t = type(v)
@@ -38,12 +37,21 @@ class HashSpread:
                 stack.extend(v.keys())
                 stack.extend(v.values())
                 continue
-            if t in (int, float, complex) or isinstance(v, tuple | frozenset):
-                # a tuple holding a list is unhashable (TypeError): no set or dict can hold it, nothing to count
-                with contextlib.suppress(TypeError):
-                    spread_hashes((v,), self._buckets)
-                if isinstance(v, tuple | frozenset):
-                    stack.extend(v)
+            if not (t is int or t is float or t is complex or isinstance(v, tuple | frozenset)):
+                continue  # str/bytes hash randomly per process; None/bool are single values
+            if isinstance(v, tuple | frozenset):
+                stack.extend(v)
+            try:
+                h = hash(v)
+            except TypeError:  # a tuple holding a list: no set or dict can hold it, nothing to count
+                continue
+            same = buckets.get(h)
+            if same is None:
+                buckets[h] = [v]  # keys are hash values: distinct keys hash apart
+            elif not any(v is w or v == w for w in same):
+                same.append(v)
+                if len(same) > MAX_SAME_HASH:
+                    raise ValueError("too many distinct values share one hash (a hash-flooding value)")
 
 
 def values_equal(got: Any, expected: Any, float_tol: float | None) -> bool:

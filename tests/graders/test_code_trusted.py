@@ -84,7 +84,7 @@ def test_decode_refuses_hash_floods_fast(flood: Any) -> None:
     started = time.monotonic()
     with pytest.raises(ValueError, match="hash"):
         decode(flood)
-    assert time.monotonic() - started < 1.0  # the old decoder took ~12 s on the 30 000-int set
+    assert time.monotonic() - started < 3.0  # the old decoder took ~12 s on the 30 000-int set
 
 
 def test_hash_spread_sees_colliders_anywhere_in_a_value() -> None:
@@ -139,3 +139,24 @@ def test_the_block_defining_the_entry_point_wins_over_example_usage() -> None:
 def test_ground_truth_with_lone_surrogates_is_named() -> None:
     with pytest.raises(GroundTruthError, match=r"outputs\[1\] is not valid Unicode"):
         parse_suite({"inputs": ["1", "2"], "outputs": ["1", "\ud83d"]})
+
+
+@pytest.mark.parametrize("body", [
+    "assert all(map(lambda x: next(iter(candidate(x))) == 1, [1, 2]))",
+    "def first(x):\n    return next(iter(candidate(x)))\nassert all(map(lambda x: first(x) == 1, [1, 2]))",
+    "assert not list(filter(lambda x: next(iter(candidate(x))) != 1, [1, 2]))",
+])
+def test_stopiteration_raised_by_trusted_code_on_an_answer_fails_the_check(body: str) -> None:
+    """The submission raised nothing: its empty answer made the check's own ``next`` raise inside ``map``."""
+    verdict = run_check(body, {"status": "ok", "value": []})
+    assert verdict is not None and "StopIteration escaped" in str(verdict)
+    assert run_check(body, {"status": "ok", "value": [1]}) is None
+
+
+def test_a_check_may_still_use_stopiteration_itself() -> None:
+    body = ("it = iter(candidate(1))\nseen = []\nwhile True:\n    try:\n        seen.append(next(it))\n"
+            "    except StopIteration:\n        break\nassert seen == [1, 2]\n"
+            "class Two:\n    def __init__(self):\n        self.n = 0\n    def __iter__(self):\n        return self\n"
+            "    def __next__(self):\n        self.n += 1\n        if self.n > 2:\n            raise StopIteration\n"
+            "        return self.n\nassert list(Two()) == candidate(1)")
+    assert run_check(body, {"status": "ok", "value": [1, 2]}) is None
