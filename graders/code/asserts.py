@@ -112,7 +112,11 @@ class CallTable:
             try:
                 self.spread.add(decode(outcome.get("value")))
                 if outcome.get("mutated") is not None:
-                    self.spread.add(decode(outcome["mutated"]))
+                    mutated = decode(outcome["mutated"])
+                    if not (type(mutated) is list and len(mutated) == 2 and type(mutated[0]) is list
+                            and type(mutated[1]) is dict):
+                        raise ValueError("malformed mutated arguments")
+                    self.spread.add(mutated)
             except (ValueError, TypeError, RecursionError) as exc:
                 outcome = {**outcome, "status": "malformed", "error": f"unusable result: {exc}"}
         self.outcomes[key] = outcome

@@ -160,3 +160,10 @@ def test_a_check_may_still_use_stopiteration_itself() -> None:
             "    def __next__(self):\n        self.n += 1\n        if self.n > 2:\n            raise StopIteration\n"
             "        return self.n\nassert list(Two()) == candidate(1)")
     assert run_check(body, {"status": "ok", "value": [1, 2]}) is None
+
+
+@pytest.mark.parametrize("mutated", [7, [1], {"dict": []}, [[1], 2]])
+def test_malformed_mutation_payload_is_a_failed_call(mutated: Any) -> None:
+    body = "try:\n    assert candidate([1]) is None\nexcept (TypeError, ValueError):\n    pass"
+    verdict = run_check(body, {"status": "ok", "value": None, "mutated": encode(mutated)})
+    assert isinstance(verdict, CandidateFailed) and verdict.status == "malformed"
