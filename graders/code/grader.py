@@ -95,8 +95,8 @@ class CodeGrader:
     def _grade_asserts(self, code: str, suite: AssertSuite, opts: CodeOptions) -> Grade:
         if suite.setup and not re.search(rf"\bdef\s+{re.escape(suite.entry_point)}\b", code):
             code = suite.setup + code  # a completion of the prompt (HumanEval style), not a whole program
-        deadline = time.monotonic() + opts.total_timeout_s  # sandbox runs and checks of all rounds together
-        run = AssertRun(suite, deadline)
+        # one budget for the tests and the checks of all rounds; the sandbox's own start-up is not charged
+        run = AssertRun(suite, time.monotonic() + opts.total_timeout_s)
         try:
             calls = run.record()
         except (SyntaxError, ValueError) as exc:
@@ -109,7 +109,7 @@ class CodeGrader:
                     tests = [{"args": encode(list(a)), "kwargs": encode(k)} for a, k in calls]
                 except Unserialisable as exc:
                     return Grade.error(f"ground truth: the check passes an unsupported argument type ({exc})")
-                left = deadline - time.monotonic()
+                left = run.deadline - time.monotonic()
                 if left <= 0:
                     return Grade.incorrect(f"time limit of {opts.total_timeout_s} s reached after {n_calls} calls",
                                            calls=n_calls)
@@ -120,7 +120,9 @@ class CodeGrader:
                     return result.grade
                 run.add(calls, result.outcomes)
                 n_calls += len(calls)
-                for key, value in (result.timing or {}).items():
+                round_timing = result.timing or {}
+                run.deadline += max(0.0, round_timing.get("sandbox_s", 0.0) - round_timing.get("tests_s", 0.0))
+                for key, value in round_timing.items():
                     timing[key] += value
             verdicts, calls = run.judge()
             if not calls:
@@ -128,7 +130,7 @@ class CodeGrader:
         else:  # only answers that keep changing the check's next arguments get here (a correct one settles)
             return Grade.incorrect(f"the check kept making new calls after {MAX_ROUNDS} rounds", calls=n_calls)
         outcomes = [{"status": "ok" if v is None else "failed", "calls": n_calls,
-                     **({} if v is None else {"error": f"{type(v).__name__}: {v}"})} for v in verdicts]
+                     **({} if v is None else {"error": f"{type(v).__name__}: {v}"[:300]})} for v in verdicts]
         return _score([v is None for v in verdicts], outcomes, opts, timing)
 
     # -- the sandbox -------------------------------------------------------------------------------------
