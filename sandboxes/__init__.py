@@ -1,6 +1,6 @@
 """Run untrusted programs with hard limits. Knows nothing about graders.
 
-    sb = open_sandbox()                      # Docker warm pool if Docker works, else local (with a warning)
+    sb = open_sandbox()                      # Docker warm pool if Docker works, else local (warns once)
     result = sb.run(RunRequest(["python3", "main.py"], files={"main.py": src}, stdin=b"1 2\n"))
     sb.close()
 """
@@ -15,6 +15,7 @@ from sandboxes.types import Limits, Mount, RunRequest, RunResult, Sandbox, Sandb
 log = logging.getLogger(__name__)
 
 BACKENDS = ("auto", "docker", "local")
+_fallback_warned = False
 
 __all__ = [
     "BACKENDS",
@@ -31,9 +32,11 @@ __all__ = [
 
 
 def open_sandbox(backend: str = "auto", **options: Any) -> Sandbox:
-    """A ready sandbox. ``docker`` options: ``image``, ``pool_size`` (default 4), ``warm`` (default True).
+    """A ready sandbox. ``docker`` options: ``image``, ``pool_size`` (default 4), ``warm`` (default True);
+    ``local`` options: ``unbounded`` (default False: as root without a writable cgroup it refuses to start).
 
-    ``auto`` picks Docker when the daemon and image work, otherwise the weaker local backend with a warning.
+    ``auto`` picks Docker when the daemon and image work, otherwise the weaker local backend: the first such
+    fallback in a process is a WARNING (and ``rrl sandbox check`` says so), later ones are logged at INFO.
     Raises ``SandboxError`` (saying how to fix it) when the requested backend is unusable.
     """
     if backend not in BACKENDS:
@@ -45,22 +48,29 @@ def open_sandbox(backend: str = "auto", **options: Any) -> Sandbox:
     if backend == "local":
         from sandboxes.local_backend import LocalSandbox
 
-        _reject_options("local", options)
-        return LocalSandbox()
+        unknown = sorted(set(options) - {"unbounded"})
+        if unknown:
+            raise SandboxError(f"the local backend takes only the option 'unbounded', got {unknown}")
+        return LocalSandbox(**options)
     try:
         return open_sandbox("docker", **options)
     except SandboxError as exc:
-        log.warning("Docker sandbox unavailable (%s); using the local bubblewrap sandbox: WEAKER isolation", exc)
+        global _fallback_warned
+        level = logging.INFO if _fallback_warned else logging.WARNING
+        _fallback_warned = True
+        log.log(level, "Docker sandbox unavailable (%s); using the local bubblewrap sandbox: WEAKER isolation", exc)
         return open_sandbox("local")
 
 
-def _reject_options(backend: str, options: dict[str, Any]) -> None:
-    if options:
-        raise SandboxError(f"the {backend} backend takes no options, got {sorted(options)}")
-
-
 def check(backend: str = "auto", **options: Any) -> tuple[bool, str]:
-    """Whether ``backend`` can run a program right now, and why not (used by ``rrl sandbox check``/doctor)."""
+    """Whether ``backend`` can run a program right now, and why not (used by ``rrl sandbox check``/doctor).
+    For ``auto`` the message says when (and why) it would fall back to the weaker local backend."""
+    if backend == "auto":
+        ok, why = check("docker", **options)
+        if ok:
+            return ok, why
+        ok, message = check("local")
+        return ok, f"{message}; WARNING: `auto` falls back to it because Docker is unusable ({why})"
     try:
         sandbox = open_sandbox(backend, **({"warm": False, **options} if backend != "local" else options))
     except SandboxError as exc:
@@ -70,7 +80,9 @@ def check(backend: str = "auto", **options: Any) -> tuple[bool, str]:
     finally:
         sandbox.close()
     if result.ok and result.stdout.strip() == b"42":
-        return True, f"{sandbox.name} sandbox works ({sandbox.isolation} isolation, {result.wall_s:.2f} s)"
+        note = getattr(sandbox, "limits_note", "")
+        return True, f"{sandbox.name} sandbox works ({sandbox.isolation} isolation{', ' + note if note else ''}, " \
+                     f"{result.wall_s:.2f} s)"
     return False, (
         f"{sandbox.name} sandbox could not run python3: stopped_by={result.stopped_by} "
         f"exit={result.exit_code} {result.detail} {result.stderr[-500:].decode(errors='replace')}"

@@ -1,5 +1,8 @@
 """Runs INSIDE the sandbox (any python3 >= 3.8, stdlib only): writes the files, runs the command with caps and
-a wall clock, kills every leftover process of the sandbox user, wipes the scratch dirs, and reports one frame.
+a wall clock, kills every leftover process of the sandbox user, wipes the scratch dirs (POSIX shared memory,
+semaphores and message queues live in ``/dev/shm`` and ``/dev/mqueue``), removes every System V IPC object
+(shared memory is charged to the container's memory; queues and semaphores could carry data to the next run),
+and reports one frame; a sandbox where any of that is left is reported unclean (the parent replaces it).
 
 Protocol. stdin: one JSON header line, then ``stdin_len`` bytes for the command's stdin.
 stdout: ``RRL1 <json>\\n`` followed by ``stdout_len`` + ``stderr_len`` bytes of captured output.
@@ -184,6 +187,38 @@ def _wipe(dirs):
     return ok
 
 
+_SYSV_KINDS = ("shm", "msg", "sem")
+_IPC_RMID = 0
+
+
+def _sysv_ids(kind):
+    try:
+        with open("/proc/sysvipc/" + kind) as fh:
+            rows = fh.read().splitlines()[1:]
+    except OSError:
+        return []
+    return [int(row.split()[1]) for row in rows if row.strip()]
+
+
+def _clear_sysv_ipc():
+    """Remove every System V shared-memory segment, message queue and semaphore set (the program's uid owns or
+    created them, so IPC_RMID is allowed); True when none is left."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+    except Exception:  # noqa: BLE001 - without ctypes nothing can be removed: the check below says unclean
+        libc = None
+    if libc is not None:
+        for kind in _SYSV_KINDS:
+            for ident in _sysv_ids(kind):
+                if kind == "sem":
+                    libc.semctl(ident, 0, _IPC_RMID)
+                else:
+                    getattr(libc, kind + "ctl")(ident, _IPC_RMID, None)
+    return not any(_sysv_ids(kind) for kind in _SYSV_KINDS)
+
+
 def _rmtree(path):
     import shutil
 
@@ -223,6 +258,7 @@ def _serve_one(stdin, header):
         stopped_by = "memory"
     clean = _kill_all() if kill_all else True
     clean = _wipe(header["scratch"]) and clean
+    clean = _clear_sysv_ipc() and clean
     frame.update(exit_code=code, stopped_by=stopped_by, wall_s=wall, clean=clean, detail=detail)
     _emit(frame, out, err)
 

@@ -12,7 +12,7 @@ from sandboxes.types import RunRequest, RunResult
 
 SUPERVISOR_SOURCE = (Path(__file__).parent / "_supervisor.py").read_text()
 WORKDIR = "/work"
-SCRATCH = (WORKDIR, "/tmp", "/dev/shm")
+SCRATCH = (WORKDIR, "/tmp", "/dev/shm", "/dev/mqueue")  # emptied before and after every run
 BASE_ENV = {
     "PATH": "/usr/local/bin:/usr/bin:/bin",
     "HOME": WORKDIR,
@@ -37,7 +37,8 @@ def encode(request: RunRequest, *, kill_all: bool, rlimits: dict[str, int] | Non
     """Header line + stdin bytes for the supervisor."""
     nonce = secrets.token_hex(16)
     files = {
-        name: base64.b64encode(body.encode() if isinstance(body, str) else body).decode()
+        # surrogatepass: a text file with a lone surrogate is written as-is; the program decides what it means
+        name: base64.b64encode(body.encode("utf-8", "surrogatepass") if isinstance(body, str) else body).decode()
         for name, body in request.files.items()
     }
     header = {

@@ -1,36 +1,57 @@
 """Assert-based tests without trusting the submission: the assert programs (trusted dataset code) run HERE,
 against a stand-in ``candidate`` whose answers are values the sandboxed function returned, decoded with the
-exact-type allow-list. The sandbox sees only call arguments, never the asserts or their expected values.
+plain-data allow-list. The sandbox sees only call arguments, never the asserts or their expected values.
 
 Two passes per round: *record* runs the programs with asserts made non-fatal and unknown calls answered by a
 placeholder, to learn which calls the checks make; the sandbox then runs exactly those calls; *judge* runs
 the original programs on the returned values. Calls whose arguments depend on earlier answers show up as new
 unknown calls in judge, which starts another round (bounded).
+
+What the submission did never reaches trusted code as its own exception: a failed call raises
+``CandidateFailed`` (a BaseException, so no ``except ValueError``/``except Exception`` in a check and no
+``StopIteration``-sensitive ``all(map(...))`` can absorb it), and a program that made a failed call fails even
+if the check swallowed the exception. A check therefore cannot expect the candidate to raise. Checks run
+under a deadline (the grade's time budget) and a cap on calls, so a submission's answers cannot make them run
+away.
 """
 
 from __future__ import annotations
 
 import ast
-import builtins
 import functools
+import inspect
 import random
+import sys
 import threading
-from collections.abc import Callable
+import time
 from dataclasses import dataclass, field
+from types import FrameType
 from typing import Any
 
 from graders.code.suites import AST_LOCK, AssertSuite
-from graders.code.values import call_key, decode
+from graders.code.values import HashSpread, call_key, decode
 
-MAX_ROUNDS = 3
+MAX_ROUNDS = 64  # each round resolves one more level of dependent calls (``candidate(candidate(x))``)
+MAX_CALLS = 5000  # distinct calls one grade may make (all rounds together)
 _SEED = 1234
 # Checks may use the global ``random`` (HumanEval/38, 50, 53): record and judge must see the same sequence.
 _GLOBAL_RANDOM = threading.Lock()
-_EXCEPTIONS = {n: c for n, c in vars(builtins).items() if isinstance(c, type) and issubclass(c, Exception)}
+_TRUSTED_FILES = ("<setup>", "<test ")  # filenames of the compiled check code: the frames the tracer watches
+_GENERATOR_FLAGS = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
 
 
-class CandidateFailed(Exception):
-    """The sandboxed call did not return a value (crash, timeout, unsupported type)."""
+class CandidateFailed(BaseException):
+    """The sandboxed call did not return a value (raised, crashed, timed out, unsupported or malformed result).
+    Carries the submission's exception name as data; trusted code never sees that class itself."""
+
+    def __init__(self, status: str, exc_type: str, message: str) -> None:
+        super().__init__(f"candidate {status}" + (f" ({exc_type})" if exc_type else "") + f": {message}")
+        self.status, self.exc_type = status, exc_type
+
+
+class CheckBudgetExceeded(BaseException):
+    """The check ran past the grade's deadline, made more than ``MAX_CALLS`` calls, or was cut short by a
+    ``StopIteration`` its own code raised on the submission's answer."""
 
 
 class _Pending:
@@ -54,6 +75,9 @@ class _Pending:
     def __eq__(self, other: object) -> bool:
         return False
 
+    def __ne__(self, other: object) -> bool:
+        return False  # ``while candidate(x) != goal`` must not spin on a placeholder
+
     __hash__ = object.__hash__
 
 
@@ -63,18 +87,53 @@ class CallTable:
 
     outcomes: dict[str, dict[str, Any]] = field(default_factory=dict)
     missing: dict[str, tuple[tuple[Any, ...], dict[str, Any]]] = field(default_factory=dict)
+    failures: list[BaseException] = field(default_factory=list)  # of the program running now
+    spread: HashSpread = field(default_factory=HashSpread)
 
     def candidate(self, *args: Any, **kwargs: Any) -> Any:
         key = call_key(args, kwargs)
         outcome = self.outcomes.get(key)
         if outcome is None:
+            if key not in self.missing and len(self.outcomes) + len(self.missing) >= MAX_CALLS:
+                raise CheckBudgetExceeded(f"the check made more than {MAX_CALLS} distinct calls")
             self.missing.setdefault(key, (args, kwargs))
             return _Pending()
         if outcome["status"] == "ok":
+            _apply_mutations(args, kwargs, outcome.get("mutated"))
             return decode(outcome["value"])  # a fresh copy per call: checks may mutate what they get
-        exc_type = _EXCEPTIONS.get(str(outcome.get("exc_type")))
-        message = f"candidate {outcome['status']}: {outcome.get('error', '')[-300:]}"
-        raise (exc_type or CandidateFailed)(message)
+        failure = CandidateFailed(str(outcome["status"]), str(outcome.get("exc_type") or ""),
+                                  str(outcome.get("error", ""))[-300:])
+        self.failures.append(failure)
+        raise failure
+
+    def add(self, key: str, outcome: dict[str, Any]) -> None:
+        """Store one sandbox outcome; a value that does not decode (or floods hashes) makes it a failed call."""
+        if outcome.get("status") == "ok":
+            try:
+                self.spread.add(decode(outcome.get("value")))
+                if outcome.get("mutated") is not None:
+                    mutated = decode(outcome["mutated"])
+                    if not (type(mutated) is list and len(mutated) == 2 and type(mutated[0]) is list
+                            and type(mutated[1]) is dict):
+                        raise ValueError("malformed mutated arguments")
+                    self.spread.add(mutated)
+            except (ValueError, TypeError, RecursionError) as exc:
+                outcome = {**outcome, "status": "malformed", "error": f"unusable result: {exc}"}
+        self.outcomes[key] = outcome
+
+
+def _apply_mutations(args: tuple[Any, ...], kwargs: dict[str, Any], mutated: Any) -> None:
+    """Replay the sandboxed call's in-place changes on the check's own argument objects (``a.sort()``-style
+    solutions are checked by looking at the argument afterwards)."""
+    if mutated is None:
+        return
+    new_args, new_kwargs = decode(mutated)
+    for old, new in [*zip(args, new_args, strict=False), *((kwargs[k], v) for k, v in new_kwargs.items() if k in kwargs)]:
+        if type(old) is list and type(new) is list:
+            old[:] = new
+        elif type(old) in (dict, set) and type(new) is type(old):
+            old.clear()
+            old.update(new)
 
 
 class _NonFatalAsserts(ast.NodeTransformer):
@@ -91,7 +150,7 @@ class _Program:
 
 @functools.lru_cache(maxsize=1024)
 def compile_programs(suite: AssertSuite) -> tuple[Any, tuple[_Program, ...]]:
-    """Compile the trusted setup and each program twice (record: non-fatal asserts; judge: as written)."""
+    """Raises SyntaxError or ValueError (e.g. a lone surrogate) for test code that is not Python."""
     programs = []
     with AST_LOCK:
         for i, src in enumerate(suite.programs):
@@ -103,45 +162,88 @@ def compile_programs(suite: AssertSuite) -> tuple[Any, tuple[_Program, ...]]:
         return compile(suite.setup, "<setup>", "exec"), tuple(programs)
 
 
-def _execute(setup: Any, code: Any, entry_point: str, candidate: Callable[..., Any]) -> BaseException | None:
+class _CheckTracer:
+    """``sys.settrace`` function for one check run; only the check's own frames are traced. It stops the check
+    at ``deadline``, and fails it when a ``StopIteration`` escapes one of its plain functions: a consumer such as
+    ``all(map(lambda x: next(iter(candidate(x))) == ..., xs))`` would take that for the end and pass early."""
+
+    def __init__(self, deadline: float, failures: list[BaseException]) -> None:
+        self.deadline, self.failures = deadline, failures
+        self._raised: dict[int, BaseException] = {}  # frame id -> exception propagating through it
+
+    def __call__(self, frame: FrameType, event: str, arg: Any) -> Any:
+        if time.monotonic() > self.deadline:
+            raise CheckBudgetExceeded("the check ran past the grade's time budget")
+        if event == "call":
+            return self if frame.f_code.co_filename.startswith(_TRUSTED_FILES) else None
+        if event == "exception":
+            self._raised[id(frame)] = arg[1]
+        elif event == "line":
+            self._raised.pop(id(frame), None)  # caught in this frame: it carries on
+        elif event == "return":
+            raised = self._raised.pop(id(frame), None)
+            if (isinstance(raised, StopIteration) and not frame.f_code.co_flags & _GENERATOR_FLAGS
+                    and frame.f_code.co_name != "__next__"):
+                self.failures.append(CheckBudgetExceeded(
+                    f"StopIteration escaped the check's {frame.f_code.co_name} (line {frame.f_lineno}): a map() or "
+                    "filter() around it would have ended early"))
+        return self
+
+
+def _execute(setup: Any, code: Any, entry_point: str, table: CallTable, deadline: float) -> BaseException | None:
     namespace: dict[str, Any] = {"__name__": "__check__"}
     state = random.getstate()
+    previous = sys.gettrace()
+    table.failures.clear()
+    verdict: BaseException | None = None
     try:
         random.seed(_SEED)
+        sys.settrace(_CheckTracer(deadline, table.failures))
         exec(setup, namespace)
-        namespace[entry_point] = candidate
+        namespace[entry_point] = table.candidate
         exec(code, namespace)
-    except Exception as exc:  # noqa: BLE001 - a failing assert or any error in the check is the test's verdict
-        return exc
+    except (Exception, SystemExit, CandidateFailed, CheckBudgetExceeded) as exc:  # noqa: BLE001 - a failing
+        verdict = exc  # assert or any error in the check is the test's verdict
     finally:
+        sys.settrace(previous)
         random.setstate(state)
-    return None
+    if verdict is None and time.monotonic() > deadline:  # the check swallowed the deadline's exception
+        verdict = CheckBudgetExceeded("the check ran past the grade's time budget")
+    return table.failures[0] if verdict is None and table.failures else verdict
 
 
 @dataclass
 class AssertRun:
-    """Drives the rounds; ``run_calls`` executes the given argument tuples in the sandbox and returns outcomes."""
+    """Drives the rounds; the grader runs the calls each pass asks for in the sandbox and ``add``s outcomes."""
 
     suite: AssertSuite
+    deadline: float = float("inf")  # time.monotonic() by which every check must have finished
     table: CallTable = field(default_factory=CallTable)
 
     def record(self) -> list[tuple[tuple[Any, ...], dict[str, Any]]]:
         setup, programs = compile_programs(self.suite)
         with _GLOBAL_RANDOM:
             for p in programs:
-                _execute(setup, p.record, self.suite.entry_point, self.table.candidate)
+                _execute(setup, p.record, self.suite.entry_point, self.table, self.deadline)
         return self._take_missing()
 
     def judge(self) -> tuple[list[BaseException | None], list[tuple[tuple[Any, ...], dict[str, Any]]]]:
-        """Per program: None (passed) or the exception; plus calls still unknown (another round needed)."""
+        """Per program: None (passed) or the exception; plus calls still unknown (another round needed). A
+        program that met an unknown call is also replayed with non-fatal asserts, to find all its next calls
+        in this round rather than one per round."""
         setup, programs = compile_programs(self.suite)
+        verdicts = []
         with _GLOBAL_RANDOM:
-            verdicts = [_execute(setup, p.judge, self.suite.entry_point, self.table.candidate) for p in programs]
+            for p in programs:
+                known = len(self.table.missing)
+                verdicts.append(_execute(setup, p.judge, self.suite.entry_point, self.table, self.deadline))
+                if len(self.table.missing) > known:
+                    _execute(setup, p.record, self.suite.entry_point, self.table, self.deadline)
         return verdicts, self._take_missing()
 
     def add(self, calls: list[tuple[tuple[Any, ...], dict[str, Any]]], outcomes: list[dict[str, Any]]) -> None:
         for (args, kwargs), outcome in zip(calls, outcomes, strict=True):
-            self.table.outcomes[call_key(args, kwargs)] = outcome
+            self.table.add(call_key(args, kwargs), outcome)
 
     def _take_missing(self) -> list[tuple[tuple[Any, ...], dict[str, Any]]]:
         calls = list(self.table.missing.values())

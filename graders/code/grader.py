@@ -1,11 +1,16 @@
 """The ``code`` grader: extract the program, run every test of it in ONE sandbox use (one harness process
-per test inside), compare decoded results in this trusted process. Sandbox failures are ``error``, never 0."""
+per test inside), compare decoded results in this trusted process.
+
+Verdicts follow the ``Grade`` rule: whatever the RESPONSE causes (no code, a crash, a time-out, too much output
+or memory, a tampered or unusable result, a check that never settles) is ``incorrect`` with the reason;
+``error`` is only the infrastructure (the sandbox could not start or failed) or an ungradable ground truth."""
 
 from __future__ import annotations
 
 import json
 import re
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -15,13 +20,14 @@ from graders.code.compare import output_matches
 from graders.code.extract import extract_code
 from graders.code.options import CodeOptions
 from graders.code.suites import AssertSuite, CallSuite, GroundTruthError, StdioSuite, parse_suite
-from graders.code.values import Unserialisable, decode, encode, values_equal
+from graders.code.values import Unserialisable, encode, encoded_equal
 from graders.types import Grade
-from sandboxes import Limits, RunRequest, Sandbox, open_sandbox
+from sandboxes import Limits, RunRequest, Sandbox, SandboxError, open_sandbox
 
 HARNESS_SOURCE = (Path(__file__).parent / "_harness.py").read_text()
 _STARTUP_S = 3.0  # sandbox + interpreter start-up on top of the tests' own budget
-_MAX_SANDBOX_OUTPUT = 64 << 20
+_MAX_SANDBOX_OUTPUT = 256 << 20
+_CAP_SLACK = 64 << 10  # a test's output cap is max(output_cap, 4 x its expected output + this)
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,7 +43,7 @@ class CodeGrader:
     """Grades Python programs against stdin/stdout, call-based or assert-based tests."""
 
     name = "code"
-    version = "1"
+    version = "2"  # 2: failed calls never satisfy a check, dependent calls, in-place mutation, subclasses
 
     def __init__(self) -> None:
         self._sandboxes: dict[str, Sandbox] = {}
@@ -49,7 +55,8 @@ class CodeGrader:
             suite = parse_suite(ground_truth)
         except GroundTruthError as exc:
             return Grade.error(f"ground truth: {exc}")
-        code = extract_code(response, opts.extract)
+        entry = suite.entry_point if isinstance(suite, AssertSuite) else getattr(suite, "fn_name", None)
+        code = extract_code(response, opts.extract, entry)
         if code is None or not code.strip():
             return Grade.incorrect("no code block in the response", extract=opts.extract)
         if isinstance(suite, StdioSuite):
@@ -60,7 +67,8 @@ class CodeGrader:
 
     # -- the three formats -------------------------------------------------------------------------------
     def _grade_stdio(self, code: str, suite: StdioSuite, opts: CodeOptions) -> Grade:
-        run = self._harness(opts, "stdio", code, "", list(suite.inputs))
+        caps = [_cap(opts, len(out.encode("utf-8", "surrogatepass"))) for out in suite.outputs]
+        run = self._harness(opts, "stdio", code, "", list(suite.inputs), caps)
         if run.outcomes is None:
             assert run.grade is not None
             return run.grade
@@ -74,9 +82,10 @@ class CodeGrader:
     def _grade_call(self, code: str, suite: CallSuite, opts: CodeOptions) -> Grade:
         try:
             tests = [{"args": encode(list(args)), "kwargs": {"dict": []}} for args in suite.inputs]
+            caps = [_cap(opts, len(json.dumps(encode(out)))) for out in suite.outputs]
         except Unserialisable as exc:
-            return Grade.error(f"ground truth: inputs use an unsupported type ({exc})")
-        run = self._harness(opts, "call", code, suite.fn_name, tests)
+            return Grade.error(f"ground truth: inputs or outputs use an unsupported type ({exc})")
+        run = self._harness(opts, "call", code, suite.fn_name, tests, caps)
         if run.outcomes is None:
             assert run.grade is not None
             return run.grade
@@ -86,10 +95,11 @@ class CodeGrader:
     def _grade_asserts(self, code: str, suite: AssertSuite, opts: CodeOptions) -> Grade:
         if suite.setup and not re.search(rf"\bdef\s+{re.escape(suite.entry_point)}\b", code):
             code = suite.setup + code  # a completion of the prompt (HumanEval style), not a whole program
-        run = AssertRun(suite)
+        # one budget for the tests and the checks of all rounds; the sandbox's own start-up is not charged
+        run = AssertRun(suite, time.monotonic() + opts.total_timeout_s)
         try:
             calls = run.record()
-        except SyntaxError as exc:
+        except (SyntaxError, ValueError) as exc:
             return Grade.error(f"ground truth: test code is not Python: {exc}")
         n_calls = 0
         timing = {"sandbox_s": 0.0, "tests_s": 0.0}
@@ -99,34 +109,48 @@ class CodeGrader:
                     tests = [{"args": encode(list(a)), "kwargs": encode(k)} for a, k in calls]
                 except Unserialisable as exc:
                     return Grade.error(f"ground truth: the check passes an unsupported argument type ({exc})")
-                result = self._harness(opts, "call", code, suite.entry_point, tests)
+                left = run.deadline - time.monotonic()
+                if left <= 0:
+                    return Grade.incorrect(f"time limit of {opts.total_timeout_s} s reached after {n_calls} calls",
+                                           calls=n_calls)
+                result = self._harness(opts, "call", code, suite.entry_point, tests, [opts.output_cap] * len(tests),
+                                       total_s=left)
                 if result.outcomes is None:
                     assert result.grade is not None
                     return result.grade
                 run.add(calls, result.outcomes)
                 n_calls += len(calls)
-                for key, value in (result.timing or {}).items():
+                round_timing = result.timing or {}
+                run.deadline += max(0.0, round_timing.get("sandbox_s", 0.0) - round_timing.get("tests_s", 0.0))
+                for key, value in round_timing.items():
                     timing[key] += value
             verdicts, calls = run.judge()
             if not calls:
                 break
-        else:
-            return Grade.error(f"the check kept making new calls after {MAX_ROUNDS} rounds")
+        else:  # only answers that keep changing the check's next arguments get here (a correct one settles)
+            return Grade.incorrect(f"the check kept making new calls after {MAX_ROUNDS} rounds", calls=n_calls)
         outcomes = [{"status": "ok" if v is None else "failed", "calls": n_calls,
                      **({} if v is None else {"error": f"{type(v).__name__}: {v}"[:300]})} for v in verdicts]
         return _score([v is None for v in verdicts], outcomes, opts, timing)
 
     # -- the sandbox -------------------------------------------------------------------------------------
-    def _harness(self, opts: CodeOptions, mode: str, code: str, fn_name: str, tests: list[Any]) -> _Verdict:
+    def _harness(self, opts: CodeOptions, mode: str, code: str, fn_name: str, tests: list[Any], caps: list[int],
+                 total_s: float | None = None) -> _Verdict:
+        total_s = opts.total_timeout_s if total_s is None else total_s
         request = {"mode": mode, "code": code, "fn_name": fn_name, "tests": tests, "per_test_s": opts.timeout_s,
-                   "total_s": opts.total_timeout_s, "output_cap": opts.output_cap,
+                   "total_s": total_s, "output_caps": caps,
                    # all-or-nothing: a crashed or timed-out test already decides the grade
                    "stop_on_failure": opts.score == "all"}
-        out_cap = min(6 * len(tests) * opts.output_cap + (1 << 20), _MAX_SANDBOX_OUTPUT)
-        limits = Limits(wall_s=opts.total_timeout_s + _STARTUP_S, memory_mb=opts.memory_mb, output_bytes=out_cap)
-        result = self._sandbox(opts.sandbox).run(RunRequest(
+        # JSON escapes (\uXXXX) may grow each test's captured output 6 times
+        out_cap = min(6 * sum(caps) + (1 << 20), _MAX_SANDBOX_OUTPUT)
+        limits = Limits(wall_s=total_s + _STARTUP_S, memory_mb=opts.memory_mb, output_bytes=out_cap)
+        try:
+            sandbox = self._sandbox(opts.sandbox)
+        except SandboxError as exc:
+            return _Verdict(grade=Grade.error(f"sandbox: {exc}", sandbox=str(opts.sandbox)))
+        result = sandbox.run(RunRequest(
             ["python3", "-I", "-S", "harness.py"], files={"harness.py": HARNESS_SOURCE},
-            stdin=json.dumps(request, ensure_ascii=False).encode(), limits=limits))
+            stdin=json.dumps(request).encode(), limits=limits))  # ASCII JSON: lone surrogates travel as escapes
         if result.stopped_by == "sandbox_error":
             return _Verdict(grade=Grade.error(f"sandbox: {result.detail}", sandbox=getattr(opts.sandbox, "name",
                                                                                            opts.sandbox)))
@@ -170,25 +194,36 @@ def _parse_outcomes(stdout: bytes, n: int) -> list[dict[str, Any]] | None:
     return results
 
 
+def _cap(opts: CodeOptions, expected_bytes: int) -> int:
+    """A test's output cap: the configured one, or more when the expected output itself is that large."""
+    return max(opts.output_cap, 4 * expected_bytes + _CAP_SLACK)
+
+
 def _call_passed(outcome: dict[str, Any], expected: Any, float_tol: float | None) -> bool:
+    """Compared on the encoded value: the submission's sets and dicts are never built (no hash flooding)."""
     if outcome["status"] != "ok":
         return False
+    got = outcome.get("value")
     try:
-        got = decode(outcome.get("value"))
+        if encoded_equal(got, expected, float_tol):
+            return True
+        # APPS call-based outputs wrap the return value in a one-element list.
+        return isinstance(expected, list) and len(expected) == 1 and encoded_equal(got, expected[0], float_tol)
     except (ValueError, TypeError, RecursionError):
         outcome["status"] = "malformed"
         return False
-    if values_equal(got, expected, float_tol):
-        return True
-    # APPS call-based outputs wrap the return value in a one-element list.
-    return isinstance(expected, list) and len(expected) == 1 and values_equal(got, expected[0], float_tol)
+
+
+def _clean(text: str) -> str:
+    """Text from the sandbox made writable anywhere: lone surrogates become ``\\udXXX`` escapes."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def _score(passed: list[bool], outcomes: list[dict[str, Any]], opts: CodeOptions,
            timing: dict[str, float] | None) -> Grade:
     tests = [
         {"passed": ok, "status": o.get("status"), "time_s": round(float(o.get("time_s", 0.0) or 0.0), 4),
-         **({"error": str(o.get("error", ""))[-300:]} if not ok and o.get("error") else {})}
+         **({"error": _clean(str(o.get("error", ""))[-300:])} if not ok and o.get("error") else {})}
         for ok, o in zip(passed, outcomes, strict=True)
     ]
     n_pass, n = sum(passed), len(passed)

@@ -54,6 +54,10 @@ def _text(value: Any, field: str) -> str:
         return "\n".join(value)  # APPS sometimes stores one string per line
     if not isinstance(value, str):
         raise GroundTruthError(f"{field} must be a string, got {type(value).__name__}")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:  # a program's stdin/stdout are bytes: this text has no byte form
+        raise GroundTruthError(f"{field} is not valid Unicode ({exc.reason} at index {exc.start})") from exc
     return value
 
 

@@ -89,3 +89,10 @@ def test_sandbox_error_is_not_program_error(sb: Sandbox) -> None:
     assert r.stopped_by == "sandbox_error"
     missing = sb.run(RunRequest(["no-such-binary"]))
     assert missing.stopped_by == "exit" and missing.exit_code == 127
+
+
+def test_text_file_with_a_lone_surrogate_is_written_not_raised(sb: Sandbox) -> None:
+    """A response's lone surrogate (issue #15) reaches the program as the bytes Python would write with
+    ``surrogatepass``; encoding it used to raise UnicodeEncodeError out of ``run``."""
+    r = sb.run(RunRequest(["python3", "-c", "print(open('f.txt', 'rb').read())"], files={"f.txt": "a\ud83d"}))
+    assert (r.stdout, r.stopped_by) == (b"b'a\\xed\\xa0\\xbd'\n", "exit"), r

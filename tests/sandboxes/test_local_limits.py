@@ -1,0 +1,100 @@
+"""The local (bubblewrap) backend enforces the pids and the aggregate memory limit (a cgroup leaf per run),
+refuses to run as root without them, and ``auto`` falling back to it is loud."""
+
+from __future__ import annotations
+
+import logging
+import os
+
+import pytest
+
+import sandboxes
+from sandboxes import Limits, RunRequest, SandboxError
+from sandboxes.cgroup import Cgroups
+from sandboxes.types import Sandbox
+
+FORKS = """
+import os, time
+n = 0
+for _ in range(200):
+    try:
+        if os.fork() == 0:
+            time.sleep(3)
+            os._exit(0)
+        n += 1
+    except OSError:
+        break
+print(n, flush=True)
+os._exit(0)
+"""
+# Six children of 200 MB each (1.2 GB together), every one far below the per-process RLIMIT_AS of 512 MB.
+MEMORY = """
+import os, time
+kids = []
+for _ in range(6):
+    pid = os.fork()
+    if pid == 0:
+        x = bytearray(200 << 20)
+        for i in range(0, len(x), 4096):
+            x[i] = 1
+        time.sleep(1)
+        os._exit(0)
+    kids.append(pid)
+print(sum(os.waitpid(k, 0)[1] == 0 for k in kids), flush=True)
+"""
+
+needs_cgroups = pytest.mark.skipif(Cgroups.find() is None, reason="no writable cgroup on this machine")
+
+
+@needs_cgroups
+def test_pids_limit_is_enforced(local_sandbox: Sandbox) -> None:
+    r = local_sandbox.run(RunRequest(["python3", "-c", FORKS], limits=Limits(pids=64, wall_s=20)))
+    assert r.stopped_by == "exit" and 0 < int(r.stdout) < 64, r
+
+
+@needs_cgroups
+def test_aggregate_memory_limit_is_enforced(local_sandbox: Sandbox) -> None:
+    r = local_sandbox.run(RunRequest(["python3", "-c", MEMORY], limits=Limits(memory_mb=512, wall_s=40)))
+    assert r.stopped_by == "exit" and int(r.stdout) <= 2, r
+
+
+@needs_cgroups
+def test_one_process_over_the_cgroup_limit_is_a_memory_stop(local_sandbox: Sandbox) -> None:
+    code = "x = bytearray(100 << 20)\nfor i in range(0, len(x), 4096):\n    x[i] = 1\nprint('ok')"
+    r = local_sandbox.run(RunRequest(["python3", "-c", code], limits=Limits(memory_mb=64, wall_s=20)))
+    assert r.stopped_by == "memory" and b"ok" not in r.stdout, r
+
+
+@needs_cgroups
+def test_no_leaf_is_left_behind(local_sandbox: Sandbox) -> None:
+    local_sandbox.run(RunRequest(["python3", "-c", "import subprocess\nsubprocess.Popen(['sleep', '60'])"]))
+    cgroups = Cgroups.find()
+    assert cgroups is not None
+    assert not [d for b in cgroups.bases for d in b.glob(f"rrl-sandbox-{os.getpid()}-*")]
+
+
+def test_root_without_cgroups_is_refused_unless_asked(monkeypatch: pytest.MonkeyPatch) -> None:
+    from sandboxes import local_backend
+
+    monkeypatch.setattr(local_backend.Cgroups, "find", classmethod(lambda cls: None))
+    monkeypatch.setattr(local_backend.os, "geteuid", lambda: 0)
+    with pytest.raises(SandboxError, match="cannot bound processes or total memory as root"):
+        sandboxes.open_sandbox("local")
+    assert sandboxes.open_sandbox("local", unbounded=True).limits_note.startswith("rlimits only")
+
+
+def test_auto_fallback_is_loud(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    from sandboxes import docker_backend
+
+    def no_docker(*args: object, **kwargs: object) -> None:
+        raise SandboxError("Docker daemon not reachable (test)")
+
+    monkeypatch.setattr(docker_backend, "DockerSandbox", no_docker)
+    monkeypatch.setattr(sandboxes, "_fallback_warned", False)
+    with caplog.at_level(logging.INFO, logger="sandboxes"):
+        first, second = sandboxes.open_sandbox("auto"), sandboxes.open_sandbox("auto")
+    assert first.name == second.name == "local"
+    levels = [r.levelno for r in caplog.records if "WEAKER isolation" in r.getMessage()]
+    assert levels == [logging.WARNING, logging.INFO]  # once loud, then quiet
+    ok, message = sandboxes.check("auto")
+    assert ok and "WARNING: `auto` falls back" in message and "not reachable (test)" in message
