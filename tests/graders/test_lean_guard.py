@@ -100,6 +100,55 @@ def test_guard_rejects_each_forbidden_item(text: str, reason: str) -> None:
     assert violation.reason == reason
 
 
+# Forbidden code hidden in the `{...}` of interpolated strings, which Lean elaborates as code: after `x!`
+# keywords (with or without a space), inside macros that take an interpolatedStr without `!`, nested, and
+# with quotes, comments or char literals inside the code that a naive string lexer would stop at.
+INTERPOLATED = [
+    ('by simp [s!"{"}" ++ toString sorry}"]', "sorry"),
+    ('by exact s! "{sorry}"', "sorry"),
+    ('by exact (dbg_trace "{sorry}"; rfl)', "sorry"),
+    ('by exact (throwError "{(sorry : Nat)}" : Id Unit)', "sorry"),
+    ('by exact m!"{f!"{admit}"}"', "admit"),
+    ('by exact (trace[x] "{(by native_decide : True)}"; rfl)', "native_decide"),
+    ('by exact s!"{ /- } -/ sorry}"', "sorry"),
+    ("by exact s!\"{'}'} {sorry}\"", "sorry"),
+    ('by exact f!"{"a" ++ s!"{"}"}"} {IO.getEnv "HOME"}"', "IO at elaboration time"),
+    ('by exact logInfo "{(fun _ => "}") 1} {sorry}"', "string interpolation the guard cannot read"),
+    ('by exact s!"{x"', "unparsable response"),
+    ('set_option maxHeartbeats 0x0 in\nby simp', "set_option maxHeartbeats 0"),
+    ('set_option maxHeartbeats 0b0 in\nby simp', "set_option maxHeartbeats 0"),
+    ('set_option maxHeartbeats 0o00 in\nby simp', "set_option maxHeartbeats 0"),
+    ('set_option maxHeartbeats 0_000 in\nby simp', "set_option maxHeartbeats 0"),
+    ('set_option «maxHeartbeats» 0 in\nby simp', "set_option maxHeartbeats 0"),
+    ('set_option synthInstance.«maxHeartbeats» 0X0 in\nby simp', "set_option maxHeartbeats 0"),
+    ('set_option «debug».byAsSorry true in\nby simp', "set_option «debug».byAsSorry"),
+]
+
+
+@pytest.mark.parametrize(("text", "reason"), INTERPOLATED, ids=[t for t, _ in INTERPOLATED])
+def test_guard_reads_interpolated_strings_and_numerals_as_lean_does(text: str, reason: str) -> None:
+    violation = guard.check(text)
+    assert violation is not None, text
+    assert violation.reason.startswith(reason), violation
+
+
+@pytest.mark.parametrize(
+    "text", ['by exact s!"{n} apples and {m + 1} pears"', 'by exact s!"\\{sorry} is escaped"',
+             'by exact s!"{"no code: sorry"}"', "set_option maxHeartbeats 0x10 in\nby simp",
+             'by exact "plain text, no braces"'],
+)  # fmt: skip
+def test_guard_passes_harmless_interpolation(text: str) -> None:
+    assert guard.check(text) is None, text
+
+
+def test_lexer_interpolated_string_spans_nested_quotes() -> None:
+    toks = tokenize('s!"a {f "}" x} b" rfl')
+    assert [(t.kind, t.text) for t in toks] == [
+        ("ident", "s!"), ("string", 's!"a {f "}" x} b"'[2:]), ("ident", "f"), ("string", '"}"'),
+        ("ident", "x"), ("ident", "rfl"),
+    ]  # fmt: skip
+
+
 LOOK_ALIKES = [
     "by exact h_sorry -- sorry, admit, axiom, #exit, native_decide",
     "by\n  /- nested /- sorry -/ admit axiom -/\n  exact foo",
@@ -142,6 +191,10 @@ def test_guard_ignores_each_forbidden_item_inside_comments_and_strings(
     text: str, reason: str, wrapper: str
 ) -> None:
     wrapped = WRAPPERS[wrapper](text)
+    if wrapper == "string" and "{" in text:
+        # Any `"...{code}..."` may be some macro's interpolatedStr, whose `{...}` Lean runs: checked as code.
+        assert guard.check(wrapped) is not None, wrapped
+        return
     assert guard.check(wrapped) is None, wrapped
 
 
