@@ -108,6 +108,24 @@ def check(text: str, *, native: NativePolicy = "reject", allow_commands: bool = 
         found = _check_token(tokens, i, native=native, allow_commands=allow_commands)
         if found is not None:
             return Violation(found, tok.start, tok.text)
+    return _check_scopes(tokens) if allow_commands else None
+
+
+def _check_scopes(tokens: list[Token]) -> Violation | None:
+    """Helper commands stay inside the namespace the grader puts them in: no `_root_` names and no `end`
+    that closes a scope they did not open (either would let them reach the statement's scope)."""
+    depth = 0
+    for tok in tokens:
+        if tok.kind == "ident" and tok.parts[0] == "_root_":
+            return Violation("helper declared outside its namespace (_root_)", tok.start, tok.text)
+        if tok.text in ("namespace", "section", "mutual"):
+            depth += 1
+        elif tok.text == "end":
+            depth -= 1
+            if depth < 0:
+                return Violation("helper commands close a scope they did not open", tok.start, tok.text)
+    if depth:
+        return Violation("helper commands leave a scope open", tokens[-1].start, tokens[-1].text)
     return None
 
 
