@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from graders.math.normalize import strip_text_wrappers
-from graders.math.numbers import Number, close_at_precision, parse_number, scaled
+from graders.math.numbers import Number, agree_when_rounded, parse_number, scaled
 from graders.math.structure import Interval, Items, Leaf, Node, Relation, Union
 
 _NAME = re.compile(r"[A-Za-z\\|:(),{}\s^'_]*")
@@ -32,6 +32,7 @@ class NeedsSymbolic(Exception):
 class Context:
     gold_percent: bool = False
     pred_percent: bool = False
+    rounded_decimals: int | None = None  # lenient option: accept values equal up to rounding (see numbers.py)
 
 
 class LeafJudge(Protocol):
@@ -57,9 +58,9 @@ def numbers_equal(gold: Number, pred: Number, ctx: Context) -> bool:
         for p in scaled(pred.value, ctx.pred_percent):
             if g == p:
                 return True
-    if ctx.gold_percent or ctx.pred_percent:
-        return False
-    return close_at_precision(gold, pred.value, pred.decimals)
+    if ctx.gold_percent or ctx.pred_percent or ctx.rounded_decimals is None:
+        return False  # exact values compare exactly: a decimal is the number it writes, nothing near it
+    return agree_when_rounded(gold.value, gold.decimals, pred.value, pred.decimals, ctx.rounded_decimals)
 
 
 class FastJudge:

@@ -89,15 +89,24 @@ class MathGrader:
         mode: str = "strict",
         timeout_s: float = 2.0,
         mask_response_faults: bool = False,
+        rounded_decimals: int | None = None,
         **options: Any,
     ) -> Grade:
         if options:
             return Grade.error(
-                f"unknown option(s) {sorted(options)}; the math grader takes mode, timeout_s and "
-                "mask_response_faults"
+                f"unknown option(s) {sorted(options)}; the math grader takes mode, timeout_s, "
+                "rounded_decimals and mask_response_faults"
             )
         if mode not in MODES:
             return Grade.error(f"mode must be one of {MODES}, got {mode!r}")
+        if rounded_decimals is not None and (
+            mode != "lenient" or isinstance(rounded_decimals, bool) or not isinstance(rounded_decimals, int)
+            or not 1 <= rounded_decimals <= 50
+        ):  # fmt: skip
+            return Grade.error(
+                f"rounded_decimals must be an integer from 1 to 50 and needs mode='lenient', got "
+                f"{rounded_decimals!r} with mode={mode!r}"
+            )
         if not isinstance(response, str):
             return Grade.error(f"response must be a string, got {type(response).__name__}")
         if isinstance(ground_truth, bool) or not isinstance(ground_truth, str | int | float | Fraction):
@@ -108,7 +117,7 @@ class MathGrader:
             return Grade.error(f"timeout_s must be a positive number, got {timeout_s!r}")
         deadline = time.monotonic() + float(timeout_s)
         try:
-            return self._grade(response, str(ground_truth), mode, deadline)
+            return self._grade(response, str(ground_truth), mode, deadline, rounded_decimals)
         except _Unjudgeable as exc:
             if exc.by_response:
                 return Grade.response_fault(exc.reason, mask=mask_response_faults, mode=mode, cause=exc.cause)
@@ -118,7 +127,9 @@ class MathGrader:
         except Exception as exc:  # a grader bug must cost one masked sample, never the caller's training run
             return Grade.error(f"internal error: {type(exc).__name__}: {exc}", mode=mode)
 
-    def _grade(self, response: str, ground_truth: str, mode: str, deadline: float) -> Grade:
+    def _grade(
+        self, response: str, ground_truth: str, mode: str, deadline: float, rounded: int | None
+    ) -> Grade:
         if len(ground_truth) > 100 * MAX_RAW_ANSWER_CHARS:
             return Grade.error(f"ground truth longer than {100 * MAX_RAW_ANSWER_CHARS} characters")
         raw_golds = gold_answers(ground_truth)
@@ -151,18 +162,18 @@ class MathGrader:
         if len(distinct) > MAX_DISTINCT_ANSWERS:
             return Grade.incorrect(f"{len(distinct)} different answers (hedging)", **details)
         if len(distinct) == 1:
-            ok, how = self._equal(gold, distinct[0], deadline)
+            ok, how = self._equal(gold, distinct[0], deadline, rounded)
             details["matched_by"] = how
             return (
                 Grade.correct("equivalent", **details) if ok else Grade.incorrect("not equivalent", **details)
             )
         # Several different boxes: right only if together they are the (multi-part) gold answer,
         # or each of them is (equivalent spellings); otherwise it is hedging.
-        ok, how = self._equal(gold, _combine(distinct), deadline)
+        ok, how = self._equal(gold, _combine(distinct), deadline, rounded)
         if not ok:
             ok = True
             for p in distinct:
-                one, how = self._equal(gold, p, deadline)
+                one, how = self._equal(gold, p, deadline, rounded)
                 if not one:
                     ok = False
                     break
@@ -171,7 +182,7 @@ class MathGrader:
             return Grade.correct("equivalent", **details)
         return Grade.incorrect(f"hedging: {len(distinct)} different answers", **details)
 
-    def _equal(self, gold: Cleaned, pred: Cleaned, deadline: float) -> tuple[bool, str]:
+    def _equal(self, gold: Cleaned, pred: Cleaned, deadline: float, rounded: int | None) -> tuple[bool, str]:
         """Equivalence of two cleaned answers and which path decided it (fast / string / sympy)."""
         if squash(gold.text) == squash(pred.text) and gold.percent == pred.percent:
             return True, "string"
@@ -186,7 +197,7 @@ class MathGrader:
             raise _infrastructure_fault(gold_reason, "ground truth too expensive to judge")
         if pred_reason and len(pred.text) > MAX_ANSWER_CHARS:
             raise _prediction_fault(pred_reason)
-        ctx = Context(gold.percent, pred.percent)
+        ctx = Context(gold.percent, pred.percent, rounded)
         gold_node = _parsed(gold.text, by_response=False)
         pred_node = _parsed(pred.text, by_response=True)
         try:
@@ -199,9 +210,9 @@ class MathGrader:
             raise _infrastructure_fault(gold_reason, "ground truth too expensive to judge")
         if pred_reason:
             raise _prediction_fault(pred_reason)
-        return self._symbolic(gold, pred, deadline), "sympy"
+        return self._symbolic(gold, pred, deadline, rounded), "sympy"
 
-    def _symbolic(self, gold: Cleaned, pred: Cleaned, deadline: float) -> bool:
+    def _symbolic(self, gold: Cleaned, pred: Cleaned, deadline: float, rounded: int | None) -> bool:
         """SymPy's verdict from a helper process, within what is left of the budget.
 
         The gold passed the guards, so a helper that runs out of time or memory was spent on the prediction:
@@ -216,6 +227,7 @@ class MathGrader:
             "pred": pred.text,
             "gold_percent": gold.percent,
             "pred_percent": pred.percent,
+            "rounded_decimals": rounded,
         }
         with self._busy_lock:
             saturated = self._busy >= self.pool.max_workers

@@ -12,8 +12,10 @@ __all__ = ["answer", "warm_up"]
 
 
 def answer(request: dict[str, Any]) -> dict[str, Any]:
-    """``{"gold", "pred", "gold_percent", "pred_percent"}`` -> ``{"ok": True, "equal": bool}``."""
-    ctx = Context(bool(request.get("gold_percent")), bool(request.get("pred_percent")))
+    """``{"gold", "pred", "gold_percent", "pred_percent", "rounded_decimals"}`` -> ``{"ok": True, "equal": bool}``."""
+    rounded = request.get("rounded_decimals")
+    ctx = Context(bool(request.get("gold_percent")), bool(request.get("pred_percent")),
+                  int(rounded) if rounded is not None else None)  # fmt: skip
     try:
         equal = judge(parse(request["gold"]), parse(request["pred"]), ctx)
     except RecursionError:

@@ -67,9 +67,6 @@ EQUIVALENT = [
     ("3+4i", "4i+3"),
     ("x^2+2x+1", "(x+1)^2"),
     # precision the gold states
-    ("16386.17", "16386.169"),
-    ("\\frac{1}{12}", "0.0833333"),
-    ("4.123105625617661", "\\sqrt{17}"),
     # tuples, sets, lists, \pm
     ("(1,2)", "(1, 2)"),
     ("\\{1,2,3\\}", "\\{3,2,1\\}"),
@@ -181,9 +178,55 @@ def test_gold_first_policy_is_not_symmetric(grader: MathGrader) -> None:
     # An interval gold wants an interval; an inequality gold accepts the interval it describes.
     assert grader.grade("$\\boxed{x \\in [-2, 7]}$", "-2 \\le x \\le 7", timeout_s=10.0).verdict == "correct"
     assert grader.grade("$\\boxed{-2 \\le x \\le 7}$", "[-2, 7]", timeout_s=10.0).verdict == "incorrect"
-    # A decimal gold states its precision; an integer gold is exact.
-    assert grader.grade("\\boxed{2.718}", "2.72").verdict == "correct"
+    # A decimal is the number it writes: no rounding either way unless asked for (see below).
+    assert grader.grade("\\boxed{2.718}", "2.72").verdict == "incorrect"
     assert grader.grade("\\boxed{2.72}", "2.718").verdict == "incorrect"
+
+
+# Values close to the gold but not equal to it: every mode rejects them by default.
+NEAR_MISSES = [
+    ("3^{100}", "3^{100}+1"),  # a relative tolerance would call these equal
+    ("2^{200}", "2^{200}-1"),
+    ("\\pi", "\\pi+10^{-50}"),
+    ("\\pi", "\\sqrt{\\pi^2+e^{-300}}"),
+    ("\\frac{1}{100!}", "\\frac{1}{100!}+\\frac{1}{10^{200}}"),
+    ("0.5", "0.54"),  # rounds to the decimal gold, but is another number
+    ("16386.17", "16386.169"),
+    ("\\pi", "3.14"),  # rounded values of exact irrational or repeating golds
+    ("\\frac{1}{3}", "0.33"),
+    ("\\sqrt{2}", "1.41"),
+    ("\\frac{1}{12}", "0.0833333"),
+    ("4.123105625617661", "\\sqrt{17}"),
+]
+
+
+@pytest.mark.parametrize(("gold", "pred"), NEAR_MISSES)
+@pytest.mark.parametrize("mode", ["strict", "lenient"])
+def test_near_misses_are_incorrect_in_every_mode(grader: MathGrader, gold: str, pred: str, mode: str) -> None:
+    result = grader.grade(_boxed(pred), gold, mode=mode, timeout_s=10.0)
+    assert result.verdict == "incorrect", result
+
+
+@pytest.mark.parametrize(
+    ("gold", "pred", "decimals", "verdict"),
+    [("\\pi", "3.14", 2, "correct"), ("\\pi", "3.15", 2, "incorrect"), ("\\pi", "3.14", 3, "incorrect"),
+     ("\\frac{1}{3}", "0.33", 2, "correct"), ("\\frac{1}{3}", "0.333", 2, "correct"),
+     ("\\sqrt{2}", "1.41", 2, "correct"), ("\\frac{1}{12}", "0.0833333", 2, "correct"),
+     ("0.5", "0.54", 1, "correct"), ("0.5", "0.56", 1, "incorrect"), ("0.33", "\\frac{1}{3}", 2, "correct"),
+     ("4.123105625617661", "\\sqrt{17}", 2, "correct"),
+     ("100000", "99999.9", 1, "incorrect"), ("7", "7.04", 1, "incorrect")],  # integer golds stay exact
+)  # fmt: skip
+def test_lenient_rounding_only_under_the_explicit_option(
+    grader: MathGrader, gold: str, pred: str, decimals: int, verdict: str
+) -> None:
+    result = grader.grade(_boxed(pred), gold, mode="lenient", rounded_decimals=decimals, timeout_s=10.0)
+    assert result.verdict == verdict, result
+
+
+def test_rounding_option_is_lenient_only(grader: MathGrader) -> None:
+    result = grader.grade(_boxed("3.14"), "\\pi", mode="strict", rounded_decimals=2)
+    assert result.verdict == "error" and "needs mode='lenient'" in result.reason
+    assert "from 1 to 50" in grader.grade(_boxed("3.14"), "\\pi", mode="lenient", rounded_decimals=0).reason
 
 
 @pytest.mark.parametrize(
