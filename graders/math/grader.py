@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import threading
 import time
+from dataclasses import asdict, replace
 from fractions import Fraction
 from typing import Any, cast
 
@@ -20,7 +21,7 @@ from graders.math.extract import (
 )
 from graders.math.guards import MAX_ANSWER_CHARS, unsafe
 from graders.math.normalize import Cleaned, clean
-from graders.math.structure import Node, parse
+from graders.math.structure import Node, TooManyItems, parse
 from graders.math.worker import WorkerCrashed, WorkerPool, WorkerTimeout
 from graders.types import Grade
 
@@ -117,7 +118,8 @@ class MathGrader:
             return Grade.error(f"timeout_s must be a positive number, got {timeout_s!r}")
         deadline = time.monotonic() + float(timeout_s)
         try:
-            return self._grade(response, str(ground_truth), mode, deadline, rounded_decimals)
+            policy = Context(rounded_decimals=rounded_decimals, chains_must_hold=mode == "strict")
+            return self._grade(response, str(ground_truth), mode, deadline, policy)
         except _Unjudgeable as exc:
             if exc.by_response:
                 return Grade.response_fault(exc.reason, mask=mask_response_faults, mode=mode, cause=exc.cause)
@@ -128,7 +130,7 @@ class MathGrader:
             return Grade.error(f"internal error: {type(exc).__name__}: {exc}", mode=mode)
 
     def _grade(
-        self, response: str, ground_truth: str, mode: str, deadline: float, rounded: int | None
+        self, response: str, ground_truth: str, mode: str, deadline: float, policy: Context
     ) -> Grade:
         if len(ground_truth) > 100 * MAX_RAW_ANSWER_CHARS:
             return Grade.error(f"ground truth longer than {100 * MAX_RAW_ANSWER_CHARS} characters")
@@ -162,18 +164,18 @@ class MathGrader:
         if len(distinct) > MAX_DISTINCT_ANSWERS:
             return Grade.incorrect(f"{len(distinct)} different answers (hedging)", **details)
         if len(distinct) == 1:
-            ok, how = self._equal(gold, distinct[0], deadline, rounded)
+            ok, how = self._equal(gold, distinct[0], deadline, policy)
             details["matched_by"] = how
             return (
                 Grade.correct("equivalent", **details) if ok else Grade.incorrect("not equivalent", **details)
             )
         # Several different boxes: right only if together they are the (multi-part) gold answer,
         # or each of them is (equivalent spellings); otherwise it is hedging.
-        ok, how = self._equal(gold, _combine(distinct), deadline, rounded)
+        ok, how = self._equal(gold, _combine(distinct), deadline, policy)
         if not ok:
             ok = True
             for p in distinct:
-                one, how = self._equal(gold, p, deadline, rounded)
+                one, how = self._equal(gold, p, deadline, policy)
                 if not one:
                     ok = False
                     break
@@ -182,8 +184,10 @@ class MathGrader:
             return Grade.correct("equivalent", **details)
         return Grade.incorrect(f"hedging: {len(distinct)} different answers", **details)
 
-    def _equal(self, gold: Cleaned, pred: Cleaned, deadline: float, rounded: int | None) -> tuple[bool, str]:
-        """Equivalence of two cleaned answers and which path decided it (fast / string / sympy)."""
+    def _equal(self, gold: Cleaned, pred: Cleaned, deadline: float, policy: Context) -> tuple[bool, str]:
+        """Equivalence of two cleaned answers and which path decided it (unit / fast / string / sympy)."""
+        if gold.unit and pred.unit and gold.unit != pred.unit:
+            return False, "unit"  # "5 m" does not answer "5 cm": no unit conversion
         if squash(gold.text) == squash(pred.text) and gold.percent == pred.percent:
             return True, "string"
         if (
@@ -197,7 +201,7 @@ class MathGrader:
             raise _infrastructure_fault(gold_reason, "ground truth too expensive to judge")
         if pred_reason and len(pred.text) > MAX_ANSWER_CHARS:
             raise _prediction_fault(pred_reason)
-        ctx = Context(gold.percent, pred.percent, rounded)
+        ctx = replace(policy, gold_percent=gold.percent, pred_percent=pred.percent)
         gold_node = _parsed(gold.text, by_response=False)
         pred_node = _parsed(pred.text, by_response=True)
         try:
@@ -210,9 +214,9 @@ class MathGrader:
             raise _infrastructure_fault(gold_reason, "ground truth too expensive to judge")
         if pred_reason:
             raise _prediction_fault(pred_reason)
-        return self._symbolic(gold, pred, deadline, rounded), "sympy"
+        return self._symbolic(gold, pred, deadline, ctx), "sympy"
 
-    def _symbolic(self, gold: Cleaned, pred: Cleaned, deadline: float, rounded: int | None) -> bool:
+    def _symbolic(self, gold: Cleaned, pred: Cleaned, deadline: float, ctx: Context) -> bool:
         """SymPy's verdict from a helper process, within what is left of the budget.
 
         The gold passed the guards, so a helper that runs out of time or memory was spent on the prediction:
@@ -225,9 +229,7 @@ class MathGrader:
         request = {
             "gold": gold.text,
             "pred": pred.text,
-            "gold_percent": gold.percent,
-            "pred_percent": pred.percent,
-            "rounded_decimals": rounded,
+            "context": asdict(ctx),
         }
         with self._busy_lock:
             saturated = self._busy >= self.pool.max_workers
@@ -269,7 +271,7 @@ class MathGrader:
             return False
 
 
-_PROBE = {"gold": "x+1", "pred": "1+x", "gold_percent": False, "pred_percent": False}
+_PROBE = {"gold": "x+1", "pred": "1+x", "context": asdict(Context())}
 _PROBE_BUDGET_S = 10.0
 
 
@@ -277,6 +279,10 @@ def _parsed(text: str, *, by_response: bool) -> Node:
     """The shape of one side; too deep to parse is that side's fault (the gold's is an ungradable truth)."""
     try:
         return parse(text)
+    except TooManyItems as exc:
+        if by_response:
+            raise _prediction_fault(str(exc), "answer has too many items to judge") from exc
+        raise _infrastructure_fault(str(exc), "ground truth has too many items to judge") from exc
     except RecursionError as exc:
         if by_response:
             raise _prediction_fault("answer too deeply nested", "answer too deeply nested to judge") from exc

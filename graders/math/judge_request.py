@@ -12,14 +12,12 @@ __all__ = ["answer", "warm_up"]
 
 
 def answer(request: dict[str, Any]) -> dict[str, Any]:
-    """``{"gold", "pred", "gold_percent", "pred_percent", "rounded_decimals"}`` -> ``{"ok": True, "equal": bool}``."""
-    rounded = request.get("rounded_decimals")
-    ctx = Context(bool(request.get("gold_percent")), bool(request.get("pred_percent")),
-                  int(rounded) if rounded is not None else None)  # fmt: skip
+    """``{"gold", "pred", "context": <Context fields>}`` -> ``{"ok": True, "equal": bool}``."""
+    ctx = Context(**request.get("context", {}))
     try:
         equal = judge(parse(request["gold"]), parse(request["pred"]), ctx)
     except RecursionError:
-        return {"ok": False, "error": "expression too deeply nested"}  # the caller reports it as an error
+        return {"ok": False, "error": "expression too deeply nested"}  # the caller: the prediction's fault
     except (ValueError, TypeError, ArithmeticError, NotImplementedError) as exc:
         # SymPy raises these for things it cannot decide (e.g. comparing a set with a number): not equal.
         return {"ok": True, "equal": False, "note": f"{type(exc).__name__}: {str(exc)[:200]}"}

@@ -248,3 +248,42 @@ def test_bad_argument_types_are_clear_errors(grader: MathGrader) -> None:
     assert grader.grade("\\boxed{1}", "").reason == "ground truth is empty"
     assert grader.grade("\\boxed{7}", 7).verdict == "correct"
     assert "longer than" in grader.grade("\\boxed{7}", "7" * 10_000).reason
+
+
+# Low-level policies (issue 15), one rule each; docs in graders/math/README-level docstrings and the README.
+@pytest.mark.parametrize(
+    ("pred", "gold", "verdict"),
+    [("7 \\text{ or 8}", "7", "incorrect"),  # only unit words trail as a unit; other words are the answer
+     ("7 \\text{ cm}", "7", "correct"), ("7\\text{ square units}", "7", "correct"),
+     ("5 \\text{ m}", "5 \\text{ cm}", "incorrect"),  # both sides state units: they must be the same unit
+     ("5 m", "5 cm", "incorrect"), ("100 cm", "1 m", "incorrect"),  # no unit conversion
+     ("5", "5 \\text{ cm}", "correct"), ("5 cm", "5", "correct"),  # a unit on one side only is not compared
+     ("5 \\text{ centimeters}", "5 cm", "correct"), ("15 \\text{ cm}^2", "15 square centimeters", "correct"),
+     ("60 km/h", "60 \\text{ kilometers per hour}", "correct")],
+)  # fmt: skip
+@pytest.mark.parametrize("mode", ["strict", "lenient"])
+def test_trailing_text_and_units(grader: MathGrader, pred: str, gold: str, verdict: str, mode: str) -> None:
+    assert grader.grade(_boxed(pred), gold, mode=mode, timeout_s=10.0).verdict == verdict
+
+
+@pytest.mark.parametrize(
+    ("pred", "gold", "strict", "lenient"),
+    [("8 = 7", "7", "incorrect", "correct"),  # strict: a false chain is no answer; lenient: Math-Verify's reading
+     ("2+2 = 5", "5", "incorrect", "correct"),
+     ("x = 5+5+1 = 11", "11", "correct", "correct"), ("\\frac{1}{2} = 0.5", "0.5", "correct", "correct")],
+)  # fmt: skip
+def test_chains_commit_to_their_last_part_only_when_true_in_strict_mode(
+    grader: MathGrader, pred: str, gold: str, strict: str, lenient: str
+) -> None:
+    assert grader.grade(_boxed(pred), gold, mode="strict", timeout_s=10.0).verdict == strict
+    assert grader.grade(_boxed(pred), gold, mode="lenient", timeout_s=10.0).verdict == lenient
+
+
+def test_long_lists_are_never_cut(grader: MathGrader) -> None:
+    """A list past the 64-item cap is refused, not truncated (a cut 70-item answer used to match 64 golds)."""
+    gold = ",".join(str(i) for i in range(64))  # under 200 characters: read as an answer, not a solution
+    result = grader.grade(_boxed(",".join(str(i) for i in range(70))), gold)
+    assert (result.verdict, result.reason) == ("incorrect", "answer has too many items to judge"), result
+    assert grader.grade(_boxed(gold), gold).verdict == "correct"
+    result = grader.grade(_boxed("1"), ",".join(str(i) for i in range(65)))
+    assert (result.verdict, result.reason) == ("error", "ground truth has too many items to judge"), result
