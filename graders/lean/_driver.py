@@ -22,7 +22,8 @@ import sys
 import tempfile
 import time
 
-_OUTPUT_CAP = 1 << 20
+_STDOUT_CAP = 256 << 10  # whole lines of Lean's JSON messages (more is cut: details only)
+_STDERR_CAP = 16 << 10  # the tail (a crash or stack overflow report)
 _DRAIN_S = 0.2  # output still read after Lean exited
 _PR_SET_DUMPABLE = 4
 _PR_SET_CHILD_SUBREAPER = 36
@@ -59,7 +60,7 @@ def _run(argv, cwd, env, timeout_s):
                             close_fds=True)  # fmt: skip
     os.close(out_w)
     os.close(err_w)
-    chunks = {out_r: [], err_r: []}
+    chunks = {out_r: [], err_r: []}  # type: dict[int, list[bytes]]
     sizes = {out_r: 0, err_r: 0}
     deadline = started + timeout_s
     timed_out, exited_at = False, None
@@ -83,9 +84,12 @@ def _run(argv, cwd, env, timeout_s):
                 if not data:
                     sel.unregister(key.fd)
                     continue
-                if sizes[key.fd] < _OUTPUT_CAP:
+                if key.fd == err_r or sizes[key.fd] < _STDOUT_CAP:
                     chunks[key.fd].append(data)
                     sizes[key.fd] += len(data)
+                if key.fd == err_r and sizes[err_r] > 2 * _STDERR_CAP:
+                    tail = b"".join(chunks[err_r])[-_STDERR_CAP:]
+                    chunks[err_r], sizes[err_r] = [tail], len(tail)
     if timed_out:
         with contextlib.suppress(ProcessLookupError):
             proc.kill()
@@ -97,9 +101,16 @@ def _run(argv, cwd, env, timeout_s):
         "exit": None if timed_out else code,
         "timed_out": timed_out,
         "wall_s": round(time.monotonic() - started, 4),
-        "stdout": b"".join(chunks[out_r])[:_OUTPUT_CAP].decode("utf-8", "replace"),
-        "stderr": b"".join(chunks[err_r])[-_OUTPUT_CAP:].decode("utf-8", "replace"),
+        "stdout": _whole_lines(b"".join(chunks[out_r])).decode("utf-8", "replace"),
+        "stderr": b"".join(chunks[err_r])[-_STDERR_CAP:].decode("utf-8", "replace"),
     }
+
+
+def _whole_lines(out):
+    """At most ``_STDOUT_CAP`` bytes, cut after a newline so that every line kept is a whole message."""
+    if len(out) <= _STDOUT_CAP:
+        return out
+    return out[: out.rfind(b"\n", 0, _STDOUT_CAP) + 1]
 
 
 def _children():
@@ -166,8 +177,8 @@ def main():
             frame["audit"] = _run([lean, "--json", *flags, "Audit.lean"], audit_dir, audit_env, config["timeout_s"])
         else:
             frame["audit"] = {"missing_olean": True}
-    sys.stdout.write("rrl-lean-audit " + json.dumps(frame) + "\n")
-    sys.stdout.flush()
+    sys.stdout.buffer.write(("rrl-lean-audit " + json.dumps(frame, ensure_ascii=False) + "\n").encode())
+    sys.stdout.buffer.flush()
 
 
 if __name__ == "__main__":

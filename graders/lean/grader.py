@@ -87,6 +87,7 @@ class LeanGrader:
     ``memory_mb``, ``cpus`` bound one check; ``allowed_axioms`` overrides the allow-list; ``native``
     (``reject`` | ``allow``) is the `native_decide` policy: ``allow`` also trusts the compiler's axioms;
     ``mask_response_faults`` (default False) turns the response's time-outs and crashes back into ``error``.
+    A ``lean_in_sandbox`` wrapper must keep the LEAN_PATH entries it is given (the audit run adds one).
     ``timeout_s`` bounds each of the two Lean runs (compile, audit)."""
 
     name = "lean"
@@ -138,7 +139,8 @@ class LeanGrader:
         # limits (the local backend) then refuse.
         config = {"lean": toolchain.lean, "flags": [f"--threads={max(2, int(cpus))}", "--tstack=8192"],
                   "file": FILE_NAME, "olean": f"{FILE_STEM}.olean", "audit": file.audit, "timeout_s": timeout_s}
-        files = {FILE_NAME: file.text, DRIVER: _DRIVER_TEXT, "rrl_lean_driver.json": json.dumps(config)}
+        files: dict[str, bytes | str] = {FILE_NAME: file.text, DRIVER: _DRIVER_TEXT,
+                                         "rrl_lean_driver.json": json.dumps(config)}  # fmt: skip
         return RunRequest(["python3", DRIVER, "rrl_lean_driver.json"], files=files, limits=limits,
                           env=dict(toolchain.env), mounts=toolchain.mounts)  # fmt: skip
 
