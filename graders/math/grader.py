@@ -76,6 +76,7 @@ class MathGrader:
         self.pool = WorkerPool(max_workers=max_workers)
         self._busy = 0  # SymPy calls in flight: a time-out while every helper was taken may be load
         self._busy_lock = threading.Lock()
+        self._gold_cost: dict[str, bool] = {}  # gold text -> its own share alone exceeds a grade's budget
 
     def warm(self) -> None:
         """Start one SymPy helper now (the grading runtime calls this before a worker takes samples), so its
@@ -244,6 +245,10 @@ class MathGrader:
             # long as the start-up limit itself means that no helper could start.
             if time.monotonic() - started >= self.pool.startup_timeout_s:
                 raise _infrastructure_fault("SymPy helper did not start", "could not judge: no helper") from exc
+            if self._gold_too_expensive(gold.text, left):
+                raise _infrastructure_fault(
+                    "the gold alone exhausts the budget", "ground truth too expensive to judge"
+                ) from exc
             raise _prediction_fault("budget exhausted", "timeout") from exc
         except WorkerCrashed as exc:
             if not self._helpers_work():
@@ -261,6 +266,20 @@ class MathGrader:
             raise _infrastructure_fault(error, f"could not judge: {error}")
         return bool(reply["equal"])
 
+
+    def _gold_too_expensive(self, gold: str, budget_s: float) -> bool:
+        """After a time-out: does the gold's own share of the work (parse, expand, evaluate) fit the budget the
+        pair had? Remembered per gold (RL grades many samples against one)."""
+        known = self._gold_cost.get(gold)
+        if known is None:
+            try:
+                known = not self.pool.run({"gold": gold, "gold_only": True}, budget_s).get("ok")
+            except (WorkerTimeout, WorkerCrashed):
+                known = True
+            if len(self._gold_cost) >= 4096:
+                self._gold_cost.clear()
+            self._gold_cost[gold] = known
+        return known
 
     def _helpers_work(self) -> bool:
         """After a helper died on an answer: does a fresh one judge a trivial request? (If not, the helpers

@@ -47,7 +47,7 @@ def to_sympy(text: str) -> Any:
     return expr
 
 
-def _numeric(expr: Any) -> Any:
+def numeric(expr: Any) -> Any:
     """A complex number at high precision, or None when ``expr`` is not a closed-form number."""
     if not isinstance(expr, sympy.Expr) or expr.free_symbols:
         return None
@@ -87,7 +87,7 @@ def _differs_at_sample_points(diff: Any) -> bool:
 
 
 def _scalar_equal(g: Any, p: Any, gold_dec: int | None, pred_dec: int | None, ctx: Context) -> bool:
-    gv, pv = _numeric(g), _numeric(p)
+    gv, pv = numeric(g), numeric(p)
     if gv is not None and pv is not None:
         golds = [(g, gv), (g / 100, gv / 100)] if ctx.gold_percent else [(g, gv)]
         preds = [(p, pv), (p / 100, pv / 100)] if ctx.pred_percent else [(p, pv)]

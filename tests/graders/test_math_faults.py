@@ -57,6 +57,16 @@ def test_an_ungradable_gold_is_an_error(grader: MathGrader, gold: str, reason: s
     assert (result.verdict, result.reason) == ("error", reason), result
 
 
+def test_a_gold_that_alone_exhausts_the_budget_is_an_error(grader: MathGrader) -> None:
+    """The pair timed out, and so does the gold's own share of the work: the gold cannot be judged."""
+    grader.pool.warm(2)
+    result = grader.grade("\\boxed{(x+y+z+w)^{39}}", "(x+y+z+w)^{40}", timeout_s=BUDGET_S)
+    assert (result.verdict, result.reason) == ("error", "ground truth too expensive to judge"), result
+    grader.pool.warm(2)
+    cheap_gold = grader.grade("\\boxed{(x+y+z+w)^{40}}", "x+y+z+w", timeout_s=BUDGET_S)
+    assert (cheap_gold.verdict, cheap_gold.reason) == ("incorrect", "timeout"), cheap_gold
+
+
 def test_a_timeout_while_every_helper_is_busy_is_load_not_the_answer() -> None:
     grader = MathGrader(max_workers=1)
     grader.pool.warm(1)
