@@ -240,11 +240,15 @@ def build_file(header: str, statement: Statement, proof: Proof) -> LeanFile:
     """header + [helpers in their own namespace] + marker + statement + proof, and the audit that reads the
     compiled theorem's axioms in a separate Lean run."""
     name = statement.name or f"rrl_example_{secrets.token_hex(8)}"
-    decl_text = statement.text
+    start, end = statement.keyword_span
+    # The audit run names the theorem from another module, where a `private` one has no name: drop that
+    # modifier (it changes nothing about what is proved).
+    modifiers = re.sub(r"(?<![\w.'])private\s+", "", statement.text[:start])
     if statement.name is None:
         # `example` has no name to ask about: declare it under a fresh one (same binders, same type).
-        start, end = statement.keyword_span
-        decl_text = f"{decl_text[:start]}theorem {name}{decl_text[end:]}"
+        decl_text = f"{modifiers}theorem {name}{statement.text[end:]}"
+    else:
+        decl_text = modifiers + statement.text[start:]
     body = proof.text.strip()
     if body.startswith(":="):
         body = body[2:].strip()

@@ -224,6 +224,13 @@ def test_example_statements_are_checked_under_a_fresh_name(grader: LeanGrader, l
     assert grade(grader, lean, ":= Le.refl n", truth).verdict == "correct"
 
 
+def test_private_and_namespaced_statements_are_audited(grader: LeanGrader, lean: str) -> None:
+    """The audit run names the theorem from its own module: header namespaces are followed, `private` dropped."""
+    truth = {"statement": "private theorem le_succ (n : N) : Le n (N.succ n)", "header": NAT + "\nnamespace A.B\n"}
+    result = grade(grader, lean, ":= Le.step (Le.refl n)", truth)
+    assert result.verdict == "correct", result
+
+
 def test_rrl_lean_env_selects_the_launcher(
     grader: LeanGrader, lean: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
