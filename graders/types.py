@@ -11,7 +11,16 @@ VERDICTS: tuple[Verdict, ...] = ("correct", "incorrect", "error")
 
 @dataclass(frozen=True, slots=True)
 class Grade:
-    """One judgement. ``error`` means "could not judge": the trainer masks it instead of training on a fake 0."""
+    """One judgement: ``correct`` (score 1, or a partial score), ``incorrect`` (score 0) or ``error``.
+
+    The rule every grader follows: ``error`` means the *infrastructure* could not judge (a sandbox or pool
+    failure, a grader bug, a ground truth that cannot be parsed or checked); the trainer masks it instead of
+    training on a fake 0. Whatever the *response* causes is ``incorrect``, with the reason: an answer that trips
+    an expression guard, a prediction that alone exhausts the grader's budget, a proof that times out, crashes
+    the checker or overflows its stack. Otherwise a policy would learn to force ``error`` (never penalised)
+    whenever it is unsure. ``response_fault`` builds those grades; graders take the per-run option
+    ``mask_response_faults=True`` to keep the old behaviour (such grades become ``error``), off by default.
+    """
 
     score: float
     verdict: Verdict
@@ -35,6 +44,12 @@ class Grade:
     @classmethod
     def error(cls, reason: str, **details: Any) -> Grade:
         return cls(0.0, "error", reason, details)
+
+    @classmethod
+    def response_fault(cls, reason: str, *, mask: bool = False, **details: Any) -> Grade:
+        """The response exhausted a budget, tripped a guard or broke the checker: ``incorrect`` (marked
+        ``response_fault`` in the details), or ``error`` when the run asked to ``mask`` such faults."""
+        return cls(0.0, "error" if mask else "incorrect", reason, {**details, "response_fault": True})
 
     def to_dict(self) -> dict[str, Any]:
         return {"score": self.score, "verdict": self.verdict, "reason": self.reason, "details": self.details}

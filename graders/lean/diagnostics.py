@@ -1,7 +1,7 @@
-"""Read `lean --json` output and find our axiom report between its two sentinels.
+"""Read `lean --json` output, and the axiom report of the trusted audit run (see ``_driver.py``).
 
-The sentinels are fresh random strings per check and the report must sit on the line of our own
-`#print axioms`, so text printed by the response (which comes earlier in the file) cannot pose as it.
+The report comes from a separate Lean process that only imports the compiled proof, after every process of
+the response's run is dead: its output is trusted, so it needs no sentinel and carries none.
 """
 
 from __future__ import annotations
@@ -10,8 +10,6 @@ import json
 import re
 from dataclasses import dataclass
 from typing import Any
-
-from graders.lean.source import LeanFile
 
 _DEPENDS = re.compile(r"^'(?P<name>.+)' depends on axioms: \[(?P<axioms>.*)\]$", re.DOTALL)
 _NO_AXIOMS = re.compile(r"^'(?P<name>.+)' does not depend on any axioms$")
@@ -53,32 +51,19 @@ def parse_messages(stdout: bytes) -> list[Message]:
     return messages
 
 
-@dataclass(frozen=True, slots=True)
-class AxiomReport:
-    """What our probe printed: None when it did not run (the theorem failed, or the response stopped it)."""
-
-    axioms: tuple[str, ...] | None
-    spoofed: bool  # sentinel-looking messages elsewhere, or a report on the wrong line
-
-
-def axiom_report(messages: list[Message], file: LeanFile) -> AxiomReport:
-    begin, end = f"{file.sentinel}:begin", f"{file.sentinel}:end"
-    begins = [i for i, m in enumerate(messages) if m.text == begin]
-    ends = [i for i, m in enumerate(messages) if m.text == end]
-    if len(begins) != 1 or len(ends) != 1 or ends[0] != begins[0] + 2:
-        return AxiomReport(None, spoofed=len(begins) > 1 or len(ends) > 1)
-    report = messages[begins[0] + 1]
-    if report.line != file.axioms_line or report.severity != "information":
-        return AxiomReport(None, spoofed=True)
-    text = report.text.strip()
-    if (m := _NO_AXIOMS.match(text)) and _same_name(m.group("name"), file.name):
-        return AxiomReport((), spoofed=False)
-    if (m := _DEPENDS.match(text)) and _same_name(m.group("name"), file.name):
-        names = tuple(a.strip() for a in re.split(r",\s*", m.group("axioms").strip()) if a.strip())
-        return AxiomReport(names, spoofed=False)
-    return AxiomReport(None, spoofed=False)
+def axiom_report(messages: list[Message], name: str) -> tuple[str, ...] | None:
+    """The axioms the trusted audit run printed for theorem ``name``; None when it printed no such report."""
+    reports = [m for m in messages if m.severity == "information"]
+    if len(reports) != 1:
+        return None
+    text = reports[0].text.strip()
+    if (m := _NO_AXIOMS.match(text)) and _same_name(m.group("name"), name):
+        return ()
+    if (m := _DEPENDS.match(text)) and _same_name(m.group("name"), name):
+        return tuple(a.strip() for a in re.split(r",\s*", m.group("axioms").strip()) if a.strip())
+    return None
 
 
 def _same_name(printed: str, declared: str) -> bool:
-    """Lean prints the full name; the statement may sit inside a namespace opened by the header."""
-    return printed == declared or printed.endswith("." + declared)
+    """Lean prints the full name, with «guillemets» only where a component needs them."""
+    return printed.replace("«", "").replace("»", "") == declared.replace("«", "").replace("»", "")

@@ -1,23 +1,41 @@
-"""The `lean` grader: guard the response, build the file from trusted parts, run `lean --json` in a sandbox,
-then accept only error-free, sorry-free proofs whose axioms are all allowed."""
+"""The `lean` grader: guard the response, build the file from trusted parts, compile it with `lean --json` in a
+sandbox, then read the compiled theorem's axioms in a second, trusted Lean run (``_driver.py``), and accept only
+error-free, sorry-free proofs whose axioms are all allowed.
+
+Verdicts follow the rule in ``graders.types.Grade``: a proof that times out, overflows the stack, runs out of
+memory or crashes Lean after the trusted header went through is ``incorrect``; a toolchain that fails on the
+header, prints no JSON or a sandbox that fails is ``error``."""
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Mapping
 from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 from graders.lean import guard
-from graders.lean.diagnostics import MalformedOutput, axiom_report, parse_messages
-from graders.lean.source import LeanFile, ProofError, Statement, build_file, extract_code, extract_proof
+from graders.lean.diagnostics import MalformedOutput, Message, axiom_report, parse_messages
+from graders.lean.source import (
+    FILE_STEM,
+    LeanFile,
+    ProofError,
+    Statement,
+    build_file,
+    extract_code,
+    extract_proof,
+)
 from graders.lean.toolchain import Toolchain, resolve
 from graders.types import Grade
 from sandboxes import Limits, RunRequest, RunResult, Sandbox, open_sandbox
 
 DEFAULT_AXIOMS: tuple[str, ...] = ("propext", "Classical.choice", "Quot.sound")
 NATIVE_AXIOMS: tuple[str, ...] = ("Lean.ofReduceBool", "Lean.trustCompiler")
-FILE_NAME = "Proof.lean"
+FILE_NAME = f"{FILE_STEM}.lean"
+DRIVER = "rrl_lean_driver.py"
+_DRIVER_TEXT = (Path(__file__).with_name("_driver.py")).read_text()
+_FRAME = "rrl-lean-audit "
 _MAX_MESSAGES = 20
 
 
@@ -46,7 +64,7 @@ def _ground_truth(ground_truth: Any) -> tuple[str, str]:
 
 OPTIONS = frozenset(
     {"lean", "project", "lean_path", "lean_in_sandbox", "sandbox", "image", "timeout_s", "memory_mb", "cpus",
-     "output_bytes", "allowed_axioms", "native"}
+     "output_bytes", "allowed_axioms", "native", "mask_response_faults"}
 )  # fmt: skip
 
 
@@ -67,10 +85,13 @@ class LeanGrader:
     ``toolchain``); ``sandbox`` is a backend name (``auto``, ``docker``, ``local``) or a ready ``Sandbox``, and
     ``image`` a Docker image for it (e.g. the optional Lean+Mathlib image); ``timeout_s``,
     ``memory_mb``, ``cpus`` bound one check; ``allowed_axioms`` overrides the allow-list; ``native``
-    (``reject`` | ``allow``) is the `native_decide` policy: ``allow`` also trusts the compiler's axioms."""
+    (``reject`` | ``allow``) is the `native_decide` policy: ``allow`` also trusts the compiler's axioms;
+    ``mask_response_faults`` (default False) turns the response's time-outs and crashes back into ``error``.
+    A ``lean_in_sandbox`` wrapper must keep the LEAN_PATH entries it is given (the audit run adds one).
+    ``timeout_s`` bounds each of the two Lean runs (compile, audit)."""
 
     name = "lean"
-    version = "1"
+    version = "2"
 
     def __init__(self) -> None:
         self._sandboxes: dict[str, Sandbox] = {}
@@ -104,39 +125,53 @@ class LeanGrader:
 
     def _request(self, file: LeanFile, toolchain: Toolchain, options: Mapping[str, Any]) -> RunRequest:
         cpus = float(options.get("cpus", 1.0))
+        timeout_s = float(options.get("timeout_s", 60.0))
         limits = Limits(
-            wall_s=float(options.get("timeout_s", 60.0)),
+            wall_s=2 * timeout_s + 10.0,  # the driver's own clocks stop each run first; this is the backstop
             memory_mb=int(options.get("memory_mb", 4096)),
             cpus=cpus,
             output_bytes=int(options.get("output_bytes", 4 << 20)),
         )
-        # Lean starts one worker thread per core by default; match the CPU share so the pids limit holds.
-        # An explicit thread stack size: the default follows RLIMIT_STACK and can reserve gigabytes of
-        # address space, which address-space limits (the local backend) then refuse.
-        command = [*toolchain.command(FILE_NAME), f"--threads={max(1, int(cpus))}", "--tstack=8192"]
-        return RunRequest(command, files={FILE_NAME: file.text}, limits=limits, env=dict(toolchain.env),
-                          mounts=toolchain.mounts)  # fmt: skip
+        # Lean starts one worker thread per core by default; match the CPU share so the pids limit holds, but
+        # at least 2: with one thread Lean reports no message while a command runs, so a run stopped by the
+        # clock would not show that it got past the trusted header. An explicit thread stack size: the
+        # default follows RLIMIT_STACK and can reserve gigabytes of address space, which address-space
+        # limits (the local backend) then refuse.
+        config = {"lean": toolchain.lean, "flags": [f"--threads={max(2, int(cpus))}", "--tstack=8192"],
+                  "file": FILE_NAME, "olean": f"{FILE_STEM}.olean", "audit": file.audit, "timeout_s": timeout_s}
+        files: dict[str, bytes | str] = {FILE_NAME: file.text, DRIVER: _DRIVER_TEXT,
+                                         "rrl_lean_driver.json": json.dumps(config)}  # fmt: skip
+        return RunRequest(["python3", DRIVER, "rrl_lean_driver.json"], files=files, limits=limits,
+                          env=dict(toolchain.env), mounts=toolchain.mounts)  # fmt: skip
 
     def _judge(self, result: RunResult, file: LeanFile, options: Mapping[str, Any], native: str) -> Grade:
+        mask = bool(options.get("mask_response_faults", False))
         timing: dict[str, Any] = {"lean_wall_s": round(result.wall_s, 4)}
-        if result.stopped_by == "timeout":
-            return Grade.error("timeout", **timing)
-        if result.stopped_by != "exit":
+        frame = _frame(result.stdout)
+        if frame is None:
+            if result.stopped_by == "exit":
+                return Grade.error("malformed lean output", detail="no frame from the Lean driver",
+                                   stderr=_tail(result.stderr), **timing)  # fmt: skip
             return Grade.error(result.stopped_by.replace("_", " "), detail=result.detail, **timing)
+        proof = frame["proof"]
         try:
-            messages = parse_messages(result.stdout)
+            messages = parse_messages(proof["stdout"].encode())
         except MalformedOutput as exc:
-            return Grade.error("malformed lean output", detail=str(exc), **timing)
-        shown = [m.to_dict() for m in messages[:_MAX_MESSAGES]]
+            messages = None
+            malformed = str(exc)
+        shown = [m.to_dict() for m in (messages or []) if m.text != file.marker][:_MAX_MESSAGES]
+        stderr = str(proof["stderr"])[-2000:]
+        timing["lean_wall_s"] = proof["wall_s"]
+        reached = messages is not None and any(m.text == file.marker for m in messages)
+        if proof["exit"] != 0 and (fault := _fault(proof, stderr, result.stopped_by)) is not None:
+            if reached:  # the trusted header went through: the response's part stopped Lean
+                return Grade.response_fault(fault, mask=mask, stderr=stderr, messages=shown, **timing)
+            return Grade.error(f"{fault} before the proof was reached", stderr=stderr, messages=shown, **timing)
+        if messages is None:
+            return Grade.error("malformed lean output", detail=malformed, **timing)
         errors = [m for m in messages if m.severity == "error"]
-        stderr = result.stderr.decode("utf-8", errors="replace")[-2000:]
-        if "Stack overflow detected" in stderr:
-            # Lean aborts on deep recursion: like a timeout, the proof exhausted a resource; we cannot judge it.
-            return Grade.error("stack overflow", stderr=stderr, messages=shown, **timing)
-        if result.exit_code not in (0, 1) or (result.exit_code == 1 and not errors):
-            return Grade.error(
-                f"lean exited with code {result.exit_code}", stderr=stderr, messages=shown, **timing
-            )
+        if proof["exit"] != 0 and not (proof["exit"] == 1 and errors):
+            return Grade.error(f"lean exited with code {proof['exit']}", stderr=stderr, messages=shown, **timing)
         if errors:
             # Message lines are file lines; `statement_line` says where the trusted statement + proof begin.
             return Grade.incorrect(
@@ -144,20 +179,31 @@ class LeanGrader:
             )
         if any(m.severity == "warning" and "sorry" in m.text for m in messages):
             return Grade.incorrect("sorry", messages=shown, **timing)
-        report = axiom_report(messages, file)
-        if report.spoofed:
-            return Grade.incorrect("axiom report spoofed", messages=shown, **timing)
-        if report.axioms is None:
-            return Grade.incorrect("axiom check did not run", messages=shown, **timing)
+        return self._audit(frame.get("audit"), file, options, native, shown, timing)
+
+    def _audit(self, audit: Any, file: LeanFile, options: Mapping[str, Any], native: str,
+               shown: list[dict[str, Any]], timing: dict[str, Any]) -> Grade:  # fmt: skip
+        """The verdict of the trusted second run, which read the axioms of the compiled theorem."""
+        if not isinstance(audit, dict) or audit.get("missing_olean"):
+            return Grade.incorrect("axiom check did not run", detail="no compiled proof", messages=shown, **timing)
+        timing["audit_wall_s"] = audit["wall_s"]
+        if audit["exit"] is None:
+            return Grade.error("timeout in the axiom audit", **timing)
+        try:
+            report: list[Message] = parse_messages(audit["stdout"].encode())
+        except MalformedOutput as exc:
+            return Grade.error("malformed lean output", detail=str(exc), **timing)
+        axioms = axiom_report(report, file.name)
+        if axioms is None:
+            printed = [m.to_dict() for m in report[:_MAX_MESSAGES]]
+            return Grade.incorrect("axiom check did not run", messages=shown, audit=printed, **timing)
         allowed = set(options.get("allowed_axioms", DEFAULT_AXIOMS))
         if native == "allow":
             allowed |= set(NATIVE_AXIOMS)
-        extra = [a for a in report.axioms if a not in allowed]
+        extra = [a for a in axioms if a not in allowed]
         if extra:
-            return Grade.incorrect(
-                "disallowed axioms", axioms=list(report.axioms), disallowed=extra, **timing
-            )
-        return Grade.correct(axioms=list(report.axioms), **timing)
+            return Grade.incorrect("disallowed axioms", axioms=list(axioms), disallowed=extra, **timing)
+        return Grade.correct(axioms=list(axioms), **timing)
 
     def _sandbox(self, sandbox: str | Sandbox, image: str | None) -> Sandbox:
         """One sandbox per (backend, image) for this grader's lifetime, so Docker's warm pool is reused."""
@@ -174,3 +220,32 @@ class LeanGrader:
             for sandbox in self._sandboxes.values():
                 sandbox.close()
             self._sandboxes.clear()
+
+
+def _frame(stdout: bytes) -> dict[str, Any] | None:
+    """The driver's one-line report (its last line), or None when it did not finish."""
+    lines = stdout.decode("utf-8", errors="replace").rstrip("\n").rsplit("\n", 1)
+    if not lines or not lines[-1].startswith(_FRAME):
+        return None
+    try:
+        frame = json.loads(lines[-1][len(_FRAME) :])
+    except ValueError:
+        return None
+    return frame if isinstance(frame, dict) and isinstance(frame.get("proof"), dict) else None
+
+
+def _fault(proof: Mapping[str, Any], stderr: str, stopped_by: str) -> str | None:
+    """What stopped the compile run, when it did not end with Lean's own verdict (exit 0 or 1)."""
+    if proof["exit"] is None:
+        return "timeout"
+    if "Stack overflow detected" in stderr:
+        return "stack overflow"
+    if stopped_by == "memory":
+        return "memory limit"
+    if proof["exit"] not in (0, 1):
+        return f"lean crashed (exit code {proof['exit']})"
+    return None
+
+
+def _tail(data: bytes) -> str:
+    return data.decode("utf-8", errors="replace")[-2000:]

@@ -108,11 +108,31 @@ def check(text: str, *, native: NativePolicy = "reject", allow_commands: bool = 
         found = _check_token(tokens, i, native=native, allow_commands=allow_commands)
         if found is not None:
             return Violation(found, tok.start, tok.text)
+    return _check_scopes(tokens) if allow_commands else None
+
+
+def _check_scopes(tokens: list[Token]) -> Violation | None:
+    """Helper commands stay inside the namespace the grader puts them in: no `_root_` names and no `end`
+    that closes a scope they did not open (either would let them reach the statement's scope)."""
+    depth = 0
+    for tok in tokens:
+        if tok.kind == "ident" and tok.parts[0] == "_root_":
+            return Violation("helper declared outside its namespace (_root_)", tok.start, tok.text)
+        if tok.text in ("namespace", "section", "mutual"):
+            depth += 1
+        elif tok.text == "end":
+            depth -= 1
+            if depth < 0:
+                return Violation("helper commands close a scope they did not open", tok.start, tok.text)
+    if depth:
+        return Violation("helper commands leave a scope open", tokens[-1].start, tokens[-1].text)
     return None
 
 
 def _check_token(tokens: list[Token], i: int, *, native: NativePolicy, allow_commands: bool) -> str | None:
     tok = tokens[i]
+    if tok.ambiguous:
+        return "string interpolation the guard cannot read (a `{` whose code would end the string elsewhere)"
     if tok.kind == "hash_command":
         base = tok.text.rstrip("!?")
         return _HASH_COMMANDS.get(base) or (None if allow_commands else f"top-level command {tok.text}")
@@ -151,12 +171,27 @@ def _is_native_config(tokens: list[Token], i: int) -> bool:
 
 
 def _check_option(tokens: list[Token], i: int) -> str | None:
-    name, value = _text(tokens, i + 1), _text(tokens, i + 2)
-    if name.split(".")[-1] == "maxHeartbeats" and value.strip("_").strip("0") == "" and value:
+    """`set_option <name> <value>`: no unlimited heartbeats, no `debug.*` options (`«guillemets»` included)."""
+    if i + 1 >= len(tokens) or tokens[i + 1].kind != "ident":
+        return None
+    name, value = tokens[i + 1], tokens[i + 2] if i + 2 < len(tokens) else None
+    if name.parts[-1] == "maxHeartbeats" and value is not None and _nat_value(value) == 0:
         return "set_option maxHeartbeats 0"
-    if name.startswith("debug."):
-        return f"set_option {name}"
+    if name.parts[0] == "debug":
+        return f"set_option {name.text}"
     return None
+
+
+def _nat_value(tok: Token) -> int | None:
+    """The value of a Lean natural-number literal in any of its spellings (`0`, `0x0`, `0b0`, `0o0`, `0_0`)."""
+    if tok.kind != "number":
+        return None
+    text = tok.text.replace("_", "").lower()
+    base = {"0x": 16, "0b": 2, "0o": 8}.get(text[:2], 10)
+    try:
+        return int(text[2:] if base != 10 else text, base)
+    except ValueError:  # a decimal with a fraction or exponent is not a Nat option value
+        return None
 
 
 def _inside_attribute(tokens: list[Token], i: int) -> bool:

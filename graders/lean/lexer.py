@@ -3,6 +3,14 @@
 The guard and the statement comparison work on these tokens, so `sorry` inside `/- nested /- comments -/ -/`,
 `"strings"` or `'c'` literals is never mistaken for code, and `h_sorry` is never mistaken for `sorry`.
 One compiled regex does the common cases, so a 100 KB response lexes in tens of milliseconds.
+
+Interpolated strings are read the way Lean's `interpolatedStr` parser reads them: a `{` opens code (which may
+hold strings, comments and further interpolations, so a `"` there does not end the string) up to its `}`.
+Lean decides by syntax position whether a string is interpolated: always after an `x!` keyword (`s!`, `m!`,
+`f!`, with or without a space), and in macros such as `dbg_trace "{e}"`, `throwError "{e}"` or
+`trace[c] "{e}"`, which a lexer cannot list exhaustively. So every other string holding a `{` is read both
+ways: when the two readings end at the same quote, the `{...}` pieces are returned as code too (the guard
+checks them); when they do not, the token is marked ``ambiguous`` and the guard rejects it.
 """
 
 from __future__ import annotations
@@ -41,6 +49,7 @@ _MASTER = re.compile(
 )
 _BLOCK_MARK = re.compile(r"/-|-/")
 _STRING_END = re.compile(r'(?:[^"\\]|\\.)*"', re.DOTALL)
+_PIECE = re.compile(r'(?:[^"\\{]|\\.)*', re.DOTALL)  # literal part of an interpolated string
 
 
 class LexError(ValueError):
@@ -53,6 +62,8 @@ class Token:
     text: str
     start: int
     end: int
+    # A string whose `{...}` reading (as Lean's interpolatedStr) ends elsewhere than its plain reading.
+    ambiguous: bool = False
 
     @property
     def parts(self) -> tuple[str, ...]:
@@ -77,7 +88,14 @@ def _skip_block_comment(text: str, i: int) -> int:
 def tokenize(text: str) -> list[Token]:
     """Lean tokens of ``text`` with comments and whitespace dropped. Raises ``LexError`` on unterminated input."""
     tokens: list[Token] = []
-    pos, n = 0, len(text)
+    _lex(text, 0, tokens, in_braces=False)
+    return tokens
+
+
+def _lex(text: str, pos: int, tokens: list[Token], *, in_braces: bool) -> int:
+    """Append the tokens of ``text[pos:]``; with ``in_braces`` stop at the `}` that closes an interpolation
+    (returning its index; raising ``LexError`` if there is none), else lex to the end."""
+    n, depth = len(text), 0
     while pos < n:
         for m in _MASTER.finditer(text, pos):
             group = m.lastgroup or "end"
@@ -85,6 +103,10 @@ def tokenize(text: str) -> list[Token]:
             if group in ("ident", "symbol", "number", "char", "name_literal", "hash_command"):
                 if text[start] == "«" and group == "symbol":
                     raise LexError(f"unterminated «identifier» starting at offset {start}")
+                if in_braces and group == "symbol" and text[start] in "{}":
+                    if text[start] == "}" and depth == 0:
+                        return start
+                    depth += 1 if text[start] == "{" else -1
                 tokens.append(Token(group, text[start:end], start, end))  # type: ignore[arg-type]
                 continue
             if group == "end":
@@ -97,52 +119,62 @@ def tokenize(text: str) -> list[Token]:
             break
         else:
             pos = n
-    return tokens
+    if in_braces:
+        raise LexError("unterminated `{` in an interpolated string")
+    return n
 
 
 def _finish_string(text: str, m: re.Match[str], tokens: list[Token]) -> int:
     """Close the string opened by match ``m``, append it (plus interpolated code), return where lexing resumes."""
     group = m.lastgroup or "string"
     start = m.start(group)
-    if group == "string":
-        close = _STRING_END.match(text, m.end())
-        if close is None:
-            raise LexError(f"unterminated string starting at offset {start}")
-        end = close.end()
-    else:
+    if group != "string":  # raw strings have no escapes and no interpolation
         closing = '"' + m.group("hashes")
         found = text.find(closing, m.end())
         if found < 0:
             raise LexError(f"unterminated raw string starting at offset {start}")
         end = found + len(closing)
-    tokens.append(Token("string", text[start:end], start, end))
-    if len(tokens) > 1 and _interpolates(tokens[-2], start):
-        tokens.extend(_interpolated_code(text, start, end))
+        tokens.append(Token("string", text[start:end], start, end))
+        return end
+    if tokens and _interpolates(tokens[-1]):
+        code: list[Token] = []
+        end = _interpolated(text, start, code)
+        tokens.append(Token("string", text[start:end], start, end))
+        tokens.extend(code)
+        return end
+    close = _STRING_END.match(text, m.end())
+    if close is None:
+        raise LexError(f"unterminated string starting at offset {start}")
+    end = close.end()
+    if "{" not in text[start:end]:
+        tokens.append(Token("string", text[start:end], start, end))
+        return end
+    # Maybe an interpolatedStr of some macro: its `{...}` pieces are code whenever Lean reads it so.
+    code = []
+    try:
+        same = _interpolated(text, start, code) == end
+    except LexError:
+        same = False
+    tokens.append(Token("string", text[start:end], start, end, ambiguous=not same))
+    if same:
+        tokens.extend(code)
     return end
 
 
-def _interpolates(prev: Token, start: int) -> bool:
-    """`s!"..."`, `m!"..."`, `f!"..."`: the `{...}` pieces of the string are code."""
-    return prev.kind == "ident" and prev.text.endswith("!") and prev.end == start
+def _interpolates(prev: Token) -> bool:
+    """`s!"..."`, `m!"..."`, `f!"..."` (and `s! "..."`): after an `x!` keyword a string is interpolated."""
+    return prev.kind == "ident" and prev.text.endswith("!")
 
 
-def _interpolated_code(text: str, start: int, end: int) -> list[Token]:
-    """Tokens of the `{code}` pieces of an interpolated string such as `s!"a {f x} b"` (they are code)."""
-    tokens: list[Token] = []
-    j, depth, piece = start + 1, 0, 0
-    while j < end - 1:
-        ch = text[j]
-        if ch == "\\":
-            j += 2
-            continue
-        if ch == "{":
-            depth += 1
-            if depth == 1:
-                piece = j + 1
-        elif ch == "}" and depth > 0:
-            depth -= 1
-            if depth == 0:
-                inner = text[piece:j]
-                tokens.extend(Token(t.kind, t.text, t.start + piece, t.end + piece) for t in tokenize(inner))
-        j += 1
-    return tokens
+def _interpolated(text: str, start: int, code: list[Token]) -> int:
+    """Read the interpolated string at ``text[start] == '"'`` as Lean does; append the tokens of its `{...}`
+    pieces to ``code`` and return the index after the closing quote."""
+    i, n = start + 1, len(text)
+    while True:
+        piece = _PIECE.match(text, i)
+        i = piece.end() if piece else i
+        if i < n and text[i] == '"':
+            return i + 1
+        if i >= n or text[i] != "{":  # the end of the text, or a lone backslash before it
+            raise LexError(f"unterminated string starting at offset {start}")
+        i = _lex(text, i + 1, code, in_braces=True) + 1  # code up to the `}` that closes this `{`

@@ -1,14 +1,18 @@
 """Turn (statement, header, response) into the Lean file we check, from trusted parts only.
 
-The response contributes only the proof. When it restates the theorem, the restatement must equal the given
-statement token for token (whitespace and comments aside); whatever it wrote before the theorem (imports, its
-own header, helper commands) is dropped, because the header is the dataset's, never the model's.
+The response contributes only the proof and, when it restates the theorem, the helper commands it wrote before
+(lemmas, definitions). The restatement must equal the given statement token for token (whitespace, comments
+and binder grouping aside: `(p q : Prop)` is `(p : Prop) (q : Prop)`, as Lean itself expands it); the file
+always uses the dataset's statement text. Helpers go into a fresh namespace that is opened only inside the
+proof (`:= open H in ...`), so they can neither change what the statement's names mean nor leak scoped
+commands (`open`, `variable`, `set_option`) into it; their imports are dropped (the header is the dataset's).
 """
 
 from __future__ import annotations
 
 import re
 import secrets
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from graders.lean.lexer import LexError, Token, tokenize
@@ -60,8 +64,7 @@ class Statement:
         text = statement[begin : tokens[end - 1].end]
         name = None if tokens[decl].text == "example" else tokens[decl + 1].text
         span = (tokens[decl].start - begin, tokens[decl].end - begin)
-        canonical = tuple(_canonical(t) for t in tokens[decl:end])
-        return cls(text, name, canonical, span, preamble=statement[:begin])
+        return cls(text, name, _canonical(tokens[decl:end]), span, preamble=statement[:begin])
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,18 +72,23 @@ class Proof:
     """The proof text to append after the statement (starts with `:=` or `by` or is a bare term)."""
 
     text: str
-    prefix: str  # what the response wrote before its restated theorem: checked by the guard, never run
+    prefix: str  # what the response wrote before its restated theorem: checked by the guard
+    helpers: str = ""  # the prefix without imports: its lemmas and definitions, which the proof may use
 
 
 @dataclass(frozen=True, slots=True)
 class LeanFile:
-    """The checked file; 1-based lines of the statement (followed by the proof) and of our `#print axioms`."""
+    """The checked file, and the trusted `Audit.lean` that reads the axioms of its compiled theorem.
+
+    ``name`` is the theorem's full name (header namespaces included); ``proof_line`` the 1-based line of the
+    statement (followed by the proof); ``marker`` is printed just before it, so a run that stops after the
+    marker stopped in the response's part of the file."""
 
     text: str
     name: str
-    sentinel: str
-    axioms_line: int
+    audit: str
     proof_line: int
+    marker: str = "rrl: the proof follows"
 
 
 class ProofError(ValueError):
@@ -92,8 +100,43 @@ class ProofError(ValueError):
         self.detail = detail
 
 
-def _canonical(tok: Token) -> str:
-    return "theorem" if tok.text == "lemma" else tok.text
+_OPENERS = {"(": ")", "{": "}", "⦃": "⦄", "[": "]"}
+
+
+def _canonical(tokens: Sequence[Token]) -> tuple[str, ...]:
+    """Token texts from the keyword on, `lemma` spelled `theorem`, signature binder groups expanded:
+    `(a b : T)` -> `(a : T) (b : T)` (Lean elaborates a group exactly as one binder per name)."""
+    j = 1 if tokens[0].text == "example" else 2  # binders start after the keyword and the name
+    out = ["theorem" if t.text == "lemma" else t.text for t in tokens[:j]]
+    while j < len(tokens):
+        close = _OPENERS.get(tokens[j].text)
+        end = _group_end(tokens, j) if close else None
+        if end is None:
+            out.extend(t.text for t in tokens[j:])
+            break
+        inner = [t.text for t in tokens[j + 1 : end]]
+        names = next((k for k, text in enumerate(inner) if text == ":"), len(inner))
+        if names > 1 and all(t.kind == "ident" or t.text == "_" for t in tokens[j + 1 : j + 1 + names]):
+            for name in inner[:names]:
+                out.extend([tokens[j].text, name, *inner[names:], tokens[end].text])
+        else:
+            out.extend([tokens[j].text, *inner, tokens[end].text])
+        j = end + 1
+    return tuple(out)
+
+
+def _group_end(tokens: Sequence[Token], j: int) -> int | None:
+    """Index of the bracket closing the binder group opened at ``j`` (None: unbalanced)."""
+    depth = 0
+    for k in range(j, len(tokens)):
+        text = tokens[k].text
+        if text in _OPENERS:
+            depth += 1
+        elif text in _OPENERS.values():
+            depth -= 1
+            if depth == 0:
+                return k if text == _OPENERS[tokens[j].text] else None
+    return None
 
 
 def extract_code(response: str) -> str:
@@ -117,15 +160,33 @@ def extract_proof(code: str, statement: Statement) -> Proof:
     named = [i for i in decls if statement.name is not None and _text(tokens, i + 1) == statement.name]
     decl = named[-1] if named else decls[-1]
     start = _declaration_start(tokens, decl)
-    # Compare from the keyword on (modifiers are the trusted statement's business), then expect `:=`.
-    # Matching the known statement first, rather than splitting at the first `:=`, keeps `let x := ..`
-    # inside a statement's type intact.
-    end = decl + len(statement.tokens)
-    if tuple(_canonical(t) for t in tokens[decl:end]) == statement.tokens and _text(tokens, end) == ":=":
-        return Proof(code[tokens[end].start :], prefix=code[: tokens[start].start])
-    assign = _top_level_assign(tokens, decl)
-    restated = code[tokens[decl].start : tokens[assign].start if assign is not None else len(code)]
+    # Compare from the keyword on (modifiers are the trusted statement's business) up to a top-level `:=`;
+    # trying each one, rather than only the first, keeps `let x := ..` inside a statement's type intact.
+    assigns = _top_level_assigns(tokens, decl)
+    for k in assigns:
+        # A restatement has at most as many tokens as the statement once binder groups are expanded.
+        if k - decl <= len(statement.tokens) and _canonical(tokens[decl:k]) == statement.tokens:
+            prefix = code[: tokens[start].start]
+            helpers = _without_imports(prefix, tokens[:start])
+            return Proof(code[tokens[k].start :], prefix=prefix, helpers=helpers)
+    restated = code[tokens[decl].start : tokens[assigns[0]].start if assigns else len(code)]
     raise ProofError("statement changed", restated.strip()[:1000])
+
+
+def _without_imports(prefix: str, tokens: Sequence[Token]) -> str:
+    """``prefix`` with its `prelude` and `import X` commands cut out (a file may only start with them)."""
+    cuts: list[tuple[int, int]] = []
+    for k, tok in enumerate(tokens):
+        if tok.text == "prelude":
+            cuts.append((tok.start, tok.end))
+        elif tok.text == "import" and k + 1 < len(tokens):
+            cuts.append((tok.start, tokens[k + 1].end))
+    kept, last = [], 0
+    for begin, end in cuts:
+        kept.append(prefix[last:begin])
+        last = end
+    kept.append(prefix[last:])
+    return "".join(kept).strip()
 
 
 def _text(tokens: list[Token], i: int) -> str:
@@ -146,9 +207,9 @@ def _declaration_start(tokens: list[Token], decl: int) -> int:
     return start
 
 
-def _top_level_assign(tokens: list[Token], decl: int) -> int | None:
-    """Index of the `:=` that ends the signature (not one inside binders such as `(x : Nat := 0)`)."""
-    depth = 0
+def _top_level_assigns(tokens: list[Token], decl: int) -> list[int]:
+    """Indices of the `:=` after ``decl`` outside brackets (not those of binders such as `(x : Nat := 0)`)."""
+    depth, found = 0, []
     for j in range(decl + 1, len(tokens)):
         text = tokens[j].text
         if text in ("(", "[", "{", "⦃", "⟨", "@["):
@@ -156,27 +217,59 @@ def _top_level_assign(tokens: list[Token], decl: int) -> int | None:
         elif text in (")", "]", "}", "⦄", "⟩"):
             depth -= 1
         elif text == ":=" and depth == 0:
-            return j
-    return None
+            found.append(j)
+    return found
+
+
+def namespace_at_end(text: str) -> str:
+    """The namespace that is open at the end of trusted ``text`` (`namespace A.B` ... `end B`)."""
+    scopes: list[list[str]] = []
+    tokens = tokenize(text)
+    for k, tok in enumerate(tokens):
+        nxt = tokens[k + 1] if k + 1 < len(tokens) else None
+        if tok.text == "namespace" and nxt is not None and nxt.kind == "ident":
+            scopes.append(list(nxt.parts))
+        elif tok.text in ("section", "mutual"):
+            scopes.append([])
+        elif tok.text == "end" and scopes:
+            scopes.pop()
+    return ".".join(part for scope in scopes for part in scope)
 
 
 def build_file(header: str, statement: Statement, proof: Proof) -> LeanFile:
-    """header + statement + proof + the axiom probe between two unguessable sentinels."""
-    sentinel = f"rrl-axioms-{secrets.token_hex(16)}"
+    """header + [helpers in their own namespace] + marker + statement + proof, and the audit that reads the
+    compiled theorem's axioms in a separate Lean run."""
     name = statement.name or f"rrl_example_{secrets.token_hex(8)}"
-    decl_text = statement.text
+    start, end = statement.keyword_span
+    # The audit run names the theorem from another module, where a `private` one has no name: drop that
+    # modifier (it changes nothing about what is proved).
+    modifiers = re.sub(r"(?<![\w.'])private\s+", "", statement.text[:start])
     if statement.name is None:
         # `example` has no name to ask about: declare it under a fresh one (same binders, same type).
-        start, end = statement.keyword_span
-        decl_text = f"{decl_text[:start]}theorem {name}{decl_text[end:]}"
+        decl_text = f"{modifiers}theorem {name}{statement.text[end:]}"
+    else:
+        decl_text = modifiers + statement.text[start:]
     body = proof.text.strip()
-    if not body.startswith(":="):
-        body = ":= " + body
+    if body.startswith(":="):
+        body = body[2:].strip()
     trusted = "\n".join(part.strip("\n") for part in (header, statement.preamble) if part.strip())
-    head = trusted.rstrip() + "\n\n" if trusted else ""
-    parts = [head, decl_text, " ", body, "\n\n"]
-    prefix = "".join(parts)
-    proof_line = head.count("\n") + 1
-    axioms_line = prefix.count("\n") + 2
-    probe = f'#print "{sentinel}:begin"\n#print axioms {name}\n#print "{sentinel}:end"\n'
-    return LeanFile(prefix + probe, name, sentinel, axioms_line, proof_line)
+    parts = [trusted.rstrip() + "\n\n" if trusted else ""]
+    if proof.helpers:
+        scope = f"RrlHelpers{secrets.token_hex(6)}"
+        parts.append(f"namespace {scope}\n{proof.helpers}\nend {scope}\n\n")
+        body = f"open {scope} in\n{body}"
+    marker = LeanFile.__dataclass_fields__["marker"].default
+    parts.append(f'#print "{marker}"\n')
+    head = "".join(parts)
+    parts += [decl_text, " := ", body, "\n"]
+    full = name.removeprefix("_root_.") if name.startswith("_root_.") else _qualified(trusted, name)
+    audit = f"prelude\nimport {FILE_STEM}\n#print axioms {full}\n"
+    return LeanFile("".join(parts), full, audit, proof_line=head.count("\n") + 1)
+
+
+FILE_STEM = "Proof"
+
+
+def _qualified(trusted: str, name: str) -> str:
+    namespace = namespace_at_end(trusted) if trusted else ""
+    return f"{namespace}.{name}" if namespace else name

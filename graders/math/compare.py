@@ -1,7 +1,8 @@
 """Equivalence policy over answer shapes, gold first.
 
 The shape rules live here (order matters for tuples, not for sets/lists; interval ends matter; an assignment
-``x = 4`` answers ``4``; a chain ``x = 5+5+1 = 11`` commits to its last part). Leaves are judged by a
+``x = 4`` answers ``4``; a chain ``x = 5+5+1 = 11`` commits to its last part, in strict mode only if it is
+true: ``8 = 7`` answers nothing). Leaves are judged by a
 ``LeafJudge``: the in-thread ``FastJudge`` settles numbers and text and raises ``NeedsSymbolic`` for anything
 else, which the caller then sends to the budgeted SymPy worker running the same policy with ``SymbolicJudge``.
 """
@@ -9,11 +10,11 @@ else, which the caller then sends to the budgeted SymPy worker running the same 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 from graders.math.normalize import strip_text_wrappers
-from graders.math.numbers import Number, close_at_precision, parse_number, scaled
+from graders.math.numbers import Number, agree_when_rounded, parse_number, scaled
 from graders.math.structure import Interval, Items, Leaf, Node, Relation, Union
 
 _NAME = re.compile(r"[A-Za-z\\|:(),{}\s^'_]*")
@@ -32,6 +33,8 @@ class NeedsSymbolic(Exception):
 class Context:
     gold_percent: bool = False
     pred_percent: bool = False
+    rounded_decimals: int | None = None  # lenient option: accept values equal up to rounding (see numbers.py)
+    chains_must_hold: bool = False  # strict: a predicted chain `8 = 7` must be true to commit to its last part
 
 
 class LeafJudge(Protocol):
@@ -57,9 +60,9 @@ def numbers_equal(gold: Number, pred: Number, ctx: Context) -> bool:
         for p in scaled(pred.value, ctx.pred_percent):
             if g == p:
                 return True
-    if ctx.gold_percent or ctx.pred_percent:
-        return False
-    return close_at_precision(gold, pred.value, pred.decimals)
+    if ctx.gold_percent or ctx.pred_percent or ctx.rounded_decimals is None:
+        return False  # exact values compare exactly: a decimal is the number it writes, nothing near it
+    return agree_when_rounded(gold.value, gold.decimals, pred.value, pred.decimals, ctx.rounded_decimals)
 
 
 class FastJudge:
@@ -212,8 +215,26 @@ def _is_tuple(node: Node) -> bool:
     return isinstance(node, Items) and node.kind == "tuple"
 
 
+def false_chain(pred: Node, judge: LeafJudge, ctx: Context) -> bool:
+    """Strict mode: a predicted chain of equalities whose closed-form parts disagree (``8 = 7``,
+    ``2+2 = 5``) is a false statement, so it commits to nothing. Lenient mode keeps Math-Verify's reading
+    (the last part counts: its labels accept ``\\frac{1}{2} \\$ = \\frac{10}{9}`` for ``10/9``)."""
+    if not (ctx.chains_must_hold and isinstance(pred, Relation)) or any(op != "=" for op in pred.ops):
+        return False
+    last = pred.parts[-1]
+    if not isinstance(last, Leaf) or _has_unknown(last.text):
+        return False
+    own = replace(ctx, gold_percent=ctx.pred_percent)  # both parts are the prediction's
+    return any(
+        isinstance(part, Leaf) and not _has_unknown(part.text) and not equal(part, last, judge, own)
+        for part in pred.parts[:-1]
+    )
+
+
 def equal(gold: Node, pred: Node, judge: LeafJudge, ctx: Context) -> bool:
     """Is ``pred`` an acceptable answer for ``gold``? May raise ``NeedsSymbolic`` (fast judge)."""
+    if false_chain(pred, judge, ctx):
+        return False
     gold_named, pred_named = assignments(gold), assignments(pred)
     if gold_named is not None and pred_named is not None and set(gold_named) == set(pred_named):
         # "a_3 = 2, a_{37} = 19" against "a_{37} = 19, a_3 = 2": the names pair the values up
@@ -225,6 +246,8 @@ def equal(gold: Node, pred: Node, judge: LeafJudge, ctx: Context) -> bool:
         )
     gold_items, pred_items = _flatten(gold), _flatten(pred)
     if len(gold_items) > 1 or len(pred_items) > 1:
+        if any(false_chain(p, judge, ctx) for p in pred_items):
+            return False
         gold_items = tuple(answer_part(g) for g in gold_items)
         pred_items = tuple(answer_part(p, predicted=True) for p in pred_items)
         return _match_unordered(gold_items, pred_items, judge, ctx)

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import re
+import threading
 import time
+from dataclasses import asdict, replace
 from fractions import Fraction
 from typing import Any, cast
 
@@ -19,7 +21,7 @@ from graders.math.extract import (
 )
 from graders.math.guards import MAX_ANSWER_CHARS, unsafe
 from graders.math.normalize import Cleaned, clean
-from graders.math.structure import parse
+from graders.math.structure import Node, TooManyItems, parse
 from graders.math.worker import WorkerCrashed, WorkerPool, WorkerTimeout
 from graders.types import Grade
 
@@ -28,13 +30,26 @@ MAX_RAW_ANSWER_CHARS = 5000
 _BIG_INT = re.compile(r"[+-]?\d+")
 
 
-class _Budget(Exception):
-    """The grade's budget is spent (or a guard predicts it would be): verdict ``error``, not ``incorrect``."""
+class _Unjudgeable(Exception):
+    """No verdict by comparison: the budget is spent, a guard predicts it would be, or a helper failed.
 
-    def __init__(self, cause: str = "budget exhausted", reason: str = "timeout") -> None:
+    ``by_response`` says whose doing it was (see ``Grade``): the prediction's (``incorrect``) or the gold's and
+    the infrastructure's (``error``).
+    """
+
+    def __init__(self, cause: str, reason: str, *, by_response: bool) -> None:
         super().__init__(cause)
         self.cause = cause
         self.reason = reason
+        self.by_response = by_response
+
+
+def _prediction_fault(cause: str, reason: str = "answer too expensive to judge") -> _Unjudgeable:
+    return _Unjudgeable(cause, reason, by_response=True)
+
+
+def _infrastructure_fault(cause: str, reason: str) -> _Unjudgeable:
+    return _Unjudgeable(cause, reason, by_response=False)
 
 
 class MathGrader:
@@ -43,14 +58,25 @@ class MathGrader:
     Options: ``mode`` (``strict``: boxed answers after ``</think>`` only, several non-equivalent boxes score 0;
     ``lenient``: also answer phrases, ``####``, last maths segment / number, MCQ letters) and ``timeout_s``
     (hard wall-clock budget per grade, default 2 s, enforced by killable worker processes, so it also holds
-    when called from threads). Exhausting it gives verdict ``error`` with reason ``timeout``.
+    when called from threads).
+
+    Verdicts follow the rule in ``graders.types.Grade``. What the prediction causes is ``incorrect`` with the
+    reason: an answer that trips the expression guards (exponent towers, huge powers or factorials, thousands
+    of digits, over-long answers), nests too deeply, or alone exhausts the SymPy budget (``timeout``) or its
+    memory (``memory``); details carry ``response_fault: true`` and the ``cause``. ``error`` is left for a gold
+    that cannot be judged (too long, guarded, too deep), a SymPy helper that could not start or was saturated
+    by concurrent callers, and grader bugs. ``mask_response_faults=True`` turns response faults back into
+    ``error`` (the old behaviour) for a run that wants it.
     """
 
     name = "math"
-    version = "1.0.0"
+    version = "2.0.0"
 
     def __init__(self, max_workers: int = 4) -> None:
         self.pool = WorkerPool(max_workers=max_workers)
+        self._busy = 0  # SymPy calls in flight: a time-out while every helper was taken may be load
+        self._busy_lock = threading.Lock()
+        self._gold_cost: dict[str, bool] = {}  # gold text -> its own share alone exceeds a grade's budget
 
     def warm(self) -> None:
         """Start one SymPy helper now (the grading runtime calls this before a worker takes samples), so its
@@ -64,14 +90,25 @@ class MathGrader:
         *,
         mode: str = "strict",
         timeout_s: float = 2.0,
+        mask_response_faults: bool = False,
+        rounded_decimals: int | None = None,
         **options: Any,
     ) -> Grade:
         if options:
             return Grade.error(
-                f"unknown option(s) {sorted(options)}; the math grader takes mode and timeout_s"
+                f"unknown option(s) {sorted(options)}; the math grader takes mode, timeout_s, "
+                "rounded_decimals and mask_response_faults"
             )
         if mode not in MODES:
             return Grade.error(f"mode must be one of {MODES}, got {mode!r}")
+        if rounded_decimals is not None and (
+            mode != "lenient" or isinstance(rounded_decimals, bool) or not isinstance(rounded_decimals, int)
+            or not 1 <= rounded_decimals <= 50
+        ):  # fmt: skip
+            return Grade.error(
+                f"rounded_decimals must be an integer from 1 to 50 and needs mode='lenient', got "
+                f"{rounded_decimals!r} with mode={mode!r}"
+            )
         if not isinstance(response, str):
             return Grade.error(f"response must be a string, got {type(response).__name__}")
         if isinstance(ground_truth, bool) or not isinstance(ground_truth, str | int | float | Fraction):
@@ -82,15 +119,20 @@ class MathGrader:
             return Grade.error(f"timeout_s must be a positive number, got {timeout_s!r}")
         deadline = time.monotonic() + float(timeout_s)
         try:
-            return self._grade(response, str(ground_truth), mode, deadline)
-        except _Budget as exc:
+            policy = Context(rounded_decimals=rounded_decimals, chains_must_hold=mode == "strict")
+            return self._grade(response, str(ground_truth), mode, deadline, policy)
+        except _Unjudgeable as exc:
+            if exc.by_response:
+                return Grade.response_fault(exc.reason, mask=mask_response_faults, mode=mode, cause=exc.cause)
             return Grade.error(exc.reason, mode=mode, cause=exc.cause)
-        except RecursionError:
-            return Grade.error("answer too deeply nested to judge", mode=mode)
+        except RecursionError:  # both sides parsed alone; what overflows here is the prediction's shape
+            return Grade.response_fault("answer too deeply nested to judge", mask=mask_response_faults, mode=mode)
         except Exception as exc:  # a grader bug must cost one masked sample, never the caller's training run
             return Grade.error(f"internal error: {type(exc).__name__}: {exc}", mode=mode)
 
-    def _grade(self, response: str, ground_truth: str, mode: str, deadline: float) -> Grade:
+    def _grade(
+        self, response: str, ground_truth: str, mode: str, deadline: float, policy: Context
+    ) -> Grade:
         if len(ground_truth) > 100 * MAX_RAW_ANSWER_CHARS:
             return Grade.error(f"ground truth longer than {100 * MAX_RAW_ANSWER_CHARS} characters")
         raw_golds = gold_answers(ground_truth)
@@ -114,7 +156,7 @@ class MathGrader:
         if too_long:  # normalising megabytes is itself the attack; only a verbatim copy of the gold passes
             if all(squash(a) == squash(ground_truth) for a in found.answers):
                 return Grade.correct("verbatim", **details)
-            raise _Budget(f"answer longer than {MAX_RAW_ANSWER_CHARS} characters")
+            raise _prediction_fault(f"answer longer than {MAX_RAW_ANSWER_CHARS} characters")
         preds = [clean(a) for a in found.answers]
         details["extracted"] = [p.text for p in preds][:MAX_DISTINCT_ANSWERS]
         if any(not p.text for p in preds):
@@ -123,18 +165,18 @@ class MathGrader:
         if len(distinct) > MAX_DISTINCT_ANSWERS:
             return Grade.incorrect(f"{len(distinct)} different answers (hedging)", **details)
         if len(distinct) == 1:
-            ok, how = self._equal(gold, distinct[0], deadline)
+            ok, how = self._equal(gold, distinct[0], deadline, policy)
             details["matched_by"] = how
             return (
                 Grade.correct("equivalent", **details) if ok else Grade.incorrect("not equivalent", **details)
             )
         # Several different boxes: right only if together they are the (multi-part) gold answer,
         # or each of them is (equivalent spellings); otherwise it is hedging.
-        ok, how = self._equal(gold, _combine(distinct), deadline)
+        ok, how = self._equal(gold, _combine(distinct), deadline, policy)
         if not ok:
             ok = True
             for p in distinct:
-                one, how = self._equal(gold, p, deadline)
+                one, how = self._equal(gold, p, deadline, policy)
                 if not one:
                     ok = False
                     break
@@ -143,8 +185,10 @@ class MathGrader:
             return Grade.correct("equivalent", **details)
         return Grade.incorrect(f"hedging: {len(distinct)} different answers", **details)
 
-    def _equal(self, gold: Cleaned, pred: Cleaned, deadline: float) -> tuple[bool, str]:
-        """Equivalence of two cleaned answers and which path decided it (fast / string / sympy)."""
+    def _equal(self, gold: Cleaned, pred: Cleaned, deadline: float, policy: Context) -> tuple[bool, str]:
+        """Equivalence of two cleaned answers and which path decided it (unit / fast / string / sympy)."""
+        if gold.unit and pred.unit and gold.unit != pred.unit:
+            return False, "unit"  # "5 m" does not answer "5 cm": no unit conversion
         if squash(gold.text) == squash(pred.text) and gold.percent == pred.percent:
             return True, "string"
         if (
@@ -153,36 +197,115 @@ class MathGrader:
             and not (gold.percent or pred.percent)
         ):
             return _int_text(gold.text) == _int_text(pred.text), "integer"
-        reason = unsafe(gold.text) or unsafe(pred.text)
-        if reason and (len(gold.text) > MAX_ANSWER_CHARS or len(pred.text) > MAX_ANSWER_CHARS):
-            raise _Budget(reason)
-        ctx = Context(gold.percent, pred.percent)
-        gold_node, pred_node = parse(gold.text), parse(pred.text)
+        gold_reason, pred_reason = unsafe(gold.text), unsafe(pred.text)
+        if gold_reason and len(gold.text) > MAX_ANSWER_CHARS:
+            raise _infrastructure_fault(gold_reason, "ground truth too expensive to judge")
+        if pred_reason and len(pred.text) > MAX_ANSWER_CHARS:
+            raise _prediction_fault(pred_reason)
+        ctx = replace(policy, gold_percent=gold.percent, pred_percent=pred.percent)
+        gold_node = _parsed(gold.text, by_response=False)
+        pred_node = _parsed(pred.text, by_response=True)
         try:
             return equal(gold_node, pred_node, FastJudge(), ctx), "fast"
         except NeedsSymbolic:
             pass
-        if reason:
-            raise _Budget(reason)
+        except RecursionError as exc:  # the gold parsed on its own, so the depth is the prediction's
+            raise _prediction_fault("answer too deeply nested", "answer too deeply nested to judge") from exc
+        if gold_reason:
+            raise _infrastructure_fault(gold_reason, "ground truth too expensive to judge")
+        if pred_reason:
+            raise _prediction_fault(pred_reason)
+        return self._symbolic(gold, pred, deadline, ctx), "sympy"
+
+    def _symbolic(self, gold: Cleaned, pred: Cleaned, deadline: float, ctx: Context) -> bool:
+        """SymPy's verdict from a helper process, within what is left of the budget.
+
+        The gold passed the guards, so a helper that runs out of time or memory was spent on the prediction:
+        that is the prediction's fault, unless every helper was already taken when the call was made (the
+        time may then have gone to waiting, which is load, not the answer).
+        """
         left = deadline - time.monotonic()
         if left <= 0:
-            raise _Budget
+            raise _prediction_fault("budget spent before SymPy could start", "timeout")
         request = {
             "gold": gold.text,
             "pred": pred.text,
-            "gold_percent": gold.percent,
-            "pred_percent": pred.percent,
+            "context": asdict(ctx),
         }
+        with self._busy_lock:
+            saturated = self._busy >= self.pool.max_workers
+            self._busy += 1
+        started = time.monotonic()
         try:
             reply = self.pool.run(request, left)
         except WorkerTimeout as exc:
-            raise _Budget from exc
+            if saturated:
+                raise _infrastructure_fault("every SymPy helper was busy", "timeout: grader saturated") from exc
+            # Waiting for a helper that is still starting does not count against the budget, so only a wait as
+            # long as the start-up limit itself means that no helper could start.
+            if time.monotonic() - started >= self.pool.startup_timeout_s:
+                raise _infrastructure_fault("SymPy helper did not start", "could not judge: no helper") from exc
+            if self._gold_too_expensive(gold.text, left):
+                raise _infrastructure_fault(
+                    "the gold alone exhausts the budget", "ground truth too expensive to judge"
+                ) from exc
+            raise _prediction_fault("budget exhausted", "timeout") from exc
         except WorkerCrashed as exc:
-            raise _Budget("worker died (memory limit)", reason="memory") from exc
+            if not self._helpers_work():
+                raise _infrastructure_fault("SymPy helpers crash on start", "could not judge: no helper") from exc
+            raise _prediction_fault("worker died (memory limit)", "memory") from exc
+        finally:
+            with self._busy_lock:
+                self._busy -= 1
         if not reply.get("ok"):
             error = str(reply.get("error", "worker error"))
-            raise _Budget(error, reason=error if error in ("memory", "timeout") else f"could not judge: {error}")
-        return bool(reply["equal"]), "sympy"
+            if error in ("memory", "timeout"):
+                raise _prediction_fault(error, error)
+            if error == "expression too deeply nested":
+                raise _prediction_fault(error, "answer too deeply nested to judge")
+            raise _infrastructure_fault(error, f"could not judge: {error}")
+        return bool(reply["equal"])
+
+
+    def _gold_too_expensive(self, gold: str, budget_s: float) -> bool:
+        """After a time-out: does the gold's own share of the work (parse, expand, evaluate) fit the budget the
+        pair had? Remembered per gold (RL grades many samples against one)."""
+        known = self._gold_cost.get(gold)
+        if known is None:
+            try:
+                known = not self.pool.run({"gold": gold, "gold_only": True}, budget_s).get("ok")
+            except (WorkerTimeout, WorkerCrashed):
+                known = True
+            if len(self._gold_cost) >= 4096:
+                self._gold_cost.clear()
+            self._gold_cost[gold] = known
+        return known
+
+    def _helpers_work(self) -> bool:
+        """After a helper died on an answer: does a fresh one judge a trivial request? (If not, the helpers
+        are broken, and blaming the answer would turn an outage into silent zero rewards.)"""
+        try:
+            return bool(self.pool.run(_PROBE, _PROBE_BUDGET_S).get("ok"))
+        except (WorkerTimeout, WorkerCrashed):
+            return False
+
+
+_PROBE = {"gold": "x+1", "pred": "1+x", "context": asdict(Context())}
+_PROBE_BUDGET_S = 10.0
+
+
+def _parsed(text: str, *, by_response: bool) -> Node:
+    """The shape of one side; too deep to parse is that side's fault (the gold's is an ungradable truth)."""
+    try:
+        return parse(text)
+    except TooManyItems as exc:
+        if by_response:
+            raise _prediction_fault(str(exc), "answer has too many items to judge") from exc
+        raise _infrastructure_fault(str(exc), "ground truth has too many items to judge") from exc
+    except RecursionError as exc:
+        if by_response:
+            raise _prediction_fault("answer too deeply nested", "answer too deeply nested to judge") from exc
+        raise _infrastructure_fault("ground truth too deeply nested", "ground truth too deeply nested") from exc
 
 
 def _int_text(s: str) -> str:

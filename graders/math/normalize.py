@@ -18,7 +18,18 @@ UNIT_WORDS = (
     "degrees?|deg|radians?|rad|points?|people|persons?|students?|ways?|times|pieces?|items?|cubic \\w+|"
     "square \\w+|sq \\w+"
 )
-_UNIT_TAIL = re.compile(rf"(?<=[\d}}])\s*(?:\\,)?\s*(?:{UNIT_WORDS})(?:\s*\^\s*\{{?[23]\}}?|²|³)?\s*$", re.I)
+_POWER = r"(?:\s*\^\s*\{?[23]\}?|²|³)?"
+_UNIT = rf"(?:{UNIT_WORDS}){_POWER}(?:\s*(?:/|per)\s*(?:{UNIT_WORDS}){_POWER})*"
+_UNIT_TAIL = re.compile(rf"(?<=[\d}}])\s*(?:\\,)?\s*(?P<unit>{_UNIT})\s*$", re.I)
+_UNIT_ONLY = re.compile(rf"\s*(?P<unit>{_UNIT})\s*", re.I)
+# Spellings of one unit: compared after lower-casing and dropping a plural "s".
+_UNIT_NAMES = {
+    "m": "meter", "metre": "meter", "cm": "centimeter", "centimetre": "centimeter", "mm": "millimeter",
+    "km": "kilometer", "kilometre": "kilometer", "in": "inch", "inche": "inch", "ft": "foot", "feet": "foot",
+    "yd": "yard", "mi": "mile", "h": "hour", "hr": "hour", "min": "minute", "sec": "second", "s": "second",
+    "lb": "pound", "g": "gram", "kg": "kilogram", "l": "liter", "litre": "liter", "ml": "milliliter",
+    "deg": "degree", "rad": "radian", "person": "people", "sq": "square", "unit": "",
+}  # fmt: skip
 
 _TEXT_CMD = re.compile(
     r"\\(?:text|textbf|textit|textnormal|textrm|mbox|mathrm|mathbf|mathit|operatorname|rm|bf)\s*\{([^{}]*)\}"
@@ -64,10 +75,32 @@ _UNICODE = {
 
 @dataclass(frozen=True, slots=True)
 class Cleaned:
-    """A normalised answer: ``text`` plus what was stripped that still matters for comparison."""
+    """A normalised answer: ``text`` plus what was stripped that still matters for comparison.
+
+    ``unit`` is the trailing unit the answer stated (canonical spelling, see ``unit_key``), or None. Units are
+    compared only when both sides state one: ``5`` answers ``5 cm``, ``5 m`` does not (no unit conversion).
+    """
 
     text: str
     percent: bool = False
+    unit: str | None = None
+
+
+def unit_key(unit: str) -> str | None:
+    """One spelling per unit (``cm`` = ``centimeters``, ``m^2`` = ``square meters``, ``km/h`` = ``kilometers per
+    hour``); None for counting words that name no unit (``units``, ``ways``, ``people``)."""
+    words = re.sub(r"\s*(?:\^\s*\{?2\}?|²)", " square", unit.lower())
+    words = re.sub(r"\s*(?:\^\s*\{?3\}?|³)", " cubic", words).replace("/", " per ")
+    out = []
+    for word in re.findall(r"[a-z]+", words.replace(".", "")):
+        word = "inch" if word == "inches" else word[:-1] if len(word) > 2 and word.endswith("s") else word
+        out.append(_UNIT_NAMES.get(word, word))
+    power = [w for w in out if w in ("square", "cubic")]
+    named = [w for w in out if w not in ("square", "cubic", "per") and w not in _COUNTING]
+    return " ".join(named + [w for w in out if w == "per"] + power) if named else None
+
+
+_COUNTING = {"", "people", "student", "way", "time", "piece", "item", "point"}
 
 
 def unicode_fold(s: str) -> str:
@@ -112,7 +145,7 @@ def clean(answer: str) -> Cleaned:
     s = _FRAC_SHORT2.sub(r"\\frac\1{\2}", s)
     s = _FRAC_SHORT3.sub(r"\\frac{\1}\2", s)
     s = _SQRT_SHORT.sub(r"\\sqrt{\1}", s)
-    s = strip_units(s)
+    s, unit = split_unit(s)
     s = _MIXED.sub(r"(\1+\\frac{\2}{\3})", s)
     s = " ".join(s.split())
     s = _MARKDOWN.sub("", s)
@@ -124,21 +157,31 @@ def clean(answer: str) -> Cleaned:
         s = s.replace(",", ".")
     if s.startswith("=") and not s.startswith("=="):
         s = s[1:].strip()
-    return Cleaned(s, percent)
+    return Cleaned(s, percent, unit_key(unit) if unit else None)
 
 
 def strip_units(s: str) -> str:
-    """Drop ``\\text{units}`` and bare unit words that trail a quantity; keep whole-text answers."""
+    """``s`` without a trailing unit (see ``split_unit``)."""
+    return split_unit(s)[0]
+
+
+def split_unit(s: str) -> tuple[str, str | None]:
+    """(``s`` without a trailing unit, that unit): ``15 \\text{ cm}^2``, ``125 miles``, ``0.06 yuan``.
+
+    Only unit words count: a trailing ``\\text{...}`` that says anything else (``7 \\text{ or 8}``) is part of
+    the answer, and a whole-text answer (``\\text{odd}``) is kept as text.
+    """
     stripped = s.strip()
     whole = _TEXT_CMD.fullmatch(stripped)
     if whole:
-        return whole.group(1)
-    # \text{...} trailing a quantity is a unit (or words like "square units"); drop it.
-    s = re.sub(r"(?<=[\d}\)a-zA-Z])\s*" + _TEXT_CMD.pattern + r"(?:\s*\^\s*\{?[23]\}?)?\s*$", "", s)
-    s = _UNIT_TAIL.sub("", s)
-    return s
-
-
+        return whole.group(1), None
+    m = re.search(r"(?<=[\d}\)a-zA-Z])\s*" + _TEXT_CMD.pattern + r"(?P<power>\s*\^\s*\{?[23]\}?)?\s*$", s)
+    if m and (unit := _UNIT_ONLY.fullmatch(m.group(1))):
+        return s[: m.start()], unit.group("unit") + (m.group("power") or "")
+    tail = _UNIT_TAIL.search(s)
+    if tail:
+        return s[: tail.start()], tail.group("unit")
+    return s, None
 def strip_braces(s: str) -> str:
     """Remove one layer of redundant outer ``{...}`` grouping (``{35 cm,4}`` -> ``35 cm,4``)."""
     s = s.strip()

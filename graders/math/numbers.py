@@ -80,18 +80,28 @@ def parse_number(s: str) -> Number | None:
     return None
 
 
-def close_at_precision(gold: Number, pred_value: Fraction, pred_decimals: int | None) -> bool:
-    """Numeric agreement only at the precision somebody stated.
+def round_half_up(value: Fraction, decimals: int) -> Fraction:
+    """``value`` rounded to ``decimals`` places, halves away from zero (how answers are rounded by hand)."""
+    scale = 10**decimals
+    sign = -1 if value < 0 else 1
+    return sign * Fraction(int(abs(value) * scale + Fraction(1, 2)), scale)
 
-    A decimal gold (``16386.17``) accepts anything that rounds to it; an exact non-integer gold (``1/12``)
-    accepts a decimal prediction (``0.0833``) whose own last digit is right (at least 2 decimals). Integer gold
-    answers are exact only: ``100000`` never matches ``100001`` nor ``99999.9``.
+
+def agree_when_rounded(
+    gold: Fraction, gold_decimals: int | None, pred: Fraction, pred_decimals: int | None, min_decimals: int
+) -> bool:
+    """The lenient ``rounded_decimals=N`` option: a gold and a prediction that differ only by rounding.
+
+    They agree when both, rounded to the shorter of the precisions either one states (and at least ``N``
+    decimals), are the same number: ``3.14`` for ``\\pi`` and ``0.33`` for ``1/3`` at N <= 2, ``0.5`` for ``0.54``
+    at N <= 1. An integer gold stays exact (``100000`` never matches ``99999.9``), and so does a pair in which
+    nobody stated decimals. Off by default, and never in strict mode: ``3.14`` is not ``\\pi``.
     """
-    if gold.decimals:
-        return abs(pred_value - gold.value) < Fraction(1, 2 * 10**gold.decimals)
-    if gold.value.denominator == 1 or pred_decimals is None or pred_decimals < 2:
+    stated = [d for d in (gold_decimals, pred_decimals) if d is not None]
+    if not stated or (gold_decimals is None and gold.denominator == 1):
         return False
-    return abs(pred_value - gold.value) < Fraction(1, 10**pred_decimals)
+    k = min(stated)
+    return k >= min_decimals and round_half_up(gold, k) == round_half_up(pred, k)
 
 
 def scaled(value: Fraction, percent: bool) -> tuple[Fraction, ...]:

