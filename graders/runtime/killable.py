@@ -67,8 +67,13 @@ class KillableProcess:
         self._pid: int | None = None
         self._closed = False
 
-    def pid(self, wait_s: float = 10.0) -> int | None:
-        """The worker's pid (not the keeper's), once the keeper reported it; None if it never did."""
+    @property
+    def pid(self) -> int | None:
+        """The worker's pid (not the keeper's); waits for the keeper to report it (it does so at once)."""
+        return self._worker_pid(10.0)
+
+    def _worker_pid(self, wait_s: float) -> int | None:
+        """The worker's pid once the keeper reported it (waiting up to ``wait_s``); None if it has not."""
         if self._pid is None and not self._closed:
             ready, _, _ = select.select([self._pid_r], [], [], wait_s)
             if ready:
@@ -78,7 +83,7 @@ class KillableProcess:
 
     def rss_bytes(self) -> int:
         """The worker's resident memory now (0 once it is gone)."""
-        pid = self.pid(0.0)
+        pid = self._worker_pid(0.0)
         if pid is None:
             return 0
         try:
@@ -103,6 +108,10 @@ class KillableProcess:
         for fd in (self.to_child, self.from_child, self._pid_r):
             os.close(fd)
         self._closed = True
+
+    def poll(self) -> int | None:
+        """The exit status once the worker and its keeper are gone, else None."""
+        return self.proc.poll()
 
     def wait(self, timeout: float) -> bool:
         """Whether the worker (and its keeper) exited within ``timeout`` seconds; kills nothing."""

@@ -92,10 +92,11 @@ class _Worker:
         self.graded = 0
         self.rss_checked = 0.0
         self.started = 0  # tasks the worker started, read from its page when it is killed
+        self.suspect = -1  # seq of the retried task it runs alone (no other task goes with it)
         self.warm(specs)
 
-    def send(self, obj: Any) -> None:
-        self.outbuf += _frame(obj)
+    def send(self, msg: Any) -> None:
+        self.outbuf += _frame(msg)
         self.flush()
 
     def flush(self) -> None:
@@ -146,6 +147,9 @@ class ProcessBackend:
         self._host = socket.gethostname()
         self._lock = threading.Lock()
         self._pending: deque[Task] = deque()
+        # Tasks a dead worker was charged for: each runs alone on an idle worker, so if it kills that one
+        # too, no other task is charged with it.
+        self._suspects: deque[Task] = deque()
         self._specs: list[str] = []  # every grader spec seen; new workers warm them all
         self._new_specs: list[str] = []
         self._wake_r, self._wake_w = os.pipe()
@@ -172,8 +176,9 @@ class ProcessBackend:
 
     def dispatch_many(self, tasks: list[Task]) -> None:
         with self._lock:
-            was_empty = not self._pending
-            self._pending.extend(tasks)
+            was_empty = not self._pending and not self._suspects
+            for t in tasks:
+                (self._suspects if t.attempt else self._pending).append(t)
         if was_empty:  # a non-empty queue means the supervisor has a wake-up coming already
             self._wake()
 
@@ -183,7 +188,7 @@ class ProcessBackend:
 
     def stats(self) -> dict[str, Any]:
         with self._lock:
-            depth = len(self._pending) + sum(len(w.inflight) for w in self._workers)
+            depth = len(self._pending) + len(self._suspects) + sum(len(w.inflight) for w in self._workers)
             workers = [
                 {
                     "worker": w.index,
@@ -309,12 +314,25 @@ class ProcessBackend:
         first. Both keep every core busy until the end instead of one idling while another works through a
         long queue.
         """
-        ready = [w for w in self._workers if w.ready and not w.retiring]
+        ready = [w for w in self._workers if w.ready and not w.retiring and w.suspect not in w.inflight]
         if not ready:
             return
         with self._lock:
             pending = self._pending
-            if not pending or self._new_specs:  # warm new graders first (next round)
+            if self._new_specs:  # warm new graders first (next round)
+                return
+            if self._suspects:  # let queues run dry until every suspect has an idle worker of its own
+                idle = [w for w in ready if not w.inflight]
+                suspects = [(w, [self._suspects.popleft()]) for w in idle[: len(self._suspects)]]
+            else:
+                suspects = []
+        for w, batch in suspects:
+            w.suspect = batch[0].seq
+            self._send_batch(w, batch)
+        if suspects or self._suspects:
+            return
+        with self._lock:
+            if not pending:
                 return
             loads = [len(w.inflight) for w in ready]
             target = self._prefetch()
@@ -325,13 +343,19 @@ class ProcessBackend:
                 return
             if sum(wants) > len(pending):
                 wants = _level(loads, len(pending))
+            cap = self._limits.max_grades
+            if cap is not None:  # a worker due for recycling gets no more than it may still grade
+                wants = [min(n, cap - w.graded - len(w.inflight)) for w, n in zip(ready, wants, strict=True)]
             batches = [
                 (w, [pending.popleft() for _ in range(n)]) for w, n in zip(ready, wants, strict=True) if n > 0
             ]
         for w, batch in batches:
-            for t in batch:
-                w.inflight[t.seq] = t
-            self._safely(w, w.send, ("grade", [t.payload() for t in batch]))
+            self._send_batch(w, batch)
+
+    def _send_batch(self, w: _Worker, batch: list[Task]) -> None:
+        for t in batch:
+            w.inflight[t.seq] = t
+        self._safely(w, w.send, ("grade", [t.payload() for t in batch]))
 
     def _safely(self, w: _Worker, fn: Any, *args: Any) -> None:
         """Run a write to ``w``; a broken pipe means it died: replace it (its tasks are requeued/reported)."""
@@ -353,7 +377,7 @@ class ProcessBackend:
         for msg in msgs:
             if msg[0] == "ready":
                 w.ready = w.ever_ready = True
-                w.pid = w.proc.pid()
+                w.pid = w.proc.pid
                 self._startup_failures = 0
                 continue
             outcomes = msg[1]
@@ -426,7 +450,8 @@ class ProcessBackend:
         requeue = [t for t in w.inflight.values() if t.seq not in charged]
         with self._lock:
             self._workers.remove(w)
-            self._pending.extendleft(reversed(requeue))
+            self._pending.extendleft(reversed([t for t in requeue if not t.attempt]))
+            self._suspects.extendleft(reversed([t for t in requeue if t.attempt]))
         if not w.retiring:  # a retiring worker's successor is up already
             self._add(_Worker(next(self._ids), list(self._specs)))
         if culprits:
