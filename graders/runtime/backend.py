@@ -45,13 +45,15 @@ class WorkerLimits:
     that leaks memory cannot grow a worker without bound. ``None`` turns a limit off.
 
     ``max_rss_mb``: the worker's resident memory (its own, not its helpers', which have their own caps),
-    checked every quarter second while it grades; the default leaves room for the math, code and Lean
-    graders loaded together (about 200 MB) and a large batch of long responses. ``max_grades``: a grade
-    count, for leaks that RSS hides (off by default: a fresh worker costs its graders' warm-up).
+    checked every quarter second while it grades. A worker with the math, code and Lean graders loaded
+    and 2000 math grades done holds about 26 MB (SymPy lives in the math grader's helpers), so the default
+    is 20x that: room for big batches of long responses, yet a leak is cut off long before it hurts.
+    ``max_grades``: a grade count, for leaks that RSS hides (off by default: a fresh worker costs its
+    graders' warm-up).
     The Ray backend applies ``max_grades``; memory there is Ray's memory monitor's job.
     """
 
-    max_rss_mb: float | None = 1024.0
+    max_rss_mb: float | None = 512.0
     max_grades: int | None = None
 
     def __post_init__(self) -> None:

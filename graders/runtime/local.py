@@ -1,8 +1,10 @@
 """Local backend: killable worker processes fed by one supervisor thread.
 
 Only killing a process bounds a grade (a thread stuck in SymPy or C code cannot be interrupted), so each
-worker is a process in its own session; on a blown budget the whole session gets SIGKILL and a fresh worker
-takes its place. To keep the runtime cost per sample tiny, work is sent in batches (queues of up to ~100 ms
+worker is a ``graders.runtime.killable`` process; on a blown budget it gets SIGKILL with everything it
+started (SymPy helpers, a plugin's setsid children) and a fresh worker takes its place. A worker that dies
+is charged for the tasks it started and did not report (retried alone, then failed: no livelock), one that
+writes garbage on its result channel is replaced, and one over its ``WorkerLimits`` is recycled. To keep the runtime cost per sample tiny, work is sent in batches (queues of up to ~100 ms
 of grading, shrinking at a batch's end so all workers finish together) and results come back in chunks;
 the budget is still per grade, because each worker publishes the task it is running and when it started on
 a shared page. The supervisor never blocks on a worker: writes are

@@ -168,3 +168,25 @@ class ChannelWriterGrader:
                 except OSError:
                     continue
         return Grade.correct("wrote", pid=os.getpid())
+
+
+class DockerGrader:
+    """Runs ``true`` in a warm Docker sandbox (its containers stay up for the next grade), writes its
+    worker's pid to ``pid_file``, then grades -- or hangs (``hang``), so the pool kills the worker."""
+
+    name = "docker_user"
+    version = "1"
+    _sandbox: Any = None
+
+    def grade(self, response: str, ground_truth: Any, **options: Any) -> Grade:
+        from sandboxes import RunRequest, open_sandbox
+
+        if DockerGrader._sandbox is None:
+            DockerGrader._sandbox = open_sandbox("docker", pool_size=2)
+        result = DockerGrader._sandbox.run(RunRequest(["true"]))
+        with open(options["pid_file"], "w") as fh:
+            fh.write(str(os.getpid()))
+        if options.get("hang"):
+            while True:
+                time.sleep(0.05)
+        return Grade.correct("ran", exit_code=result.exit_code)

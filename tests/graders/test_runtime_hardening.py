@@ -182,3 +182,32 @@ def test_grader_stdout_never_reaches_the_callers_stdout() -> None:
     assert out.returncode == 0, out.stderr
     assert out.stdout == "verdict correct\n"
     assert "grader chatter on stdout" in out.stderr
+
+
+# -- warm sandbox containers of a killed worker --------------------------------------------------------
+@pytest.mark.docker
+@pytest.mark.slow
+def test_timed_out_workers_warm_containers_are_removed(tmp_path: Path) -> None:
+    import sandboxes
+    from sandboxes.docker_backend import LABEL, client
+
+    ok, why = sandboxes.check("docker")
+    if not ok:
+        pytest.fail(f"docker sandbox unusable: {why} (run scripts/services.sh)")
+    pid_file = tmp_path / "pid"
+    docker_user = f"{faulty.__name__}:DockerGrader"
+    with GradingPool(workers=1, backend="process", timeout_s=20.0) as pool:
+        (grade,) = pool.grade_batch([GradeRequest(docker_user, "x", None, {"pid_file": str(pid_file), "hang": 1})])
+        assert grade.reason.startswith("timeout")
+        worker = pid_file.read_text()
+        deadline = time.monotonic() + 30
+        while client().containers.list(all=True, filters={"label": f"{LABEL}.pid={worker}"}):
+            assert time.monotonic() < deadline, "the killed worker's containers are still there"
+            time.sleep(0.2)
+        # and one killed at close, busy with a grade
+        pid_file.unlink()
+        pool.submit(GradeRequest(docker_user, "y", None, {"pid_file": str(pid_file), "hang": 1}))
+        while not pid_file.exists():
+            time.sleep(0.1)
+        worker = pid_file.read_text()
+    assert not client().containers.list(all=True, filters={"label": f"{LABEL}.pid={worker}"})
