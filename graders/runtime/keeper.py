@@ -53,7 +53,7 @@ def _descendants(root: int) -> list[int]:
 
 def _reap() -> list[tuple[int, int]]:
     """(pid, status) of every exited child, without blocking."""
-    reaped = []
+    reaped: list[tuple[int, int]] = []
     while True:
         try:
             pid, status = os.waitpid(-1, os.WNOHANG)
@@ -112,10 +112,11 @@ def main(lifeline: int, pid_fd: int, argv: list[str]) -> int:
     os.close(pid_fd)
     # The worker has inherited the channel fds; our copies must go, or the owner would not see EOF when
     # the worker dies.
-    for fd in range(3, 1024):
-        if fd not in (lifeline, wake_r, wake_w):
-            with contextlib.suppress(OSError):
-                os.close(fd)
+    low = 3
+    for keep in sorted((lifeline, wake_r, wake_w)):
+        os.closerange(low, keep)
+        low = keep + 1
+    os.closerange(low, os.sysconf("SC_OPEN_MAX"))
     poller = select.poll()
     poller.register(lifeline, select.POLLIN)
     poller.register(wake_r, select.POLLIN)

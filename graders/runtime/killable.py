@@ -61,6 +61,10 @@ class KillableProcess:
                 stdin=subprocess.DEVNULL,
                 stderr=stderr,
             )
+        except BaseException:
+            for fd in (self.to_child, self.from_child, self._lifeline, self._pid_r):
+                os.close(fd)
+            raise
         finally:
             for fd in (to_child_r, from_child_w, lifeline_r, pid_w):
                 os.close(fd)
