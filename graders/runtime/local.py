@@ -378,8 +378,8 @@ class ProcessBackend:
         inflight, host = w.inflight, self._host
         for msg in msgs:
             if msg[0] == "ready":
+                w.pid = w.proc.pid  # before ready: a reader seeing a ready worker sees its pid
                 w.ready = w.ever_ready = True
-                w.pid = w.proc.pid
                 self._startup_failures = 0
                 continue
             outcomes = msg[1]

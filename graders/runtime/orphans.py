@@ -12,9 +12,13 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 
 log = logging.getLogger(__name__)
 _DOCKER_SOCKET = "/var/run/docker.sock"
+# A container the worker asked for just before it died is created by the daemon after the worker is gone
+# (a start takes up to a second or two on a loaded host): look again after this long.
+SETTLE_S = 2.0
 
 
 def docker_configured() -> bool:
@@ -40,38 +44,39 @@ def remove_orphan_containers() -> int:
 
 
 class ContainerReaper:
-    """Coalesces clean-up requests into one background pass at a time; ``drain`` runs a last one, waiting."""
+    """Clean-up passes in one background thread, requests coalesced; ``drain`` waits for them to finish."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
-        self._again = False
-        self._wanted = False
+        self._dirty = False  # a worker was killed since the last pass began
 
     def request(self) -> None:
         if not docker_configured():
             return
         with self._lock:
-            self._wanted = True
-            if self._thread is not None and self._thread.is_alive():
-                self._again = True
-                return
-            self._thread = threading.Thread(target=self._run, name="grading-container-reaper", daemon=True)
-            self._thread.start()
+            self._dirty = True
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="grading-container-reaper", daemon=True)
+                self._thread.start()
 
     def _run(self) -> None:
         while True:
-            remove_orphan_containers()
             with self._lock:
-                if not self._again:
+                if not self._dirty:
+                    self._thread = None
                     return
-                self._again = False
+                self._dirty = False
+            try:
+                remove_orphan_containers()
+                time.sleep(SETTLE_S)
+                remove_orphan_containers()
+            except Exception as exc:  # a daemon API error: left for the next pass (or remove_stale at start)
+                log.warning("sandbox container clean-up failed: %s", exc)
 
     def drain(self) -> None:
-        """Wait for a running pass, then make one more if any worker was killed since this reaper began."""
+        """Wait until every requested pass is done (the pool is closing)."""
         with self._lock:
-            thread, wanted = self._thread, self._wanted
+            thread = self._thread
         if thread is not None:
             thread.join()
-        if wanted:
-            remove_orphan_containers()

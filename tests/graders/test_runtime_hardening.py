@@ -196,7 +196,9 @@ def test_timed_out_workers_warm_containers_are_removed(tmp_path: Path) -> None:
         pytest.fail(f"docker sandbox unusable: {why} (run scripts/services.sh)")
     pid_file = tmp_path / "pid"
     docker_user = f"{faulty.__name__}:DockerGrader"
-    with GradingPool(workers=1, backend="process", timeout_s=20.0) as pool:
+    with GradingPool(workers=1, backend="process", timeout_s=30.0) as pool:
+        (warm,) = pool.grade_batch([GradeRequest(docker_user, "w", None, {"pid_file": str(pid_file)})])
+        assert warm.verdict == "correct", warm  # the sandbox is up: the next grade hangs at once
         (grade,) = pool.grade_batch([GradeRequest(docker_user, "x", None, {"pid_file": str(pid_file), "hang": 1})])
         assert grade.reason.startswith("timeout")
         worker = pid_file.read_text()
