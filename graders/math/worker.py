@@ -2,7 +2,8 @@
 
 SymPy can run for hours or eat all memory on a hostile answer (``10^{10^{10}}``, huge factorials), and
 SIGALRM only works on the main thread. So every SymPy judgement runs in a child process that already imported
-SymPy; the caller waits on its pipe with a deadline and SIGKILLs it when the budget is spent. A replacement
+SymPy (a ``graders.runtime.killable`` process, so the kill also takes anything it started); the caller waits on
+its channel with a deadline and SIGKILLs it when the budget is spent. A replacement
 is started in the background so the next grade finds a warm worker again. Children carry an address-space
 rlimit, so a memory bomb dies as a ``MemoryError`` (answered) or a crash (reported), never takes the host.
 """
@@ -21,6 +22,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from graders.runtime.killable import KillableProcess, child_channel
+
 MEMORY_LIMIT_BYTES = 3 * 1024**3
 _REPO_ROOT = str(Path(__file__).resolve().parents[2])
 
@@ -34,23 +37,17 @@ class WorkerCrashed(Exception):
 
 
 class _Worker:
+    """One SymPy helper: a ``KillableProcess`` speaking one JSON request / reply per line."""
+
     def __init__(self) -> None:
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [_REPO_ROOT, env.get("PYTHONPATH", "")]))
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "graders.math.worker"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            env=env,
-            start_new_session=True,  # our SIGKILL must not reach the caller's process group, nor theirs us
-        )
+        self.proc = KillableProcess("graders.math.worker", env=env, stderr=subprocess.DEVNULL)
         self._buffer = b""
         self.ready = False
 
     def _readline(self, deadline: float) -> bytes:
-        assert self.proc.stdout is not None
-        fd = self.proc.stdout.fileno()
+        fd = self.proc.from_child
         with selectors.DefaultSelector() as sel:
             sel.register(fd, selectors.EVENT_READ)
             while b"\n" not in self._buffer:
@@ -73,23 +70,17 @@ class _Worker:
             self.ready = True
 
     def call(self, request: dict[str, Any], deadline: float) -> dict[str, Any]:
-        assert self.proc.stdin is not None
+        data = json.dumps(request).encode() + b"\n"
         try:
-            self.proc.stdin.write(json.dumps(request).encode() + b"\n")
-            self.proc.stdin.flush()
-        except (BrokenPipeError, OSError) as exc:
+            while data:  # a blocking pipe; a long request can take more than one write
+                data = data[os.write(self.proc.to_child, data) :]
+        except OSError as exc:  # broken pipe: it died
             raise WorkerCrashed from exc
         return dict(json.loads(self._readline(deadline)))
 
     def kill(self) -> None:
-        with contextlib.suppress(ProcessLookupError):
-            self.proc.kill()
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.proc.wait(timeout=5)
-        for stream in (self.proc.stdin, self.proc.stdout):
-            if stream is not None:
-                with contextlib.suppress(OSError):
-                    stream.close()
+        """SIGKILL the helper (and anything it started) and wait for it."""
+        self.proc.kill()
 
 
 class WorkerPool:
@@ -212,6 +203,8 @@ def _serve() -> None:
     """Child side: limit memory, import SymPy once, then answer one JSON request per line."""
     import resource
 
+    read_fd, write_fd = child_channel()
+    inbox, out = os.fdopen(read_fd, "rb"), os.fdopen(write_fd, "wb")
     with contextlib.suppress(ValueError, OSError):
         resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT_BYTES, MEMORY_LIMIT_BYTES))
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C in a terminal reaches the caller, who kills us
@@ -220,10 +213,9 @@ def _serve() -> None:
 
     warm_up()
 
-    out = sys.stdout.buffer
     out.write(b"ready\n")
     out.flush()
-    for line in sys.stdin.buffer:
+    for line in inbox:
         try:
             reply = answer(json.loads(line))
         except MemoryError:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 from graders.runtime.request import Task
@@ -36,3 +37,27 @@ class Backend(Protocol):
 
     def close(self) -> None:
         """Stop workers; tasks not yet reported are dropped (the pool is shutting down)."""
+
+
+@dataclass(frozen=True)
+class WorkerLimits:
+    """When a grading worker is recycled (replaced by a fresh one once its queue is done), so a grader
+    that leaks memory cannot grow a worker without bound. ``None`` turns a limit off.
+
+    ``max_rss_mb``: the worker's resident memory (its own, not its helpers', which have their own caps),
+    checked every quarter second while it grades. A worker with the math, code and Lean graders loaded
+    and 2000 math grades done holds about 26 MB (SymPy lives in the math grader's helpers), so the default
+    is 20x that: room for big batches of long responses, yet a leak is cut off long before it hurts.
+    ``max_grades``: a grade count, for leaks that RSS hides (off by default: a fresh worker costs its
+    graders' warm-up).
+    The Ray backend applies ``max_grades``; memory there is Ray's memory monitor's job.
+    """
+
+    max_rss_mb: float | None = 512.0
+    max_grades: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.max_rss_mb is not None and self.max_rss_mb <= 0:
+            raise ValueError(f"max_worker_rss_mb must be > 0 or None, got {self.max_rss_mb}")
+        if self.max_grades is not None and self.max_grades < 1:
+            raise ValueError(f"max_grades_per_worker must be >= 1 or None, got {self.max_grades}")

@@ -1,8 +1,10 @@
 """Local backend: killable worker processes fed by one supervisor thread.
 
 Only killing a process bounds a grade (a thread stuck in SymPy or C code cannot be interrupted), so each
-worker is a process in its own session; on a blown budget the whole session gets SIGKILL and a fresh worker
-takes its place. To keep the runtime cost per sample tiny, work is sent in batches (queues of up to ~100 ms
+worker is a ``graders.runtime.killable`` process; on a blown budget it gets SIGKILL with everything it
+started (SymPy helpers, a plugin's setsid children) and a fresh worker takes its place. A worker that dies
+is charged for the tasks it started and did not report (retried alone, then failed: no livelock), one that
+writes garbage on its result channel is replaced, and one over its ``WorkerLimits`` is recycled. To keep the runtime cost per sample tiny, work is sent in batches (queues of up to ~100 ms
 of grading, shrinking at a batch's end so all workers finish together) and results come back in chunks;
 the budget is still per grade, because each worker publishes the task it is running and when it started on
 a shared page. The supervisor never blocks on a worker: writes are
@@ -21,10 +23,8 @@ import mmap
 import os
 import pickle
 import select
-import signal
 import socket
 import struct
-import subprocess
 import sys
 import tempfile
 import threading
@@ -32,8 +32,11 @@ import time
 from collections import deque
 from typing import Any
 
-from graders.runtime.backend import OnOutcomes, OutcomeKind, TaskOutcome
-from graders.runtime.procworker import IDLE, PROGRESS_BYTES, read_progress
+from graders.runtime.backend import OnOutcomes, OutcomeKind, TaskOutcome, WorkerLimits
+from graders.runtime.frames import FrameReader
+from graders.runtime.killable import KillableProcess
+from graders.runtime.orphans import ContainerReaper
+from graders.runtime.procworker import IDLE, PROGRESS_BYTES, read_progress, read_started
 from graders.runtime.request import Task
 
 QUEUE_S = 0.1  # grading time queued per worker: few wake-ups per sample; a hung grade's queue is requeued
@@ -41,7 +44,7 @@ MIN_PREFETCH, MAX_PREFETCH = 4, 4096
 WARM_BUDGET_S = 120.0  # a worker that cannot import its graders in this long is replaced
 MAX_STARTUP_FAILURES = 5
 _READ, _WRITE = select.POLLIN | select.POLLHUP | select.POLLERR, select.POLLOUT | select.POLLERR
-_READ_CHUNK = 1 << 20
+RSS_CHECK_S = 0.25  # how often a busy worker's memory is looked at
 PIPE_BYTES = 1 << 20
 
 
@@ -60,57 +63,9 @@ def _widen_pipe(fd: int) -> None:
         fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, PIPE_BYTES)
 
 
-class _FrameReader:
-    """Non-blocking reader of ``multiprocessing.connection`` frames: every complete message in one go.
-
-    One ``os.read`` per wake-up instead of a select plus two reads per message (``Connection.poll``/``recv``),
-    which is most of the parent's cost per chunk of results.
-    """
-
-    def __init__(self, fd: int) -> None:
-        os.set_blocking(fd, False)
-        self.fd = fd
-        self._buf = bytearray()
-
-    def read(self) -> tuple[list[Any], bool]:
-        """The messages complete so far, and whether the writer closed its end (the worker exited or died)."""
-        eof = False
-        while True:
-            try:
-                chunk = os.read(self.fd, _READ_CHUNK)
-            except BlockingIOError:
-                break
-            if not chunk:
-                eof = True
-                break
-            self._buf += chunk
-            if len(chunk) < _READ_CHUNK:
-                break
-        msgs: list[Any] = []
-        buf, pos = self._buf, 0
-        while len(buf) - pos >= 4:
-            (size,) = struct.unpack_from("!i", buf, pos)
-            head = 4
-            if size == -1:
-                if len(buf) - pos < 12:
-                    break
-                (size,) = struct.unpack_from("!Q", buf, pos + 4)
-                head = 12
-            if len(buf) - pos - head < size:
-                break
-            msgs.append(pickle.loads(buf[pos + head : pos + head + size]))
-            pos += head + size
-        del buf[:pos]
-        return msgs, eof
-
-
 class _Worker:
-    def __init__(self, index: int, specs: list[str]) -> None:
+    def __init__(self, index: int, specs: list[str], retiring: bool = False) -> None:
         self.index = index
-        to_child_r, self.to_child = os.pipe()
-        from_child_r, from_child_w = os.pipe()
-        for fd in (self.to_child, from_child_w):
-            _widen_pipe(fd)
         with tempfile.TemporaryFile() as page_file:
             page_file.truncate(PROGRESS_BYTES)
             self.page = mmap.mmap(page_file.fileno(), PROGRESS_BYTES)
@@ -118,34 +73,32 @@ class _Worker:
             env = dict(os.environ)
             # Same import path as the pool's process, so "module:attr" specs resolve identically.
             env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p and os.path.isdir(p))
-            self.proc = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "graders.runtime.procworker",
-                    str(to_child_r),
-                    str(from_child_w),
-                    str(page_file.fileno()),
-                ],
-                pass_fds=(to_child_r, from_child_w, page_file.fileno()),
-                start_new_session=True,  # own process group: killing it also kills what the grader started
+            self.proc = KillableProcess(
+                "graders.runtime.procworker",
+                [str(page_file.fileno())],
                 env=env,
-                stdin=subprocess.DEVNULL,
+                pass_fds=(page_file.fileno(),),
             )
-        os.close(to_child_r)
-        os.close(from_child_w)
+        self.to_child = self.proc.to_child
+        for fd in (self.to_child, self.proc.from_child):
+            _widen_pipe(fd)
         os.set_blocking(self.to_child, False)
-        self.from_child = _FrameReader(from_child_r)
+        self.from_child = FrameReader(self.proc.from_child)
         self.outbuf = bytearray()  # framed messages not yet accepted by the pipe
         self.ready = False
         self.ever_ready = False
+        self.retiring = retiring  # over a memory or grade-count limit: gets no new tasks, goes once drained
+        self.pid: int | None = None  # the worker's, known once it is ready
         self.warm_since = time.monotonic()
         self.inflight: dict[int, Task] = {}  # sent and not yet answered, in send order
         self.graded = 0
+        self.rss_checked = 0.0
+        self.started = 0  # tasks the worker started, read from its page when it is killed
+        self.suspect = -1  # seq of the retried task it runs alone (no other task goes with it)
         self.warm(specs)
 
-    def send(self, obj: Any) -> None:
-        self.outbuf += _frame(obj)
+    def send(self, msg: Any) -> None:
+        self.outbuf += _frame(msg)
         self.flush()
 
     def flush(self) -> None:
@@ -169,27 +122,36 @@ class _Worker:
         task = self.inflight.get(seq)
         return (task, started) if task is not None else None
 
+    def started_unreported(self) -> list[Task]:
+        """In-flight tasks the (killed) worker had started, graded or grading, but not reported, in order."""
+        return list(itertools.islice(self.inflight.values(), max(0, self.started - self.graded)))
+
     def kill(self) -> None:
-        with contextlib.suppress(ProcessLookupError):  # already gone
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        self.proc.wait()
-        os.close(self.to_child)
-        os.close(self.from_child.fd)
+        """SIGKILL the worker and everything it started (the keeper sees to the descendants)."""
+        self.proc.kill()
+        self.started = read_started(self.page)  # final now
         self.page.close()
 
 
 class ProcessBackend:
     """A fixed number of worker processes; see the module docstring for the design."""
 
-    def __init__(self, workers: int, timeout_s: float, on_outcomes: OnOutcomes) -> None:
+    def __init__(
+        self, workers: int, timeout_s: float, on_outcomes: OnOutcomes, limits: WorkerLimits | None = None
+    ) -> None:
         if workers < 1:
             raise ValueError(f"workers must be >= 1, got {workers}")
         self._size = workers
         self._timeout = timeout_s
+        self._limits = limits or WorkerLimits()
+        self._containers = ContainerReaper()
         self._on_outcomes = on_outcomes
         self._host = socket.gethostname()
         self._lock = threading.Lock()
         self._pending: deque[Task] = deque()
+        # Tasks a dead worker was charged for: each runs alone on an idle worker, so if it kills that one
+        # too, no other task is charged with it.
+        self._suspects: deque[Task] = deque()
         self._specs: list[str] = []  # every grader spec seen; new workers warm them all
         self._new_specs: list[str] = []
         self._wake_r, self._wake_w = os.pipe()
@@ -200,10 +162,10 @@ class ProcessBackend:
         self._by_fd: dict[int, _Worker] = {}
         self._mean_s: float | None = None  # moving average of grade time, sizes the batches
         self.restarts = 0
+        self.recycled = 0  # workers retired for their memory use or grade count
         self._startup_failures = 0  # consecutive workers that died before their first "ready"
         self.failure: BaseException | None = None
         self._closing = False
-        # Workers are created on the supervisor thread: their parent-death signal is tied to its lifetime.
         self._thread = threading.Thread(target=self._loop, name="grading-supervisor", daemon=True)
         self._thread.start()
 
@@ -216,8 +178,9 @@ class ProcessBackend:
 
     def dispatch_many(self, tasks: list[Task]) -> None:
         with self._lock:
-            was_empty = not self._pending
-            self._pending.extend(tasks)
+            was_empty = not self._pending and not self._suspects
+            for t in tasks:
+                (self._suspects if t.attempt else self._pending).append(t)
         if was_empty:  # a non-empty queue means the supervisor has a wake-up coming already
             self._wake()
 
@@ -227,11 +190,11 @@ class ProcessBackend:
 
     def stats(self) -> dict[str, Any]:
         with self._lock:
-            depth = len(self._pending) + sum(len(w.inflight) for w in self._workers)
+            depth = len(self._pending) + len(self._suspects) + sum(len(w.inflight) for w in self._workers)
             workers = [
                 {
                     "worker": w.index,
-                    "pid": w.proc.pid,
+                    "pid": w.pid,
                     "node": self._host,
                     "graded": w.graded,
                     "ready": w.ready,
@@ -243,6 +206,7 @@ class ProcessBackend:
             "queue_depth": depth,
             "workers": workers,
             "worker_restarts": self.restarts,
+            "workers_recycled": self.recycled,
         }
 
     def close(self) -> None:
@@ -285,9 +249,10 @@ class ProcessBackend:
                 w.send(None)
         deadline = time.monotonic() + 1.0
         for w in self._workers:
-            with contextlib.suppress(subprocess.TimeoutExpired):  # still busy: killed just below
-                w.proc.wait(max(0.0, deadline - time.monotonic()))
+            if not w.proc.wait(max(0.0, deadline - time.monotonic())):
+                self._containers.request()  # killed busy: its atexit clean-up will not run
             w.kill()
+        self._containers.drain()
 
     def _step(self) -> None:
         with self._lock:
@@ -334,7 +299,7 @@ class ProcessBackend:
             running = w.running() if w.inflight else None
             if running is not None and now - running[1] >= self._timeout:
                 self._replace(w, "timeout", now - running[1])
-            elif not w.ready and not w.inflight and now - w.warm_since >= WARM_BUDGET_S:
+            elif not w.ready and not w.inflight and not w.retiring and now - w.warm_since >= WARM_BUDGET_S:
                 self._replace(w, "lost", 0.0)
 
     def _prefetch(self) -> int:
@@ -351,12 +316,25 @@ class ProcessBackend:
         first. Both keep every core busy until the end instead of one idling while another works through a
         long queue.
         """
-        ready = [w for w in self._workers if w.ready]
+        ready = [w for w in self._workers if w.ready and not w.retiring and w.suspect not in w.inflight]
         if not ready:
             return
         with self._lock:
             pending = self._pending
-            if not pending or self._new_specs:  # warm new graders first (next round)
+            if self._new_specs:  # warm new graders first (next round)
+                return
+            if self._suspects:  # let queues run dry until every suspect has an idle worker of its own
+                idle = [w for w in ready if not w.inflight]
+                suspects = [(w, [self._suspects.popleft()]) for w in idle[: len(self._suspects)]]
+            else:
+                suspects = []
+        for w, batch in suspects:
+            w.suspect = batch[0].seq
+            self._send_batch(w, batch)
+        if suspects or self._suspects:
+            return
+        with self._lock:
+            if not pending:
                 return
             loads = [len(w.inflight) for w in ready]
             target = self._prefetch()
@@ -367,13 +345,19 @@ class ProcessBackend:
                 return
             if sum(wants) > len(pending):
                 wants = _level(loads, len(pending))
+            cap = self._limits.max_grades
+            if cap is not None:  # a worker due for recycling gets no more than it may still grade
+                wants = [min(n, cap - w.graded - len(w.inflight)) for w, n in zip(ready, wants, strict=True)]
             batches = [
                 (w, [pending.popleft() for _ in range(n)]) for w, n in zip(ready, wants, strict=True) if n > 0
             ]
         for w, batch in batches:
-            for t in batch:
-                w.inflight[t.seq] = t
-            self._safely(w, w.send, ("grade", [t.payload() for t in batch]))
+            self._send_batch(w, batch)
+
+    def _send_batch(self, w: _Worker, batch: list[Task]) -> None:
+        for t in batch:
+            w.inflight[t.seq] = t
+        self._safely(w, w.send, ("grade", [t.payload() for t in batch]))
 
     def _safely(self, w: _Worker, fn: Any, *args: Any) -> None:
         """Run a write to ``w``; a broken pipe means it died: replace it (its tasks are requeued/reported)."""
@@ -394,6 +378,7 @@ class ProcessBackend:
         inflight, host = w.inflight, self._host
         for msg in msgs:
             if msg[0] == "ready":
+                w.pid = w.proc.pid  # before ready: a reader seeing a ready worker sees its pid
                 w.ready = w.ever_ready = True
                 self._startup_failures = 0
                 continue
@@ -404,32 +389,77 @@ class ProcessBackend:
             self._mean_s = mean if self._mean_s is None else 0.7 * self._mean_s + 0.3 * mean
         if finished:
             self._on_outcomes(finished)
-        if eof:  # it died (its last results, if any, are in already)
+        if eof:  # it died or wrote garbage (its last good results, if any, are in already)
             running = w.running()
             self._replace(w, "lost", time.monotonic() - running[1] if running else 0.0)
+        elif w.retiring and not w.inflight:
+            self._retire(w)
+        elif finished and not w.retiring:
+            self._check_limits(w)
 
-    def _replace(self, w: _Worker, kind: OutcomeKind, seconds: float) -> None:
-        """Kill ``w``, report its running task, requeue the others, start a fresh worker."""
-        running = w.running()
+    def _check_limits(self, w: _Worker) -> None:
+        """Recycle a worker over its grade count or memory cap: a fresh one starts now, this one gets no more
+        tasks and goes once its queue is done (no grade is cut short)."""
+        limits = self._limits
+        over = limits.max_grades is not None and w.graded >= limits.max_grades
+        now = time.monotonic()
+        if not over and limits.max_rss_mb is not None and now - w.rss_checked >= RSS_CHECK_S:
+            w.rss_checked = now
+            over = w.proc.rss_bytes() > limits.max_rss_mb * 2**20
+        if over:
+            w.retiring = True
+            self.recycled += 1
+            self._add(_Worker(next(self._ids), list(self._specs)))
+            if not w.inflight:
+                self._retire(w)
+
+    def _retire(self, w: _Worker) -> None:
+        self._forget(w)
+        with self._lock:
+            self._workers.remove(w)
+        w.kill()
+        self._containers.request()
+
+    def _forget(self, w: _Worker) -> None:
         for fd in (w.from_child.fd, w.to_child):  # fd numbers get reused by the replacement
             self._by_fd.pop(fd, None)
             with contextlib.suppress(KeyError):  # not registered
                 self._poller.unregister(fd)
+
+    def _replace(self, w: _Worker, kind: OutcomeKind, seconds: float) -> None:
+        """Kill ``w``, report the tasks that may have caused it, requeue the others, start a fresh worker.
+
+        On a timeout that is the running task. On a death (or garbage on its channel) it is every task the
+        worker started and did not report -- a result that could not be sent, e.g. one that did not pickle,
+        kills the worker after the grade -- so each is charged an attempt (the pool retries it up to
+        ``retries`` times, then fails it): no task can kill workers forever. Tasks it never started are
+        requeued free.
+        """
+        running = w.running()
+        self._forget(w)
         w.kill()
+        self._containers.request()
         self.restarts += 1
         if not w.ever_ready:
             self._startup_failures += 1
             if self._startup_failures > MAX_STARTUP_FAILURES:
                 raise RuntimeError(f"grading workers keep dying on startup (exit code {w.proc.returncode})")
-        culprit = running[0] if running is not None else None
-        requeue = [t for t in w.inflight.values() if t is not culprit]
-        fresh = _Worker(next(self._ids), list(self._specs))
+        if kind == "timeout":
+            culprits = [running[0]] if running is not None else []
+        else:
+            culprits = w.started_unreported()
+        charged = {t.seq for t in culprits}
+        requeue = [t for t in w.inflight.values() if t.seq not in charged]
         with self._lock:
             self._workers.remove(w)
-            self._pending.extendleft(reversed(requeue))
-        self._add(fresh)
-        if culprit is not None:
-            self._on_outcomes([(culprit, kind, None, seconds, self._host)])
+            self._pending.extendleft(reversed([t for t in requeue if not t.attempt]))
+            self._suspects.extendleft(reversed([t for t in requeue if t.attempt]))
+        if not w.retiring:  # a retiring worker's successor is up already
+            self._add(_Worker(next(self._ids), list(self._specs)))
+        if culprits:
+            self._on_outcomes(
+                [(t, kind, None, seconds if t is culprits[-1] else 0.0, self._host) for t in culprits]
+            )
 
 
 def _level(loads: list[int], n: int) -> list[int]:

@@ -17,7 +17,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Literal
 
-from graders.runtime.backend import Backend, TaskOutcome
+from graders.runtime.backend import Backend, TaskOutcome, WorkerLimits
 from graders.runtime.cache import GradeCache
 from graders.runtime.metrics import GraderStats
 from graders.runtime.request import GradeRequest, Task, cache_key, resolve_grader
@@ -55,6 +55,8 @@ class GradingPool:
     whose worker died (and of grades a grader marks ``details["retryable"]=True``, e.g. sandbox
     failures); timeouts are not retried. ``max_in_flight`` bounds streamed samples queued or being graded:
     ``submit`` blocks beyond it (``grade_batch`` holds its whole list anyway and is not bounded by it).
+    ``max_worker_rss_mb`` / ``max_grades_per_worker`` recycle a worker whose memory or grade count passes
+    them (``WorkerLimits``; ``None`` turns one off).
     """
 
     def __init__(
@@ -66,6 +68,8 @@ class GradingPool:
         retries: int = 1,
         cache_path: str | os.PathLike[str] | None = None,
         max_in_flight: int = 256,
+        max_worker_rss_mb: float | None = WorkerLimits.max_rss_mb,
+        max_grades_per_worker: int | None = WorkerLimits.max_grades,
     ) -> None:
         if timeout_s <= 0:
             raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
@@ -85,20 +89,23 @@ class GradingPool:
         self._stream_sink: Sink = self._to_stream  # one object, so _deliver can group a chunk by sink
         self._stream_outstanding = 0
         self._closed = False
+        limits = WorkerLimits(max_rss_mb=max_worker_rss_mb, max_grades=max_grades_per_worker)
         self._cache = GradeCache(cache_path) if cache_path is not None else None
-        self._backend = self._make_backend(backend, workers, ray_address)
+        self._backend = self._make_backend(backend, workers, ray_address, limits)
 
-    def _make_backend(self, name: BackendName, workers: int, ray_address: str | None) -> Backend:
+    def _make_backend(
+        self, name: BackendName, workers: int, ray_address: str | None, limits: WorkerLimits
+    ) -> Backend:
         if name not in ("auto", "process", "ray"):
             raise ValueError(f"backend must be 'auto', 'process' or 'ray', got {name!r}")
         use_ray = name == "ray" or (name == "auto" and (ray_address is not None or _ray_already_on()))
         if use_ray:
             from graders.runtime.ray_backend import RayBackend
 
-            return RayBackend(workers, self.timeout_s, self._on_outcomes, address=ray_address)
+            return RayBackend(workers, self.timeout_s, self._on_outcomes, limits, address=ray_address)
         from graders.runtime.local import ProcessBackend
 
-        return ProcessBackend(workers, self.timeout_s, self._on_outcomes)
+        return ProcessBackend(workers, self.timeout_s, self._on_outcomes, limits)
 
     # -- public API --------------------------------------------------------------------------------
     def grade_batch(self, requests: Iterable[GradeRequest]) -> list[Grade]:
@@ -283,7 +290,7 @@ class GradingPool:
         cache, retries = self._cache, self.retries
         for task, kind, fields, seconds, node in outcomes:
             if kind == "ok" and fields is not None:
-                grade = Grade(*fields)
+                grade = _rebuild(task, fields)
                 retryable = grade.verdict == "error" and bool(grade.details.get("retryable"))
                 if not retryable and cache is not None and task.key is not None:
                     cache.put(task.key, grade.to_dict())
@@ -319,6 +326,14 @@ class GradingPool:
                 f"timeout: no grade within {self.timeout_s:g}s; worker killed", budget_s=self.timeout_s
             )
         return Grade.error(f"worker_lost: worker died while grading ({task.attempt + 1} attempts)")
+
+
+def _rebuild(task: Task, fields: Any) -> Grade:
+    """The worker's grade, or ``error: bad_return`` when its fields do not make a valid Grade."""
+    try:
+        return Grade(*fields)
+    except (TypeError, ValueError) as exc:
+        return Grade.error(f"bad_return: grader {task.request.grader!r} returned an invalid Grade: {exc}")
 
 
 def _deliver(finished: list[tuple[Task, Grade]]) -> None:

@@ -1,34 +1,43 @@
-"""Entry point of a local grading worker: ``python -m graders.runtime.procworker IN_FD OUT_FD PROGRESS_FD``.
+"""Entry point of a local grading worker: ``python -m graders.runtime.procworker PROGRESS_FD``.
 
-Started with ``subprocess`` (not multiprocessing) so the caller's ``__main__`` is never re-imported and
-scripts need no ``if __name__ == "__main__"`` guard. Protocol (pickled ``Connection`` frames):
-parent -> worker: ("warm", [grader specs]) | ("grade", [payloads]) | None (exit);
-worker -> parent: ("ready",) after each warm-up; ("done", [outcomes]) with results in task order.
+A ``graders.runtime.killable`` process (not multiprocessing), so the caller's ``__main__`` is never
+re-imported, scripts need no ``if __name__ == "__main__"`` guard, and a kill takes everything the graders
+started. Protocol over its private channel: parent -> worker: pickled ``Connection`` frames of
+("warm", [grader specs]) | ("grade", [payloads]) | None (exit); worker -> parent: checked frames
+(``graders.runtime.frames``) of ("ready",) after each warm-up and ("done", [outcomes]) in task order.
 
 Results are sent in chunks (every ``FLUSH_S``, halfway through each batch and at its end) so tiny grades
 do not cost one message each, while the parent still hears in time to send the next batch before this
-one runs out (it refills a queue once half of it is done). The per-grade budget does not depend on messages: before each grade the worker writes the
-task's sequence number and start time into a shared page (``progress``) that the parent reads.
+one runs out (it refills a queue once half of it is done). The per-grade budget does not depend on
+messages: before each grade the worker writes the task's sequence number and start time into a shared page
+(``progress``) that the parent reads, with a count of the tasks it has started, so when it dies the parent
+knows which tasks ran (and may be the cause) and which never started.
 """
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
 import mmap
+import os
 import signal
 import struct
 import sys
 import time
 from multiprocessing.connection import Connection
 
+from graders.runtime.frames import frame
+from graders.runtime.killable import child_channel
 from graders.runtime.request import warm_grader
 from graders.runtime.worker import Outcome, run_one
 
 FLUSH_S = 0.02
 IDLE = -1
-PROGRESS_BYTES = 16  # int64 seq of the running task (IDLE between batches), float64 its monotonic start
-_PR_SET_PDEATHSIG = 1
+# int64 seq of the running task (IDLE between batches), float64 its monotonic start, int64 tasks started
+PROGRESS_BYTES = 24
+
+
+def read_started(page: mmap.mmap) -> int:
+    """How many tasks the worker has started so far (final once it is dead)."""
+    return int(struct.unpack_from("q", page, 16)[0])
 
 
 def read_progress(page: mmap.mmap) -> tuple[int, float]:
@@ -50,25 +59,37 @@ class _Progress:
 
     def __init__(self, page: mmap.mmap) -> None:
         self._seq = memoryview(page)[0:8].cast("q")
-        self._started = memoryview(page)[8:PROGRESS_BYTES].cast("d")
+        self._started = memoryview(page)[8:16].cast("d")
+        self._count = memoryview(page)[16:PROGRESS_BYTES].cast("q")
 
     def mark(self, seq: int, started: float) -> None:
         self._started[0] = started  # start first, then seq: a reader never pairs a seq with an older start
         self._seq[0] = seq
 
+    def begin(self, seq: int, started: float) -> None:
+        """Mark a task as running and count it as started."""
+        self.mark(seq, started)
+        self._count[0] += 1
 
-def _die_with_parent() -> None:
-    """Linux: SIGKILL this worker when the pool's supervisor thread goes away, so no orphan keeps grading."""
-    with contextlib.suppress(OSError, AttributeError):  # not Linux: the closed pipe still ends the loop
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+class _Outbox:
+    """Checked frames straight onto the channel fd (blocking: the parent always drains)."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+
+    def send(self, msg: object) -> None:
+        data = frame(msg)
+        while data:
+            data = data[os.write(self._fd, data) :]
 
 
-def _grade_batch(payloads: list, outbox: Connection, progress: _Progress) -> None:
+def _grade_batch(payloads: list, outbox: _Outbox, progress: _Progress) -> None:
     done: list[Outcome] = []
     last_flush = time.monotonic()
     half = len(payloads) // 2
     for i, payload in enumerate(payloads, 1):
-        progress.mark(payload[0], time.monotonic())
+        progress.begin(payload[0], time.monotonic())
         done.append(run_one(payload))
         if i == half or time.monotonic() - last_flush >= FLUSH_S:
             outbox.send(("done", done))
@@ -80,11 +101,12 @@ def _grade_batch(payloads: list, outbox: Connection, progress: _Progress) -> Non
         outbox.send(("done", done))
 
 
-def main(read_fd: int, write_fd: int, progress_fd: int) -> None:
-    _die_with_parent()
+def main(progress_fd: int) -> None:
+    read_fd, write_fd = child_channel()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's business
-    inbox, outbox = Connection(read_fd, writable=False), Connection(write_fd, readable=False)
+    inbox, outbox = Connection(read_fd, writable=False), _Outbox(write_fd)
     progress = _Progress(mmap.mmap(progress_fd, PROGRESS_BYTES))
+    os.close(progress_fd)
     while True:
         try:
             msg = inbox.recv()
@@ -102,4 +124,4 @@ def main(read_fd: int, write_fd: int, progress_fd: int) -> None:
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]))
+    main(int(sys.argv[1]))

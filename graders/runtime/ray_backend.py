@@ -17,7 +17,7 @@ from typing import Any
 import ray
 from ray.exceptions import GetTimeoutError, RayActorError, RayError
 
-from graders.runtime.backend import OnOutcomes, OutcomeKind, TaskOutcome
+from graders.runtime.backend import OnOutcomes, OutcomeKind, TaskOutcome, WorkerLimits
 from graders.runtime.request import Task, warm_grader
 from graders.runtime.worker import Outcome, run_one
 
@@ -70,7 +70,12 @@ class _Actor:
 
 class RayBackend:
     def __init__(
-        self, workers: int, timeout_s: float, on_outcomes: OnOutcomes, address: str | None = None
+        self,
+        workers: int,
+        timeout_s: float,
+        on_outcomes: OnOutcomes,
+        limits: WorkerLimits | None = None,
+        address: str | None = None,
     ) -> None:
         if workers < 1:
             raise ValueError(f"workers must be >= 1, got {workers}")
@@ -79,6 +84,7 @@ class RayBackend:
             ray.init(address=address, include_dashboard=False, log_to_driver=False)
         self._size = workers
         self._timeout = timeout_s
+        self._max_grades = (limits or WorkerLimits()).max_grades
         self._on_outcomes = on_outcomes
         self._lock = threading.Lock()
         self._pending: deque[Task] = deque()
@@ -154,12 +160,15 @@ class RayBackend:
             self._collect(a, done_set)
         now = time.monotonic()
         for a in list(self._actors):
-            if a.queue and now - a.head_started >= self._timeout:
+            if self._max_grades is not None and a.graded >= self._max_grades and not a.queue:
+                self._replace(a, "lost", 0.0)  # recycled: nothing queued, so nothing is reported
+            elif a.queue and now - a.head_started >= self._timeout:
                 self._replace(a, "timeout", now - a.head_started)
             elif a.gate is not None and now - a.gate_since >= ACTOR_START_BUDGET_S:
                 self._replace(a, "lost", 0.0)
 
     def _fill(self) -> None:
+        cap = self._max_grades
         ready = [a for a in self._actors if a.ready]
         with self._lock:
             if self._new_specs:  # warm new graders first (next round)
@@ -168,7 +177,8 @@ class RayBackend:
             while self._pending and progressed:
                 progressed = False
                 for a in ready:
-                    if self._pending and len(a.queue) < PREFETCH:
+                    room = cap is None or a.graded + len(a.queue) < cap
+                    if self._pending and len(a.queue) < PREFETCH and room:
                         task = self._pending.popleft()
                         if not a.queue:
                             a.head_started = time.monotonic()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pickle
 import time
 import traceback
 from typing import Any
@@ -29,6 +30,25 @@ def run_one(payload: tuple[int, str, str, Any, dict[str, Any]]) -> Outcome:
         grade = Grade.error(f"unknown_grader: {exc}")
     except Exception as exc:  # a grader bug is a per-sample error, never a dead worker
         tb = traceback.format_exc(limit=8)
-        grade = Grade.error(f"grader_exception: {type(exc).__name__}: {exc}", traceback=tb)
-    fields = (float(grade.score), grade.verdict, grade.reason, grade.details or {})
-    return seq, fields, time.perf_counter() - start
+        grade = Grade.error(f"grader_exception: {type(exc).__name__}: {_text(exc)}", traceback=tb)
+    return seq, _wire(spec, grade), time.perf_counter() - start
+
+
+def _wire(spec: str, grade: Grade) -> GradeFields:
+    """The grade's fields, checked to survive the trip to the parent (a pickle round trip): a result that
+    could not be sent would kill the worker after the grade, and a requeued task would do it again."""
+    fields = (float(grade.score), grade.verdict, str(grade.reason), grade.details or {})
+    try:
+        pickle.loads(pickle.dumps(fields, protocol=pickle.HIGHEST_PROTOCOL))
+    except Exception as exc:  # whatever the details hold, its pickling failure is this grade's error
+        why = f"{type(exc).__name__}: {_text(exc)}"
+        return (0.0, "error", f"bad_return: grader {spec!r} returned details that do not pickle: {why}", {})
+    return fields
+
+
+def _text(exc: BaseException) -> str:
+    """``str(exc)``, which grader code can make raise."""
+    try:
+        return str(exc)
+    except Exception:  # an exception whose message cannot be built is still reported, by its type
+        return "<unprintable>"
