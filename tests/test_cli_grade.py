@@ -202,7 +202,7 @@ def test_ctrl_c_keeps_finished_rows_and_rerun_resumes(tmp_path: Path) -> None:
     spec = "runtime_test_graders:EchoGrader"
     src.write_text(
         "".join(
-            json.dumps({"id": i, "response": "1", "ground_truth": "1", "grader": spec}) + "\n"
+            json.dumps({"id": i, "response": "1", "ground_truth": "1"}) + "\n"
             for i in range(40)
         )
     )
@@ -217,6 +217,8 @@ def test_ctrl_c_keeps_finished_rows_and_rerun_resumes(tmp_path: Path) -> None:
         str(src),
         "-o",
         str(out),
+        "--grader",
+        spec,  # module:attr specs come from the command line only, never from a row
         "--workers",
         "1",
         "--option",

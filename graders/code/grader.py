@@ -37,11 +37,15 @@ class CodeGrader:
     """Grades Python programs against stdin/stdout, call-based or assert-based tests."""
 
     name = "code"
-    version = "1"
+    version = "1.0.0"
 
     def __init__(self) -> None:
         self._sandboxes: dict[str, Sandbox] = {}
         self._lock = threading.Lock()
+
+    def check_options(self, options: dict[str, Any]) -> None:
+        """Raise ValueError for bad options (``rrl grade`` asks once, before grading any row)."""
+        CodeOptions.parse(options)
 
     def grade(self, response: str, ground_truth: Any, **options: Any) -> Grade:
         opts = CodeOptions.parse(options)

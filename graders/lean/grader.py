@@ -70,11 +70,15 @@ class LeanGrader:
     (``reject`` | ``allow``) is the `native_decide` policy: ``allow`` also trusts the compiler's axioms."""
 
     name = "lean"
-    version = "1"
+    version = "1.0.0"
 
     def __init__(self) -> None:
         self._sandboxes: dict[str, Sandbox] = {}
         self._lock = threading.Lock()
+
+    def check_options(self, options: dict[str, Any]) -> None:
+        """Raise ValueError for bad options (``rrl grade`` asks once, before grading any row)."""
+        _check_options(options)
 
     def grade(self, response: str, ground_truth: Any, **options: Any) -> Grade:
         _check_options(options)

@@ -57,6 +57,18 @@ class MathGrader:
         start-up never counts against the first grade's budget."""
         self.pool.warm(1)
 
+    def check_options(self, options: dict[str, Any]) -> None:
+        """Raise ValueError for bad options (``rrl grade`` asks once, before grading any row)."""
+        unknown = sorted(set(options) - {"mode", "timeout_s"})
+        if unknown:
+            raise ValueError(f"unknown option(s) {unknown}; the math grader takes mode and timeout_s")
+        mode = options.get("mode", "strict")
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+        timeout_s = options.get("timeout_s", 2.0)
+        if isinstance(timeout_s, bool) or not isinstance(timeout_s, int | float) or timeout_s <= 0:
+            raise ValueError(f"timeout_s must be a positive number, got {timeout_s!r}")
+
     def grade(
         self,
         response: str,
@@ -66,20 +78,16 @@ class MathGrader:
         timeout_s: float = 2.0,
         **options: Any,
     ) -> Grade:
-        if options:
-            return Grade.error(
-                f"unknown option(s) {sorted(options)}; the math grader takes mode and timeout_s"
-            )
-        if mode not in MODES:
-            return Grade.error(f"mode must be one of {MODES}, got {mode!r}")
+        try:
+            self.check_options({"mode": mode, "timeout_s": timeout_s, **options})
+        except ValueError as exc:
+            return Grade.error(str(exc))
         if not isinstance(response, str):
             return Grade.error(f"response must be a string, got {type(response).__name__}")
         if isinstance(ground_truth, bool) or not isinstance(ground_truth, str | int | float | Fraction):
             return Grade.error(
                 f"ground_truth must be a string or a number, got {type(ground_truth).__name__}"
             )
-        if not isinstance(timeout_s, int | float) or timeout_s <= 0:
-            return Grade.error(f"timeout_s must be a positive number, got {timeout_s!r}")
         deadline = time.monotonic() + float(timeout_s)
         try:
             return self._grade(response, str(ground_truth), mode, deadline)
