@@ -95,7 +95,7 @@ def _read_jsonl(path: Path, kind: str) -> Iterator[tuple[int, Row | BadRow]]:
             if not line.strip():
                 continue
             try:
-                row = json.loads(line)
+                row = json.loads(line.rstrip("\r\n"))  # a cut-off row reads "Unterminated string"
             except json.JSONDecodeError as exc:
                 yield (
                     number,
