@@ -31,7 +31,7 @@ def _option_value(text: str) -> Any:
 
 def grade_command(
     input: Path = typer.Argument(..., help="JSONL, parquet, or a saved Hugging Face dataset directory."),
-    output: Path = typer.Option(..., "-o", "--output", help="Results JSONL (appended; re-running resumes)."),
+    output: Path = typer.Option(..., "-o", "--output", help="Results JSONL (appended; re-running the same command resumes; see --overwrite)."),
     grader: str = typer.Option(None, "--grader", help="Grader for rows without a `grader` field."),
     source_grader: list[str] = typer.Option(
         [], "--source-grader", help="SOURCE=GRADER: route a data_source."
@@ -47,7 +47,7 @@ def grade_command(
     backend: str = typer.Option("auto", "--backend", help="auto | process | ray."),
     timeout: float = typer.Option(10.0, "--timeout", min=0.001, help="Hard per-response budget in seconds."),
     retries: int = typer.Option(1, "--retries", min=0, help="Re-runs of a response whose worker died."),
-    cache: Path = typer.Option(None, "--cache", help="Grade cache (SQLite) [default: OUTPUT.cache.sqlite]."),
+    cache: Path = typer.Option(None, "--cache", help="Grade cache (SQLite; default: OUTPUT.cache.sqlite)."),
     no_cache: bool = typer.Option(False, "--no-cache", help="Do not read or write the grade cache."),
     report: Path = typer.Option(None, "--report", help="Also write an HTML report with plots."),
     split: str = typer.Option(None, "--split", help="Split of a HF DatasetDict directory."),
@@ -106,6 +106,7 @@ def grade_command(
         "rows_written": result.rows_written,
         "rows_skipped": result.rows_skipped,
         "responses_graded": result.responses_graded,
+        "equivalence_checks": result.checks_graded,
         "seconds": result.seconds,
         "interrupted": result.interrupted,
         "pool": result.pool_metrics,

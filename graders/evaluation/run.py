@@ -63,6 +63,7 @@ class GradeRunResult:
     seconds: float
     interrupted: bool
     pool_metrics: dict[str, Any]
+    checks_graded: int = 0  # maj@k equivalence judgements (grades that are not responses)
 
 
 class _RateColumn(ProgressColumn):
@@ -104,7 +105,7 @@ def run_grading(cfg: GradeRunConfig) -> GradeRunResult:
         raise InputError(f"{cfg.input} has no rows: nothing to grade")
     _, done = _start_record(cfg)
     start = time.monotonic()
-    written = graded = 0
+    written = graded = checked = 0
     interrupted = False
     pending: dict[int, RowJob] = {}
     progress = Progress(
@@ -147,7 +148,7 @@ def run_grading(cfg: GradeRunConfig) -> GradeRunResult:
                     write(_finished_line(job, cfg.router))
 
             def finish(req: GradeRequest, grade: Grade) -> None:
-                nonlocal graded
+                nonlocal graded, checked
                 number, kind, index = req.id
                 job = pending[number]
                 if kind == "grade":
@@ -155,6 +156,7 @@ def run_grading(cfg: GradeRunConfig) -> GradeRunResult:
                     graded += 1
                 else:
                     job.check_grades[index] = grade
+                    checked += 1
                 advance(job)
 
             try:
@@ -175,7 +177,7 @@ def run_grading(cfg: GradeRunConfig) -> GradeRunResult:
     finally:
         metrics = pool.metrics()
         pool.close()
-    return GradeRunResult(written, len(done), graded, time.monotonic() - start, interrupted, metrics)
+    return GradeRunResult(written, len(done), graded, time.monotonic() - start, interrupted, metrics, checked)
 
 
 def _todo(cfg: GradeRunConfig, done: set[int]) -> Iterator[tuple[int, dict[str, Any] | BadRow]]:
