@@ -194,6 +194,10 @@ def _new_job(number: int, row: dict[str, Any] | BadRow, cfg: GradeRunConfig) -> 
         return parse_row(number, row, cfg.router)
     except RowProblem as exc:
         return error_line(number, row, str(exc))
+    except OSError:
+        raise  # the run record could not be written: the machine's problem, not the row's
+    except Exception as exc:  # anything else about this row's content costs this row only
+        return error_line(number, row, f"internal error: {type(exc).__name__}: {exc}")
 
 
 def _submit(pool: GradingPool, job: RowJob, cfg: GradeRunConfig, kind: str) -> bool:
