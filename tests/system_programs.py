@@ -67,13 +67,18 @@ PROGRAMS = (
 
 
 def missing_program_line(items: Sequence[pytest.Item]) -> str | None:
-    """The one-line complaint about the first missing program some selected test needs, or None."""
+    """One line naming every missing program that some selected test needs, or None."""
+    parts = []
     for req in PROGRAMS:
         needing = [item for item in items if req.needed(item)]
         if needing and not req.present():
-            return (
-                f"missing system program `{req.program}` (Debian package {req.package}), needed by "
-                f"{len(needing)} selected tests (e.g. {needing[0].nodeid}): install it with "
-                f"`bash {INSTALLER}` (as root), or deselect those tests"
+            parts.append(
+                f"`{req.program}` (Debian package {req.package}; needed by {len(needing)} selected tests, "
+                f"e.g. {needing[0].nodeid})"
             )
-    return None
+    if not parts:
+        return None
+    return (
+        f"missing system program {', '.join(parts)}: install with `bash {INSTALLER}` (as root), "
+        "or deselect those tests"
+    )

@@ -314,3 +314,26 @@ def test_plugin_import_prints_do_not_reach_stdout(tmp_path: Path) -> None:
     assert res.returncode == 0, res.stderr
     assert "IMPORT-NOISE" in res.stderr and "IMPORT-NOISE" not in res.stdout
     assert "PLUGIN-STDOUT" not in res.stdout
+
+
+def test_an_exception_for_one_row_costs_that_row_only(tmp_path: Path, monkeypatch) -> None:
+    """Whatever the pool cannot take for one row (here: a submit that raises for its response) becomes that
+    row's error grade; the run goes on and exits 0."""
+    from graders.evaluation import run as grade_run
+
+    real_submit = grade_run.GradingPool.submit
+
+    def submit(self, request):  # type: ignore[no-untyped-def]
+        if request.response == "poison":
+            raise ValueError("cannot hash this response")
+        return real_submit(self, request)
+
+    monkeypatch.setattr(grade_run.GradingPool, "submit", submit)
+    rows = [*MATH_ROWS, {"id": 3, "responses": ["\\boxed{1}", "poison"], "ground_truth": "1"}]
+    src, out = _write(tmp_path / "in.jsonl", rows), tmp_path / "out.jsonl"
+    res = _grade(str(src), "-o", str(out), "--grader", "math", "--no-cache")
+    assert res.exit_code == 0, res.output
+    by_id = {line["id"]: line for line in _lines(out)}
+    assert by_id[1]["verdict"] == "correct" and sorted(by_id) == [1, 2, 3]
+    verdicts = [g["verdict"] for g in by_id[3]["grades"]]
+    assert verdicts == ["correct", "error"] and "cannot hash this response" in by_id[3]["grades"][1]["reason"]
