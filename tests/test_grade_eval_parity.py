@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
+import pytest
 from typer.testing import CliRunner
 
 from graders.runtime import GradeRequest, GradingPool
+from graders.types import Grade
 from reasoning_rl.cli import app
 from reasoning_rl.data import Example
 from reasoning_rl.rollout import Completion
@@ -23,21 +26,44 @@ PROMPTS = [  # (data_source, ground truth, 3 responses)
 ]
 
 
-def test_rrl_eval_and_rrl_grade_report_identical_numbers(tmp_path: Path) -> None:
+class EchoOrError:
+    """Correct iff the response equals the ground truth; ``ERR`` cannot be judged (an ``error`` grade)."""
+
+    name = "echo_or_error"
+    version = "1.0.0"
+
+    def grade(self, response: str, ground_truth: Any, **options: Any) -> Grade:
+        if response == "ERR":
+            return Grade.error("could not judge")
+        verdict = Grade.correct if response == str(ground_truth) else Grade.incorrect
+        return verdict("", extracted=response)
+
+
+ERROR_PROMPTS = [  # errors count as not correct in accuracy and pass@k, and do not vote in maj@k
+    ("a", "1", ["1", "ERR", "2"]),
+    ("a", "1", ["ERR", "ERR", "ERR"]),
+    ("b", "5", ["6", "5", "5"]),
+]
+
+
+@pytest.mark.parametrize(
+    ("grader", "prompts"), [("math", PROMPTS), (f"{__name__}:EchoOrError", ERROR_PROMPTS)], ids=["math", "errors"]
+)
+def test_rrl_eval_and_rrl_grade_report_identical_numbers(tmp_path: Path, grader: str, prompts: list) -> None:
     src, out, summary = tmp_path / "in.jsonl", tmp_path / "out.jsonl", tmp_path / "summary.json"
     src.write_text("".join(json.dumps({"data_source": s, "ground_truth": gt, "responses": rs}) + "\n"
-                           for s, gt, rs in PROMPTS))
-    res = CliRunner().invoke(app, ["grade", str(src), "-o", str(out), "--grader", "math", "--no-progress",
+                           for s, gt, rs in prompts))
+    res = CliRunner().invoke(app, ["grade", str(src), "-o", str(out), "--grader", grader, "--no-progress",
                                    "--no-cache", "--workers", "1", "--summary-json", str(summary)])
     assert res.exit_code == 0, res.output
     graded = json.loads(summary.read_text())["summary"]
 
     samples: list[Sample] = []
     with GradingPool(workers=1) as pool:
-        for group, (source, gt, responses) in enumerate(PROMPTS):
+        for group, (source, gt, responses) in enumerate(prompts):
             ex = Example(uid=f"p{group}", data_source=source, messages=({"role": "user", "content": "q"},),
-                         ground_truth=gt, grader="math")
-            grades = pool.grade_batch([GradeRequest("math", r, gt) for r in responses])
+                         ground_truth=gt, grader=grader)
+            grades = pool.grade_batch([GradeRequest(grader, r, gt) for r in responses])
             samples += [Sample(group, ex, Completion(group, i, [1], [2], [0.0], r, "stop"), g)
                         for i, (r, g) in enumerate(zip(responses, grades, strict=True))]
         result = summarise(samples, 3, equivalence(pool, samples, {}))
@@ -46,7 +72,12 @@ def test_rrl_eval_and_rrl_grade_report_identical_numbers(tmp_path: Path) -> None
     assert {"accuracy", "pass@1", "pass@3", "maj@3"} <= set(rates)
     for key in rates:
         assert result.metrics[f"eval/{key}"] == graded["overall"][key], key
-        for source in ("alg", "geo"):
+        for source in {s for s, _, _ in prompts}:
             assert result.by_source[source][key] == graded["by_source"][source][key], (source, key)
-    # alg 1: 0.5 = 1/2 outvotes 3; alg 2: 7 ties 8 (no box: no vote), first wins; geo 1: 2; geo 2: wrong
-    assert graded["overall"]["maj@3"] == 0.75
+    assert result.metrics["eval/errors"] == graded["overall"]["verdicts"].get("error", 0)
+    if grader == "math":
+        # alg 1: 0.5 = 1/2 outvotes 3; alg 2: 7 ties 8 (no box: no vote), first wins; geo 1: 2; geo 2: wrong
+        assert graded["overall"]["maj@3"] == 0.75
+    else:
+        assert graded["overall"]["accuracy"] == pytest.approx(3 / 9)  # 3 correct of 9, errors are not correct
+        assert graded["overall"]["maj@3"] == pytest.approx(2 / 3)  # the all-error row has no correct majority
