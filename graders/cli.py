@@ -31,7 +31,7 @@ def _option_value(text: str) -> Any:
 
 def grade_command(
     input: Path = typer.Argument(..., help="JSONL, parquet, or a saved Hugging Face dataset directory."),
-    output: Path = typer.Option(..., "-o", "--output", help="Results JSONL (appended; re-running resumes)."),
+    output: Path = typer.Option(..., "-o", "--output", help="Results JSONL (appended; re-running the same command resumes; see --overwrite)."),
     grader: str = typer.Option(None, "--grader", help="Grader for rows without a `grader` field."),
     source_grader: list[str] = typer.Option(
         [], "--source-grader", help="SOURCE=GRADER: route a data_source."
@@ -47,24 +47,34 @@ def grade_command(
     backend: str = typer.Option("auto", "--backend", help="auto | process | ray."),
     timeout: float = typer.Option(10.0, "--timeout", min=0.001, help="Hard per-response budget in seconds."),
     retries: int = typer.Option(1, "--retries", min=0, help="Re-runs of a response whose worker died."),
-    cache: Path = typer.Option(None, "--cache", help="Grade cache (SQLite) [default: OUTPUT.cache.sqlite]."),
+    cache: Path = typer.Option(None, "--cache", help="Grade cache (SQLite; default: OUTPUT.cache.sqlite)."),
     no_cache: bool = typer.Option(False, "--no-cache", help="Do not read or write the grade cache."),
     report: Path = typer.Option(None, "--report", help="Also write an HTML report with plots."),
     split: str = typer.Option(None, "--split", help="Split of a HF DatasetDict directory."),
     summary_json: Path = typer.Option(None, "--summary-json", help="Also write the summary as JSON."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show the progress bar."),
+    overwrite: bool = typer.Option(
+        False, "--overwrite", help="Start OUTPUT afresh instead of resuming into it (the cache is kept)."
+    ),
+    fail_on_errors: bool = typer.Option(
+        False, "--fail-on-errors", help="Exit 1 when any response or row is an error (default: only when all are)."
+    ),
 ) -> None:
-    """Grade responses in INPUT (no model needed): accuracy, pass@k, maj@k per data_source."""
-    from rich.console import Console
+    """Grade responses in INPUT (no model needed): accuracy, pass@k, maj@k per data_source.
 
+    Results go to OUTPUT, the summary to stdout, progress and messages to stderr. Exit codes: 0 done, 1 every
+    row an error (or any, with --fail-on-errors), 2 a mistake in the command or input, 130 interrupted.
+    """
     from graders.evaluation.display import print_summary
     from graders.evaluation.inputs import InputError
     from graders.evaluation.output import OutputError
+    from graders.evaluation.preflight import RunError
     from graders.evaluation.rows import Router
     from graders.evaluation.run import GradeRunConfig, run_grading
+    from graders.evaluation.streams import results_console, stdout_to_stderr
     from graders.evaluation.summary import summarize
 
-    console = Console(stderr=True)
+    console = results_console(stderr=True)
     if backend not in ("auto", "process", "ray"):
         raise typer.BadParameter("must be auto, process or ray", param_hint="--backend")
     options = {k: _option_value(v) for k, v in _pairs(option, "--option").items()}
@@ -83,10 +93,12 @@ def grade_command(
         cache_path=None if no_cache else (cache or output.with_name(output.name + ".cache.sqlite")),
         split=split,
         show_progress=progress,
+        overwrite=overwrite,
     )
     try:
-        result = run_grading(cfg)
-    except (InputError, OutputError, OSError) as exc:
+        with stdout_to_stderr():  # graders print; stdout carries the summary only
+            result = run_grading(cfg)
+    except (InputError, OutputError, RunError, OSError) as exc:
         typer.secho(f"error: {exc}", fg="red", err=True)
         raise typer.Exit(2) from exc
     summary = summarize(output) if output.exists() else {"overall": {}, "by_source": {}}
@@ -94,12 +106,19 @@ def grade_command(
         "rows_written": result.rows_written,
         "rows_skipped": result.rows_skipped,
         "responses_graded": result.responses_graded,
+        "equivalence_checks": result.checks_graded,
         "seconds": result.seconds,
         "interrupted": result.interrupted,
         "pool": result.pool_metrics,
     }
     if summary["overall"]:
-        print_summary(Console(), summary, run)
+        print_summary(results_console(), summary, run)
+    replayed = sum(g["cache_hits"] for g in result.pool_metrics.get("graders", {}).values())
+    if replayed:
+        console.print(
+            f"[bold yellow]{replayed} grades replayed from cache {cfg.cache_path}[/bold yellow] "
+            "(graded earlier by the same grader name, version and source; --no-cache to regrade)"
+        )
     if summary_json is not None:
         summary_json.write_text(json.dumps({"summary": summary, "run": run}, indent=2, default=repr) + "\n")
     if report is not None and summary["overall"]:
@@ -112,6 +131,14 @@ def grade_command(
             f"[yellow]interrupted[/yellow]: finished rows are in {output}; re-run the same command to resume."
         )
         raise typer.Exit(130)
+    verdicts, rows = summary["overall"].get("verdicts", {}), summary["overall"].get("rows", 0)
+    errors = verdicts.get("error", 0) + summary["overall"].get("malformed_rows", 0)
+    if rows and not verdicts.get("correct", 0) + verdicts.get("incorrect", 0):
+        typer.secho(f"error: every row in {output} is an error (see the `reason` fields)", fg="red", err=True)
+        raise typer.Exit(1)
+    if fail_on_errors and errors:
+        typer.secho(f"error: {errors} errors in {output} (--fail-on-errors)", fg="red", err=True)
+        raise typer.Exit(1)
 
 
 @graders_app.command("list")
@@ -125,12 +152,13 @@ def list_command(
     if as_json:
         typer.echo(json.dumps(infos, indent=2))
         return
-    from rich.console import Console
     from rich.table import Table
+
+    from graders.evaluation.streams import results_console
 
     table = Table(title="graders (entry point group reasoning_rl.graders)", title_justify="left")
     for col in ("name", "version", "provider", "target", "status"):
         table.add_column(col)
     for info in infos:
         table.add_row(info["name"], info["version"] or "-", info["provider"], info["target"], info["status"])
-    Console().print(table)
+    results_console().print(table)

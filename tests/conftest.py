@@ -6,8 +6,17 @@ from pathlib import Path
 
 import pytest
 from rrl_testutil import REPO, SHARED, shared_path
+from system_programs import missing_program_line
 
 __all__ = ["REPO", "SHARED", "shared_path"]
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Stop before running anything when a selected test needs a system program that is not installed."""
+    line = missing_program_line(session.items)
+    if line is not None:
+        pytest.exit(line, returncode=4)
+
 
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:

@@ -84,18 +84,40 @@ def test_grade_acceptance_math_pass_and_maj_at_8(acceptance_rows: list[dict], tm
     labels_pass8 = sum(any(r["score"]) for r in acceptance_rows) / 100
     assert overall["pass@8"] == pytest.approx(labels_pass8, abs=0.02)
 
-    # Independent 2: grade in-process with the math grader, no pool, and vote here.
+    # Independent 2: grade in-process with the math grader, no pool, and vote here: an answer joins the first
+    # earlier answer the grader judges equal to it (greedy clusters; rrl grade merges all pairs).
     direct_pass = direct_maj = 0
     for r in acceptance_rows:
         grades = [graders.grade("math", resp, r["gt"]) for resp in r["code"]]
         correct = [g.verdict == "correct" for g in grades]
         direct_pass += any(correct)
         answers = [tuple(g.details.get("extracted") or ()) or None for g in grades]
-        votes = Counter(a for a in answers if a is not None)
+        reps: list[int] = []  # first response of each cluster
+        cluster: list[int | None] = []
+        for i, a in enumerate(answers):
+            if a is None:
+                cluster.append(None)
+                continue
+            same = next((j for j in reps if answers[j] == a), None)
+            if same is None and len(a) == 1:
+                same = next(
+                    (
+                        j
+                        for j in reps
+                        if len(answers[j] or ()) == 1
+                        and graders.grade("math", r["code"][i], answers[j][0]).verdict == "correct"  # type: ignore[index]
+                    ),
+                    None,
+                )
+            if same is None:
+                reps.append(i)
+                same = i
+            cluster.append(same)
+        votes = Counter(c for c in cluster if c is not None)
         if votes:
             top = max(votes.values())
-            winner = next(a for a in answers if a is not None and votes[a] == top)
-            direct_maj += correct[answers.index(winner)]
+            winner = next(c for c in cluster if c is not None and votes[c] == top)
+            direct_maj += any(ok for ok, c in zip(correct, cluster, strict=True) if c == winner)
     assert overall["pass@8"] == pytest.approx(direct_pass / 100)
     assert overall["maj@8"] == pytest.approx(direct_maj / 100)
     assert overall["pass@1"] == pytest.approx(overall["accuracy"])
@@ -202,7 +224,7 @@ def test_ctrl_c_keeps_finished_rows_and_rerun_resumes(tmp_path: Path) -> None:
     spec = "runtime_test_graders:EchoGrader"
     src.write_text(
         "".join(
-            json.dumps({"id": i, "response": "1", "ground_truth": "1", "grader": spec}) + "\n"
+            json.dumps({"id": i, "response": "1", "ground_truth": "1"}) + "\n"
             for i in range(40)
         )
     )
@@ -217,6 +239,8 @@ def test_ctrl_c_keeps_finished_rows_and_rerun_resumes(tmp_path: Path) -> None:
         str(src),
         "-o",
         str(out),
+        "--grader",
+        spec,  # module:attr specs come from the command line only, never from a row
         "--workers",
         "1",
         "--option",

@@ -43,11 +43,15 @@ class CodeGrader:
     """Grades Python programs against stdin/stdout, call-based or assert-based tests."""
 
     name = "code"
-    version = "2"  # 2: failed calls never satisfy a check, dependent calls, in-place mutation, subclasses
+    version = "2.0.0"  # 2: failed calls never satisfy a check, dependent calls, in-place mutation, subclasses
 
     def __init__(self) -> None:
         self._sandboxes: dict[str, Sandbox] = {}
         self._lock = threading.Lock()
+
+    def check_options(self, options: dict[str, Any]) -> None:
+        """Raise ValueError for bad options (``rrl grade`` asks once, before grading any row)."""
+        CodeOptions.parse(options)
 
     def grade(self, response: str, ground_truth: Any, **options: Any) -> Grade:
         opts = CodeOptions.parse(options)

@@ -2,16 +2,18 @@
 
 Rows are numbered from 1 (for JSONL, the line number) so error lines point at what the user sees.
 A line that is not a JSON object is yielded as ``BadRow`` rather than raised: nothing is dropped.
+JSONL may be gzipped (``.jsonl.gz``) and may start with a UTF-8 byte-order mark.
 """
 
 from __future__ import annotations
 
+import gzip
 import importlib
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 
 class InputError(ValueError):
@@ -25,6 +27,7 @@ class BadRow:
 
 
 Row = dict[str, Any]
+JSONL_SUFFIXES = (".jsonl", ".json", ".ndjson")
 
 
 def _kind(path: Path) -> str:
@@ -36,19 +39,31 @@ def _kind(path: Path) -> str:
         raise InputError(f"input file {path} does not exist")
     if path.suffix == ".parquet":
         return "parquet"
-    if path.suffix in (".jsonl", ".json", ".ndjson"):
+    if path.suffix in JSONL_SUFFIXES:
         return "jsonl"
+    if path.suffix == ".gz" and Path(path.stem).suffix in JSONL_SUFFIXES:
+        return "jsonl.gz"
     raise InputError(
-        f"cannot tell the format of {path}: use .jsonl, .parquet or a saved HF dataset directory"
+        f"cannot tell the format of {path}: use .jsonl (or .jsonl.gz), .parquet or a saved HF dataset directory"
     )
+
+
+def _open_text(path: Path, kind: str) -> IO[str]:
+    """JSONL as text; ``utf-8-sig`` drops a leading byte-order mark (Windows editors write one)."""
+    if kind == "jsonl.gz":
+        return gzip.open(path, "rt", encoding="utf-8-sig", errors="replace")
+    return path.open(encoding="utf-8-sig", errors="replace")
 
 
 def count_rows(path: Path, split: str | None = None) -> int:
     """Row count for the progress bar, without parsing rows."""
     kind = _kind(path)
-    if kind == "jsonl":
-        with path.open("rb") as fh:
-            return sum(1 for line in fh if line.strip())
+    if kind in ("jsonl", "jsonl.gz"):
+        try:
+            with _open_text(path, kind) as fh:
+                return sum(1 for line in fh if line.strip())
+        except (OSError, EOFError) as exc:  # gzip.BadGzipFile is an OSError
+            raise InputError(f"cannot read {path}: {exc}") from exc
     if kind == "parquet":
         import pyarrow.parquet as pq
 
@@ -59,8 +74,8 @@ def count_rows(path: Path, split: str | None = None) -> int:
 def read_rows(path: Path, split: str | None = None) -> Iterator[tuple[int, Row | BadRow]]:
     """(row number, row) pairs in input order."""
     kind = _kind(path)
-    if kind == "jsonl":
-        yield from _read_jsonl(path)
+    if kind in ("jsonl", "jsonl.gz"):
+        yield from _read_jsonl(path, kind)
     elif kind == "parquet":
         import pyarrow.parquet as pq
 
@@ -74,18 +89,20 @@ def read_rows(path: Path, split: str | None = None) -> Iterator[tuple[int, Row |
             yield number, dict(row)
 
 
-def _read_jsonl(path: Path) -> Iterator[tuple[int, Row | BadRow]]:
-    with path.open(encoding="utf-8", errors="replace") as fh:
+def _read_jsonl(path: Path, kind: str) -> Iterator[tuple[int, Row | BadRow]]:
+    with _open_text(path, kind) as fh:
         for number, line in enumerate(fh, start=1):
             if not line.strip():
                 continue
             try:
-                row = json.loads(line)
+                row = json.loads(line.rstrip("\r\n"))  # a cut-off row reads "Unterminated string"
             except json.JSONDecodeError as exc:
                 yield (
                     number,
                     BadRow(
-                        f"line {number} is not valid JSON: {exc.msg} at column {exc.colno}", line.rstrip("\n")
+                        # some messages end in "at" ("Unterminated string starting at"): no "at at column"
+                        f"line {number} is not valid JSON: {exc.msg.removesuffix(' at')} at column {exc.colno}",
+                        line.rstrip("\n"),
                     ),
                 )
                 continue
@@ -99,14 +116,20 @@ def _read_jsonl(path: Path) -> Iterator[tuple[int, Row | BadRow]]:
 
 
 def _load_hf(path: Path, split: str | None) -> Any:
+    needs = (
+        f"{path} is a Hugging Face dataset directory; reading it needs the `datasets` package "
+        "(pip install 'reasoning-rl[train]' or pip install datasets), or convert it to JSONL/parquet"
+    )
     try:
         # By name: the repo's own datasets/ folder (data files) must not shadow Hugging Face's package for mypy.
         datasets: Any = importlib.import_module("datasets")
     except ImportError as exc:
-        raise InputError(
-            f"{path} is a Hugging Face dataset directory; reading it needs the `datasets` package "
-            "(pip install 'reasoning-rl[train]' or pip install datasets), or convert it to JSONL/parquet"
-        ) from exc
+        raise InputError(needs) from exc
+    if not hasattr(datasets, "load_from_disk"):
+        # Run from the repo root without HF datasets, `import datasets` finds the top-level datasets/ data folder
+        # as an empty namespace package (no __file__, no load_from_disk): that is "not installed" too.
+        where = ", ".join(str(p) for p in getattr(datasets, "__path__", [])) or "?"
+        raise InputError(f"{needs} (`import datasets` found the folder {where}, not the package)")
     ds = datasets.load_from_disk(str(path))
     if isinstance(ds, datasets.DatasetDict):
         if split is None:

@@ -36,7 +36,15 @@ def done_rows(path: Path) -> set[int]:
     return done
 
 
-def write_line(fh: IO[str], line: dict[str, Any]) -> None:
-    """One JSON object per line, flushed, so Ctrl-C or a crash never loses a finished row."""
-    fh.write(json.dumps(line, ensure_ascii=False, default=repr) + "\n")
+def write_line(fh: IO[bytes], line: dict[str, Any]) -> None:
+    """One JSON object per line, flushed, so Ctrl-C or a crash never loses a finished row.
+
+    Text is written as UTF-8; a line holding a lone surrogate (``"\\ud83d"`` in the input JSON decodes to one,
+    and UTF-8 cannot encode it) is written with JSON escapes instead, which reads back to the same string.
+    """
+    try:
+        data = json.dumps(line, ensure_ascii=False, default=repr).encode("utf-8")
+    except UnicodeEncodeError:
+        data = json.dumps(line, ensure_ascii=True, default=repr).encode("ascii")
+    fh.write(data + b"\n")
     fh.flush()

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from graders.evaluation.inputs import BadRow, Row
-from graders.evaluation.scoring import answer_key, majority_correct
+from graders.evaluation.scoring import answer_keys, equivalence_checks, score_row
 from graders.runtime import resolve_grader
-from graders.types import Grade
+from graders.types import Grade, Grader
 
 # Keys ``rrl grade`` writes; an input field with one of these names is kept as "input_<name>".
 RESULT_KEYS = (
@@ -38,10 +39,19 @@ class Router:
 
     default: str | None = None
     by_source: dict[str, str] = field(default_factory=dict)
+    # Called once per grader spec, when it is first loaded (before any of its rows is written).
+    on_load: Callable[[str, Grader], None] | None = None
     _identity: dict[str, tuple[str, str]] = field(default_factory=dict)
 
     def route(self, row: Row) -> str:
-        spec = row.get("grader") or self.default
+        own = row.get("grader")
+        if own is not None and (not isinstance(own, str) or ":" in own):
+            # A row is data: it may name a registered grader, never make this process import a module.
+            raise RowProblem(
+                f"field `grader` must be a registered grader name (see `rrl graders list`), got {own!r}; "
+                "module:attr specs are accepted from --grader / --source-grader only"
+            )
+        spec = own or self.default
         source = row.get("data_source")
         if not spec and isinstance(source, str):
             spec = self.by_source.get(source)
@@ -50,8 +60,6 @@ class Router:
                 f"no grader for data_source {source!r}: give the row a `grader` field, pass --grader, "
                 "or map the source with --source-grader SOURCE=GRADER"
             )
-        if not isinstance(spec, str):
-            raise RowProblem(f"field `grader` must be a string, got {type(spec).__name__}")
         return spec
 
     def identity(self, spec: str) -> tuple[str, str]:
@@ -59,8 +67,10 @@ class Router:
         if spec not in self._identity:
             try:
                 grader = resolve_grader(spec)
-            except (KeyError, TypeError) as exc:
-                raise RowProblem(str(exc)) from exc
+            except Exception as exc:  # a grader that fails to load fails its rows, with the cause
+                raise RowProblem(f"grader {spec!r} cannot be loaded: {type(exc).__name__}: {exc}") from exc
+            if self.on_load is not None:
+                self.on_load(spec, grader)
             self._identity[spec] = (str(grader.name), str(grader.version))
         return self._identity[spec]
 
@@ -73,10 +83,20 @@ class RowJob:
     responses: list[str]
     ground_truth: Any
     grades: list[Grade | None]
+    # Equivalence judgements for maj@k (see scoring.equivalence_checks), planned once the grades are in.
+    checks: list[tuple[int, str]] = field(default_factory=list)
+    check_grades: list[Grade | None] = field(default_factory=list)
 
     @property
     def done(self) -> bool:
-        return all(g is not None for g in self.grades)
+        return all(g is not None for g in self.grades) and all(g is not None for g in self.check_grades)
+
+    def plan_checks(self) -> list[tuple[int, str]]:
+        """The equivalence judgements this row still needs (call once, when its grades are in)."""
+        grades = [g for g in self.grades if g is not None]
+        self.checks = equivalence_checks(answer_keys(grades, self.responses))
+        self.check_grades = [None] * len(self.checks)
+        return self.checks
 
 
 def parse_row(number: int, row: Row, router: Router) -> RowJob:
@@ -109,20 +129,14 @@ def _carry(row: Row) -> dict[str, Any]:
 def result_line(job: RowJob, router: Router) -> dict[str, Any]:
     grades = [g for g in job.grades if g is not None]
     name, version = router.identity(job.spec)
-    k = len(grades)
-    n_correct = sum(g.verdict == "correct" for g in grades)
-    n_error = sum(g.verdict == "error" for g in grades)
-    keys = [
-        answer_key(g, r) if g.verdict != "error" else None for g, r in zip(grades, job.responses, strict=True)
-    ]
-    maj, majority = majority_correct(keys, [g.verdict == "correct" for g in grades])
-    if maj is None and n_error < k:
-        maj = False  # judged responses, none with an answer: the majority answer is "no answer"
+    score = score_row(grades, job.responses, job.checks, [g for g in job.check_grades if g is not None])
+    k = score.k
+    maj = score.maj
     if k == 1:
         verdict, reason = grades[0].verdict, grades[0].reason
     else:
         verdict = "error" if maj is None else ("correct" if maj else "incorrect")
-        reason = f"{n_correct}/{k} correct" + (f", {n_error} errors" if n_error else "")
+        reason = f"{score.n_correct}/{k} correct" + (f", {score.n_error} errors" if score.n_error else "")
     return _carry(job.row) | {
         "row": job.number,
         "grader": name,
@@ -131,11 +145,11 @@ def result_line(job: RowJob, router: Router) -> dict[str, Any]:
         "verdict": verdict,
         "reason": reason,
         "k": k,
-        "n_correct": n_correct,
-        "n_error": n_error,
-        "pass": n_correct > 0,
+        "n_correct": score.n_correct,
+        "n_error": score.n_error,
+        "pass": score.passed,
         "maj": maj,
-        "majority_answer": majority,
+        "majority_answer": score.majority_answer,
         "grades": [g.to_dict() for g in grades],
     }
 

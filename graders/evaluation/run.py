@@ -1,7 +1,10 @@
 """Orchestrate one ``rrl grade`` run: stream rows into a GradingPool, write each row when its grades are in.
 
 Resumable by construction: OUTPUT is append-only with one flushed line per finished row, rows already in it
-are skipped, and the grade cache (next to OUTPUT by default) replays grades of rows cut off by Ctrl-C.
+are skipped (when the run record shows they came from the same input, graders and options: fingerprint.py),
+and the grade cache (next to OUTPUT by default) replays grades of rows cut off by Ctrl-C. Run-wide mistakes
+stop the run before any row is written (preflight.py); anything that goes wrong with one row becomes that
+row's error line.
 """
 
 from __future__ import annotations
@@ -25,8 +28,10 @@ from rich.progress import (
 )
 from rich.text import Text
 
-from graders.evaluation.inputs import BadRow, count_rows, read_rows
+from graders.evaluation.fingerprint import RunRecord, grader_identity, input_fingerprint
+from graders.evaluation.inputs import BadRow, InputError, count_rows, read_rows
 from graders.evaluation.output import done_rows, write_line
+from graders.evaluation.preflight import preflight
 from graders.evaluation.rows import Router, RowJob, RowProblem, error_line, parse_row, result_line
 from graders.runtime import GradeRequest, GradingPool
 from graders.types import Grade
@@ -47,6 +52,7 @@ class GradeRunConfig:
     max_in_flight: int = 256
     split: str | None = None
     show_progress: bool = True
+    overwrite: bool = False  # start OUTPUT afresh instead of resuming into it
 
 
 @dataclass
@@ -57,6 +63,7 @@ class GradeRunResult:
     seconds: float
     interrupted: bool
     pool_metrics: dict[str, Any]
+    checks_graded: int = 0  # maj@k equivalence judgements (grades that are not responses)
 
 
 class _RateColumn(ProgressColumn):
@@ -68,11 +75,37 @@ class _RateColumn(ProgressColumn):
         return Text(f"{rate:,.0f} responses/s", style="progress.data.speed")
 
 
-def run_grading(cfg: GradeRunConfig) -> GradeRunResult:
+def _start_record(cfg: GradeRunConfig) -> tuple[RunRecord, set[int]]:
+    """Check the run-wide setup, then OUTPUT: start it afresh, or resume into it when its record matches."""
+    loaded = preflight(cfg.router, cfg.options, cfg.input, cfg.split)
+    record = RunRecord(
+        cfg.output,
+        {
+            "input": input_fingerprint(cfg.input, cfg.split),
+            "routing": {"default": cfg.router.default, "by_source": cfg.router.by_source},
+            "options": cfg.options,
+        },
+    )
+    if cfg.overwrite:
+        cfg.output.unlink(missing_ok=True)
     done = done_rows(cfg.output)
+    if done:
+        record.check_resume(cfg.output, len(done))
+    for spec, grader in loaded.items():
+        record.data["graders"].setdefault(spec, grader_identity(grader))
+    cfg.output.parent.mkdir(parents=True, exist_ok=True)
+    record.save()
+    cfg.router.on_load = record.use
+    return record, done
+
+
+def run_grading(cfg: GradeRunConfig) -> GradeRunResult:
     total = count_rows(cfg.input, cfg.split)
+    if total == 0:
+        raise InputError(f"{cfg.input} has no rows: nothing to grade")
+    _, done = _start_record(cfg)
     start = time.monotonic()
-    written = graded = 0
+    written = graded = checked = 0
     interrupted = False
     pending: dict[int, RowJob] = {}
     progress = Progress(
@@ -97,28 +130,44 @@ def run_grading(cfg: GradeRunConfig) -> GradeRunResult:
         max_in_flight=cfg.max_in_flight,
     )
     try:
-        with progress, cfg.output.open("a", encoding="utf-8") as out:
+        with progress, cfg.output.open("ab") as out:
             bar = progress.add_task("grade", total=total, completed=len(done), responses=0)
 
+            def write(line: dict[str, Any]) -> None:
+                nonlocal written
+                write_line(out, line)
+                written += 1
+                progress.update(bar, advance=1, responses=graded)
+
+            def advance(job: RowJob) -> None:
+                """Once its grades are in, a row asks for its equivalence checks; once those are in, it is written."""
+                if not job.done:
+                    return
+                if job.checks or not job.plan_checks() or not _submit(pool, job, cfg, "check"):
+                    del pending[job.number]
+                    write(_finished_line(job, cfg.router))
+
             def finish(req: GradeRequest, grade: Grade) -> None:
-                nonlocal written, graded
-                number, index = req.id
+                nonlocal graded, checked
+                number, kind, index = req.id
                 job = pending[number]
-                job.grades[index] = grade
-                graded += 1
-                if job.done:
-                    write_line(out, result_line(job, cfg.router))
-                    del pending[number]
-                    written += 1
-                    progress.update(bar, advance=1, responses=graded)
+                if kind == "grade":
+                    job.grades[index] = grade
+                    graded += 1
+                else:
+                    job.check_grades[index] = grade
+                    checked += 1
+                advance(job)
 
             try:
                 for number, row in _todo(cfg, done):
-                    line = _submit_row(pool, number, row, cfg, pending)
-                    if line is not None:
-                        write_line(out, line)
-                        written += 1
-                        progress.update(bar, advance=1)
+                    job = _new_job(number, row, cfg)
+                    if isinstance(job, dict):
+                        write(job)
+                    else:
+                        pending[number] = job
+                        _submit(pool, job, cfg, "grade")
+                        advance(job)
                     for req, grade in pool.poll(0):
                         finish(req, grade)
                 for req, grade in pool.results():
@@ -128,7 +177,7 @@ def run_grading(cfg: GradeRunConfig) -> GradeRunResult:
     finally:
         metrics = pool.metrics()
         pool.close()
-    return GradeRunResult(written, len(done), graded, time.monotonic() - start, interrupted, metrics)
+    return GradeRunResult(written, len(done), graded, time.monotonic() - start, interrupted, metrics, checked)
 
 
 def _todo(cfg: GradeRunConfig, done: set[int]) -> Iterator[tuple[int, dict[str, Any] | BadRow]]:
@@ -137,21 +186,46 @@ def _todo(cfg: GradeRunConfig, done: set[int]) -> Iterator[tuple[int, dict[str, 
             yield number, row
 
 
-def _submit_row(
-    pool: GradingPool,
-    number: int,
-    row: dict[str, Any] | BadRow,
-    cfg: GradeRunConfig,
-    pending: dict[int, RowJob],
-) -> dict[str, Any] | None:
-    """Submit a row's responses; returns the error line instead when the row cannot be graded."""
+def _new_job(number: int, row: dict[str, Any] | BadRow, cfg: GradeRunConfig) -> RowJob | dict[str, Any]:
+    """The row's job, or the error line to write when the row cannot be graded."""
     if isinstance(row, BadRow):
         return error_line(number, row, row.reason)
     try:
-        job = parse_row(number, row, cfg.router)
+        return parse_row(number, row, cfg.router)
     except RowProblem as exc:
         return error_line(number, row, str(exc))
-    pending[number] = job
-    for index, response in enumerate(job.responses):
-        pool.submit(GradeRequest(job.spec, response, job.ground_truth, cfg.options, id=(number, index)))
-    return None
+    except OSError:
+        raise  # the run record could not be written: the machine's problem, not the row's
+    except Exception as exc:  # anything else about this row's content costs this row only
+        return error_line(number, row, f"internal error: {type(exc).__name__}: {exc}")
+
+
+def _submit(pool: GradingPool, job: RowJob, cfg: GradeRunConfig, kind: str) -> bool:
+    """Submit a row's responses (``grade``) or its equivalence checks (``check``); False if nothing went out.
+
+    A request the pool cannot take (its content cannot be hashed or pickled) gets an error grade, with the rest
+    of its kind in this row, so the row still completes; a broken pool (RuntimeError) ends the run.
+    """
+    if kind == "grade":
+        work = [(job.responses[i], job.ground_truth) for i in range(len(job.responses))]
+        slots = job.grades
+    else:
+        work = [(job.responses[i], answer) for i, answer in job.checks]
+        slots = job.check_grades
+    for index, (response, truth) in enumerate(work):
+        try:
+            pool.submit(GradeRequest(job.spec, response, truth, cfg.options, id=(job.number, kind, index)))
+        except RuntimeError:
+            raise
+        except Exception as exc:  # this row's content, not the pool: the row's error, never the run's
+            for rest in range(index, len(work)):
+                slots[rest] = Grade.error(f"internal_error: cannot submit: {type(exc).__name__}: {exc}")
+            return index > 0
+    return bool(work)
+
+
+def _finished_line(job: RowJob, router: Router) -> dict[str, Any]:
+    try:
+        return result_line(job, router)
+    except Exception as exc:  # a scoring bug or an odd grade costs this row, never the run
+        return error_line(job.number, job.row, f"internal error while scoring: {type(exc).__name__}: {exc}")

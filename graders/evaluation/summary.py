@@ -22,8 +22,8 @@ class Group:
     score_sum: float = 0.0
     judged: int = 0
     judged_score_sum: float = 0.0
-    maj_rows: int = 0
-    maj_correct: int = 0
+    maj_rows: Counter[int] = field(default_factory=Counter)  # k -> rows with exactly k samples
+    maj_correct: Counter[int] = field(default_factory=Counter)  # k -> of those, majority answer correct
     pass_sums: dict[int, float] = field(default_factory=lambda: defaultdict(float))  # k -> sum of pass@k
     pass_rows: Counter[int] = field(default_factory=Counter)  # k -> rows with >= k samples
     verdicts: Counter[str] = field(default_factory=Counter)
@@ -52,9 +52,11 @@ class Group:
         for k in _ks(n):
             self.pass_sums[k] += pass_at_k(n, c, k)
             self.pass_rows[k] += 1
-        if line.get("maj") is not None:
-            self.maj_rows += 1
-            self.maj_correct += int(bool(line["maj"]))
+        if n:
+            # maj@k over the same rows as pass@k at the largest k: a row whose responses all failed to be judged
+            # has no correct majority (as it has no pass), so it counts as not correct instead of being dropped.
+            self.maj_rows[n] += 1
+            self.maj_correct[n] += int(bool(line.get("maj")))
 
     def metrics(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -68,8 +70,9 @@ class Group:
         }
         for k in sorted(self.pass_rows):
             out[f"pass@{k}"] = self.pass_sums[k] / self.pass_rows[k]
-        if self.maj_rows:
-            out[f"maj@{self.max_k}"] = self.maj_correct / self.maj_rows
+        k = self.max_k
+        if self.maj_rows[k]:
+            out[f"maj@{k}"] = self.maj_correct[k] / self.maj_rows[k]
         return out
 
     @property

@@ -91,11 +91,15 @@ class LeanGrader:
     ``timeout_s`` bounds each of the two Lean runs (compile, audit)."""
 
     name = "lean"
-    version = "2"
+    version = "2.0.0"  # 2: trusted audit run, response faults incorrect, helper lemmas, binder grouping
 
     def __init__(self) -> None:
         self._sandboxes: dict[str, Sandbox] = {}
         self._lock = threading.Lock()
+
+    def check_options(self, options: dict[str, Any]) -> None:
+        """Raise ValueError for bad options (``rrl grade`` asks once, before grading any row)."""
+        _check_options(options)
 
     def grade(self, response: str, ground_truth: Any, **options: Any) -> Grade:
         _check_options(options)

@@ -83,6 +83,31 @@ class MathGrader:
         start-up never counts against the first grade's budget."""
         self.pool.warm(1)
 
+    def check_options(self, options: dict[str, Any]) -> None:
+        """Raise ValueError for bad options (``rrl grade`` asks once, before grading any row)."""
+        unknown = sorted(set(options) - {"mode", "timeout_s", "mask_response_faults", "rounded_decimals"})
+        if unknown:
+            raise ValueError(
+                f"unknown option(s) {unknown}; the math grader takes mode, timeout_s, rounded_decimals and "
+                "mask_response_faults"
+            )
+        mode = options.get("mode", "strict")
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+        timeout_s = options.get("timeout_s", 2.0)
+        if isinstance(timeout_s, bool) or not isinstance(timeout_s, int | float) or timeout_s <= 0:
+            raise ValueError(f"timeout_s must be a positive number, got {timeout_s!r}")
+        rounded = options.get("rounded_decimals")
+        if rounded is not None and (
+            mode != "lenient" or isinstance(rounded, bool) or not isinstance(rounded, int) or not 1 <= rounded <= 50
+        ):
+            raise ValueError(
+                f"rounded_decimals must be an integer from 1 to 50 and needs mode='lenient', got "
+                f"{rounded!r} with mode={mode!r}"
+            )
+        if not isinstance(options.get("mask_response_faults", False), bool):
+            raise ValueError("mask_response_faults must be true or false")
+
     def grade(
         self,
         response: str,
@@ -94,29 +119,24 @@ class MathGrader:
         rounded_decimals: int | None = None,
         **options: Any,
     ) -> Grade:
-        if options:
-            return Grade.error(
-                f"unknown option(s) {sorted(options)}; the math grader takes mode, timeout_s, "
-                "rounded_decimals and mask_response_faults"
+        try:
+            self.check_options(
+                {
+                    "mode": mode,
+                    "timeout_s": timeout_s,
+                    "mask_response_faults": mask_response_faults,
+                    "rounded_decimals": rounded_decimals,
+                    **options,
+                }
             )
-        if mode not in MODES:
-            return Grade.error(f"mode must be one of {MODES}, got {mode!r}")
-        if rounded_decimals is not None and (
-            mode != "lenient" or isinstance(rounded_decimals, bool) or not isinstance(rounded_decimals, int)
-            or not 1 <= rounded_decimals <= 50
-        ):  # fmt: skip
-            return Grade.error(
-                f"rounded_decimals must be an integer from 1 to 50 and needs mode='lenient', got "
-                f"{rounded_decimals!r} with mode={mode!r}"
-            )
+        except ValueError as exc:
+            return Grade.error(str(exc))
         if not isinstance(response, str):
             return Grade.error(f"response must be a string, got {type(response).__name__}")
         if isinstance(ground_truth, bool) or not isinstance(ground_truth, str | int | float | Fraction):
             return Grade.error(
                 f"ground_truth must be a string or a number, got {type(ground_truth).__name__}"
             )
-        if not isinstance(timeout_s, int | float) or timeout_s <= 0:
-            return Grade.error(f"timeout_s must be a positive number, got {timeout_s!r}")
         deadline = time.monotonic() + float(timeout_s)
         try:
             policy = Context(rounded_decimals=rounded_decimals, chains_must_hold=mode == "strict")

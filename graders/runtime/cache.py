@@ -1,16 +1,21 @@
 """On-disk grade cache (SQLite, WAL) so re-grading and resumed runs skip work already judged.
 
 Only judgements are cached: ``error`` grades (timeouts, crashes, sandbox failures) are not, so a later run
-gets another chance at them.
+gets another chance at them. A grade's key covers the grader's name, its declared ``version`` and a hash of
+its source code (``cache_version``), so editing a grader without bumping its version never replays grades
+of the old code.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import sqlite3
+import sys
 import threading
 import time
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +23,33 @@ from graders.types import Grade
 
 _FLUSH_EVERY = 256
 _FLUSH_AFTER_S = 1.0
+
+
+@cache
+def _source_hash(module_file: str, whole_package: bool) -> str:
+    root = Path(module_file).parent if whole_package else Path(module_file)
+    files = sorted(root.rglob("*.py")) if whole_package else [root]
+    digest = hashlib.sha256()
+    for file in files:
+        digest.update(str(file.relative_to(root.parent)).encode("utf-8", "surrogatepass") + b"\0")
+        digest.update(file.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
+
+
+def source_fingerprint(grader: object) -> str:
+    """Hash of the source that defines ``grader``'s class: every ``.py`` file of its package (recursively), or
+    its module file when the module is top-level. Code outside that package, data files and external tools
+    are not covered: a grader depending on them must bump ``version`` when they change."""
+    module = sys.modules.get(type(grader).__module__)
+    module_file = getattr(module, "__file__", None)
+    if module is None or not module_file or not Path(module_file).is_file():
+        return "nosource"
+    return _source_hash(module_file, bool(module.__package__))
+
+
+def cache_version(grader: Any) -> str:
+    """The version that enters cache keys: the declared one plus the source fingerprint."""
+    return f"{grader.version}+src.{source_fingerprint(grader)}"
 
 
 class GradeCache:

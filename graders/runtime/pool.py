@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Literal
 
 from graders.runtime.backend import Backend, TaskOutcome, WorkerLimits
-from graders.runtime.cache import GradeCache
+from graders.runtime.cache import GradeCache, cache_version
 from graders.runtime.metrics import GraderStats
 from graders.runtime.request import GradeRequest, Task, cache_key, resolve_grader
 from graders.types import Grade
@@ -207,7 +207,7 @@ class GradingPool:
         if ident is None:
             try:
                 grader = resolve_grader(spec)
-                ident = (str(grader.name), str(grader.version))
+                ident = (str(grader.name), cache_version(grader))  # version + source hash
             except Exception as exc:  # an unknown/broken grader fails its samples, not the pool
                 ident = f"unknown_grader: {exc}"
             self._identities[spec] = ident

@@ -80,7 +80,7 @@ def cache_key(grader_name: str, grader_version: str, req: GradeRequest) -> str:
         ensure_ascii=False,
         default=repr,
     )
-    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+    return hashlib.sha256(blob.encode("utf-8", "surrogatepass")).hexdigest()  # lone surrogates too
 
 
 def warm_grader(spec: str) -> None:

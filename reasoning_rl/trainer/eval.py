@@ -1,11 +1,12 @@
 """Evaluation: generate k samples per validation prompt, grade with the same graders, and summarise
-accuracy (mean over samples), pass@k (any correct) and maj@k (the most common answer is correct) per
-data source. Used during training (every ``eval.every`` steps) and by ``rrl eval``."""
+accuracy (mean over samples), pass@k and maj@k (the most common answer, by the grader's equivalence, is
+correct) per data source, with ``rrl grade``'s implementation (graders.evaluation.scoring and summary).
+Used during training (every ``eval.every`` steps) and by ``rrl eval``."""
 
 from __future__ import annotations
 
 import json
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,7 +14,11 @@ from typing import Any
 
 from rich.console import Console
 
-from graders.runtime import GradingPool
+from graders.evaluation.display import RATE_PREFIXES
+from graders.evaluation.scoring import answer_keys, equivalence_checks, score_row
+from graders.evaluation.summary import Group
+from graders.runtime import GradeRequest, GradingPool
+from graders.types import Grade
 from reasoning_rl.config import Config, EvalConfig
 from reasoning_rl.data import Example
 from reasoning_rl.rollout import RolloutEngine, SamplingConfig
@@ -27,58 +32,68 @@ class EvalResult:
     by_source: dict[str, dict[str, float]]
 
 
-def _answer_key(sample: Sample) -> str:
-    """What maj@k votes on: the grader's extracted answer when it reports one, else the stripped text."""
-    details = sample.grade.details
-    for key in ("extracted", "answer", "prediction"):
-        value = details.get(key)
-        if value is not None:
-            return str(value)
-    return sample.completion.text.strip()
+Checks = dict[int, tuple[list[tuple[int, str]], list[Grade]]]  # group -> equivalence checks and their grades
 
 
-def summarise(samples: Sequence[Sample], k: int) -> EvalResult:
-    """Per-prompt rows and per-source / overall metrics; ``error`` samples are counted, not scored as 0."""
+def summarise(samples: Sequence[Sample], k: int, checks: Checks | None = None) -> EvalResult:
+    """Per-prompt rows and per-source / overall metrics, scored and aggregated by the same code as ``rrl grade``
+    (graders.evaluation.scoring / summary), so both report the same numbers for the same responses.
+    ``checks`` are the maj@k equivalence judgements (``equivalence_checks``); without them answers vote by string."""
     groups: dict[int, list[Sample]] = defaultdict(list)
     for s in samples:
         groups[s.group].append(s)
     rows: list[dict[str, Any]] = []
-    per_source: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
-    for _, group in sorted(groups.items()):
+    overall = Group()
+    per_source: dict[str, Group] = defaultdict(Group)
+    for gid, group in sorted(groups.items()):
         ex = group[0].example
-        judged = [s for s in group if not s.masked]
-        votes = Counter(_answer_key(s) for s in judged)
-        majority = votes.most_common(1)[0][0] if votes else None
-        maj_correct = any(s.grade.verdict == "correct" for s in judged if _answer_key(s) == majority)
-        row: dict[str, Any] = {
+        grades = [s.grade for s in group]
+        done, done_grades = (checks or {}).get(gid, ([], []))
+        score = score_row(grades, [s.completion.text for s in group], done, done_grades)
+        line = {"grades": [g.to_dict() for g in grades], "maj": score.maj}
+        overall.add(line)
+        per_source[ex.data_source].add(line)
+        rows.append({
             "id": ex.uid, "data_source": ex.data_source, "grader": ex.grader,
-            "accuracy": sum(s.grade.score for s in judged) / len(judged) if judged else None,
-            f"pass@{k}": float(any(s.grade.verdict == "correct" for s in judged)) if judged else None,
-            f"maj@{k}": float(maj_correct) if judged else None,
-            "errors": len(group) - len(judged),
+            "accuracy": sum(g.score for g in grades) / len(grades),
+            f"pass@{k}": float(score.passed), f"maj@{k}": float(bool(score.maj)),
+            "majority_answer": score.majority_answer, "errors": score.n_error,
             "responses": [{"text": s.completion.text, **s.grade.to_dict()} for s in group],
-        }
-        rows.append(row)
-        stats = per_source[ex.data_source]
-        for key in ("accuracy", f"pass@{k}", f"maj@{k}"):
-            if row[key] is not None:
-                stats[key].append(row[key])
-        stats["errors"].append(row["errors"])
-    by_source: dict[str, dict[str, float]] = {
-        src: {key: (sum(v) / len(v) if key != "errors" else float(sum(v))) for key, v in lists.items() if v}
-        for src, lists in per_source.items()
-    }
+        })
+    by_source = {src: _numbers(g) for src, g in sorted(per_source.items())}
     metrics: dict[str, float] = {}
     for src, summary in by_source.items():
         for key, value in summary.items():
             metrics[f"eval/{src}/{key}"] = value
-    for key in ("accuracy", f"pass@{k}", f"maj@{k}"):
-        values = [r[key] for r in rows if r[key] is not None]
-        if values:
-            metrics[f"eval/{key}"] = sum(values) / len(values)
-    metrics["eval/errors"] = float(sum(r["errors"] for r in rows))
+    for key, value in _numbers(overall).items():
+        metrics[f"eval/{key}"] = value
     metrics["eval/prompts"] = float(len(rows))
     return EvalResult(metrics, rows, by_source)
+
+
+def _numbers(group: Group) -> dict[str, float]:
+    """accuracy, pass@k, maj@k (as ``rrl grade`` reports them) and the error count of one group."""
+    m = group.metrics()
+    out = {key: float(v) for key, v in m.items() if key.startswith(RATE_PREFIXES) and v is not None}
+    out["errors"] = float(m["verdicts"].get("error", 0))
+    return out
+
+
+def equivalence(pool: GradingPool, samples: Sequence[Sample], grader_options: dict[str, dict[str, Any]]) -> Checks:
+    """Grade the maj@k equivalence checks of every prompt (different extracted answers, judged by the grader)."""
+    groups: dict[int, list[Sample]] = defaultdict(list)
+    for s in samples:
+        groups[s.group].append(s)
+    planned: dict[int, list[tuple[int, str]]] = {}
+    requests: list[GradeRequest] = []
+    for gid, group in sorted(groups.items()):
+        keys = answer_keys([s.grade for s in group], [s.completion.text for s in group])
+        planned[gid] = equivalence_checks(keys)
+        ex = group[0].example
+        requests += [GradeRequest(ex.grader, group[i].completion.text, answer, grader_options.get(ex.grader, {}))
+                     for i, answer in planned[gid]]
+    grades = iter(pool.grade_batch(requests)) if requests else iter(())
+    return {gid: (checks, [next(grades) for _ in checks]) for gid, checks in planned.items()}
 
 
 def evaluate(engine: RolloutEngine, pool: GradingPool, examples: Sequence[Example],
@@ -89,7 +104,7 @@ def evaluate(engine: RolloutEngine, pool: GradingPool, examples: Sequence[Exampl
                               stop=tuple(stop), seed=seed, logprobs=False)  # grading needs only the text
     samples, _ = collect(engine, pool, examples[:limit], prompt_ids[:limit], sampling,
                          grader_options=grader_options)
-    return summarise(samples, cfg.n)
+    return summarise(samples, cfg.n, equivalence(pool, samples, grader_options))
 
 
 def write_rows(path: Path, rows: list[dict[str, Any]]) -> None:

@@ -1,13 +1,18 @@
 #!/usr/bin/env bash
-# System programs the sandboxes need: Docker (+ debootstrap to build the image offline) and bubblewrap (the local
-# sandbox). Install them when missing, start dockerd when it does not answer.
+# System programs the sandboxes and tests need: Docker (+ debootstrap to build the image offline), bubblewrap (the
+# local sandbox) and gcc (30-lean.sh links the Lean launcher). Install them when missing, start dockerd when it
+# does not answer. tests/system_programs.py stops the test session with one line when one of them is missing.
 # Idempotent; prints what it does. Needs root to install/start (CI runs as root).
 set -euo pipefail
 
-if ! command -v dockerd >/dev/null 2>&1 || ! command -v debootstrap >/dev/null 2>&1 || ! command -v bwrap >/dev/null 2>&1; then
-    echo "[services] installing docker.io + debootstrap + bubblewrap (apt-get)"
+missing=0
+for program in dockerd debootstrap bwrap gcc; do
+    command -v "$program" >/dev/null 2>&1 || missing=1
+done
+if [[ $missing -eq 1 ]]; then
+    echo "[services] installing docker.io + debootstrap + bubblewrap + gcc (apt-get)"
     apt-get update -q
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -q docker.io debootstrap bubblewrap
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q docker.io debootstrap bubblewrap gcc libc6-dev
 fi
 
 if docker info >/dev/null 2>&1; then
