@@ -37,6 +37,12 @@ def _answer_key(sample: Sample) -> str:
     return sample.completion.text.strip()
 
 
+def prompt_messages(example: Example) -> list[dict[str, str]]:
+    """The prompt as the model got it before templating (chat messages), for samples/ and eval rows: with
+    generator data it cannot be recovered from the data file."""
+    return [dict(m) for m in example.messages]
+
+
 def summarise(samples: Sequence[Sample], k: int) -> EvalResult:
     """Per-prompt rows and per-source / overall metrics; ``error`` samples are counted, not scored as 0."""
     groups: dict[int, list[Sample]] = defaultdict(list)
@@ -52,6 +58,7 @@ def summarise(samples: Sequence[Sample], k: int) -> EvalResult:
         maj_correct = any(s.grade.verdict == "correct" for s in judged if _answer_key(s) == majority)
         row: dict[str, Any] = {
             "id": ex.uid, "data_source": ex.data_source, "grader": ex.grader,
+            "prompt": prompt_messages(ex), "ground_truth": ex.ground_truth,
             "accuracy": sum(s.grade.score for s in judged) / len(judged) if judged else None,
             f"pass@{k}": float(any(s.grade.verdict == "correct" for s in judged)) if judged else None,
             f"maj@{k}": float(maj_correct) if judged else None,
