@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +57,7 @@ def prepare(cfg: Config) -> None:
         # vLLM's ~50 INFO/WARNING lines per run (engine config, compile, and two "Failed to load weights" per
         # hand-off, which are harmless: see VLLMEngine.load_weights) would bury the run's own lines.
         os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
+        warnings.filterwarnings("ignore", category=FutureWarning, module=r"vllm\.")  # torch API deprecations
     default_lean_launcher(cfg)
 
 
