@@ -68,7 +68,7 @@ def main(argv: list[str]) -> int:
     try:
         cfg = demo_config(argv)
     except ConfigError as exc:
-        console.print(f"[bold red]error:[/bold red] {exc}")
+        Console(stderr=True).print(f"[bold red]error:[/bold red] {exc}", highlight=False)
         return 2
     from reasoning_rl.policy.model import smollm2_hf_dir
 
