@@ -236,7 +236,7 @@ class LoggingConfig(_Section):
     wandb_project: str = "reasoning-rl"
     samples: bool = Field(default=True, description="Write every step's prompts, responses and grades to samples/.")
     engine_logs: bool = Field(default=False, description="Show the rollout engine's (vLLM's) own INFO/WARNING log "
-                              "lines; off: only its errors (`--verbose` turns this on).")
+                              "lines and the libraries' progress bars; off: only their errors (`--verbose`).")
 
 
 class Config(_Section):

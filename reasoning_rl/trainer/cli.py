@@ -58,6 +58,7 @@ def prepare(cfg: Config) -> None:
         # hand-off, which are harmless: see VLLMEngine.load_weights) would bury the run's own lines.
         os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
         warnings.filterwarnings("ignore", category=FutureWarning, module=r"vllm\.")  # torch API deprecations
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # transformers' load/save bars, every hand-in
     default_lean_launcher(cfg)
 
 
