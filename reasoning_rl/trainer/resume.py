@@ -24,6 +24,8 @@ RESUMABLE: tuple[str, ...] = (
     "trainer.keep_checkpoints", "trainer.export",
     "logging.", "eval.", "data.val",
     "grading.workers", "grading.backend", "grading.ray_address", "grading.max_in_flight", "grading.cache",
+    "grading.timeout_s", "grading.retries",  # budgets: a grade that misses one is masked, never scored
+    "grading.options.lean.lean", "grading.options.lean.project", "grading.options.lean.lean_path",  # where, not what
     "rollout.gpu_memory_utilization", "rollout.engine_args", "rollout.sleep",
     "model.compile", "model.gradient_checkpointing", "model.ref_offload",
 )
@@ -49,13 +51,30 @@ def _resumable(key: str, cfg: Config) -> bool:
     return any(key == k or (k.endswith(".") and key.startswith(k)) for k in RESUMABLE)
 
 
+UNSET = "(unset)"
+
+
+def _has_parent(key: str, flat: Mapping[str, Any]) -> bool:
+    """Whether a dotted prefix of ``key`` is a leaf of ``flat`` (an empty mapping that ``key`` now fills)."""
+    parts = key.split(".")
+    return any(".".join(parts[:i]) in flat for i in range(1, len(parts)))
+
+
 def changed_keys(saved: Mapping[str, Any], cfg: Config) -> list[tuple[str, Any, Any]]:
     """(key, checkpoint's value, current value) for each trajectory-defining key that differs. Keys the
-    checkpoint's config lacks (added by a newer version) are not compared."""
+    checkpoint's config lacks entirely (fields added by a newer version) are not compared; entries added to or
+    removed from a free-form mapping (``grading.options``, ``data.grader_map``, ...) are."""
     old = _flatten(saved)
     new = _flatten(cfg.model_dump(mode="json"))
-    return [(k, old[k], new.get(k)) for k in sorted(old)
-            if k in new and old[k] != new[k] and not _resumable(k, cfg)]
+    out = []
+    for key in sorted(set(old) | set(new)):
+        if key in old and key in new:
+            differs = old[key] != new[key]
+        else:
+            differs = _has_parent(key, new if key in old else old)
+        if differs and not _resumable(key, cfg):
+            out.append((key, old.get(key, UNSET), new.get(key, UNSET)))
+    return out
 
 
 def check_config(saved: Mapping[str, Any] | None, cfg: Config, checkpoint: Path) -> list[str]:
@@ -63,13 +82,17 @@ def check_config(saved: Mapping[str, Any] | None, cfg: Config, checkpoint: Path)
     (``key: old -> new``) that ``trainer.force_resume`` let through."""
     if saved is None:
         return []
-    diffs = [f"{k}: {a!r} -> {b!r}" for k, a, b in changed_keys(saved, cfg)]
+    diffs = [f"{k}: {_shown(a)} -> {_shown(b)}" for k, a, b in changed_keys(saved, cfg)]
     if diffs and not cfg.trainer.force_resume:
         raise TrainError(
             f"cannot resume {checkpoint} exactly: changed since that checkpoint: {'; '.join(diffs)}. Revert them, "
             "start a new run (another run.name), or continue anyway with --force (trainer.force_resume=true)"
         )
     return diffs
+
+
+def _shown(value: Any) -> str:
+    return UNSET if value is UNSET else repr(value)
 
 
 def data_fingerprint(examples: Sequence[Example]) -> dict[str, Any]:

@@ -25,13 +25,18 @@ def _cfg(*overrides: str) -> Any:
 def test_trajectory_keys_are_refused_bookkeeping_keys_are_not() -> None:
     saved = _cfg().model_dump(mode="json")
     moved = _cfg("model.path=other", "run.seed=1", "rollout.n=4", "optim.lr=0.01", "trainer.steps=500",
-                 "logging.console=plain", "grading.workers=4", "trainer.resume=auto", "eval.every=5")
-    assert [k for k, _, _ in changed_keys(saved, moved)] == ["model.path", "optim.lr", "rollout.n", "run.seed"]
+                 "logging.console=plain", "grading.workers=4", "trainer.resume=auto", "eval.every=5",
+                 "grading.options={lean: {lean: /opt/lean}, math: {mode: lenient}}")
+    assert [k for k, _, _ in changed_keys(saved, moved)] == ["grading.options.math.mode", "model.path", "optim.lr",
+                                                              "rollout.n", "run.seed"]
     with pytest.raises(TrainError) as err:
         check_config(saved, moved, Path("runs/x/checkpoints/step_4"))
     message = str(err.value)
     assert "optim.lr: 1e-06 -> 0.01" in message and "run.seed: 0 -> 1" in message and "--force" in message
-    assert "trainer.steps" not in message and "grading.workers" not in message
+    assert "grading.options.math.mode: (unset) -> 'lenient'" in message
+    assert "trainer.steps" not in message and "grading.workers" not in message and "/opt/lean" not in message
+    assert [k for k, _, _ in changed_keys(moved.model_dump(mode="json"), _cfg())] == [
+        "grading.options.math.mode", "model.path", "optim.lr", "rollout.n", "run.seed"]  # removed entries too
     forced = _cfg("model.path=other", "trainer.force_resume=true")
     assert check_config(saved, forced, Path("ckpt")) == ["model.path: 'm' -> 'other'"]
     # extending a cosine-scheduled run changes every learning rate after the checkpoint
