@@ -12,17 +12,22 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
+    # Plain help text: rich markup would eat every documented "[default: ...]" as a style tag.
+    rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
 
 
 # Sub-apps: their modules import only typer at load time, so ``rrl --help`` stays fast.
 from sandboxes.cli import app as _sandbox_app  # noqa: E402
 
+_sandbox_app.rich_markup_mode = None  # as for the root app: keep "(default: ...)" in help texts
 app.add_typer(_sandbox_app, name="sandbox")
 
 from graders.cli import grade_command, graders_app  # noqa: E402
 
 app.command("grade")(grade_command)
+graders_app.rich_markup_mode = None
 app.add_typer(graders_app, name="graders")
 
 
@@ -82,11 +87,16 @@ def report(
 def train(
     ctx: typer.Context,
     config: str = typer.Argument(..., help="Config YAML; then any number of key.path=value overrides."),
+    force: bool = typer.Option(False, "--force", help="Resume even though trajectory-defining keys or the data "
+                               "changed since the checkpoint (trainer.force_resume=true)."),
+    verbose: bool = typer.Option(False, "--verbose", help="Show the rollout engine's own log lines "
+                                 "(logging.engine_logs=true)."),
 ) -> None:
     """Train with RL on verifiable rewards (GRPO by default); writes the run directory."""
     from reasoning_rl.trainer.cli import train_command
 
-    raise typer.Exit(train_command(config, list(ctx.args)))
+    extra = ["trainer.force_resume=true"] * force + ["logging.engine_logs=true"] * verbose
+    raise typer.Exit(train_command(config, [*ctx.args, *extra]))
 
 
 @app.command("eval", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
@@ -97,11 +107,14 @@ def eval_(
     data: str = typer.Option(None, "--data", help="Dataset file/dir/hub name (instead of the config's)."),
     n: int = typer.Option(None, "--n", help="Samples per prompt (pass@n, maj@n)."),
     out: str = typer.Option(None, "-o", "--out", help="Per-prompt results JSONL [default: RUN_DIR/eval/results.jsonl]."),
+    verbose: bool = typer.Option(False, "--verbose", help="Show the rollout engine's own log lines "
+                                 "(logging.engine_logs=true)."),
 ) -> None:
     """Generate with vLLM and grade: accuracy, pass@k and maj@k per data source (no training)."""
     from reasoning_rl.trainer.cli import eval_command
 
-    raise typer.Exit(eval_command(config, list(ctx.args), model=model, data=data, n=n, out=out))
+    extra = ["logging.engine_logs=true"] * verbose
+    raise typer.Exit(eval_command(config, [*ctx.args, *extra], model=model, data=data, n=n, out=out))
 
 
 @app.command()
@@ -111,11 +124,12 @@ def export(
     out: str = typer.Option(None, "-o", "--out", help="Output dir [default: RUN_DIR/export/step_N]."),
 ) -> None:
     """Export a checkpoint as a plain HF model directory (safetensors + tokenizer)."""
+    from reasoning_rl.policy.model import ModelLoadError
     from reasoning_rl.trainer.export import export_checkpoint
 
     try:
         path = export_checkpoint(run_dir, step=step, out=out)
-    except FileNotFoundError as exc:
+    except (FileNotFoundError, ModelLoadError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc
     typer.echo(f"exported: {path}")

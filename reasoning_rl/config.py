@@ -10,7 +10,17 @@ from pathlib import Path
 from typing import Any, Literal, get_args
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+
+_NUMBER_TYPES = (int, float, int | None, float | None)
 
 
 class ConfigError(ValueError):
@@ -19,6 +29,16 @@ class ConfigError(ValueError):
 
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_bool_numbers(cls, value: Any, info: ValidationInfo) -> Any:
+        """Counts and rates are numbers: YAML ``true`` would otherwise pass as 1 (``trainer.steps=true``)."""
+        if isinstance(value, bool) and info.field_name is not None:
+            annotation = cls.model_fields[info.field_name].annotation
+            if annotation in _NUMBER_TYPES:
+                raise ValueError(f"expected a number, got the boolean {value!r}")
+        return value
 
 
 class RunConfig(_Section):
@@ -163,6 +183,10 @@ class AlgorithmConfig(_Section):
         return self
 
 
+# Estimators whose baseline is the prompt's other samples: they need rollout.n >= 2.
+GROUP_BASELINE_ESTIMATORS = ("grpo", "drgrpo", "rloo", "reinforce_pp_baseline")
+
+
 class OptimConfig(_Section):
     lr: float = Field(default=1e-6, gt=0.0)
     weight_decay: float = Field(default=0.0, ge=0.0)
@@ -201,6 +225,8 @@ class TrainerConfig(_Section):
     resume: str = Field(default="never", description="'never', 'auto' (latest checkpoint in run dir), or a checkpoint path.")
     export: bool = True
     overwrite: bool = Field(default=False, description="Allow starting fresh in a run dir that already has checkpoints.")
+    force_resume: bool = Field(default=False, description="Resume even though trajectory-defining keys (model, "
+                               "data, seed, rollout, algorithm, optimizer) changed since the checkpoint (`--force`).")
 
 
 class LoggingConfig(_Section):
@@ -209,6 +235,8 @@ class LoggingConfig(_Section):
     wandb: bool = False
     wandb_project: str = "reasoning-rl"
     samples: bool = Field(default=True, description="Write every step's prompts, responses and grades to samples/.")
+    engine_logs: bool = Field(default=False, description="Show the rollout engine's (vLLM's) own INFO/WARNING log "
+                              "lines and the libraries' progress bars; off: only their errors (`--verbose`).")
 
 
 class Config(_Section):
@@ -230,6 +258,16 @@ class Config(_Section):
         if mb is not None and (mb > total or total % mb):
             raise ValueError(
                 f"algorithm.mini_batch_size={mb} must divide trainer.batch_size*rollout.n={total}"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _groups_have_members(self) -> Config:
+        if self.algorithm.advantage in GROUP_BASELINE_ESTIMATORS and self.rollout.n < 2:
+            raise ValueError(
+                f"rollout.n={self.rollout.n}: algorithm.advantage={self.algorithm.advantage!r} compares each sample "
+                "with the other samples of its prompt, so a group of 1 has advantage 0 and trains nothing; set "
+                "rollout.n >= 2, or use a batch-baseline estimator (algorithm.advantage=reinforce_pp)"
             )
         return self
 
@@ -339,7 +377,7 @@ def load_config(path: str | Path | None, overrides: list[str] | None = None, *,
         raise ConfigError(format_validation_error(err, source)) from None
 
 
-def _lists_from_overrides(raw: dict[str, Any], tree: dict[str, Any]) -> dict[str, Any]:
+def _lists_from_overrides(raw: dict[str, Any], tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     """Overrides like ``data.train.0.limit=5`` address an item of an existing list."""
     out: dict[str, Any] = {}
     for key, value in tree.items():
@@ -347,16 +385,19 @@ def _lists_from_overrides(raw: dict[str, Any], tree: dict[str, Any]) -> dict[str
         indexed = isinstance(value, dict) and bool(value) and all(k.isdigit() for k in value)
         if indexed and isinstance(current, dict):  # the one-source shorthand `train: {...}`
             current = [current]
+        if indexed and not isinstance(current, list):
+            raise ConfigError(f"override {prefix}{key}.{min(value, key=int)}=...: {prefix}{key} has no items to "
+                              f"index (it is empty or unset); set the whole list, e.g. {prefix}{key}=[{{path: FILE}}]")
         if indexed and isinstance(current, list):
             items = list(current)
             for idx, sub in value.items():
                 i = int(idx)
                 if i >= len(items):
-                    raise ConfigError(f"override index {key}.{i} is out of range (list has {len(items)} items)")
+                    raise ConfigError(f"override index {prefix}{key}.{i} is out of range (list has {len(items)} items)")
                 items[i] = _merge(items[i], sub) if isinstance(sub, dict) and isinstance(items[i], dict) else sub
             out[key] = items
         elif isinstance(value, dict) and isinstance(current, dict):
-            out[key] = _lists_from_overrides(current, value)
+            out[key] = _lists_from_overrides(current, value, f"{prefix}{key}.")
         else:
             out[key] = value
     return out

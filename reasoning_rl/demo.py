@@ -68,7 +68,7 @@ def main(argv: list[str]) -> int:
     try:
         cfg = demo_config(argv)
     except ConfigError as exc:
-        console.print(f"[bold red]error:[/bold red] {exc}")
+        Console(stderr=True).print(f"[bold red]error:[/bold red] {exc}", highlight=False)
         return 2
     from reasoning_rl.policy.model import smollm2_hf_dir
 
@@ -94,7 +94,7 @@ def main(argv: list[str]) -> int:
     if summary.last_eval:
         console.print(f"final eval accuracy: {summary.last_eval.get('eval/accuracy', float('nan')):.3f}")
     console.print(f"plot: {png}\nrun dir: {cfg.run_dir} (config.yaml, metrics.jsonl, trace.jsonl, checkpoints/, "
-                  f"export/)\nwall time: {time.time() - started:.0f} s")
+                  f"export/step_N/)\nwall time: {time.time() - started:.0f} s")
     return 0
 
 

@@ -205,3 +205,72 @@ def test_a_wedged_sandbox_probe_times_out(monkeypatch: pytest.MonkeyPatch) -> No
     assert time.monotonic() - started < 1.5
     assert docker.status == "warn" and "did not answer within 0.2 s" in docker.detail
     assert local.status == "warn"
+
+
+def test_wandb_is_checked_when_the_config_logs_to_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before: `rrl doctor` did not look for wandb; `rrl train` failed 13 s in, after loading the model."""
+    monkeypatch.setenv(SIMULATE_ENV, "wandb")
+    row = _by_name(run_checks(_config(tmp_path, logging={"wandb": True})), "wandb")
+    assert row.blocking and "logging.wandb=true needs it" in row.detail and "pip install wandb" in row.fix
+    assert not any(r.name == "wandb" for r in run_checks(_config(tmp_path)))  # not asked for, not installed
+
+
+def test_disk_estimate_counts_kept_checkpoints(tmp_path: Path) -> None:
+    """Before: the estimate assumed two checkpoints whatever trainer.keep_checkpoints said."""
+    from reasoning_rl.doctor_checks.services import check_disk, checkpoint_estimate
+
+    model = tmp_path / "model"
+    model.mkdir()
+    with (model / "model.safetensors").open("wb") as fh:  # sparse: 4 GiB of apparent size, no disk used
+        fh.truncate(4 * 2**30)
+    assert checkpoint_estimate(model, keep=1) == 4 * 2**30 * (3 * 2 + 1)
+    assert checkpoint_estimate(model, keep=5) == 4 * 2**30 * (3 * 6 + 1)
+    req = requirements_from_config(yaml.safe_load(_config(tmp_path, trainer={"keep_checkpoints": 5000}).read_text()))
+    assert req.keep_checkpoints == 5000 and req.model_dir == model
+    (row,) = check_disk(req)
+    assert row.blocking and "5001 checkpoints (trainer.keep_checkpoints=5000" in row.detail
+
+
+def test_built_lean_launcher_is_the_default_toolchain(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before: doctor found .cache/lean/bin/lean but only told the user to export RRL_LEAN; runs failed."""
+    from reasoning_rl.config import load_config
+    from reasoning_rl.lean_default import default_lean_launcher, with_default_launcher
+
+    for var in ("RRL_LEAN", "RRL_LEAN_PROJECT", "LEAN_PATH"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path / "nothing"))
+    monkeypatch.chdir(tmp_path)
+    launcher = tmp_path / ".cache" / "lean" / "bin" / "lean"
+    launcher.parent.mkdir(parents=True)
+    launcher.write_text("#!/bin/sh\n")
+    launcher.chmod(0o755)
+    assert with_default_launcher({"timeout_s": 5}) == {"timeout_s": 5, "lean": str(launcher)}
+    assert with_default_launcher({"project": "/p"}) == {"project": "/p"}  # an explicit choice wins
+    monkeypatch.setenv("RRL_LEAN", "/elsewhere/lean")
+    assert with_default_launcher({}) == {}
+    monkeypatch.delenv("RRL_LEAN")
+    cfg = load_config(_config(tmp_path, data={"grader_map": {"lean": "lean"}}))
+    default_lean_launcher(cfg)
+    assert cfg.grading.options["lean"]["lean"] == str(launcher)
+    math_only = load_config(_config(tmp_path))
+    default_lean_launcher(math_only)
+    assert "lean" not in math_only.grading.options  # a math run does not start requiring Lean
+
+
+@pytest.mark.lean
+def test_lean_example_runs_as_shipped_without_rrl_lean(monkeypatch: pytest.MonkeyPatch) -> None:
+    from graders.lean.toolchain import resolve
+    from reasoning_rl.config import load_config
+    from reasoning_rl.lean_default import default_lean_launcher
+
+    repo = Path(__file__).resolve().parents[1]
+    if not (repo / ".cache" / "lean" / "bin" / "lean").exists():
+        pytest.skip("the Lean launcher is not built (bash scripts/services.d/30-lean.sh)")
+    for var in ("RRL_LEAN", "RRL_LEAN_PROJECT", "LEAN_PATH"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.chdir(repo)
+    cfg = load_config(repo / "examples" / "lean_prelude" / "config.yaml")
+    default_lean_launcher(cfg)  # what `rrl train` / `rrl eval` apply
+    assert resolve(lean=cfg.grading.options["lean"]["lean"]).lean
+    row = _by_name(run_checks(cfg), "Lean toolchain")
+    assert row.status == "ok" and row.required, row

@@ -307,3 +307,47 @@ def test_report_of_a_real_cpu_training_run(tmp_path: Path, tiny_model_dir: Path)
     partial = write_report(run, tmp_path / "partial.html")
     assert any("no end record" in w for w in partial.warnings)
     assert 1 <= len(partial.analysis.timings) <= 3 and "no end record" in partial.html.read_text()
+
+
+def _laid_out(name: str, a: Analysis):
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    from reasoning_rl.report.plots import BUILDERS, layout
+
+    fig = BUILDERS[name](a)
+    assert fig is not None
+    FigureCanvasAgg(fig)
+    layout(fig)
+    return fig, fig.canvas.get_renderer()
+
+
+def test_every_axis_is_labelled(tmp_path: Path) -> None:
+    """Before: the curve panels and the stage-share bars had no y label."""
+    a = analyze(load_run(make_run(tmp_path / "run")))
+    for name in ("timeline", "stage_share", "handoff", "throughput", "memory", "grading", "curves"):
+        fig, _ = _laid_out(name, a)
+        for ax in fig.axes:
+            twins = [o for o in ax.get_shared_x_axes().get_siblings(ax) if o is not ax]
+            assert ax.get_ylabel(), (name, ax.get_title())
+            assert ax.get_xlabel() or any(o.get_xlabel() for o in twins), (name, ax.get_title())
+
+
+def test_verdict_legend_does_not_cover_the_bars(tmp_path: Path) -> None:
+    """Before: the legend sat inside the verdict-mix axes, whose stacked bars fill it to 1."""
+    from matplotlib.patches import Rectangle
+
+    fig, renderer = _laid_out("grading", analyze(load_run(make_run(tmp_path / "run"))))
+    ax = next(ax for ax in fig.axes if ax.get_title() == "Verdict mix")
+    legend = ax.get_legend().get_window_extent(renderer)
+    bars = [p for p in ax.patches if isinstance(p, Rectangle) and p.get_height() > 0]
+    assert bars and not any(legend.overlaps(p.get_window_extent(renderer)) for p in bars)
+
+
+def test_reward_band_stays_within_the_reward_range(tmp_path: Path) -> None:
+    """Before: mean +- std was drawn past [0, 1] (std 0.1 around means 0 and 0.6)."""
+    fig, _ = _laid_out("curves", analyze(load_run(make_run(tmp_path / "run"))))
+    ax = next(ax for ax in fig.axes if ax.get_title() == "reward")
+    (band,) = ax.collections
+    ys = np.concatenate([path.vertices[:, 1] for path in band.get_paths()])
+    assert ys.min() >= 0.0 and ys.max() <= 1.0
+    assert ys.max() == pytest.approx(0.7)  # 0.6 + 0.1 is inside [0, 1]: not clipped

@@ -92,6 +92,16 @@ def read_source(source: SourceConfig, seed: int) -> tuple[Iterator[tuple[str, An
     return _hf_rows(ds, label), default
 
 
+def _check_routed_graders(data: DataConfig, known: frozenset[str]) -> None:
+    """A config-wide grader name that is not installed is one mistake, not a bad row per row (which
+    ``on_bad_row=skip`` would count away until only "no usable rows" is left)."""
+    routed = [("data.default_grader", data.default_grader)] + [(f"data.grader_map.{k}", v)
+                                                               for k, v in data.grader_map.items()]
+    for key, name in routed:
+        if ":" not in name and name not in known:
+            raise DataError(f"{key}={name!r} is not an installed grader; available: {', '.join(sorted(known))}")
+
+
 def load_examples(sources: list[SourceConfig], data: DataConfig, *, seed: int,
                   known_graders: frozenset[str] | None = None,
                   report: LoadReport | None = None) -> list[Example]:
@@ -99,6 +109,8 @@ def load_examples(sources: list[SourceConfig], data: DataConfig, *, seed: int,
     rules = RowRules(prompt_template=data.prompt_template, system_prompt=data.system_prompt,
                      grader_map=dict(data.grader_map), default_grader=data.default_grader,
                      known_graders=known_graders)
+    if known_graders is not None:
+        _check_routed_graders(data, known_graders)
     report = report if report is not None else LoadReport()
     examples: list[Example] = []
     for s_idx, source in enumerate(sources):

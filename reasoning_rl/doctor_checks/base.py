@@ -52,6 +52,8 @@ class Requirements:
     output_dir: Path | None = None
     model_dir: Path | None = None
     lean_options: dict[str, Any] = field(default_factory=dict)
+    wandb: bool = False  # logging.wandb
+    keep_checkpoints: int = 2  # trainer.keep_checkpoints: how many checkpoints the disk holds at once
     from_config: bool = False
     essential_only: bool = False  # `rrl train`'s pre-flight: skip slow probes this config cannot require
 

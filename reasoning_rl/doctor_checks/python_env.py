@@ -22,7 +22,8 @@ def check_python(req: Requirements) -> list[CheckResult]:
 
 @register("packages", 20)
 def check_packages(req: Requirements) -> list[CheckResult]:
-    """torch/transformers are needed by any training config; datasets only for hub/HF-dir data."""
+    """torch/transformers are needed by any training config; datasets only for hub/HF-dir data; wandb when
+    the config logs to W&B."""
     results = []
     for dist, module, needed in (
         ("torch", "torch", req.from_config),
@@ -34,4 +35,9 @@ def check_packages(req: Requirements) -> list[CheckResult]:
             dist, status_for(ver is None, needed), ver or "not installed",
             "" if ver else TRAIN_FIX, required=needed,
         ))
+    wandb = installed_version("wandb")
+    if req.wandb or wandb is not None:  # optional: listed when the config logs to W&B or it is installed
+        results.append(CheckResult("wandb", status_for(wandb is None, req.wandb), wandb or "not installed "
+                                   "(logging.wandb=true needs it)", "" if wandb else "pip install wandb, or set "
+                                   "logging.wandb=false", required=req.wandb))
     return results

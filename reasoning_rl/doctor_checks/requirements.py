@@ -56,5 +56,7 @@ def requirements_from_config(cfg: Mapping[str, Any]) -> Requirements:
         output_dir=Path(str(run_dir).format(name=_get(cfg, "run.name", "run"))) if run_dir else None,
         model_dir=Path(model_path) if isinstance(model_path, str) and Path(model_path).is_dir() else None,
         lean_options=dict(_get(cfg, "grading.options.lean") or {}),
+        wandb=_get(cfg, "logging.wandb") is True,
+        keep_checkpoints=int(_get(cfg, "trainer.keep_checkpoints", 2)),
         from_config=True,
     )

@@ -102,14 +102,18 @@ def _lean_status(options: dict[str, Any]) -> tuple[bool, str]:
     toolchain = _optional("graders.lean.toolchain")
     if toolchain is None:
         return False, "the Lean grader (graders.lean) is not installed"
-    wanted = {k: str(options[k]) for k in ("lean", "project", "lean_path") if options.get(k)}
+    from reasoning_rl.lean_default import built_launcher, with_default_launcher
+
+    resolved = with_default_launcher(options)  # what `rrl train` / `rrl eval` pass to the grader
+    wanted = {k: str(resolved[k]) for k in ("lean", "project", "lean_path") if resolved.get(k)}
     try:
         found = toolchain.resolve(**wanted)
     except toolchain.ToolchainError as exc:
-        built = Path(".cache/lean/bin/lean")
-        hint = f"; {built} exists: export RRL_LEAN={built.resolve()}" if built.exists() else ""
-        return False, str(exc).split(":", 1)[0] + hint
-    return True, f"found via {found.source} (runs as {found.lean} in the sandbox)"
+        return False, str(exc).split(":", 1)[0]
+    source = found.source
+    if resolved.get("lean") and not options.get("lean") and built_launcher() is not None:
+        source = f"this checkout's built launcher {resolved['lean']} (used by default)"
+    return True, f"found via {source} (runs as {found.lean} in the sandbox)"
 
 
 @register("lean", 80)
@@ -127,25 +131,27 @@ def _existing_parent(path: Path) -> Path:
     return path
 
 
-def _checkpoint_estimate(model_dir: Path | None) -> int:
-    """Weights + two fp32 optimizer moments per checkpoint, times two (the previous one stays until the new
-    one is complete). Unknown model: a fixed floor."""
+def checkpoint_estimate(model_dir: Path | None, keep: int = 2) -> int:
+    """Bytes a run's checkpoints and export take: weights + two fp32 optimizer moments per checkpoint, for the
+    ``keep`` checkpoints kept plus the one being written before the oldest is pruned, plus the exported
+    weights. Unknown model: a fixed floor."""
     if model_dir is None or not model_dir.is_dir():
         return MIN_FREE_BYTES
     weights = sum(p.stat().st_size for p in model_dir.iterdir() if p.suffix in (".safetensors", ".bin", ".gguf"))
-    return max(MIN_FREE_BYTES, weights * 3 * 2)
+    return max(MIN_FREE_BYTES, weights * 3 * (keep + 1) + weights)
 
 
 @register("disk", 90)
 def check_disk(req: Requirements) -> list[CheckResult]:
     where = _existing_parent(req.output_dir or Path.cwd())
     free = shutil.disk_usage(where).free
-    need = _checkpoint_estimate(req.model_dir)
+    need = checkpoint_estimate(req.model_dir, req.keep_checkpoints)
     if free >= need:
         return [CheckResult("Free disk", "ok", f"{gib(free)} free at {where}", required=req.from_config)]
     return [CheckResult(
         "Free disk", "problem" if req.from_config else "warn",
-        f"{gib(free)} free at {where}; checkpoints need about {gib(need)}",
+        f"{gib(free)} free at {where}; {req.keep_checkpoints + 1} checkpoints (trainer.keep_checkpoints="
+        f"{req.keep_checkpoints}, plus the one being written) and the export need about {gib(need)}",
         "free space, point the run's output dir at a larger disk, or keep fewer checkpoints",
         required=req.from_config,
     )]

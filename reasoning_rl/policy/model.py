@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import importlib.util
 import re
-import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import torch
+
+from reasoning_rl.atomic import atomic_dir
 
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -74,7 +74,7 @@ def load_tokenizer(path: str, *, gguf_file: str | None = None, require_chat_temp
 def convert_gguf(gguf_dir: str | Path, gguf_file: str, out_dir: str | Path) -> Path:
     """Write a GGUF checkpoint as a float32 safetensors HF dir (vLLM loads that); cached: reuses ``out_dir``.
 
-    Written to a temporary sibling and renamed, so an interrupted conversion never leaves a half dir.
+    Written atomically (``save_hf_model``), so an interrupted conversion never leaves a half dir.
     """
     out = Path(out_dir)
     if (out / "config.json").is_file():
@@ -85,15 +85,25 @@ def convert_gguf(gguf_dir: str | Path, gguf_file: str, out_dir: str | Path) -> P
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
     tok = load_tokenizer(str(gguf_dir), gguf_file=gguf_file)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=out.name + ".tmp-", dir=out.parent))
+    return save_hf_model(out, model, tok)
+
+
+def save_hf_model(out_dir: str | Path, model: Any, tokenizer: Any, *, state_dict: dict[str, Any] | None = None) -> Path:
+    """Write a plain HF model dir (safetensors weights, config with ``use_cache: true``, generation config,
+    tokenizer) atomically. The one writer behind the end-of-training export, ``rrl export`` and the GGUF
+    conversion, so every exported dir has the same layout and loads for inference (training turns the KV
+    cache off on its model; a served model wants it on)."""
+    out = Path(out_dir)
+    config = model.config
+    trained_setting = getattr(config, "use_cache", None)
+    config.use_cache = True
     try:
-        model.save_pretrained(tmp, safe_serialization=True)
-        tok.save_pretrained(tmp)
-        tmp.rename(out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+        with atomic_dir(out) as tmp:
+            model.save_pretrained(tmp, state_dict=state_dict, safe_serialization=True)
+            tokenizer.save_pretrained(tmp)
+    finally:
+        if trained_setting is not None:
+            config.use_cache = trained_setting
     return out
 
 

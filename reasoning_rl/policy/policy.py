@@ -11,8 +11,6 @@ state_dict`` with CPU offload: portable across world sizes, and rank 0 can ``tor
 from __future__ import annotations
 
 import math
-import shutil
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,7 +22,7 @@ from reasoning_rl import dist
 from reasoning_rl.algorithms.aggregation import compute_normalizer
 from reasoning_rl.algorithms.losses import LossConfig, policy_loss
 from reasoning_rl.policy.batch import TokenBatch, pack, plan_micro_batches, unflatten
-from reasoning_rl.policy.model import load_tokenizer
+from reasoning_rl.policy.model import load_tokenizer, save_hf_model
 from reasoning_rl.policy.train_state import clip_and_step, full_train_state, load_train_state, load_trainable
 from reasoning_rl.policy.wrap import ScoringModule, equalize, forward_micro, score
 
@@ -247,18 +245,8 @@ class Policy:
         state = self.full_state_dict()
         out = Path(out_dir)
         if dist.is_main():
-            out.parent.mkdir(parents=True, exist_ok=True)
-            tmp = Path(tempfile.mkdtemp(prefix=out.name + ".tmp-", dir=out.parent))
-            try:
-                self.lm.save_pretrained(tmp, state_dict=state, safe_serialization=True)
-                path, gguf = self.source
-                load_tokenizer(path, gguf_file=gguf).save_pretrained(tmp)
-                if out.exists():
-                    shutil.rmtree(out)
-                tmp.rename(out)
-            except BaseException:
-                shutil.rmtree(tmp, ignore_errors=True)
-                raise
+            path, gguf = self.source
+            save_hf_model(out, self.lm, load_tokenizer(path, gguf_file=gguf), state_dict=state)
         dist.barrier()
         return out if dist.is_main() else None
 

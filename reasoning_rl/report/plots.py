@@ -28,6 +28,8 @@ CURVES: tuple[tuple[str, tuple[tuple[str, ...], ...]], ...] = (
     ("engine vs trainer log-prob gap", (("rollout/logprob_diff_mean",), ("rollout/logprob_diff_max",))),
 )
 REWARD_STD = ("reward_std", "reward/std")
+YLABELS = {"response length": "tokens", "KL": "KL (nats)", "entropy": "nats / token", "truncation rate": "fraction",
+           "clip fraction": "fraction", "grad norm": "L2 norm", "engine vs trainer log-prob gap": "nats"}
 
 
 VERDICT_COLORS = {"correct": "tab:green", "incorrect": "tab:red", "error": "tab:gray"}
@@ -40,18 +42,22 @@ def _stage_color(stage: str) -> str | None:
     return STAGE_COLORS.get(stage)  # custom stages: matplotlib's next color
 
 
-def _png(fig: Figure) -> bytes:
-    """Render; every axis labelled "step" gets integer ticks."""
+def layout(fig: Figure) -> Figure:
+    """Final layout before rendering: integer ticks on every "step" axis, legends kept inside the figure."""
     for ax in fig.axes:
         if ax.get_xlabel() == "step":
             ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    buf = io.BytesIO()
     fig.tight_layout()
-    fig.savefig(buf, format="png", dpi=DPI)
+    return fig
+
+
+def _png(fig: Figure) -> bytes:
+    buf = io.BytesIO()
+    layout(fig).savefig(buf, format="png", dpi=DPI)
     return buf.getvalue()
 
 
-def timeline(a: Analysis) -> bytes | None:
+def timeline(a: Analysis) -> Figure | None:
     if not a.timings:
         return None
     fig = Figure(figsize=(11, 4))
@@ -64,10 +70,10 @@ def timeline(a: Analysis) -> bytes | None:
         bottom = [b + v for b, v in zip(bottom, values, strict=True)]
     ax.set(xlabel="step", ylabel="seconds", title="Time per step by stage")
     ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize="small")
-    return _png(fig)
+    return fig
 
 
-def stage_share(a: Analysis) -> bytes | None:
+def stage_share(a: Analysis) -> Figure | None:
     shares = a.stage_shares()
     if not shares:
         return None
@@ -77,11 +83,12 @@ def stage_share(a: Analysis) -> bytes | None:
     ax.barh(names, [shares[n] for n in names], color=[_stage_color(n) or "tab:gray" for n in names])
     for i, n in enumerate(names):
         ax.text(shares[n], i, f" {shares[n]:.1f} %", va="center", fontsize="small")
-    ax.set(xlabel="% of total step time", title="Share of each stage", xlim=(0, max(shares.values()) * 1.2 + 1))
-    return _png(fig)
+    ax.set(xlabel="% of total step time", ylabel="stage", title="Share of each stage",
+           xlim=(0, max(shares.values()) * 1.2 + 1))
+    return fig
 
 
-def handoff(a: Analysis) -> bytes | None:
+def handoff(a: Analysis) -> Figure | None:
     if not a.handoff:
         return None
     fig = Figure(figsize=(11, 3.5))
@@ -93,10 +100,10 @@ def handoff(a: Analysis) -> bytes | None:
     ax2.plot(steps, [h.gbps if h.gbps is not None else float("nan") for h in a.handoff], "o-", color="tab:red")
     ax2.set_ylabel("GB/s", color="tab:red")
     ax2.set_ylim(0, max((h.gbps or 0.0) for h in a.handoff) * 1.2 or 1.0)
-    return _png(fig)
+    return fig
 
 
-def throughput(a: Analysis) -> bytes | None:
+def throughput(a: Analysis) -> Figure | None:
     rows = [t for t in a.throughput if t.gen_tps is not None or t.update_tps is not None]
     if not rows:
         return None
@@ -115,10 +122,10 @@ def throughput(a: Analysis) -> bytes | None:
         ax2.set_ylabel("update MFU %", color="tab:purple")
         ax2.set_ylim(0, max(v for _, v in mfu) * 1.2)
     ax.legend(handles=handles, loc="lower right", fontsize="small")
-    return _png(fig)
+    return fig
 
 
-def memory(a: Analysis) -> bytes | None:
+def memory(a: Analysis) -> Figure | None:
     if not a.mem_peak:
         return None
     fig = Figure(figsize=(11, 3))
@@ -126,14 +133,17 @@ def memory(a: Analysis) -> bytes | None:
     steps = sorted(a.mem_peak)
     ax.plot(steps, [a.mem_peak[s] / 2**30 for s in steps], "o-", color="tab:green")
     ax.set(xlabel="step", ylabel="GiB", title="GPU memory peak per step", ylim=(0, None))
-    return _png(fig)
+    return fig
 
 
-def grading(a: Analysis) -> bytes | None:
+def grading(a: Analysis) -> Figure | None:
     if not a.verdicts_by_step and not a.grade_wait:
         return None
     fig = Figure(figsize=(11, 3.5))
     left, right = fig.subplots(1, 2)
+    for ax, has_data in ((left, a.verdicts_by_step), (right, a.grade_wait)):
+        if not has_data:
+            fig.delaxes(ax)  # no empty, unlabelled panel
     if a.verdicts_by_step:
         steps = sorted(a.verdicts_by_step)
         kinds = sorted({k for c in a.verdicts_by_step.values() for k in c})
@@ -143,15 +153,17 @@ def grading(a: Analysis) -> bytes | None:
             left.bar(steps, frac, bottom=bottom, label=kind, color=VERDICT_COLORS.get(kind))
             bottom = [b + f for b, f in zip(bottom, frac, strict=True)]
         left.set(xlabel="step", ylabel="fraction of samples", title="Verdict mix", ylim=(0, 1))
-        left.legend(fontsize="small")
+        # the stacked bars fill the axes to 1: the legend goes below them, never over them
+        left.legend(fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=max(1, len(kinds)),
+                    frameon=False)
     if a.grade_wait:
         steps = sorted(a.grade_wait)
         right.bar(steps, [a.grade_wait[s] for s in steps], color="tab:orange")
         right.set(xlabel="step", ylabel="seconds", title="Waiting for grading after generation ended")
-    return _png(fig)
+    return fig
 
 
-def curves(a: Analysis) -> bytes | None:
+def curves(a: Analysis) -> Figure | None:
     present = {k for r in a.metrics for k in r}
     panels = [(title, [next(k for k in aliases if k in present) for aliases in series
                        if any(k in present for k in aliases)]) for title, series in CURVES]
@@ -170,12 +182,14 @@ def curves(a: Analysis) -> bytes | None:
             if title == "reward" and std_key is not None:
                 band = [(s, v, float(r[std_key])) for s, v, r in pts if isinstance(r.get(std_key), int | float)]
                 if band:
-                    ax.fill_between([b[0] for b in band], [b[1] - b[2] for b in band],
-                                    [b[1] + b[2] for b in band], alpha=0.2)
-        ax.set(title=title, xlabel="step")
+                    # mean +- std, clipped to what a reward can be ([0, 1], or wider where the means are)
+                    lo, hi = min(0.0, *(b[1] for b in band)), max(1.0, *(b[1] for b in band))
+                    ax.fill_between([b[0] for b in band], [max(lo, b[1] - b[2]) for b in band],
+                                    [min(hi, b[1] + b[2]) for b in band], alpha=0.2)
+        ax.set(title=title, xlabel="step", ylabel=YLABELS.get(title, title))
         if len(keys) > 1:
             ax.legend(fontsize="small")
-    return _png(fig)
+    return fig
 
 
 def _series_rows(rows: list[dict[str, Any]], key: str) -> list[tuple[float, float, dict[str, Any]]]:
@@ -187,7 +201,7 @@ def _series_rows(rows: list[dict[str, Any]], key: str) -> list[tuple[float, floa
     return out
 
 
-FIGURES: dict[str, Callable[[Analysis], bytes | None]] = {
+BUILDERS: dict[str, Callable[[Analysis], Figure | None]] = {
     "timeline": timeline,
     "stage_share": stage_share,
     "handoff": handoff,
@@ -196,3 +210,15 @@ FIGURES: dict[str, Callable[[Analysis], bytes | None]] = {
     "grading": grading,
     "curves": curves,
 }
+
+
+def _rendered(build: Callable[[Analysis], Figure | None]) -> Callable[[Analysis], bytes | None]:
+    def make(a: Analysis) -> bytes | None:
+        fig = build(a)
+        return None if fig is None else _png(fig)
+
+    return make
+
+
+# name -> PNG bytes (None when the run lacks the data), as the report embeds them
+FIGURES: dict[str, Callable[[Analysis], bytes | None]] = {name: _rendered(b) for name, b in BUILDERS.items()}

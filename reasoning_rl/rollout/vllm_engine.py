@@ -147,7 +147,17 @@ class VLLMEngine:
         return result
 
     def load_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]]) -> None:
-        """vLLM's in-place reload (its loader maps names, fuses qkv/gate-up, handles tied embeddings)."""
+        """vLLM's in-place reload (its loader maps names, fuses qkv/gate-up, handles tied embeddings).
+
+        After each reload vLLM warns ``RotaryEmbedding: Failed to load weights`` and, for a tied head,
+        ``ParallelLMHead: Failed to load weights``: its layer-wise reloader (``finalize_layerwise_processing``)
+        warns for every layer that received no tensor and puts that layer's previous tensors back. Both are
+        expected: the rotary cos/sin cache is computed from the config and is in no checkpoint, and a tied head
+        has no weight of its own (``named_parameters`` yields the shared embedding once), which
+        ``_refresh_tied_head`` re-ties to the new embedding right below. ``rrl train`` hides vLLM's warnings
+        unless ``logging.engine_logs``; the e2e tests check the engine's log-probs against the trainer's after
+        every hand-off (gap < 1e-3).
+        """
         self.llm.collective_rpc(
             "reload_weights", kwargs={"weights_iterator": iter(named_tensors), "is_checkpoint_format": True}
         )

@@ -1,4 +1,4 @@
-"""Atomic checkpoints: write everything into a temporary dir, fsync, then one ``rename`` publishes it.
+"""Atomic checkpoints (``reasoning_rl.atomic.atomic_dir``): a temporary dir, fsynced, then one ``rename``.
 
 A crash (even SIGKILL) at any point leaves either the previous checkpoints untouched plus a stale
 ``.tmp-*`` dir (removed on the next start), or the new complete ``step_N``. ``latest()`` only ever
@@ -8,7 +8,6 @@ returns complete checkpoints: published names plus a ``COMPLETE`` marker written
 from __future__ import annotations
 
 import json
-import os
 import random
 import re
 import shutil
@@ -20,6 +19,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from reasoning_rl.atomic import TMP_PREFIX, atomic_dir
+
 _STEP_DIR = re.compile(r"^step_(\d+)$")
 MARKER = "COMPLETE"
 STATE_FILE = "trainer_state.json"
@@ -30,25 +31,6 @@ RNG_FILE = "rng.pt"
 class CheckpointInfo:
     step: int
     path: Path
-
-
-def _fsync_tree(root: Path) -> None:
-    for dirpath, _, files in os.walk(root):
-        for name in files:
-            fd = os.open(os.path.join(dirpath, name), os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-        _fsync_dir(Path(dirpath))
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def rng_state() -> dict[str, Any]:
@@ -77,7 +59,7 @@ class CheckpointManager:
 
     def clean_stale(self) -> list[Path]:
         """Remove leftovers of interrupted saves (``.tmp-*`` dirs); returns what was removed."""
-        stale = [p for p in self.root.iterdir() if p.name.startswith(".tmp-")]
+        stale = [p for p in self.root.iterdir() if p.name.startswith(TMP_PREFIX)]
         for p in stale:
             shutil.rmtree(p, ignore_errors=True)
         return stale
@@ -97,24 +79,12 @@ class CheckpointManager:
     def save(self, step: int, write_payload: Callable[[Path], None], trainer_state: dict[str, Any]) -> Path:
         """``write_payload(tmp_dir)`` writes model/optimizer/scheduler; we add RNG + trainer state + marker."""
         final = self.root / f"step_{step}"
-        tmp = self.root / f".tmp-step_{step}-{os.getpid()}"
-        if tmp.exists():
-            shutil.rmtree(tmp)
-        tmp.mkdir(parents=True)
-        write_payload(tmp)
-        torch.save(rng_state(), tmp / RNG_FILE)
-        (tmp / STATE_FILE).write_text(json.dumps({"step": step, **trainer_state}, indent=2, default=str),
-                                      encoding="utf-8")
-        (tmp / MARKER).write_text(str(step), encoding="utf-8")
-        _fsync_tree(tmp)
-        if final.exists():  # re-saving the same step (e.g. final == periodic): replace it atomically-enough
-            old = self.root / f".tmp-old-step_{step}-{os.getpid()}"
-            final.rename(old)
-            tmp.rename(final)
-            shutil.rmtree(old)
-        else:
-            tmp.rename(final)
-        _fsync_dir(self.root)
+        with atomic_dir(final) as tmp:
+            write_payload(tmp)
+            torch.save(rng_state(), tmp / RNG_FILE)
+            (tmp / STATE_FILE).write_text(json.dumps({"step": step, **trainer_state}, indent=2, default=str),
+                                          encoding="utf-8")
+            (tmp / MARKER).write_text(str(step), encoding="utf-8")
         self._prune()
         return final
 

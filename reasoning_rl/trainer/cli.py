@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -9,28 +12,66 @@ from rich.console import Console
 from rich.table import Table
 
 from reasoning_rl.config import Config, ConfigError, load_config
+from reasoning_rl.lean_default import default_lean_launcher
+from reasoning_rl.trainer.resume import TrainError
+
+NON_TTY_WIDTH = 1000
 
 
 def _user_errors() -> tuple[type[Exception], ...]:
     from reasoning_rl.data import DataError
     from reasoning_rl.policy.model import ModelLoadError
     from reasoning_rl.rollout.base import RolloutError
-    from reasoning_rl.trainer.loop import TrainError
 
     return (ConfigError, DataError, ModelLoadError, RolloutError, TrainError, FileNotFoundError)
 
 
-def _fail(console: Console, exc: Exception) -> int:
-    console.print(f"[bold red]error:[/bold red] {exc}", highlight=False)
+def _fail(exc: Exception) -> int:
+    """A user mistake: one message on stderr (stdout may be the run's log or a pipe), exit code 2."""
+    Console(stderr=True, soft_wrap=True).print(f"[bold red]error:[/bold red] {exc}", highlight=False)
     return 2
 
 
+def make_console() -> Console:
+    """The run's stdout console. Not a terminal (a log file, nohup, SLURM, a pipe): lines are not wrapped at
+    rich's default 80 columns, so one progress line stays one line."""
+    if sys.stdout.isatty():
+        return Console()
+    return Console(soft_wrap=True, width=NON_TTY_WIDTH)
+
+
+def single_process_error() -> str | None:
+    """``torchrun --nproc_per_node=N rrl train`` would run N full copies of the run into one run dir."""
+    world = os.environ.get("WORLD_SIZE", "1")
+    if not world.isdigit() or int(world) <= 1:
+        return None
+    return (f"rrl train runs as a single training process, but WORLD_SIZE={world} (torchrun?): every rank would "
+            "train a full copy of the run into the same run dir. Multi-rank training is coming through Ray "
+            "placement, not torchrun; today run `rrl train CONFIG` without torchrun (one process drives the "
+            "device; grading.workers and grading.backend=ray scale the grading)")
+
+
+def prepare(cfg: Config) -> None:
+    """Process-wide settings a command applies before anything heavy is imported."""
+    if not cfg.logging.engine_logs:
+        # vLLM's ~50 INFO/WARNING lines per run (engine config, compile, and two "Failed to load weights" per
+        # hand-off, which are harmless: see VLLMEngine.load_weights) would bury the run's own lines.
+        os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
+        warnings.filterwarnings("ignore", category=FutureWarning, module=r"vllm\.")  # torch API deprecations
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # transformers' load/save bars, every hand-in
+    default_lean_launcher(cfg)
+
+
 def train_command(config_path: str, overrides: list[str]) -> int:
-    console = Console()
+    refused = single_process_error()
+    if refused is not None:
+        return _fail(TrainError(refused))
+    console = make_console()
     try:
         cfg = load_config(config_path, overrides)
     except ConfigError as exc:
-        return _fail(console, exc)
+        return _fail(exc)
+    prepare(cfg)
     if cfg.run.doctor:
         from reasoning_rl.doctor import doctor_or_exit
 
@@ -40,7 +81,7 @@ def train_command(config_path: str, overrides: list[str]) -> int:
     try:
         summary = Trainer(cfg, console=console).run()
     except _user_errors() as exc:
-        return _fail(console, exc)
+        return _fail(exc)
     console.print(f"done: {summary.steps} steps, run dir {summary.run_dir}")
     return 0
 
@@ -64,16 +105,17 @@ def _eval_config(config_path: str | None, overrides: list[str], model: str | Non
 
 def eval_command(config_path: str | None, overrides: list[str], *, model: str | None, data: str | None,
                  n: int | None, out: str | None) -> int:
-    console = Console()
+    console = make_console()
     if config_path is not None and "=" in config_path and not Path(config_path).exists():
         overrides, config_path = [config_path, *overrides], None  # `rrl eval --model M --data D key=value`
     try:
         cfg = _eval_config(config_path, overrides, model, data, n)
+        prepare(cfg)
         from reasoning_rl.trainer.eval import run_eval
 
         result, path = run_eval(cfg, out=Path(out) if out else None, console=console)
     except _user_errors() as exc:
-        return _fail(console, exc)
+        return _fail(exc)
     k = cfg.eval.n
     table = Table(title=f"eval: {cfg.model.path}")
     for col in ("data_source", "prompts", "accuracy", f"pass@{k}", f"maj@{k}", "errors"):

@@ -35,6 +35,12 @@ class EvalResult:
 Checks = dict[int, tuple[list[tuple[int, str]], list[Grade]]]  # group -> equivalence checks and their grades
 
 
+def prompt_messages(example: Example) -> list[dict[str, str]]:
+    """The prompt as the model got it before templating (chat messages), for samples/ and eval rows: with
+    generator data it cannot be recovered from the data file."""
+    return [dict(m) for m in example.messages]
+
+
 def summarise(samples: Sequence[Sample], k: int, checks: Checks | None = None) -> EvalResult:
     """Per-prompt rows and per-source / overall metrics, scored and aggregated by the same code as ``rrl grade``
     (graders.evaluation.scoring / summary), so both report the same numbers for the same responses.
@@ -55,6 +61,7 @@ def summarise(samples: Sequence[Sample], k: int, checks: Checks | None = None) -
         per_source[ex.data_source].add(line)
         rows.append({
             "id": ex.uid, "data_source": ex.data_source, "grader": ex.grader,
+            "prompt": prompt_messages(ex), "ground_truth": ex.ground_truth,
             "accuracy": sum(g.score for g in grades) / len(grades),
             f"pass@{k}": float(score.passed), f"maj@{k}": float(bool(score.maj)),
             "majority_answer": score.majority_answer, "errors": score.n_error,

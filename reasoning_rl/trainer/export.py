@@ -1,24 +1,64 @@
-"""``rrl export RUN_DIR``: turn a checkpoint into a plain HF model directory (on demand, any time)."""
+"""``rrl export RUN_DIR``: turn a checkpoint into a plain HF model directory (on demand, any time, from anywhere).
+
+Checkpoints are self-contained: each ``step_N/`` holds the model's config, generation config and tokenizer
+under ``hf/`` beside the weights, so exporting needs neither the base model nor the directory training ran
+in. The result has the same layout as the end-of-training export (one writer: ``save_hf_model``).
+"""
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 from pathlib import Path
+from typing import Any
 
 import torch
 import yaml
 
 from reasoning_rl.trainer.checkpoint import CheckpointManager
 
+MODEL_FILES = "hf"  # inside a checkpoint: config.json, generation_config.json, tokenizer files
+
+
+def save_model_files(checkpoint_dir: Path, model: Any, tokenizer: Any) -> None:
+    """What a checkpoint needs besides its weights to become an HF model again: config + tokenizer."""
+    target = checkpoint_dir / MODEL_FILES
+    model.config.save_pretrained(target)
+    generation = getattr(model, "generation_config", None)
+    if generation is not None:
+        generation.save_pretrained(target)
+    tokenizer.save_pretrained(target)
+
+
+def _model_and_tokenizer(run: Path, checkpoint: Path) -> tuple[Any, Any]:
+    """An HF model skeleton (weights are loaded after) and the tokenizer, from the checkpoint's own files;
+    checkpoints written before they carried them fall back to the base model the run trained from."""
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, GenerationConfig
+
+    files = checkpoint / MODEL_FILES
+    if (files / "config.json").is_file():
+        model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(files))
+        if (files / "generation_config.json").is_file():
+            model.generation_config = GenerationConfig.from_pretrained(files)
+        return model, AutoTokenizer.from_pretrained(files)
+    from reasoning_rl.policy.model import load_causal_lm, load_tokenizer
+
+    state = CheckpointManager.load_trainer_state(checkpoint)
+    cfg = yaml.safe_load((run / "config.yaml").read_text(encoding="utf-8"))
+    named = str(cfg["model"]["path"])
+    for candidate in (state.get("model_dir"), named):
+        if candidate and Path(candidate).is_dir():
+            return load_causal_lm(str(candidate), dtype="float32"), load_tokenizer(str(candidate))
+    raise FileNotFoundError(
+        f"{checkpoint} carries no model files ({MODEL_FILES}/: written by an older version) and its base model "
+        f"{named!r} is not found from {Path.cwd()}; run `rrl export` from the directory training ran in"
+    )
+
 
 def export_checkpoint(run_dir: str | Path, *, step: int | None = None, out: str | Path | None = None) -> Path:
     """Write checkpoint ``step`` (default: latest complete) of ``run_dir`` as safetensors + tokenizer."""
-    from reasoning_rl.policy.model import load_causal_lm, load_tokenizer
+    from reasoning_rl.policy.model import save_hf_model
 
     run = Path(run_dir)
-    config_path = run / "config.yaml"
-    if not config_path.is_file():
+    if not (run / "config.yaml").is_file():
         raise FileNotFoundError(f"{run} is not a run directory (no config.yaml)")
     mgr = CheckpointManager(run / "checkpoints")
     found = {c.step: c for c in mgr.list()}
@@ -27,23 +67,9 @@ def export_checkpoint(run_dir: str | Path, *, step: int | None = None, out: str 
     if step is not None and step not in found:
         raise FileNotFoundError(f"no complete checkpoint for step {step} in {run}; have: {sorted(found)}")
     info = found[step if step is not None else max(found)]
-    cfg = yaml.safe_load(config_path.read_text(encoding="utf-8"))
-    model_path = str(cfg["model"]["path"])
+    model, tokenizer = _model_and_tokenizer(run, info.path)
     state = torch.load(info.path / "policy.pt", weights_only=False, map_location="cpu")["model"]
     # the policy checkpoints its scoring wrapper, whose HF model sits under "lm."
-    state = {k.removeprefix("lm."): v for k, v in state.items()}
-    model = load_causal_lm(model_path, dtype="float32")
-    model.load_state_dict(state)
+    model.load_state_dict({k.removeprefix("lm."): v for k, v in state.items()})
     target = Path(out) if out is not None else run / "export" / f"step_{info.step}"
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=target.name + ".tmp-", dir=target.parent))
-    try:
-        model.save_pretrained(tmp, safe_serialization=True)
-        load_tokenizer(model_path).save_pretrained(tmp)
-        if target.exists():
-            shutil.rmtree(target)
-        tmp.rename(target)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return target
+    return save_hf_model(target, model, tokenizer)

@@ -23,14 +23,12 @@ from reasoning_rl.data import PromptSampler
 from reasoning_rl.trace import TraceWriter
 from reasoning_rl.trainer.checkpoint import CheckpointManager
 from reasoning_rl.trainer.collect import Sample, collect
-from reasoning_rl.trainer.eval import EvalResult, evaluate, write_rows
-from reasoning_rl.trainer.metrics import MetricsLogger
+from reasoning_rl.trainer.eval import EvalResult, evaluate, prompt_messages, write_rows
+from reasoning_rl.trainer.export import save_model_files
+from reasoning_rl.trainer.metrics import MetricsLogger, check_wandb
+from reasoning_rl.trainer.resume import TrainError, check_config, check_data, data_fingerprint, rotate
 from reasoning_rl.trainer.rewards import informative_groups, rewards_and_mask, sample_metrics
 from reasoning_rl.trainer.setup import Components, build_components
-
-
-class TrainError(RuntimeError):
-    """A run cannot start or continue (bad run dir state, data/model problems); the message says why."""
 
 
 @dataclass
@@ -69,22 +67,41 @@ class Trainer:
                 f"{self.run_dir} already has checkpoints; continue it with trainer.resume=auto, "
                 "or start over with trainer.overwrite=true (or pick another run.name)"
             )
+        if info is None and self.cfg.trainer.resume == "auto":
+            self.console.print(f"trainer.resume=auto: no complete checkpoint in {self.ckpt.root}, starting fresh")
         return info
+
+    def _note_forced(self, changes: list[str]) -> None:
+        for change in changes:
+            self.console.print(f"[yellow]warning:[/yellow] resuming with --force although {change}", highlight=False)
 
     def run(self) -> RunSummary:
         cfg = self.cfg
+        check_wandb(cfg.logging)  # before anything slow: a missing package must not cost a model load
         info = self._resume_point()
+        state = CheckpointManager.load_trainer_state(info.path) if info is not None else None
+        if info is not None and state is not None:
+            self._note_forced(check_config(state.get("config"), cfg, info.path))
+        else:
+            kept = rotate(self.run_dir / "trace.jsonl")
+            if kept is not None:
+                self.console.print(f"previous trace.jsonl kept as {kept.name}")
         start_step = info.step if info is not None else 0
         seed_everything(cfg.run.seed)
-        save_config(cfg, self.run_dir / "config.yaml")
         parts = build_components(cfg, self.run_dir, console=self.console)
         sampler = PromptSampler(len(parts.train_examples), cfg.run.seed, shuffle=cfg.data.shuffle)
-        if info is not None:
+        if info is not None and state is not None:
+            self._note_forced(check_data(state.get("data_fingerprint"), parts.train_examples, cfg, info.path))
+            try:
+                sampler.load_state(state["data"])
+            except ValueError as exc:
+                raise TrainError(f"cannot resume {info.path}: {exc}") from None
             parts.load_checkpoint(info.path)
-            sampler.load_state(CheckpointManager.load_trainer_state(info.path)["data"])
             CheckpointManager.load_rng(info.path)
             parts.push_weights(step=start_step, trace=None)
             self.console.print(f"resumed from {info.path} (step {start_step})")
+        # only now: until the resume checks pass, config.yaml keeps describing the run's checkpoints
+        save_config(cfg, self.run_dir / "config.yaml")
         trace = StepTrace(self.run_dir / "trace.jsonl", meta=parts.trace_meta, append=info is not None)
         log = MetricsLogger(self.run_dir, cfg.logging, total_steps=cfg.trainer.steps, start_step=start_step,
                             run_name=cfg.run.name, config=cfg.model_dump(mode="json"), console=self.console)
@@ -98,15 +115,14 @@ class Trainer:
                 log.log(step, metrics)
                 summary.rewards.append(metrics["reward/mean"])
                 summary.steps = step
-                if cfg.eval.every and step % cfg.eval.every == 0 and parts.val_examples:
-                    self._eval(parts, trace, log, step, summary)
                 last = step == cfg.trainer.steps
+                # every eval.every steps, and always at the last step (as verl and TRL do)
+                if parts.val_examples and (last or (cfg.eval.every and step % cfg.eval.every == 0)):
+                    self._eval(parts, trace, log, step, summary)
                 if last or (cfg.trainer.checkpoint_every and step % cfg.trainer.checkpoint_every == 0):
                     self._checkpoint(parts, sampler, trace, step, log)
-            if parts.val_examples and not cfg.eval.every and cfg.trainer.steps > start_step:
-                self._eval(parts, trace, log, cfg.trainer.steps, summary)
             if cfg.trainer.export:
-                summary.export_dir = parts.policy_export(self.run_dir / "export")
+                summary.export_dir = parts.policy_export(self.run_dir / "export" / f"step_{summary.steps}")
                 log.note(f"exported HF model to {summary.export_dir}")
             status = "ok"
         except KeyboardInterrupt:
@@ -159,7 +175,8 @@ class Trainer:
         if cfg.logging.samples:
             write_rows(self.run_dir / "samples" / f"step_{step}.jsonl", [
                 {"id": s.example.uid, "group": s.group, "sample": s.completion.sample_index,
-                 "data_source": s.example.data_source, "response": s.completion.text,
+                 "data_source": s.example.data_source, "prompt": prompt_messages(s.example),
+                 "ground_truth": s.example.ground_truth, "response": s.completion.text,
                  "finish_reason": s.completion.finish_reason, **s.grade.to_dict()} for s in samples])
         rewards, mask = rewards_and_mask(samples, max_tokens=cfg.rollout.max_tokens, overlong=cfg.algorithm.overlong)
         metrics = sample_metrics(samples, rewards, mask)
@@ -197,9 +214,14 @@ class Trainer:
     def _checkpoint(self, parts: Components, sampler: PromptSampler, trace: StepTrace, step: int,
                     log: MetricsLogger) -> None:
         with trace.span("checkpoint", step) as attrs:
-            path = self.ckpt.save(step, parts.save_checkpoint, {
+            def payload(directory: Path) -> None:
+                parts.save_checkpoint(directory)
+                save_model_files(directory, parts.policy.lm, parts.tokenizer)  # self-contained: exportable anywhere
+
+            path = self.ckpt.save(step, payload, {
                 "data": sampler.state(), "grader_cache": str(parts.cache_path) if parts.cache_path else None,
-                "config": self.cfg.model_dump(mode="json"),
+                "config": self.cfg.model_dump(mode="json"), "model_dir": str(parts.model_dir.resolve()),
+                "data_fingerprint": data_fingerprint(parts.train_examples),
             })
             attrs["path"] = str(path)
         log.note(f"checkpoint saved: {path}")

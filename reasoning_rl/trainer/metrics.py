@@ -6,6 +6,7 @@ continue from the checkpoint exactly instead of showing the steps that were redo
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 from pathlib import Path
@@ -23,7 +24,8 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from reasoning_rl.config import LoggingConfig
+from reasoning_rl.config import ConfigError, LoggingConfig
+from reasoning_rl.trainer.resume import rotate
 
 # What the live table shows (key, label, format); everything else goes to JSONL/TensorBoard only.
 CONSOLE_COLUMNS: tuple[tuple[str, str, str], ...] = (
@@ -59,16 +61,27 @@ def _truncate_after(path: Path, step: int) -> None:
     tmp.replace(path)
 
 
+def check_wandb(cfg: LoggingConfig) -> None:
+    """``logging.wandb=true`` needs the wandb package: say so before a run loads anything."""
+    if cfg.wandb and importlib.util.find_spec("wandb") is None:
+        raise ConfigError("logging.wandb=true but wandb is not installed: pip install wandb, or set logging.wandb=false")
+
+
 class MetricsLogger:
+    """One run's metrics sinks. ``console="rich"`` shows a live table on a terminal and falls back to one plain
+    line per step when the console is not one (a log file, nohup, SLURM): a live display would only be drawn
+    when the run ends."""
+
     def __init__(self, run_dir: Path, cfg: LoggingConfig, *, total_steps: int, start_step: int = 0,
                  run_name: str = "run", config: dict[str, Any] | None = None,
                  console: Console | None = None) -> None:
         self.path = run_dir / "metrics.jsonl"
         self.cfg = cfg
+        self.console = console or Console(stderr=False)
         if start_step > 0 and self.path.exists():
             _truncate_after(self.path, start_step)
-        elif start_step == 0 and self.path.exists():
-            self.path.unlink()
+        elif start_step == 0 and (kept := rotate(self.path)) is not None:
+            self.note(f"starting fresh: previous {self.path.name} kept as {kept.name}")
         self._fh = self.path.open("a", encoding="utf-8")
         self._tb: Any = None
         if cfg.tensorboard:
@@ -77,17 +90,13 @@ class MetricsLogger:
             self._tb = SummaryWriter(str(run_dir / "tensorboard"), purge_step=start_step + 1 if start_step else None)
         self._wandb: Any = None
         if cfg.wandb:
-            try:
-                import wandb
-            except ImportError:
-                raise RuntimeError("logging.wandb=true but wandb is not installed (pip install wandb)") from None
-            self._wandb = wandb.init(project=cfg.wandb_project, name=run_name, config=config, resume="allow")
-        self.console = console or Console(stderr=False)
+            self._wandb = _wandb_run(run_dir, cfg, run_name, config, resuming=start_step > 0)
         self._rows: list[dict[str, Any]] = []
         self._live: Live | None = None
         self._progress: Progress | None = None
         self._task: Any = None
-        if cfg.console == "rich":
+        self._plain = cfg.console == "plain" or (cfg.console == "rich" and not self.console.is_terminal)
+        if cfg.console == "rich" and not self._plain:
             self._progress = Progress(TextColumn("[bold]train"), BarColumn(), MofNCompleteColumn(),
                                       TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn(),
                                       console=self.console)
@@ -126,15 +135,15 @@ class MetricsLogger:
             if not k_is_eval(metrics):
                 self._progress.update(self._task, completed=step)
             self._live.update(self._render())
-        elif self.cfg.console == "plain" and not k_is_eval(metrics):
+        elif self._plain and not k_is_eval(metrics):
             shown = " ".join(f"{label}={row}" for key, label, fmt in CONSOLE_COLUMNS
                              if (row := _fmt(metrics.get(key), fmt)) is not None)
-            self.console.print(f"step {step}: {shown}", highlight=False)
+            self.console.print(f"step {step}: {shown}", highlight=False, soft_wrap=True)
 
     def note(self, text: str) -> None:
         """A one-line message above the live table (checkpoint saved, eval done, ...)."""
         if self.cfg.console != "none":
-            self.console.print(text, highlight=False)
+            self.console.print(text, highlight=False, soft_wrap=True)
 
     def close(self) -> None:
         if self._live is not None:
@@ -146,6 +155,21 @@ class MetricsLogger:
             self._tb.close()
         if self._wandb is not None:
             self._wandb.finish()
+
+
+WANDB_ID_FILE = "wandb_run_id"
+
+
+def _wandb_run(run_dir: Path, cfg: LoggingConfig, run_name: str, config: dict[str, Any] | None, *,
+               resuming: bool) -> Any:
+    """A W&B run; a resumed training run continues the W&B run it started (its id is kept in the run dir)."""
+    import wandb
+
+    id_file = run_dir / WANDB_ID_FILE
+    run_id = id_file.read_text(encoding="utf-8").strip() if resuming and id_file.is_file() else None
+    run = wandb.init(project=cfg.wandb_project, name=run_name, config=config, id=run_id, resume="allow")
+    id_file.write_text(str(run.id), encoding="utf-8")
+    return run
 
 
 def k_is_eval(metrics: dict[str, Any]) -> bool:

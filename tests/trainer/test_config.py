@@ -96,3 +96,31 @@ def test_resolved_config_round_trips(tmp_path: Path) -> None:
     save_config(cfg, tmp_path / "run" / "config.yaml")
     again = load_config(tmp_path / "run" / "config.yaml")
     assert again == cfg
+
+
+def test_counts_reject_booleans(tmp_path: Path) -> None:
+    """Before: `trainer.steps=true` passed as 1 step (pydantic's lax int accepts a bool)."""
+    path = write(tmp_path, MINIMAL)
+    for override in ("trainer.steps=true", "rollout.n=false", "optim.lr=true", "data.train.0.limit=true"):
+        with pytest.raises(ConfigError) as err:
+            load_config(path, [override])
+        assert override.split("=")[0] in str(err.value) and "boolean" in str(err.value)
+    assert load_config(path, ["trainer.steps=3", "run.doctor=true"]).trainer.steps == 3
+
+
+def test_group_baseline_estimators_need_two_samples(tmp_path: Path) -> None:
+    """Before: GRPO with rollout.n=1 trained on all-zero advantages without a word."""
+    path = write(tmp_path, MINIMAL)
+    for advantage in ("grpo", "drgrpo", "rloo", "reinforce_pp_baseline"):
+        with pytest.raises(ConfigError, match=r"rollout\.n=1: algorithm\.advantage='" + advantage):
+            load_config(path, ["rollout.n=1", f"algorithm.advantage={advantage}"])
+    assert load_config(path, ["rollout.n=1", "algorithm.advantage=reinforce_pp"]).rollout.n == 1
+
+
+def test_indexing_an_empty_list_names_the_list(tmp_path: Path) -> None:
+    """Before: `data.val.0.limit=2` with no val sources gave pydantic's 'Input should be a valid list'."""
+    path = write(tmp_path, MINIMAL)
+    with pytest.raises(ConfigError, match=r"data\.val has no items to index .*data\.val=\[\{path: FILE\}\]"):
+        load_config(path, ["data.val.0.limit=2"])
+    with pytest.raises(ConfigError, match=r"override index data\.train\.3 is out of range \(list has 1 items\)"):
+        load_config(path, ["data.train.3.limit=2"])

@@ -158,3 +158,16 @@ def test_decontaminate_recipe_drops_templated_copies_only(tmp_path: Path) -> Non
     bad = subprocess.run([sys.executable, str(recipe), str(train), str(test), str(out)], capture_output=True,
                          text=True)
     assert bad.returncode != 0 and f"{test}:2: no 'question'" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_unknown_default_grader_is_named_even_when_skipping_bad_rows(tmp_path: Path) -> None:
+    """Before: with on_bad_row=skip every row was skipped for the unknown grader, and the error only said
+    'has no usable rows'."""
+    path = tmp_path / "rows.jsonl"
+    path.write_text('{"question": "1+1?", "answer": "2"}\n')
+    data = DataConfig(train=[SourceConfig(path=str(path))], default_grader="mathz", on_bad_row="skip")
+    with pytest.raises(DataError, match=r"data\.default_grader='mathz' is not an installed grader; available: .*math"):
+        load_examples(data.train, data, seed=0, known_graders=frozenset({"math", "code"}))
+    data = DataConfig(train=[SourceConfig(path=str(path))], grader_map={"gsm8k": "maht"}, on_bad_row="skip")
+    with pytest.raises(DataError, match=r"data\.grader_map\.gsm8k='maht'"):
+        load_examples(data.train, data, seed=0, known_graders=frozenset({"math"}))
