@@ -13,7 +13,7 @@ from reasoning_rl.cli import app
     (["eval"], "[default: RUN_DIR/eval/results.jsonl]"),
     (["export"], "[default: RUN_DIR/export/step_N]"),
     (["export"], "[default: latest complete]"),
-    (["grade"], "[default: OUTPUT.cache.sqlite]"),
+    (["grade"], "default: OUTPUT.cache.sqlite"),
     (["sandbox", "build"], "(default: deb.debian.org)"),
 ])
 def test_help_keeps_documented_defaults(command: list[str], default: str) -> None:
