@@ -25,7 +25,7 @@ def build_random_model(shape: str, out_dir: str | Path, seed: int = 0) -> Path:
     if (out / "config.json").is_file():
         return out
     out.mkdir(parents=True, exist_ok=True)
-    spec = SHAPES[shape]
+    spec: dict[str, Any] = dict(SHAPES[shape])  # LlamaConfig takes mixed-type keywords
     vocab = {f"t{i}": i for i in range(spec["vocab_size"])}
     tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="t0"))
     tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()

@@ -36,13 +36,15 @@ def main() -> None:
     tok = AutoTokenizer.from_pretrained(model)
     tok.chat_template = "{% for m in messages %}{{ m['content'] }}{% endfor %}"
     tok.save_pretrained(model)
+    texts = random_prompts(SHAPES[shape]["vocab_size"], PROMPTS * (STEPS + 1), PROMPT_LEN)
     rows = [
         {"data_source": "rand", "prompt": [{"role": "user", "content": text}], "ability": "math",
          "reward_model": {"style": "rule", "ground_truth": "0"}, "extra_info": {"index": i}}
-        for i, text in enumerate(random_prompts(SHAPES[shape]["vocab_size"], PROMPTS * (STEPS + 1), PROMPT_LEN))
+        for i, text in enumerate(texts)
     ]
-    lengths = [len(tok(tok.apply_chat_template(r["prompt"], tokenize=False, add_generation_prompt=True),
-                       add_special_tokens=False)["input_ids"]) for r in rows]
+    lengths = [len(tok(tok.apply_chat_template([{"role": "user", "content": t}], tokenize=False,
+                                               add_generation_prompt=True), add_special_tokens=False)["input_ids"])
+               for t in texts]
     if max(lengths) > MAX_PROMPT_TOKENS:  # verl's data.truncation=error would stop the run later, less clearly
         raise SystemExit(f"verl_data: a prompt is {max(lengths)} tokens, over data.max_prompt_length={MAX_PROMPT_TOKENS}")
     pq.write_table(pa.Table.from_pylist(rows), root / "train.parquet")

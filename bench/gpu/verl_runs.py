@@ -1,10 +1,12 @@
-"""verl 0.9.1's GRPO trainer on the TRL-anchor workload (one GPU): its settings, runs, log parsing, comparison.
+"""verl 0.9.1's GRPO trainer on the TRL-anchor workload (one GPU): its settings, the sweep, the comparison.
 
 Here (CPU; verl 0.9.1 + hydra-core + omegaconf importable, e.g. ``pip install --target /tmp/verl_cpu --no-deps``):
     python3 bench/gpu/verl_runs.py check --root /tmp/vb_tiny     # compose + validate every setting (verl_data.py tiny)
 On the GPU machine (``bench/gpu/verl_sbs.sh`` calls these, after the vLLM and verl kits):
     python3 bench/gpu/verl_runs.py sweep S1 S2 S3 --budget 520 --out-dir DIR
-    python3 bench/gpu/verl_runs.py compare --sweep DIR/sweep.json --budget 560 --out-dir DIR
+    python3 bench/gpu/verl_runs.py compare --sweep DIR/sweep.json --trl /tmp/trl_bench.py --budget 560 --out-dir DIR
+    python3 bench/gpu/verl_runs.py pair S3 --budget 560 --out-dir DIR         # ours, then one verl setting
+Here or there, after a parser fix:  python3 bench/gpu/verl_runs.py rebuild DIR/compare.json
 
 Workload (as ours and TRL in ``side_by_side.py``): random-init Qwen2-0.5B shape, 32 prompts x 8 samples per step,
 the same prompt text, 256 generated tokens (EOS ignored), one optimizer step per batch (mini-batch = batch),
@@ -14,26 +16,21 @@ no KL, lr 1e-6, vLLM colocated at gpu_memory_utilization 0.3, 5 steps, median of
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
-import re
-import shutil
-import signal
-import statistics
-import subprocess
 import sys
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from gpu_proc import GpuMemory, free_gpu, run_logged  # noqa: E402
+from verl_log import first_error, parse_steps, summarize, table, trl_result  # noqa: E402
+
 HERE = Path(__file__).resolve().parent
 ROOT = Path("/tmp/verl_bench")  # verl_data.py writes the model, parquet files and reward there
 STEPS = 5
-TOKENS_PER_STEP = 32 * 8 * (128 + 256)  # nominal, as side_by_side.py counts for ours and TRL
-GEN_TOKENS_PER_STEP = 32 * 8 * 256
 
 
 def workload(root: Path, steps: int) -> list[str]:
@@ -112,8 +109,6 @@ def overrides(name: str, root: Path = ROOT, steps: int = STEPS) -> list[str]:
     return workload(root, steps) + list(SETTINGS[name].overrides)
 
 
-# ---------------------------------------------------------------- processes, memory
-
 VLLM_ENV = {"VLLM_USE_FLASHINFER_SAMPLER": "0", "PYTHONUNBUFFERED": "1", "NCCL_NVLS_ENABLE": "0",
             "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 
@@ -129,158 +124,6 @@ def env_for(system: str) -> dict[str, str]:
     return env
 
 
-class GpuMemory:
-    """Whole-device memory (nvidia-smi, every 0.5 s) while a system runs: verl's vLLM server lives in another
-    process than its trainer, so no single torch allocator sees the total."""
-
-    def __init__(self) -> None:
-        self.samples: list[int] = []
-        self._proc: subprocess.Popen[str] | None = None
-        self._reader: threading.Thread | None = None
-
-    def __enter__(self) -> GpuMemory:
-        if shutil.which("nvidia-smi") is None:  # a CPU machine (tests of this module): no samples
-            return self
-        self._proc = subprocess.Popen(["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits",
-                                       "-lms", "500"], stdout=subprocess.PIPE, text=True)
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-        return self
-
-    def _read(self) -> None:
-        assert self._proc is not None and self._proc.stdout is not None
-        for line in self._proc.stdout:
-            if line.strip().isdigit():
-                self.samples.append(int(line.strip()))
-
-    def __exit__(self, *exc: object) -> None:
-        if self._proc is not None:
-            self._proc.terminate()
-            self._proc.wait(timeout=10)
-
-    def peak_gib(self) -> float | None:
-        return round(max(self.samples) / 1024, 1) if self.samples else None
-
-
-def gpu_state() -> tuple[list[int], int]:
-    """(pids of processes on the GPU, MiB in use)."""
-    if shutil.which("nvidia-smi") is None:
-        return [], 0
-    apps = subprocess.run(["nvidia-smi", "--query-compute-apps=pid", "--format=csv,noheader"],
-                          capture_output=True, text=True, check=False).stdout
-    used = subprocess.run(["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits"],
-                          capture_output=True, text=True, check=False).stdout.strip()
-    return [int(p) for p in apps.split() if p.isdigit()], int(used) if used.isdigit() else 0
-
-
-def free_gpu(wait_s: float = 30.0) -> list[int]:
-    """Wait for the GPU to empty after a run; end, by pid, what the run left on it (Ray actors that outlive a
-    killed driver). Returns the pids it had to end."""
-    deadline = time.time() + wait_s
-    pids, used = gpu_state()
-    while (pids or used > 2048) and time.time() < deadline:
-        time.sleep(1)
-        pids, used = gpu_state()
-    for pid in pids:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
-    if pids:
-        time.sleep(3)
-    return pids
-
-
-def run_logged(cmd: list[str], env: dict[str, str], log: Path, timeout: float) -> tuple[int | None, float]:
-    """Run ``cmd`` in its own process group, each output line into ``log`` prefixed with the seconds since start;
-    on timeout end the whole group. Returns (rc or None on timeout, wall seconds)."""
-    started = time.time()
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
-                            text=True, errors="replace")
-
-    log.parent.mkdir(parents=True, exist_ok=True)
-    fh = log.open("w")
-
-    def copy() -> None:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            fh.write(f"[{time.time() - started:7.1f}] {line}")
-            fh.flush()
-
-    reader = threading.Thread(target=copy, daemon=True)
-    reader.start()
-    try:
-        rc: int | None = proc.wait(timeout=max(timeout, 1))
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-        rc = None
-    reader.join(timeout=10)  # a Ray worker that outlived the group can hold the pipe open
-    fh.close()
-    return rc, round(time.time() - started, 1)
-
-
-# ---------------------------------------------------------------- verl's console log
-
-STEP_LINE = re.compile(r"^\[\s*([\d.]+)\].*?(?:\s|\))step:(\d+) - (.*)$")  # run_logged's [seconds] prefix
-KEEP = ("timing_s/step", "timing_s/gen", "timing_s/reward", "timing_s/old_log_prob", "timing_s/adv",
-        "timing_s/update_actor", "timing_s/update_weights", "perf/throughput", "perf/mfu/actor",
-        "perf/max_memory_allocated_gb", "perf/max_memory_reserved_gb", "perf/total_num_tokens",
-        "response_length/mean", "prompt_length/mean", "critic/score/mean", "actor/pg_loss")
-
-
-def _number(text: str) -> float | None:
-    text = text.strip()
-    if text.endswith(")") and "(" in text:  # numpy scalars print as np.float64(1.5)
-        text = text[text.index("(") + 1:-1]
-    try:
-        return float(text)
-    except ValueError:
-        return None
-
-
-def parse_steps(log_text: str) -> list[dict[str, float]]:
-    """verl's console logger prints one ``step:N - key:value - ...`` line per step."""
-    steps = []
-    for line in log_text.splitlines():
-        m = STEP_LINE.search(line)
-        if not m:
-            continue
-        row: dict[str, float] = {"t": float(m.group(1)), "step": float(m.group(2))}
-        for item in m.group(3).split(" - "):
-            key, _, value = item.partition(":")
-            num = _number(value)
-            if key.strip() in KEEP and num is not None:
-                row[key.strip()] = num
-        steps.append(row)
-    return steps
-
-
-def summarize(rows: list[dict[str, float]]) -> dict[str, Any]:
-    """Medians over steps 2..N (step 1 carries compilation and first-touch costs), as for ours and TRL."""
-    warm = [r for r in rows if r["step"] >= 2] or rows
-    med = {k: round(statistics.median([r[k] for r in warm if k in r]), 3) for k in KEEP
-           if any(k in r for r in warm)}
-    out: dict[str, Any] = {"steps_parsed": len(rows), "medians": med,
-                           "step_s": [r.get("timing_s/step") for r in rows],
-                           "first_step_logged_at_s": rows[0]["t"] if rows else None}
-    gaps = [b["t"] - a["t"] for a, b in zip(rows, rows[1:], strict=False) if b["step"] >= 3]  # log line to log line
-    if gaps:
-        out["step_wall_s_median"] = round(statistics.median(gaps), 3)
-    if "timing_s/step" in med:
-        out["step_s_median"] = med["timing_s/step"]
-        out["tokens_per_s"] = round(TOKENS_PER_STEP / med["timing_s/step"])
-    if "timing_s/gen" in med:
-        out["gen_tokens_per_s"] = round(GEN_TOKENS_PER_STEP / med["timing_s/gen"])
-    return out
-
-
-def first_error(log_text: str) -> str | None:
-    lines = log_text.splitlines()
-    for i, line in enumerate(lines):
-        if re.search(r"(Error|Exception)\b.*:", line) and "Warning" not in line:
-            return " | ".join(x.strip() for x in lines[i:i + 3])[:600]
-    return None
-
-
 def run_verl(name: str, out_dir: Path, timeout: float, steps: int = STEPS) -> dict[str, Any]:
     log = out_dir / f"verl_{name}.log"
     cmd = [sys.executable, "-m", "verl.trainer.main_ppo", *overrides(name, ROOT, steps),
@@ -293,7 +136,9 @@ def run_verl(name: str, out_dir: Path, timeout: float, steps: int = STEPS) -> di
                            "overrides": list(SETTINGS[name].overrides), "rc": rc, "wall_s": wall,
                            "gpu_peak_gib": mem.peak_gib(), "killed_pids": killed, **summarize(parse_steps(text))}
     res["complete"] = rc == 0 and res["steps_parsed"] == steps
-    if not res["complete"]:
+    if rc is None:
+        res["error"] = f"stopped at the call's budget ({timeout:.0f} s) after {res['steps_parsed']} of {steps} steps"
+    elif not res["complete"]:
         res["error"] = first_error(text) or text[-1500:]
     print(f"verl {name}: rc={rc} wall={wall}s steps={res['steps_parsed']} "
           f"step={res.get('step_s_median')} tok/s={res.get('tokens_per_s')}", flush=True)
@@ -346,13 +191,7 @@ def run_trl(trl_bench: Path, out_dir: Path, timeout: float) -> dict[str, Any]:
     with GpuMemory() as mem:
         rc, wall = run_logged(cmd, env, out_dir / "trl.log", timeout)
     free_gpu()
-    text = (out_dir / "trl.log").read_text(errors="replace")
-    res: dict[str, Any] = {"system": "trl"}
-    for line in text.splitlines():
-        if line.startswith("RESULT "):
-            res = json.loads(line[len("RESULT "):])
-    if "step_s_median" not in res:
-        res["error"] = text[-1500:]
+    res = trl_result((out_dir / "trl.log").read_text(errors="replace"))
     res.update(rc=rc, wall_s=wall, gpu_peak_gib=mem.peak_gib())
     return res
 
@@ -385,29 +224,48 @@ def compare(sweep_json: Path, trl_bench: Path, budget: float, out_dir: Path, ext
     print(table(result), flush=True)
 
 
-def table(r: dict[str, Any]) -> str:
-    o, t, v = r["ours"], r["trl"], r["verl"]
-    vm = v.get("medians", {})
-    rows = [
-        ("step time (median, steps 2-5)", o.get("step_s_median"), t.get("step_s_median"), v.get("step_s_median")),
-        ("tokens/s/GPU (32x8x(128+256) nominal)", o.get("tokens_per_s"), t.get("tokens_per_s"), v.get("tokens_per_s")),
-        ("generation s", o.get("generate_s"), None, vm.get("timing_s/gen")),
-        ("generation tokens/s", o.get("gen_tokens_per_s"), None, v.get("gen_tokens_per_s")),
-        ("old log-prob s", None, None, vm.get("timing_s/old_log_prob")),
-        ("update s", o.get("update_s"), None, vm.get("timing_s/update_actor")),
-        ("update MFU", o.get("update_mfu"), None, vm.get("perf/mfu/actor")),
-        ("hand-off s", o.get("handoff_s"), None, vm.get("timing_s/update_weights")),
-        ("GPU peak GiB (nvidia-smi)", o.get("gpu_peak_gib"), t.get("gpu_peak_gib"), v.get("gpu_peak_gib")),
-        ("trainer allocator peak GiB", o.get("peak_mem_gib"), t.get("peak_mem_gib"), vm.get("perf/max_memory_allocated_gb")),
-        ("wall s (incl. start)", o.get("wall_s"), t.get("wall_s"), v.get("wall_s")),
-    ]
-    lines = [f"| | ours | TRL 1.16 | verl 0.9.1 ({v.get('setting')}) |", "|---|---|---|---|"]
-    lines += [f"| {name} | {a} | {b} | {c} |" for name, a, b, c in rows]
-    lines.append(f"ratio ours/verl tokens/s: {r.get('ratio_ours_over_verl')}   ours/TRL: {r.get('ratio_ours_over_trl')}")
-    for s in r.get("sweep", []) + [dict(x, setting=f"{x['setting']} (this call)") for x in r.get("verl_runs", [])]:
-        lines.append(f"verl {s.get('setting')}: step {s.get('step_s_median')} s, {s.get('tokens_per_s')} tok/s, "
-                     f"complete={s.get('complete')} {s.get('skipped') or s.get('error') or ''}"[:300])
-    return "\n".join(lines)
+def pair(setting: str, budget: float, out_dir: Path) -> None:
+    """Ours, then one verl setting, in one call (a call has no room for TRL besides a whole verl run)."""
+    deadline = time.time() + budget
+    result: dict[str, Any] = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+    result["ours"] = run_ours(out_dir, min(220.0, deadline - time.time()))
+    result["verl"] = run_verl(setting, out_dir, deadline - time.time() - 5)
+    if result["verl"].get("tokens_per_s") and result["ours"].get("tokens_per_s"):
+        result["ratio_ours_over_verl"] = round(result["ours"]["tokens_per_s"] / result["verl"]["tokens_per_s"], 2)
+    (out_dir / "pair.json").write_text(json.dumps(result, indent=1, default=str))
+    print(json.dumps({k: result[k] for k in ("ratio_ours_over_verl",) if k in result}), flush=True)
+
+
+def rebuild(result_json: Path) -> None:
+    """Re-derive every log-parsed field of a compare/sweep JSON from the logs beside it (after a parser fix),
+    keeping what only the run itself knew (rc, wall time, GPU peak)."""
+    data = json.loads(result_json.read_text())
+    logs = result_json.parent
+
+    def redo(run: dict[str, Any]) -> dict[str, Any]:
+        if run.get("system") == "verl" and (logs / f"verl_{run.get('setting')}.log").is_file():
+            run.update(summarize(parse_steps((logs / f"verl_{run['setting']}.log").read_text(errors="replace"))))
+            if run.get("rc") is None:
+                run["error"] = f"stopped at the call's budget after {run['steps_parsed']} of {STEPS} steps"
+        elif run.get("system") == "trl" and (logs / "trl.log").is_file():
+            run.update(trl_result((logs / "trl.log").read_text(errors="replace")))
+            if "step_s_median" in run:
+                run.pop("error", None)
+        return run
+
+    if isinstance(data, list):  # a sweep
+        data = [redo(r) for r in data]
+    else:
+        for key in ("ours", "trl", "verl"):
+            if key in data:
+                data[key] = redo(data[key])
+        data["verl_runs"] = [redo(r) for r in data.get("verl_runs", [])]
+        for peer in ("verl", "trl"):
+            if data.get(peer, {}).get("tokens_per_s") and data.get("ours", {}).get("tokens_per_s"):
+                data[f"ratio_ours_over_{peer}"] = round(data["ours"]["tokens_per_s"] / data[peer]["tokens_per_s"], 2)
+    result_json.write_text(json.dumps(data, indent=1, default=str))
+    if isinstance(data, dict) and "ours" in data and "trl" in data and "verl" in data:
+        print(table(data))
 
 
 def check(names: list[str], root: Path) -> None:
@@ -457,15 +315,27 @@ def main() -> None:
     k.add_argument("--budget", type=float, required=True)
     k.add_argument("--out-dir", type=Path, required=True)
     k.add_argument("--extra", nargs="*", default=[], help="settings to run after the comparison if time is left")
+    q = sub.add_parser("pair", help="ours, then one verl setting, in one call")
+    q.add_argument("setting")
+    q.add_argument("--budget", type=float, required=True)
+    q.add_argument("--out-dir", type=Path, required=True)
+    b = sub.add_parser("rebuild", help="re-parse the logs beside a sweep.json/compare.json (after a parser fix)")
+    b.add_argument("json", type=Path)
     args = ap.parse_args()
     if args.phase == "check":
         check(args.names, args.root)
+        return
+    if args.phase == "rebuild":
+        rebuild(args.json)
         return
     for name in getattr(args, "names", []) + getattr(args, "extra", []):
         overrides(name)  # unknown names fail before any run
     args.out_dir.mkdir(parents=True, exist_ok=True)
     if args.phase == "sweep":
         sweep(args.names, args.budget, args.out_dir)
+    elif args.phase == "pair":
+        overrides(args.setting)
+        pair(args.setting, args.budget, args.out_dir)
     else:
         compare(args.sweep, args.trl, args.budget, args.out_dir, args.extra)
 

@@ -6,6 +6,9 @@
 #   7    bash bench/gpu/verl_sbs.sh stage                       carry [".verl/p1", ".gpu_carry"]
 #   8    bash bench/gpu/verl_sbs.sh sweep                       carry [".verl/p2"]
 #   9    bash bench/gpu/verl_sbs.sh compare
+#   10   bash bench/gpu/verl_sbs.sh pair                        (ours, then verl SETTING=S3, in one call)
+# Measured 2026-12-01: a verl run takes 250-335 s of wall time, 218-292 s of it before its first step, so one
+# call holds one verl run next to ours + TRL, or about 1.5 verl runs alone: the sweep ran S2 only.
 # stage: half of verl's ray wheel to /tmp, our + TRL's wheels into /tmp/site, TRL's bench script to /tmp.
 # sweep: installs verl (verl kit), writes its data (verl_data.py), runs verl settings while the call lasts
 #        (verl_runs.py sweep; SETTINGS, default "S2 S1 S3"); results stay in /tmp/verl_sweep for the next call.
@@ -41,5 +44,11 @@ compare)
     cp /tmp/verl_cmp/compare.json "$OUT/"
     (cd /tmp/verl_cmp && tar czf "$OUT/compare_logs.tgz" ./*.log)
     ;;
-*) echo "usage: bash bench/gpu/verl_sbs.sh stage|sweep|compare (see the header)"; exit 2 ;;
+pair)
+    [ -f /tmp/vsite/verl/__init__.py ] || { echo "FRESH MACHINE: verl is not installed (calls 7 and 8 first)"; exit 1; }
+    python3 bench/gpu/verl_runs.py pair "${SETTING:-S3}" --budget $((CALL_S - SECONDS - 15)) --out-dir /tmp/verl_pair
+    cp /tmp/verl_pair/pair.json "$OUT/"
+    (cd /tmp/verl_pair && tar czf "$OUT/pair_logs.tgz" ./*.log)
+    ;;
+*) echo "usage: bash bench/gpu/verl_sbs.sh stage|sweep|compare|pair (see the header)"; exit 2 ;;
 esac
