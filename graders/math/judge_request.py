@@ -8,7 +8,7 @@ import sympy
 
 from graders.math.compare import Context
 from graders.math.structure import Interval, Items, Leaf, Node, parse
-from graders.math.symbolic import judge, numeric, to_sympy, warm_up
+from graders.math.symbolic import UngradableGold, judge, numeric, to_sympy, warm_up
 
 __all__ = ["answer", "warm_up"]
 
@@ -32,6 +32,8 @@ def answer(request: dict[str, Any]) -> dict[str, Any]:
         equal = judge(parse(request["gold"]), parse(request["pred"]), ctx)
     except RecursionError:
         return {"ok": False, "error": "expression too deeply nested"}  # the caller: the prediction's fault
+    except UngradableGold:
+        return {"ok": False, "error": "ground truth does not parse"}  # the caller: an error (not the answer's)
     except (ValueError, TypeError, ArithmeticError, NotImplementedError) as exc:
         # SymPy raises these for things it cannot decide (e.g. comparing a set with a number): not equal.
         return {"ok": True, "equal": False, "note": f"{type(exc).__name__}: {str(exc)[:200]}"}
