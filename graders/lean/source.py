@@ -82,12 +82,13 @@ class LeanFile:
 
     ``name`` is the theorem's full name (header namespaces included); ``proof_line`` the 1-based line of the
     statement (followed by the proof); ``marker`` is printed just before it, so a run that stops after the
-    marker stopped in the response's part of the file."""
+    marker stopped in the response's part of the file. Lines up to ``header_lines`` are the dataset's."""
 
     text: str
     name: str
     audit: str
     proof_line: int
+    header_lines: int = 0
     marker: str = "rrl: the proof follows"
 
 
@@ -276,7 +277,8 @@ def build_file(header: str, statement: Statement, proof: Proof) -> LeanFile:
     parts += [decl_text, " := ", body, "\n"]
     full = name.removeprefix("_root_.") if name.startswith("_root_.") else _qualified(trusted, name)
     audit = f"prelude\nimport {FILE_STEM}\n#print axioms {full}\n"
-    return LeanFile("".join(parts), full, audit, proof_line=head.count("\n") + 1)
+    header_lines = parts[0].rstrip("\n").count("\n") + 1 if parts[0] else 0
+    return LeanFile("".join(parts), full, audit, proof_line=head.count("\n") + 1, header_lines=header_lines)
 
 
 FILE_STEM = "Proof"
