@@ -18,8 +18,9 @@ class Grade:
     training on a fake 0. Whatever the *response* causes is ``incorrect``, with the reason: an answer that trips
     an expression guard, a prediction that alone exhausts the grader's budget, a proof that times out, crashes
     the checker or overflows its stack. Otherwise a policy would learn to force ``error`` (never penalised)
-    whenever it is unsure. ``response_fault`` builds those grades; graders take the per-run option
-    ``mask_response_faults=True`` to keep the old behaviour (such grades become ``error``), off by default.
+    whenever it is unsure. ``response_fault`` builds those grades; the math and Lean graders take the per-run
+    option ``mask_response_faults=True`` to keep the old behaviour (such grades become ``error``), off by
+    default. The trainer masks exactly ``verdict == "error"``.
     """
 
     score: float

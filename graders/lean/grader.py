@@ -176,6 +176,10 @@ class LeanGrader:
         errors = [m for m in messages if m.severity == "error"]
         if proof["exit"] != 0 and not (proof["exit"] == 1 and errors):
             return Grade.error(f"lean exited with code {proof['exit']}", stderr=stderr, messages=shown, **timing)
+        if any(0 < m.line <= file.header_lines for m in errors):
+            # The dataset's own header does not compile: no proof can be judged against it.
+            return Grade.error("the ground truth's header does not compile", detail=errors[0].text,
+                               messages=shown, **timing)  # fmt: skip
         if errors:
             # Message lines are file lines; `statement_line` says where the trusted statement + proof begin.
             return Grade.incorrect(

@@ -82,12 +82,13 @@ class LeanFile:
 
     ``name`` is the theorem's full name (header namespaces included); ``proof_line`` the 1-based line of the
     statement (followed by the proof); ``marker`` is printed just before it, so a run that stops after the
-    marker stopped in the response's part of the file."""
+    marker stopped in the response's part of the file. Lines up to ``header_lines`` are the dataset's."""
 
     text: str
     name: str
     audit: str
     proof_line: int
+    header_lines: int = 0
     marker: str = "rrl: the proof follows"
 
 
@@ -101,38 +102,50 @@ class ProofError(ValueError):
 
 
 _OPENERS = {"(": ")", "{": "}", "⦃": "⦄", "[": "]"}
+_CLOSERS = set(_OPENERS.values())
 
 
 def _canonical(tokens: Sequence[Token]) -> tuple[str, ...]:
-    """Token texts from the keyword on, `lemma` spelled `theorem`, signature binder groups expanded:
-    `(a b : T)` -> `(a : T) (b : T)` (Lean elaborates a group exactly as one binder per name)."""
+    """Token texts from the keyword on, `lemma` spelled `theorem`, every binder group expanded:
+    `(a b : T)` -> `(a : T) (b : T)`, in the signature and in `∀`/`∃`/`fun` binders of the type alike (Lean
+    elaborates a group exactly as one binder per name). Only for comparing with the statement: the checked
+    file always uses the statement's own text."""
     j = 1 if tokens[0].text == "example" else 2  # binders start after the keyword and the name
-    out = ["theorem" if t.text == "lemma" else t.text for t in tokens[:j]]
-    while j < len(tokens):
-        close = _OPENERS.get(tokens[j].text)
-        end = _group_end(tokens, j) if close else None
+    head = ["theorem" if t.text == "lemma" else t.text for t in tokens[:j]]
+    return tuple(head + _expanded(tokens, j, len(tokens)))
+
+
+def _expanded(tokens: Sequence[Token], start: int, stop: int) -> list[str]:
+    out: list[str] = []
+    j = start
+    while j < stop:
+        end = _group_end(tokens, j, stop) if tokens[j].text in _OPENERS else None
         if end is None:
-            out.extend(t.text for t in tokens[j:])
-            break
-        inner = [t.text for t in tokens[j + 1 : end]]
-        names = next((k for k, text in enumerate(inner) if text == ":"), len(inner))
-        if names > 1 and all(t.kind == "ident" or t.text == "_" for t in tokens[j + 1 : j + 1 + names]):
-            for name in inner[:names]:
-                out.extend([tokens[j].text, name, *inner[names:], tokens[end].text])
+            out.append(tokens[j].text)
+            j += 1
+            continue
+        colon = j + 1
+        while colon < end and (tokens[colon].kind == "ident" or tokens[colon].text == "_"):
+            colon += 1
+        if colon - (j + 1) > 1 and tokens[colon].text == ":":
+            kind, close = tokens[j].text, tokens[end].text
+            type_ = _expanded(tokens, colon + 1, end)
+            for name in tokens[j + 1 : colon]:
+                out.extend([kind, name.text, ":", *type_, close])
         else:
-            out.extend([tokens[j].text, *inner, tokens[end].text])
+            out.extend([tokens[j].text, *_expanded(tokens, j + 1, end), tokens[end].text])
         j = end + 1
-    return tuple(out)
+    return out
 
 
-def _group_end(tokens: Sequence[Token], j: int) -> int | None:
-    """Index of the bracket closing the binder group opened at ``j`` (None: unbalanced)."""
+def _group_end(tokens: Sequence[Token], j: int, stop: int) -> int | None:
+    """Index of the bracket closing the group opened at ``j`` before ``stop`` (None: unbalanced)."""
     depth = 0
-    for k in range(j, len(tokens)):
+    for k in range(j, stop):
         text = tokens[k].text
         if text in _OPENERS:
             depth += 1
-        elif text in _OPENERS.values():
+        elif text in _CLOSERS:
             depth -= 1
             if depth == 0:
                 return k if text == _OPENERS[tokens[j].text] else None
@@ -264,7 +277,8 @@ def build_file(header: str, statement: Statement, proof: Proof) -> LeanFile:
     parts += [decl_text, " := ", body, "\n"]
     full = name.removeprefix("_root_.") if name.startswith("_root_.") else _qualified(trusted, name)
     audit = f"prelude\nimport {FILE_STEM}\n#print axioms {full}\n"
-    return LeanFile("".join(parts), full, audit, proof_line=head.count("\n") + 1)
+    header_lines = parts[0].rstrip("\n").count("\n") + 1 if parts[0] else 0
+    return LeanFile("".join(parts), full, audit, proof_line=head.count("\n") + 1, header_lines=header_lines)
 
 
 FILE_STEM = "Proof"

@@ -9,7 +9,7 @@ from dataclasses import asdict, replace
 from fractions import Fraction
 from typing import Any, cast
 
-from graders.math.compare import Context, FastJudge, NeedsSymbolic, equal, squash
+from graders.math.compare import Context, FastJudge, NeedsSymbolic, equal, squash, text_form
 from graders.math.extract import (
     MODES,
     Extraction,
@@ -21,7 +21,8 @@ from graders.math.extract import (
 )
 from graders.math.guards import MAX_ANSWER_CHARS, unsafe
 from graders.math.normalize import Cleaned, clean
-from graders.math.structure import Node, TooManyItems, parse
+from graders.math.numbers import parse_number
+from graders.math.structure import Node, TooManyItems, leaves, parse
 from graders.math.worker import WorkerCrashed, WorkerPool, WorkerTimeout
 from graders.types import Grade
 
@@ -291,6 +292,8 @@ class MathGrader:
         """After a time-out: does the gold's own share of the work (parse, expand, evaluate) fit the budget the
         pair had? Remembered per gold (RL grades many samples against one)."""
         known = self._gold_cost.get(gold)
+        if known is None and not any(_needs_sympy(leaf.text) for leaf in leaves(parse(gold))):
+            known = False  # numbers and words only: nothing in the gold can be expensive
         if known is None:
             try:
                 known = not self.pool.run({"gold": gold, "gold_only": True}, budget_s).get("ok")
@@ -312,6 +315,10 @@ class MathGrader:
 
 _PROBE = {"gold": "x+1", "pred": "1+x", "context": asdict(Context())}
 _PROBE_BUDGET_S = 10.0
+
+
+def _needs_sympy(text: str) -> bool:
+    return parse_number(text) is None and text_form(text) is None
 
 
 def _parsed(text: str, *, by_response: bool) -> Node:

@@ -7,8 +7,8 @@ from typing import Any
 import sympy
 
 from graders.math.compare import Context
-from graders.math.structure import Interval, Items, Leaf, Node, parse
-from graders.math.symbolic import judge, numeric, to_sympy, warm_up
+from graders.math.structure import leaves, parse
+from graders.math.symbolic import UngradableGold, judge, numeric, to_sympy, warm_up
 
 __all__ = ["answer", "warm_up"]
 
@@ -21,7 +21,7 @@ def answer(request: dict[str, Any]) -> dict[str, Any]:
     spent the budget.
     """
     if request.get("gold_only"):
-        for leaf in _leaves(parse(request["gold"])):
+        for leaf in leaves(parse(request["gold"])):
             expr = to_sympy(leaf.text)
             if isinstance(expr, sympy.Expr):
                 sympy.expand(expr)
@@ -32,20 +32,10 @@ def answer(request: dict[str, Any]) -> dict[str, Any]:
         equal = judge(parse(request["gold"]), parse(request["pred"]), ctx)
     except RecursionError:
         return {"ok": False, "error": "expression too deeply nested"}  # the caller: the prediction's fault
+    except UngradableGold:
+        return {"ok": False, "error": "ground truth does not parse"}  # the caller: an error (not the answer's)
     except (ValueError, TypeError, ArithmeticError, NotImplementedError) as exc:
         # SymPy raises these for things it cannot decide (e.g. comparing a set with a number): not equal.
         return {"ok": True, "equal": False, "note": f"{type(exc).__name__}: {str(exc)[:200]}"}
     return {"ok": True, "equal": bool(equal)}
 
-
-def _leaves(node: Node) -> list[Leaf]:
-    if isinstance(node, Leaf):
-        return [node]
-    children: tuple[Node, ...]
-    if isinstance(node, Items):
-        children = node.items
-    elif isinstance(node, Interval):
-        children = (node.low, node.high)
-    else:  # Union, Relation
-        children = node.parts
-    return [leaf for child in children for leaf in _leaves(child)]

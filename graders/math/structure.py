@@ -61,6 +61,20 @@ class Relation:
 
 Node = Leaf | Items | Interval | Union | Relation
 
+
+def leaves(node: Node) -> list[Leaf]:
+    """Every leaf of ``node``, left to right."""
+    if isinstance(node, Leaf):
+        return [node]
+    children: tuple[Node, ...]
+    if isinstance(node, Items):
+        children = node.items
+    elif isinstance(node, Interval):
+        children = (node.low, node.high)
+    else:  # Union, Relation
+        children = node.parts
+    return [leaf for child in children for leaf in leaves(child)]
+
 _OPEN = "([{"
 _CLOSE = ")]}"
 _REL_RE = re.compile(r"\\le\b|\\ge\b|\\ne\b|\\approx\b|\\in\b|\\equiv\b|<|>|=")

@@ -179,6 +179,10 @@ def _constant_ratio(a: Any, b: Any) -> Any:
     return None if ratio.free_symbols else ratio
 
 
+class UngradableGold(Exception):
+    """A gold leaf that neither the fast rules nor SymPy can read: no prediction can be judged against it."""
+
+
 class SymbolicJudge(FastJudge):
     """The fast rules first, SymPy for whatever they cannot settle."""
 
@@ -188,7 +192,9 @@ class SymbolicJudge(FastJudge):
         except NeedsSymbolic:
             pass
         g, p = to_sympy(gold), to_sympy(pred)
-        if g is None or p is None:
+        if g is None:
+            raise UngradableGold(gold)
+        if p is None:
             return False
         if isinstance(g, sympy.MatrixBase) or isinstance(p, sympy.MatrixBase):
             return (

@@ -135,6 +135,14 @@ def test_header_that_times_out_is_an_error(grader: LeanGrader, lean: str) -> Non
     assert (result.verdict, result.reason) == ("error", "timeout before the proof was reached"), result
 
 
+def test_header_that_does_not_compile_is_an_error(grader: LeanGrader, lean: str) -> None:
+    truth = {"statement": "theorem le_succ (n : N) : Le n (N.succ n)", "header": NAT + "\ntheorem broken : N := Le.refl\n"}
+    result = grade(grader, lean, ":= Le.step (Le.refl n)", truth)
+    assert (result.verdict, result.reason) == ("error", "the ground truth's header does not compile"), result
+    helper = grade(grader, lean, "theorem h : N := Le.refl\ntheorem le_succ (n : N) : Le n (N.succ n) := Le.step (Le.refl n)")
+    assert (helper.verdict, helper.reason) == ("incorrect", "lean error"), helper  # the response's own helper
+
+
 @pytest.mark.slow
 def test_stack_overflow_is_incorrect_not_a_crash(grader: LeanGrader, lean: str) -> None:
     truth = {"statement": "theorem huge : Eq (beq (exp2 n32) (exp2' n32)) B.t", "header": DEEP}
@@ -342,11 +350,11 @@ def test_helper_lemmas_before_the_restated_theorem_are_usable(grader: LeanGrader
 
 
 def test_helpers_cannot_change_what_the_statement_means(grader: LeanGrader, lean: str) -> None:
-    """A helper redefining a name the statement uses lives in its own namespace: the statement keeps the
-    header's meaning, so the easy proof of the redefined claim fails."""
-    header = NAT + "\ninductive True : Prop where\n  | intro\n"
-    truth = {"statement": "theorem le_succ (n : N) : Le (N.succ n) n", "header": header}
-    response = "def Le (a b : N) : Prop := True\ntheorem le_succ (n : N) : Le (N.succ n) n := True.intro"
+    """`variable (h : False)` + `include h` before the theorem would add a hypothesis to the statement (a false
+    claim would then check); helpers live in their own namespace, so their scoped commands end before it."""
+    truth = {"statement": "theorem le_succ (n : N) : Le (N.succ n) n", "header": NAT}
+    response = ("variable (h : False)\ninclude h\n"
+                "theorem le_succ (n : N) : Le (N.succ n) n := False.rec (motive := fun _ => Le (N.succ n) n) h")  # fmt: skip
     result = grade(grader, lean, response, truth)
     assert (result.verdict, result.reason) == ("incorrect", "lean error"), result
 

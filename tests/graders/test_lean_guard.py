@@ -367,6 +367,9 @@ def test_restatement_equal_up_to_binder_grouping(restated: str) -> None:
     assert extract_proof(restated + " := comm a b", STMT).text == ":= comm a b"
     grouped = Statement.parse("theorem t {α : Type} (x : α) (y : α) [inst : C α] : Eq x y")
     assert extract_proof("theorem t {α : Type} (x y : α) [inst : C α] : Eq x y := h", grouped).text == ":= h"
+    nested = Statement.parse("theorem n : ∀ (a b : N), ∃ (c d : N), Eq (add a b) (add c d)")
+    regrouped = "theorem n : ∀ (a : N) (b : N), ∃ (c : N) (d : N), Eq (add a b) (add c d) := h"
+    assert extract_proof(regrouped, nested).text == ":= h"
     with pytest.raises(ProofError, match="statement changed"):  # names and binder kinds still count
         extract_proof("theorem foo (a c : N) : Eq (add a b) (add b a) := comm a b", STMT)
     with pytest.raises(ProofError, match="statement changed"):

@@ -57,6 +57,14 @@ def test_an_ungradable_gold_is_an_error(grader: MathGrader, gold: str, reason: s
     assert (result.verdict, result.reason) == ("error", reason), result
 
 
+@pytest.mark.parametrize("gold", ["\\frac{1}{", "x^{", "1 +* 2"])
+def test_a_gold_that_does_not_parse_is_an_error(grader: MathGrader, gold: str) -> None:
+    """No prediction can be judged against it: `error` (masked), not a zero for every sample."""
+    result = grader.grade("\\boxed{x+1}", gold, timeout_s=5.0)
+    assert (result.verdict, result.reason) == ("error", "could not judge: ground truth does not parse"), result
+    assert grader.grade("\\boxed{\\frac{1}{}", "x+1", timeout_s=5.0).verdict == "incorrect"  # a bad prediction
+
+
 def test_a_gold_that_alone_exhausts_the_budget_is_an_error(grader: MathGrader) -> None:
     """The pair timed out, and so does the gold's own share of the work: the gold cannot be judged."""
     grader.pool.warm(2)
