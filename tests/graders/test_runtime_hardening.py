@@ -96,6 +96,7 @@ def test_timed_out_worker_takes_its_setsid_children_and_daemons(tmp_path: Path) 
         assert _gone(spawned) == []  # gone while the pool still runs, not only at close
 
 
+@pytest.mark.slow
 def test_externally_killed_worker_takes_its_descendants(tmp_path: Path) -> None:
     """SIGKILL from outside (OOM killer, an operator): the worker's SymPy helper (own session) and a
     plugin's setsid children must not be left running with parent pid 1."""
