@@ -192,6 +192,9 @@ def test_timed_out_workers_warm_containers_are_removed(tmp_path: Path) -> None:
     import sandboxes
     from sandboxes.docker_backend import LABEL, client
 
+    def owned_by(pid: str) -> list[dict[str, object]]:  # low-level list: no inspect that races removals
+        return list(client().api.containers(all=True, filters={"label": f"{LABEL}.pid={pid}"}))
+
     ok, why = sandboxes.check("docker")
     if not ok:
         pytest.fail(f"docker sandbox unusable: {why} (run scripts/services.sh)")
@@ -204,7 +207,7 @@ def test_timed_out_workers_warm_containers_are_removed(tmp_path: Path) -> None:
         assert grade.reason.startswith("timeout")
         worker = pid_file.read_text()
         deadline = time.monotonic() + 30
-        while client().containers.list(all=True, filters={"label": f"{LABEL}.pid={worker}"}):
+        while owned_by(worker):
             assert time.monotonic() < deadline, "the killed worker's containers are still there"
             time.sleep(0.2)
         # and one killed at close, busy with a grade
@@ -213,4 +216,4 @@ def test_timed_out_workers_warm_containers_are_removed(tmp_path: Path) -> None:
         while not pid_file.exists():
             time.sleep(0.1)
         worker = pid_file.read_text()
-    assert not client().containers.list(all=True, filters={"label": f"{LABEL}.pid={worker}"})
+    assert not owned_by(worker)
