@@ -144,4 +144,5 @@ def main(lifeline: int, pid_fd: int, argv: list[str]) -> int:
 
 if __name__ == "__main__":
     code = main(int(sys.argv[1]), int(sys.argv[2]), sys.argv[3:])
-    sys.exit(code if code >= 0 else 128 - code)  # killed by signal N: 128 + N, as a shell reports it
+    # Killed by signal N: 128 + N, as a shell reports it. _exit: no interpreter teardown to wait for.
+    os._exit(code if code >= 0 else 128 - code)

@@ -19,6 +19,7 @@ _DOCKER_SOCKET = "/var/run/docker.sock"
 # A container the worker asked for just before it died is created by the daemon after the worker is gone
 # (a start takes up to a second or two on a loaded host): look again after this long.
 SETTLE_S = 2.0
+LIST_ATTEMPTS = 5
 
 
 def docker_configured() -> bool:
@@ -31,16 +32,22 @@ def remove_orphan_containers() -> int:
     if not docker_configured():
         return 0
     try:
+        from docker.errors import NotFound
+
         from sandboxes.docker_backend import client, remove_stale
         from sandboxes.types import SandboxError
     except ImportError as exc:  # the docker SDK is not installed: no container can exist
         log.debug("no container clean-up: %s", exc)
         return 0
-    try:
-        return remove_stale(client())
-    except SandboxError as exc:  # no daemon answering: no container of ours can be running
-        log.debug("no container clean-up: %s", exc)
-        return 0
+    for _ in range(LIST_ATTEMPTS):
+        try:
+            return remove_stale(client())
+        except SandboxError as exc:  # no daemon answering: no container of ours can be running
+            log.debug("no container clean-up: %s", exc)
+            return 0
+        except NotFound as exc:  # listing inspects each container: one went meanwhile (another remover)
+            log.debug("container vanished during clean-up, listing again: %s", exc)
+    return 0
 
 
 class ContainerReaper:

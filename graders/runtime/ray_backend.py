@@ -93,6 +93,7 @@ class RayBackend:
         self._ids = itertools.count()
         self._actors: list[_Actor] = []
         self.restarts = 0
+        self.recycled = 0
         self._startup_failures = 0
         self.failure: BaseException | None = None
         self._closing = False
@@ -115,7 +116,13 @@ class RayBackend:
                 {"worker": a.index, "node": a.node, "graded": a.graded, "ready": a.ready}
                 for a in self._actors
             ]
-        return {"backend": "ray", "queue_depth": depth, "workers": workers, "worker_restarts": self.restarts}
+        return {
+            "backend": "ray",
+            "queue_depth": depth,
+            "workers": workers,
+            "worker_restarts": self.restarts,
+            "workers_recycled": self.recycled,
+        }
 
     def close(self) -> None:
         self._closing = True
@@ -161,7 +168,7 @@ class RayBackend:
         now = time.monotonic()
         for a in list(self._actors):
             if self._max_grades is not None and a.graded >= self._max_grades and not a.queue:
-                self._replace(a, "lost", 0.0)  # recycled: nothing queued, so nothing is reported
+                self._recycle(a)
             elif a.queue and now - a.head_started >= self._timeout:
                 self._replace(a, "timeout", now - a.head_started)
             elif a.gate is not None and now - a.gate_since >= ACTOR_START_BUDGET_S:
@@ -209,6 +216,14 @@ class RayBackend:
     def _report(self, finished: list[TaskOutcome]) -> None:
         if finished:
             self._on_outcomes(finished)
+
+    def _recycle(self, a: _Actor) -> None:
+        """Swap an actor that reached ``max_grades`` (nothing queued on it) for a fresh one."""
+        ray.kill(a.handle, no_restart=True)
+        self.recycled += 1
+        fresh = _Actor(next(self._ids), list(self._specs))
+        with self._lock:
+            self._actors[self._actors.index(a)] = fresh
 
     def _replace(self, a: _Actor, head_kind: OutcomeKind, seconds: float) -> None:
         ray.kill(a.handle, no_restart=True)

@@ -63,6 +63,18 @@ def test_ray_pool_spreads_over_both_nodes_and_enforces_budgets(cluster_address: 
     assert metrics["worker_restarts"] >= 1
 
 
+def test_ray_actors_are_recycled_after_max_grades(cluster_address: str) -> None:
+    with GradingPool(workers=2, ray_address=cluster_address, max_grades_per_worker=5) as pool:
+        grades = pool.grade_batch([GradeRequest(ECHO, "1", "1", id=i) for i in range(24)])
+        metrics = pool.metrics()
+    assert all(g.verdict == "correct" for g in grades)
+    per_actor: dict[int, int] = {}
+    for g in grades:
+        per_actor[g.details["pid"]] = per_actor.get(g.details["pid"], 0) + 1
+    assert max(per_actor.values()) <= 5 and len(per_actor) >= 5
+    assert metrics["workers_recycled"] >= 3 and metrics["worker_restarts"] == 0
+
+
 def test_rrl_grade_on_the_ray_cluster(cluster_address: str, tmp_path: Path) -> None:
     from typer.testing import CliRunner
 
