@@ -287,7 +287,6 @@ class MathGrader:
             raise _infrastructure_fault(error, f"could not judge: {error}")
         return bool(reply["equal"])
 
-
     def _gold_too_expensive(self, gold: str, budget_s: float) -> bool:
         """After a time-out: does the gold's own share of the work (parse, expand, evaluate) fit the budget the
         pair had? Remembered per gold (RL grades many samples against one)."""

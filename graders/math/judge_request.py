@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import sympy
@@ -24,8 +25,9 @@ def answer(request: dict[str, Any]) -> dict[str, Any]:
         for leaf in leaves(parse(request["gold"])):
             expr = to_sympy(leaf.text)
             if isinstance(expr, sympy.Expr):
-                sympy.expand(expr)
-                numeric(expr)
+                with contextlib.suppress(ValueError, TypeError, ArithmeticError, NotImplementedError):
+                    sympy.expand(expr)  # what SymPy cannot do is cheap to refuse; only the time counts here
+                    numeric(expr)
         return {"ok": True, "equal": True}
     ctx = Context(**request.get("context", {}))
     try:
