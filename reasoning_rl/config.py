@@ -12,6 +12,8 @@ from typing import Any, Literal, get_args
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from reasoning_rl.registry import ENGINES, ESTIMATORS
+
 
 class ConfigError(ValueError):
     """A user mistake in a config file or override; the message names the key and what is allowed."""
@@ -88,7 +90,8 @@ class DataConfig(_Section):
 
 
 class RolloutConfig(_Section):
-    engine: Literal["auto", "vllm", "hf"] = "auto"
+    engine: str = Field(default="auto", description="'auto' (vLLM when installed, else hf), or a name of the "
+                        "engine registry: vllm, hf, or a plugin's.")
     n: int = Field(default=8, ge=1, description="Samples per prompt (the GRPO group size).")
     temperature: float = Field(default=1.0, ge=0.0)
     top_p: float = Field(default=1.0, gt=0.0, le=1.0)
@@ -104,6 +107,11 @@ class RolloutConfig(_Section):
                                          "are not bitwise reproducible anyway).")
     engine_args: dict[str, Any] = Field(default_factory=dict, description="Extra vLLM engine arguments "
                                         "(``LLM(...)``: e.g. max_num_seqs, max_num_batched_tokens, async_scheduling).")
+
+    @field_validator("engine")
+    @classmethod
+    def _known_engine(cls, v: str) -> str:
+        return v if v == "auto" else ENGINES.check(v)
 
     @field_validator("engine_args")
     @classmethod
@@ -124,18 +132,40 @@ class OverlongConfig(_Section):
     penalty: float = Field(default=1.0, ge=0.0)
 
 
-class AlgorithmConfig(_Section):
-    name: Literal["grpo", "ppo"] = "grpo"
-    advantage: Literal["grpo", "drgrpo", "rloo", "reinforce_pp", "reinforce_pp_baseline", "gae"] = "grpo"
+AggMode = Literal["token-mean", "seq-mean-token-mean", "seq-mean-token-sum-norm"]
+KLEstimator = Literal["k1", "k2", "k3"]
+
+
+class LossConfig(_Section):
+    """How the policy loss is formed: the policy-loss keys of ``algorithm`` (which extends this), the one
+    definition ``algorithms.policy_loss`` and ``Policy.train_step`` take."""
+
     clip_low: float = Field(default=0.2, ge=0.0)
     clip_high: float = Field(default=0.2, ge=0.0, description="Clip-higher (DAPO) when > clip_low.")
-    dual_clip: float | None = Field(default=None, gt=1.0)
+    dual_clip: float | None = Field(default=None, gt=1.0, description="c > 1: caps the loss of "
+                                    "negative-advantage tokens at c * |A| (Ye et al.).")
     ratio: Literal["token", "sequence"] = Field(default="token", description="'sequence' = GSPO.")
-    loss_agg: Literal["token-mean", "seq-mean-token-mean", "seq-mean-token-sum-norm"] = "token-mean"
+    loss_agg: AggMode = "token-mean"
     kl_coef: float = Field(default=0.0, ge=0.0)
-    kl_estimator: Literal["k1", "k2", "k3"] = "k3"
-    kl_mode: Literal["loss", "reward"] = "loss"
+    kl_estimator: KLEstimator = "k3"
+    kl_mode: Literal["loss", "reward"] = Field(default="loss", description="'loss': a KL term in the policy loss; "
+                                               "'reward': subtracted from the rewards (no loss term).")
     entropy_coef: float = 0.0
+
+    @property
+    def uses_kl_loss(self) -> bool:
+        return self.kl_coef > 0 and self.kl_mode == "loss"
+
+    @property
+    def uses_kl_reward(self) -> bool:
+        return self.kl_coef > 0 and self.kl_mode == "reward"
+
+
+class AlgorithmConfig(LossConfig):
+    name: Literal["grpo", "ppo"] = "grpo"
+    advantage: str = Field(default="grpo", description="An outcome estimator of the advantage registry "
+                           "(grpo, drgrpo, rloo, reinforce_pp, reinforce_pp_baseline, or a plugin's), or "
+                           "'gae' (PPO's critic; the default with name=ppo).")
     epochs: int = Field(default=1, ge=1, description="Policy update epochs over each batch.")
     mini_batch_size: int | None = Field(default=None, ge=1, description="Samples per optimizer step; None: whole batch.")
     micro_batch_tokens: int = Field(default=8192, ge=1)
@@ -155,6 +185,11 @@ class AlgorithmConfig(_Section):
         if isinstance(data, dict) and data.get("name") == "ppo" and "advantage" not in data:
             data = {**data, "advantage": "gae"}
         return data
+
+    @field_validator("advantage")
+    @classmethod
+    def _known_estimator(cls, v: str) -> str:
+        return v if v == "gae" else ESTIMATORS.check(v)
 
     @model_validator(mode="after")
     def _estimator_fits(self) -> AlgorithmConfig:

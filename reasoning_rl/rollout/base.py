@@ -5,9 +5,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import torch
+
+from reasoning_rl.registry import ENGINES
 
 
 @dataclass(frozen=True)
@@ -72,7 +74,13 @@ class RolloutEngine(Protocol):
         ...
 
     def wake(self) -> None:
-        """Undo ``sleep`` before generating again."""
+        """Undo ``sleep`` before generating again (a no-op when awake)."""
+        ...
+
+    @property
+    def asleep(self) -> bool:
+        """Whether ``sleep`` released the engine (the one record of its sleep state: the trainer asks, never
+        tracks it)."""
         ...
 
 
@@ -80,29 +88,14 @@ class RolloutError(RuntimeError):
     """A rollout engine could not be built or used (bad path, bad prompt, engine failure)."""
 
 
-EngineKind = Literal["vllm", "hf"]
-ENGINES: dict[str, Callable[..., RolloutEngine]] = {}
-
-
 def register_engine(kind: str) -> Callable[[Callable[..., RolloutEngine]], Callable[..., RolloutEngine]]:
-    """Register an engine factory under ``kind`` (plugins can add their own)."""
-
-    def deco(factory: Callable[..., RolloutEngine]) -> Callable[..., RolloutEngine]:
-        ENGINES[kind] = factory
-        return factory
-
-    return deco
-
-
-def _builtin(kind: str) -> None:
-    if kind == "vllm":
-        import reasoning_rl.rollout.vllm_engine  # noqa: F401
-    elif kind == "hf":
-        import reasoning_rl.rollout.hf_engine  # noqa: F401
+    """Register an engine factory under ``kind`` (plugins can add their own; ``rollout.engine=kind`` then
+    validates). Installed packages can publish one under the ``reasoning_rl.engines`` entry points instead."""
+    return ENGINES.register(kind)
 
 
 def make_engine(
-    kind: EngineKind,
+    kind: str,
     model_path: str,
     *,
     dtype: str = "auto",
@@ -117,16 +110,13 @@ def make_engine(
     ``enable_sleep_mode=None`` turns sleep mode on exactly when a CUDA device is present.
     Extra keywords go to the engine (vLLM: ``LLM(...)`` arguments; hf: ``device``).
     """
-    if kind not in ENGINES:
-        _builtin(kind)
-    if kind not in ENGINES:
-        raise ValueError(f"unknown rollout engine {kind!r}: expected one of 'vllm', 'hf' or a registered kind")
+    factory = ENGINES.get(kind)  # ValueError naming the registered kinds for an unknown one
     if not Path(model_path).is_dir():
         raise RolloutError(
             f"model path {model_path!r} is not a directory; rollout engines need a local HF model dir "
             "(convert GGUF checkpoints first with reasoning_rl.policy.convert_gguf)"
         )
-    return ENGINES[kind](
+    return factory(
         model_path,
         dtype=dtype,
         seed=seed,

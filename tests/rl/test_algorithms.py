@@ -155,12 +155,12 @@ def test_dual_clip_caps_negative_advantage_loss():
     close(loss, 3.0)
     loss.backward()
     close(lp.grad, [[0.0]])  # the capped branch carries no gradient
-    with pytest.raises(ValueError, match="dual_clip must be > 1"):
+    with pytest.raises(ValueError, match="dual_clip"):
         LossConfig(dual_clip=0.5)
 
 
 def test_gspo_sequence_ratio_and_gradient():
-    cfg = LossConfig(level="sequence")
+    cfg = LossConfig(ratio="sequence", clip_high=0.28)
     mask = torch.ones(1, 2)
     loss, m = policy_loss(torch.tensor([[0.2, 0.4]]), torch.zeros(1, 2), torch.tensor([1.0]), mask, cfg)
     close(loss, -1.28)  # exp(mean(.2, .4)) = 1.35 -> clipped to 1.28 on both tokens
@@ -182,7 +182,7 @@ def test_entropy_bonus_and_kl_term():
     with pytest.raises(ValueError, match="needs ref_logprobs"):
         policy_loss(one(0.0), one(0.0), torch.tensor([1.0]), one(1.0), cfg)
     # KL in the reward: no loss term, but still reported
-    loss, m = policy_loss(one(0.0), one(0.0), torch.tensor([1.0]), one(1.0), LossConfig(kl_coef=0.1, kl_in_reward=True, kl_estimator="k1"), ref_logprobs=one(-0.5))
+    loss, m = policy_loss(one(0.0), one(0.0), torch.tensor([1.0]), one(1.0), LossConfig(kl_coef=0.1, kl_mode="reward", kl_estimator="k1"), ref_logprobs=one(-0.5))
     close(loss, -1.0)
     close(m["kl"], 0.5)
 
@@ -210,9 +210,9 @@ def _random_batch(seed: int, b: int = 7, t: int = 6):
 @pytest.mark.parametrize("level", ["token", "sequence"])
 def test_loss_and_grad_invariant_to_micro_batches_and_dp_shards(agg, level):
     lp, old, ref, ent, adv, mask = _random_batch(0)
-    cfg = LossConfig(agg=agg, level=level, kl_coef=0.05, entropy_coef=0.01, dual_clip=3.0, max_response_len=6)
+    cfg = LossConfig(loss_agg=agg, ratio=level, kl_coef=0.05, entropy_coef=0.01, dual_clip=3.0)
     full_lp = lp.clone().requires_grad_()
-    full, _ = policy_loss(full_lp, old, adv, mask, cfg, ref_logprobs=ref, entropy=ent)
+    full, _ = policy_loss(full_lp, old, adv, mask, cfg, ref_logprobs=ref, entropy=ent, max_response_len=6)
     full.backward()
 
     norm = compute_normalizer(agg, mask, max_response_len=6)
