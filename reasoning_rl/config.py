@@ -61,18 +61,23 @@ class SourceConfig(_Section):
         return self
 
 
-class DataConfig(_Section):
-    train: list[SourceConfig] = Field(min_length=1)
-    val: list[SourceConfig] = Field(default_factory=list)
+class RowConfig(_Section):
+    """How rows become examples: the row keys of ``data`` (which extends this), read by ``data.schema``."""
+
     prompt_template: str = Field(default=
         "{question}", description="Python format string applied to simple rows ({question}, plus any column)."
     )
     system_prompt: str | None = None
-    chat_template: bool = Field(default=True, description="Wrap prompts with the tokenizer's chat template.")
     grader_map: dict[str, str] = Field(
         default_factory=dict, description="data_source or ability -> grader name (explicit row 'grader' wins)."
     )
     default_grader: str = "math"
+
+
+class DataConfig(RowConfig):
+    train: list[SourceConfig] = Field(min_length=1)
+    val: list[SourceConfig] = Field(default_factory=list)
+    chat_template: bool = Field(default=True, description="Wrap prompts with the tokenizer's chat template.")
     on_bad_row: Literal["error", "skip"] = "error"
     max_prompt_tokens: int = Field(default=1024, ge=1)
     shuffle: bool = True
@@ -89,15 +94,22 @@ class DataConfig(_Section):
         return data
 
 
-class RolloutConfig(_Section):
-    engine: str = Field(default="auto", description="'auto' (vLLM when installed, else hf), or a name of the "
-                        "engine registry: vllm, hf, or a plugin's.")
-    n: int = Field(default=8, ge=1, description="Samples per prompt (the GRPO group size).")
+class SamplingParams(_Section):
+    """What to sample per prompt (``temperature=0`` is greedy): the sampling keys of ``rollout`` (which
+    extends this) and of every engine request (``rollout.SamplingConfig``)."""
+
+    n: int = Field(default=1, ge=1, description="Samples per prompt.")
     temperature: float = Field(default=1.0, ge=0.0)
     top_p: float = Field(default=1.0, gt=0.0, le=1.0)
     max_tokens: int = Field(default=256, ge=1)
     stop: list[str] = Field(default_factory=list)
     ignore_eos: bool = Field(default=False, description="Generate exactly max_tokens (fixed-length benchmarks).")
+
+
+class RolloutConfig(SamplingParams):
+    n: int = Field(default=8, ge=1, description="Samples per prompt (the GRPO group size).")
+    engine: str = Field(default="auto", description="'auto' (vLLM when installed, else hf), or a name of the "
+                        "engine registry: vllm, hf, or a plugin's.")
     gpu_memory_utilization: float | None = Field(default=None, gt=0.0, le=1.0, description="None: 0.2 on CPU, 0.5 on GPU.")
     sleep: bool | None = Field(default=None, description="vLLM sleep mode while training; None: on for GPU.")
     seed_per_sample: bool | None = Field(default=None, description="Seed every sample (run.seed, step, sample "
@@ -170,9 +182,11 @@ class AlgorithmConfig(LossConfig):
     mini_batch_size: int | None = Field(default=None, ge=1, description="Samples per optimizer step; None: whole batch.")
     micro_batch_tokens: int = Field(default=8192, ge=1)
     old_logprobs: Literal["auto", "recompute", "rollout"] = Field(
-        default="auto", description="'auto': with a single update per batch, the policy's own log-probs, detached "
-        "(ratio exactly 1, no extra pass; the engine then skips per-token log-probs), or the engine's where GAE or a "
-        "KL reward needs them; 'recompute' with the trainer otherwise. 'rollout': always the engine's.")
+        default="auto", description="Where the PPO ratio's old log-probs come from, decided once when the run is "
+        "built (trainer/plan.py). 'auto': with a single update per batch, the policy's own, detached (ratio exactly "
+        "1, no extra pass; the engine then skips per-token log-probs), or the engine's where GAE or a KL reward "
+        "needs them; a recompute by the trainer otherwise. 'recompute': always the trainer's pass. 'rollout': "
+        "always the engine's.")
     gamma: float = Field(default=1.0, ge=0.0, le=1.0)
     lam: float = Field(default=1.0, ge=0.0, le=1.0)
     dynamic_sampling: bool = Field(default=False, description="DAPO: drop groups whose rewards are all equal and refill.")

@@ -8,32 +8,26 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 import torch
+from pydantic import ConfigDict
 
+from reasoning_rl.config import SamplingParams
 from reasoning_rl.registry import ENGINES
 
 
-@dataclass(frozen=True)
-class SamplingConfig:
-    """What to sample per prompt. ``temperature=0`` is greedy."""
+class SamplingConfig(SamplingParams):
+    """One engine request: the sampling parameters (defined once, in ``config.SamplingParams``), the seed
+    (None: the engine's own stream; else sample j of every prompt uses ``seed + j``) and whether to return
+    each sampled token's log-prob (engines may skip that work when False)."""
 
-    n: int = 1
-    temperature: float = 1.0
-    top_p: float = 1.0
-    max_tokens: int = 256
-    stop: tuple[str, ...] = ()
+    model_config = ConfigDict(frozen=True)
+
     seed: int | None = None
-    ignore_eos: bool = False  # keep generating to max_tokens (fixed-length benchmarks)
-    logprobs: bool = True  # return each sampled token's log-prob (engines may skip the work when False)
+    logprobs: bool = True
 
-    def __post_init__(self) -> None:
-        if self.n < 1:
-            raise ValueError(f"SamplingConfig.n must be >= 1; got {self.n}")
-        if self.temperature < 0:
-            raise ValueError(f"SamplingConfig.temperature must be >= 0; got {self.temperature}")
-        if not 0 < self.top_p <= 1:
-            raise ValueError(f"SamplingConfig.top_p must be in (0, 1]; got {self.top_p}")
-        if self.max_tokens < 1:
-            raise ValueError(f"SamplingConfig.max_tokens must be >= 1; got {self.max_tokens}")
+    @classmethod
+    def of(cls, params: SamplingParams, *, seed: int | None, logprobs: bool) -> SamplingConfig:
+        """The request for ``params`` (e.g. the validated ``rollout`` section)."""
+        return cls(**params.model_dump(include=set(SamplingParams.model_fields)), seed=seed, logprobs=logprobs)
 
 
 @dataclass

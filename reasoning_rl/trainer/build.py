@@ -85,10 +85,8 @@ class Components:
     # --------------------------------------------------------------------------------- generation
     def sampling(self, seed: int) -> SamplingConfig:
         """The engine request of a training step: ``rollout.*``, and log-probs exactly when the plan uses them."""
-        r = self.cfg.rollout
-        return SamplingConfig(n=r.n, temperature=r.temperature, top_p=r.top_p, max_tokens=r.max_tokens,
-                              stop=tuple(r.stop), seed=seed if self.seed_per_sample else None, ignore_eos=r.ignore_eos,
-                              logprobs=self.plan.engine_logprobs)
+        return SamplingConfig.of(self.cfg.rollout, seed=seed if self.seed_per_sample else None,
+                                 logprobs=self.plan.engine_logprobs)
 
     def engine_ready(self) -> None:
         """Awake and holding the policy's current weights (a sleep for the update drops them)."""

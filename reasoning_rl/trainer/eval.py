@@ -87,7 +87,7 @@ def evaluate(engine: RolloutEngine, pool: GradingPool, prompts: Sequence[Prompt]
              grader_options: dict[str, dict[str, Any]], seed: int) -> EvalResult:
     limit = cfg.max_prompts or len(prompts)
     sampling = SamplingConfig(n=cfg.n, temperature=cfg.temperature, max_tokens=cfg.max_tokens or max_tokens,
-                              stop=tuple(stop), seed=seed, logprobs=False)  # grading needs only the text
+                              stop=list(stop), seed=seed, logprobs=False)  # grading needs only the text
     rollouts = collect(engine, pool, prompts[:limit], sampling, grader_options=grader_options)
     return summarise(rollouts.samples, cfg.n)
 

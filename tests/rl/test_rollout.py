@@ -232,7 +232,7 @@ def test_tokenizer_without_chat_template_is_a_clear_error(tiny_model_dir, tmp_pa
 
 
 def test_bad_sampling_and_prompts(hf_engine):
-    with pytest.raises(ValueError, match="n must be >= 1"):
+    with pytest.raises(ValueError, match="greater than or equal to 1"):
         SamplingConfig(n=0)
     with pytest.raises(ValueError, match="top_p"):
         SamplingConfig(top_p=0.0)

@@ -8,30 +8,7 @@ from typing import Any
 import pytest
 import torch
 
-from reasoning_rl.algorithms import explained_variance, token_rewards, whiten
 from tests.trainer.test_train_e2e import config, metrics, train
-
-
-def test_token_rewards_last_token_and_kl() -> None:
-    mask = torch.tensor([[1, 1, 1], [1, 0, 0]], dtype=torch.bool)
-    out = token_rewards(torch.tensor([1.0, 0.5]), mask)
-    assert out.tolist() == [[0.0, 0.0, 1.0], [0.5, 0.0, 0.0]]
-    lp = torch.tensor([[-1.0, -2.0, -1.0], [-1.0, -9.0, -9.0]])
-    ref = torch.tensor([[-1.5, -2.0, -1.0], [-2.0, 0.0, 0.0]])
-    out = token_rewards(torch.tensor([1.0, 0.5]), mask, 0.1, lp, ref, "k1")
-    # k1 = logp - ref_logp on every real token, nothing on padding
-    torch.testing.assert_close(out, torch.tensor([[-0.05, 0.0, 1.0], [0.4, 0.0, 0.0]]))
-
-
-def test_whiten_and_explained_variance_use_valid_tokens_only() -> None:
-    mask = torch.tensor([[1, 1, 0], [1, 1, 1]], dtype=torch.bool)
-    x = torch.tensor([[1.0, 2.0, 100.0], [3.0, 4.0, 5.0]])
-    w = whiten(x, mask)
-    assert w[0, 2] == 0.0
-    assert float(w[mask].mean()) == pytest.approx(0.0, abs=1e-6)
-    assert float(w[mask].std()) == pytest.approx(1.0, abs=1e-5)
-    assert explained_variance(x, x, mask) == pytest.approx(1.0)
-    assert explained_variance(torch.zeros_like(x), x, mask) == pytest.approx(0.0, abs=1e-6)
 
 
 def _components(model: Path, seed: int) -> Any:
