@@ -64,6 +64,9 @@ def load_data(cfg: Config, tokenizer: Any, console: Console) -> tuple[list[Promp
 
 @dataclass
 class Components:
+    """What ``build_components`` made for a run, and the few operations that move state between the parts
+    (the engine request, engine sleep / weight hand-off, checkpoint files); the step itself is in ``loop``."""
+
     cfg: Config
     device: str
     model_dir: Path

@@ -153,6 +153,7 @@ def test_stop_strings_and_length(vllm_engine, hf_engine, prompts):
 @pytest.mark.vllm
 def test_sleep_wake_are_noops_on_cpu(vllm_engine, prompts):
     vllm_engine.sleep()
+    assert not vllm_engine.asleep  # no sleep mode on CPU: the engine (the one owner of the state) stays awake
     vllm_engine.wake()
     assert vllm_engine.generate(prompts[:1], GREEDY)[0].token_ids
 
