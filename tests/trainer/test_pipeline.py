@@ -277,3 +277,18 @@ def test_builtin_names_are_exactly_what_their_modules_register() -> None:
     assert set(ESTIMATORS.builtins) <= set(ESTIMATORS._registered)
     assert {n for n in ESTIMATORS._registered if not n.endswith("_test")} == set(ESTIMATORS.builtins)
     assert "hf" in ENGINES._registered
+
+
+def test_engine_args_refuse_exactly_what_the_run_sets_itself() -> None:
+    """``rollout.engine_args`` may not set what make_engine / the vLLM engine set from other keys: the
+    refused names must follow make_engine's own keywords (plus vLLM's names for the model and log-probs)."""
+    import inspect
+
+    from reasoning_rl.rollout import make_engine
+
+    params = inspect.signature(make_engine).parameters
+    set_by_run = {n for n, p in params.items() if p.kind is p.KEYWORD_ONLY} | {"model", "logprobs_mode"}
+    for name in sorted(set_by_run):
+        with pytest.raises(ValueError, match=name):
+            RolloutConfig(engine_args={name: 1})
+    RolloutConfig(engine_args={"max_num_seqs": 4})  # anything else goes through to vLLM
