@@ -20,6 +20,9 @@ from pydantic import (
     model_validator,
 )
 
+
+from reasoning_rl.registry import ENGINES, ESTIMATORS
+
 _NUMBER_TYPES = (int, float, int | None, float | None)
 
 
@@ -79,18 +82,23 @@ class SourceConfig(_Section):
         return self
 
 
-class DataConfig(_Section):
-    train: list[SourceConfig] = Field(min_length=1)
-    val: list[SourceConfig] = Field(default_factory=list)
+class RowConfig(_Section):
+    """How rows become examples: the row keys of ``data`` (which extends this), read by ``data.schema``."""
+
     prompt_template: str = Field(default=
         "{question}", description="Python format string applied to simple rows ({question}, plus any column)."
     )
     system_prompt: str | None = None
-    chat_template: bool = Field(default=True, description="Wrap prompts with the tokenizer's chat template.")
     grader_map: dict[str, str] = Field(
         default_factory=dict, description="data_source or ability -> grader name (explicit row 'grader' wins)."
     )
     default_grader: str = "math"
+
+
+class DataConfig(RowConfig):
+    train: list[SourceConfig] = Field(min_length=1)
+    val: list[SourceConfig] = Field(default_factory=list)
+    chat_template: bool = Field(default=True, description="Wrap prompts with the tokenizer's chat template.")
     on_bad_row: Literal["error", "skip"] = "error"
     max_prompt_tokens: int = Field(default=1024, ge=1)
     shuffle: bool = True
@@ -107,14 +115,22 @@ class DataConfig(_Section):
         return data
 
 
-class RolloutConfig(_Section):
-    engine: Literal["auto", "vllm", "hf"] = "auto"
-    n: int = Field(default=8, ge=1, description="Samples per prompt (the GRPO group size).")
+class SamplingParams(_Section):
+    """What to sample per prompt (``temperature=0`` is greedy): the sampling keys of ``rollout`` (which
+    extends this) and of every engine request (``rollout.SamplingConfig``)."""
+
+    n: int = Field(default=1, ge=1, description="Samples per prompt.")
     temperature: float = Field(default=1.0, ge=0.0)
     top_p: float = Field(default=1.0, gt=0.0, le=1.0)
     max_tokens: int = Field(default=256, ge=1)
     stop: list[str] = Field(default_factory=list)
     ignore_eos: bool = Field(default=False, description="Generate exactly max_tokens (fixed-length benchmarks).")
+
+
+class RolloutConfig(SamplingParams):
+    n: int = Field(default=8, ge=1, description="Samples per prompt (the GRPO group size).")
+    engine: str = Field(default="auto", description="'auto' (vLLM when installed, else hf), or a name of the "
+                        "engine registry: vllm, hf, or a plugin's.")
     gpu_memory_utilization: float | None = Field(default=None, gt=0.0, le=1.0, description="None: 0.2 on CPU, 0.5 on GPU.")
     sleep: bool | None = Field(default=None, description="vLLM sleep mode while training; None: on for GPU.")
     seed_per_sample: bool | None = Field(default=None, description="Seed every sample (run.seed, step, sample "
@@ -124,6 +140,11 @@ class RolloutConfig(_Section):
                                          "are not bitwise reproducible anyway).")
     engine_args: dict[str, Any] = Field(default_factory=dict, description="Extra vLLM engine arguments "
                                         "(``LLM(...)``: e.g. max_num_seqs, max_num_batched_tokens, async_scheduling).")
+
+    @field_validator("engine")
+    @classmethod
+    def _known_engine(cls, v: str) -> str:
+        return v if v == "auto" else ENGINES.check(v)
 
     @field_validator("engine_args")
     @classmethod
@@ -144,25 +165,49 @@ class OverlongConfig(_Section):
     penalty: float = Field(default=1.0, ge=0.0)
 
 
-class AlgorithmConfig(_Section):
-    name: Literal["grpo", "ppo"] = "grpo"
-    advantage: Literal["grpo", "drgrpo", "rloo", "reinforce_pp", "reinforce_pp_baseline", "gae"] = "grpo"
+AggMode = Literal["token-mean", "seq-mean-token-mean", "seq-mean-token-sum-norm"]
+KLEstimator = Literal["k1", "k2", "k3"]
+
+
+class LossConfig(_Section):
+    """How the policy loss is formed: the policy-loss keys of ``algorithm`` (which extends this), the one
+    definition ``algorithms.policy_loss`` and ``Policy.train_step`` take."""
+
     clip_low: float = Field(default=0.2, ge=0.0)
     clip_high: float = Field(default=0.2, ge=0.0, description="Clip-higher (DAPO) when > clip_low.")
-    dual_clip: float | None = Field(default=None, gt=1.0)
+    dual_clip: float | None = Field(default=None, gt=1.0, description="c > 1: caps the loss of "
+                                    "negative-advantage tokens at c * |A| (Ye et al.).")
     ratio: Literal["token", "sequence"] = Field(default="token", description="'sequence' = GSPO.")
-    loss_agg: Literal["token-mean", "seq-mean-token-mean", "seq-mean-token-sum-norm"] = "token-mean"
+    loss_agg: AggMode = "token-mean"
     kl_coef: float = Field(default=0.0, ge=0.0)
-    kl_estimator: Literal["k1", "k2", "k3"] = "k3"
-    kl_mode: Literal["loss", "reward"] = "loss"
+    kl_estimator: KLEstimator = "k3"
+    kl_mode: Literal["loss", "reward"] = Field(default="loss", description="'loss': a KL term in the policy loss; "
+                                               "'reward': subtracted from the rewards (no loss term).")
     entropy_coef: float = 0.0
+
+    @property
+    def uses_kl_loss(self) -> bool:
+        return self.kl_coef > 0 and self.kl_mode == "loss"
+
+    @property
+    def uses_kl_reward(self) -> bool:
+        return self.kl_coef > 0 and self.kl_mode == "reward"
+
+
+class AlgorithmConfig(LossConfig):
+    name: Literal["grpo", "ppo"] = "grpo"
+    advantage: str = Field(default="grpo", description="An outcome estimator of the advantage registry "
+                           "(grpo, drgrpo, rloo, reinforce_pp, reinforce_pp_baseline, or a plugin's), or "
+                           "'gae' (PPO's critic; the default with name=ppo).")
     epochs: int = Field(default=1, ge=1, description="Policy update epochs over each batch.")
     mini_batch_size: int | None = Field(default=None, ge=1, description="Samples per optimizer step; None: whole batch.")
     micro_batch_tokens: int = Field(default=8192, ge=1)
     old_logprobs: Literal["auto", "recompute", "rollout"] = Field(
-        default="auto", description="'auto': with a single update per batch, the policy's own log-probs, detached "
-        "(ratio exactly 1, no extra pass; the engine then skips per-token log-probs), or the engine's where GAE or a "
-        "KL reward needs them; 'recompute' with the trainer otherwise. 'rollout': always the engine's.")
+        default="auto", description="Where the PPO ratio's old log-probs come from, decided once when the run is "
+        "built (trainer/plan.py). 'auto': with a single update per batch, the policy's own, detached (ratio exactly "
+        "1, no extra pass; the engine then skips per-token log-probs), or the engine's where GAE or a KL reward "
+        "needs them; a recompute by the trainer otherwise. 'recompute': always the trainer's pass. 'rollout': "
+        "always the engine's.")
     gamma: float = Field(default=1.0, ge=0.0, le=1.0)
     lam: float = Field(default=1.0, ge=0.0, le=1.0)
     dynamic_sampling: bool = Field(default=False, description="DAPO: drop groups whose rewards are all equal and refill.")
@@ -175,6 +220,11 @@ class AlgorithmConfig(_Section):
         if isinstance(data, dict) and data.get("name") == "ppo" and "advantage" not in data:
             data = {**data, "advantage": "gae"}
         return data
+
+    @field_validator("advantage")
+    @classmethod
+    def _known_estimator(cls, v: str) -> str:
+        return v if v == "gae" else ESTIMATORS.check(v)
 
     @model_validator(mode="after")
     def _estimator_fits(self) -> AlgorithmConfig:

@@ -1,20 +1,23 @@
-"""Advantage estimators for outcome rewards (GRPO family, RLOO, REINFORCE++) and GAE for PPO.
+"""Advantage estimators for outcome rewards (GRPO family, RLOO, REINFORCE++); GAE for PPO is in ``gae``.
 
 All outcome estimators take per-sample rewards [N], the group (prompt) id of each sample [N] and a
-validity mask [N]. Invalid samples (grader verdict ``error``) get advantage 0 and are left out of
+validity mask [N]; each registers itself in ``reasoning_rl.registry.ESTIMATORS`` (plugins add theirs the
+same way, or through the ``reasoning_rl.advantages`` entry points). Invalid samples (grader verdict ``error``) get advantage 0 and are left out of
 every statistic, so they neither push the policy nor shift their group's baseline.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Literal
 
 import torch
 from torch import Tensor
 
-Estimator = Literal["grpo", "drgrpo", "rloo", "reinforce_pp", "reinforce_pp_baseline"]
-EPS = 1e-6
+from reasoning_rl.algorithms.whiten import whiten
+from reasoning_rl.registry import ESTIMATORS
+
+Estimator = Callable[[Tensor, Tensor, Tensor], Tensor]  # (rewards, group_ids, mask) -> advantages, all [N]
+EPS = 1e-6  # GRPO: r / (group std + EPS)
 
 
 def _group_stats(rewards: Tensor, group_ids: Tensor, mask: Tensor) -> tuple[Tensor, Tensor, Tensor]:
@@ -39,16 +42,19 @@ def _grpo(rewards: Tensor, group_ids: Tensor, mask: Tensor, scale: bool) -> Tens
     return torch.where(count > 1, adv, torch.zeros_like(adv))
 
 
+@ESTIMATORS.register("grpo")
 def grpo(rewards: Tensor, group_ids: Tensor, mask: Tensor) -> Tensor:
     """(r - group mean) / (group std + eps)  (Shao et al. 2024; std is Bessel-corrected as in TRL/verl)."""
     return _grpo(rewards, group_ids, mask, scale=True)
 
 
+@ESTIMATORS.register("drgrpo")
 def drgrpo(rewards: Tensor, group_ids: Tensor, mask: Tensor) -> Tensor:
     """r - group mean: Dr.GRPO drops the std division, which biases towards easy/hard prompts."""
     return _grpo(rewards, group_ids, mask, scale=False)
 
 
+@ESTIMATORS.register("rloo")
 def rloo(rewards: Tensor, group_ids: Tensor, mask: Tensor) -> Tensor:
     """r_i - mean of the OTHER valid samples of the group = n/(n-1) (r_i - group mean)."""
     mean, _, count = _group_stats(rewards, group_ids, mask)
@@ -56,47 +62,28 @@ def rloo(rewards: Tensor, group_ids: Tensor, mask: Tensor) -> Tensor:
     return torch.where(count > 1, adv, torch.zeros_like(adv))
 
 
-def _whiten(x: Tensor, mask: Tensor) -> Tensor:
-    """(x - mean) / (std + eps) over the valid entries of the whole batch (unbiased std)."""
-    w = mask.to(x.dtype)
-    n = w.sum()
-    if n < 2:
-        return torch.zeros_like(x)
-    mean = (x * w).sum() / n
-    var = ((x - mean).square() * w).sum() / (n - 1.0)
-    return (x - mean) / (var.sqrt() + EPS)
-
-
+@ESTIMATORS.register("reinforce_pp")
 def reinforce_pp(rewards: Tensor, group_ids: Tensor, mask: Tensor) -> Tensor:
     """REINFORCE++ (Hu 2025): the reward normalised over the whole batch, no per-group baseline."""
-    return _whiten(rewards, mask)
+    return whiten(rewards, mask)
 
 
+@ESTIMATORS.register("reinforce_pp_baseline")
 def reinforce_pp_baseline(rewards: Tensor, group_ids: Tensor, mask: Tensor) -> Tensor:
     """REINFORCE++-baseline: subtract the group mean, then normalise over the whole batch."""
     mean, _, _ = _group_stats(rewards, group_ids, mask)
-    return _whiten(rewards - mean, mask)
-
-
-ESTIMATORS: dict[str, Callable[[Tensor, Tensor, Tensor], Tensor]] = {
-    "grpo": grpo,
-    "drgrpo": drgrpo,
-    "rloo": rloo,
-    "reinforce_pp": reinforce_pp,
-    "reinforce_pp_baseline": reinforce_pp_baseline,
-}
+    return whiten(rewards - mean, mask)
 
 
 def compute_advantages(
-    estimator: Estimator, rewards: Tensor, group_ids: Tensor, mask: Tensor | None = None
+    estimator: str, rewards: Tensor, group_ids: Tensor, mask: Tensor | None = None
 ) -> Tensor:
     """Per-sample advantages [N] (float32); masked-out samples get exactly 0.
 
     rewards: [N] float; group_ids: [N] int (samples of one prompt share an id); mask: [N] bool,
     False where the grader could not judge (excluded from group and batch statistics).
     """
-    if estimator not in ESTIMATORS:
-        raise ValueError(f"unknown advantage estimator {estimator!r}: expected one of {', '.join(ESTIMATORS)}")
+    fn: Estimator = ESTIMATORS.get(estimator)
     rewards = torch.as_tensor(rewards, dtype=torch.float32)
     group_ids = torch.as_tensor(group_ids)
     mask = torch.ones_like(rewards, dtype=torch.bool) if mask is None else torch.as_tensor(mask, dtype=torch.bool)
@@ -110,35 +97,5 @@ def compute_advantages(
     if not torch.isfinite(rewards[mask]).all():
         raise ValueError("rewards contain NaN/inf for unmasked samples; mask them or fix the grader output")
     safe = torch.where(mask, rewards, torch.zeros_like(rewards))
-    adv = ESTIMATORS[estimator](safe, group_ids, mask)
+    adv = fn(safe, group_ids, mask)
     return torch.where(mask, adv, torch.zeros_like(adv))
-
-
-def compute_gae(
-    rewards: Tensor, values: Tensor, response_mask: Tensor, gamma: float = 1.0, lam: float = 1.0
-) -> tuple[Tensor, Tensor]:
-    """Generalised advantage estimation over response tokens (Schulman et al. 2016).
-
-    rewards, values, response_mask: [B, T] (token rewards, usually the outcome on the last token).
-    Masked positions are skipped: the recursion jumps over them, and they get advantage/return 0.
-    Returns (advantages, returns) with returns = advantages + values on valid tokens.
-    """
-    if not (rewards.shape == values.shape == response_mask.shape) or rewards.dim() != 2:
-        raise ValueError(
-            f"rewards, values and response_mask must be [B, T] of one shape; got {tuple(rewards.shape)}, "
-            f"{tuple(values.shape)}, {tuple(response_mask.shape)}"
-        )
-    mask = response_mask.to(values.dtype)
-    values = values.detach() * mask
-    rewards = rewards * mask
-    next_value = torch.zeros_like(values[:, 0])
-    last_gae = torch.zeros_like(values[:, 0])
-    out = torch.zeros_like(values)
-    for t in reversed(range(values.shape[1])):
-        delta = rewards[:, t] + gamma * next_value - values[:, t]
-        gae = delta + gamma * lam * last_gae
-        m = mask[:, t]
-        last_gae = m * gae + (1 - m) * last_gae
-        next_value = m * values[:, t] + (1 - m) * next_value
-        out[:, t] = m * gae
-    return out, (out + values) * mask

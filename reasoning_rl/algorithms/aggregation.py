@@ -7,12 +7,13 @@ loss of each micro-batch (and all-reducing across ranks) therefore equals the lo
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import get_args
 
 from torch import Tensor
 
-AggMode = Literal["token-mean", "seq-mean-token-mean", "seq-mean-token-sum-norm"]
-AGG_MODES: tuple[str, ...] = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum-norm")
+from reasoning_rl.config import AggMode
+
+AGG_MODES: tuple[str, ...] = get_args(AggMode)
 
 
 def compute_normalizer(agg: AggMode, response_mask: Tensor, *, max_response_len: int | None = None) -> float:

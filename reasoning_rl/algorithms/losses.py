@@ -7,48 +7,12 @@ micro-batches and data-parallel shards sum to exactly the loss of the whole batc
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Literal
-
 import torch
 from torch import Tensor
 
-from reasoning_rl.algorithms.aggregation import AGG_MODES, AggMode, aggregate, compute_normalizer
-from reasoning_rl.algorithms.kl import KLEstimator, kl_estimate
-
-
-@dataclass
-class LossConfig:
-    """How the policy loss is formed. Defaults: DAPO-style token-mean PPO with clip-higher, no KL."""
-
-    clip_low: float = 0.2
-    clip_high: float = 0.28
-    dual_clip: float | None = None  # c > 1: caps the loss of negative-advantage tokens at c * |A| (Ye et al.)
-    level: Literal["token", "sequence"] = "token"  # "sequence" = GSPO (length-normalised sequence ratio)
-    kl_coef: float = 0.0
-    kl_estimator: KLEstimator = "k3"
-    kl_in_reward: bool = False  # True: the trainer penalises rewards (kl.kl_penalized_rewards); no loss term
-    entropy_coef: float = 0.0
-    agg: AggMode = "token-mean"
-    max_response_len: int | None = None  # the constant of seq-mean-token-sum-norm; None = padded width
-
-    def __post_init__(self) -> None:
-        if self.clip_low < 0 or self.clip_high < 0:
-            raise ValueError(f"clip_low/clip_high must be >= 0; got {self.clip_low}, {self.clip_high}")
-        if self.dual_clip is not None and self.dual_clip <= 1.0:
-            raise ValueError(f"dual_clip must be > 1 (or None); got {self.dual_clip}")
-        if self.level not in ("token", "sequence"):
-            raise ValueError(f"level must be 'token' or 'sequence' (GSPO); got {self.level!r}")
-        if self.kl_estimator not in ("k1", "k2", "k3"):
-            raise ValueError(f"kl_estimator must be 'k1', 'k2' or 'k3'; got {self.kl_estimator!r}")
-        if self.agg not in AGG_MODES:
-            raise ValueError(f"agg must be one of {', '.join(AGG_MODES)}; got {self.agg!r}")
-        if self.kl_coef < 0:
-            raise ValueError(f"kl_coef must be >= 0; got {self.kl_coef}")
-
-    @property
-    def uses_kl_loss(self) -> bool:
-        return self.kl_coef > 0 and not self.kl_in_reward
+from reasoning_rl.algorithms.aggregation import AggMode, aggregate, compute_normalizer
+from reasoning_rl.algorithms.kl import kl_estimate
+from reasoning_rl.config import LossConfig
 
 
 def _ratio(logprobs: Tensor, old_logprobs: Tensor, mask: Tensor, level: str) -> Tensor:
@@ -71,11 +35,13 @@ def policy_loss(
     ref_logprobs: Tensor | None = None,
     entropy: Tensor | None = None,
     normalizer: float | None = None,
+    max_response_len: int | None = None,
 ) -> tuple[Tensor, dict[str, Tensor]]:
     """Clipped surrogate loss (to minimise) and detached metrics.
 
     logprobs/old_logprobs/response_mask/ref_logprobs/entropy: [B, T]; advantages: [B] (outcome) or
-    [B, T] (per token). ``normalizer``: ``compute_normalizer(cfg.agg, GLOBAL mask)``; None = this batch.
+    [B, T] (per token). ``normalizer``: ``compute_normalizer(cfg.loss_agg, GLOBAL mask)``; None = this batch
+    (with ``max_response_len`` as seq-mean-token-sum-norm's constant; None = the padded width).
     Metrics (pg_loss, kl, entropy, clip_frac, ratio_mean) use the same aggregation, so they also sum
     across micro-batches to the whole-batch value.
     """
@@ -90,11 +56,11 @@ def policy_loss(
         raise ValueError(f"advantages must be [B] or [B, T]; got {tuple(advantages.shape)} for {tuple(logprobs.shape)}")
     mask = response_mask.to(logprobs.dtype)
     if normalizer is None:
-        normalizer = compute_normalizer(cfg.agg, response_mask, max_response_len=cfg.max_response_len)
+        normalizer = compute_normalizer(cfg.loss_agg, response_mask, max_response_len=max_response_len)
     adv = advantages.to(logprobs.dtype).detach()
     old = old_logprobs.to(logprobs.dtype).detach()
 
-    ratio = _ratio(logprobs, old, mask, cfg.level)
+    ratio = _ratio(logprobs, old, mask, cfg.ratio)
     loss_unclipped = -adv * ratio
     loss_clipped = -adv * ratio.clamp(1.0 - cfg.clip_low, 1.0 + cfg.clip_high)
     pg = torch.maximum(loss_unclipped, loss_clipped)
@@ -104,7 +70,7 @@ def policy_loss(
         pg = torch.where(adv < 0, capped, pg)
 
     def agg(x: Tensor) -> Tensor:
-        return aggregate(x, response_mask, cfg.agg, normalizer)
+        return aggregate(x, response_mask, cfg.loss_agg, normalizer)
 
     pg_loss = agg(pg)
     loss = pg_loss
@@ -124,7 +90,7 @@ def policy_loss(
         if cfg.uses_kl_loss:
             loss = loss + cfg.kl_coef * kl
     elif cfg.uses_kl_loss:
-        raise ValueError("LossConfig.kl_coef > 0 (KL as a loss term) needs ref_logprobs")
+        raise ValueError("kl_coef > 0 with kl_mode=loss (KL as a loss term) needs ref_logprobs")
     return loss, metrics
 
 

@@ -2,11 +2,11 @@
 
 from reasoning_rl.data.generators import GENERATORS, arithmetic, fixed_digit
 from reasoning_rl.data.loading import LoadReport, load_examples
-from reasoning_rl.data.prompts import render_all, render_prompt
+from reasoning_rl.data.prompts import Prompt, render_all, render_prompt
 from reasoning_rl.data.sampler import PromptSampler
-from reasoning_rl.data.schema import DataError, Example, RowRules, normalize_row
+from reasoning_rl.data.schema import DataError, Example, normalize_row
 
 __all__ = [
-    "GENERATORS", "DataError", "Example", "LoadReport", "PromptSampler", "RowRules", "arithmetic",
+    "GENERATORS", "DataError", "Example", "LoadReport", "Prompt", "PromptSampler", "arithmetic",
     "fixed_digit", "load_examples", "normalize_row", "render_all", "render_prompt",
 ]

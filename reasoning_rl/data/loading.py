@@ -15,7 +15,7 @@ from typing import Any
 
 from reasoning_rl.config import DataConfig, SourceConfig
 from reasoning_rl.data.generators import GENERATORS
-from reasoning_rl.data.schema import DataError, Example, RowRules, normalize_row
+from reasoning_rl.data.schema import DataError, Example, normalize_row
 
 
 @dataclass
@@ -106,9 +106,6 @@ def load_examples(sources: list[SourceConfig], data: DataConfig, *, seed: int,
                   known_graders: frozenset[str] | None = None,
                   report: LoadReport | None = None) -> list[Example]:
     """Read and validate every row of ``sources``; bad rows raise (or are skipped and counted)."""
-    rules = RowRules(prompt_template=data.prompt_template, system_prompt=data.system_prompt,
-                     grader_map=dict(data.grader_map), default_grader=data.default_grader,
-                     known_graders=known_graders)
     if known_graders is not None:
         _check_routed_graders(data, known_graders)
     report = report if report is not None else LoadReport()
@@ -125,7 +122,7 @@ def load_examples(sources: list[SourceConfig], data: DataConfig, *, seed: int,
                 row: Mapping[str, Any] = raw
                 uid = str(row.get("id", f"{s_idx}:{kept}")) if isinstance(row, Mapping) else ""
                 examples.append(normalize_row(row, where=where, uid=uid, default_source=default_source,
-                                              rules=rules))
+                                              rules=data, known_graders=known_graders))
                 kept += 1
             except DataError as exc:
                 if data.on_bad_row == "error":

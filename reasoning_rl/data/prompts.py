@@ -2,9 +2,18 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from reasoning_rl.data.schema import DataError, Example
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """An example with its rendered prompt: what the sampler draws and the engine generates from."""
+
+    example: Example
+    token_ids: list[int]
 
 
 def render_prompt(tokenizer: Any, example: Example, *, chat_template: bool) -> list[int]:
@@ -23,10 +32,10 @@ def render_prompt(tokenizer: Any, example: Example, *, chat_template: bool) -> l
 
 
 def render_all(tokenizer: Any, examples: list[Example], *, chat_template: bool, max_prompt_tokens: int,
-               skip_long: bool) -> tuple[list[Example], list[list[int]], int]:
-    """Render every prompt up front; prompts over the budget raise (or are skipped when ``skip_long``)."""
-    kept_examples: list[Example] = []
-    kept_ids: list[list[int]] = []
+               skip_long: bool) -> tuple[list[Prompt], int]:
+    """Render every prompt up front; prompts over the budget raise (or are skipped and counted when
+    ``skip_long``)."""
+    kept: list[Prompt] = []
     skipped = 0
     for ex in examples:
         ids = render_prompt(tokenizer, ex, chat_template=chat_template)
@@ -38,6 +47,5 @@ def render_all(tokenizer: Any, examples: list[Example], *, chat_template: bool, 
                 )
             skipped += 1
             continue
-        kept_examples.append(ex)
-        kept_ids.append(ids)
-    return kept_examples, kept_ids, skipped
+        kept.append(Prompt(ex, ids))
+    return kept, skipped

@@ -11,6 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from reasoning_rl.config import RowConfig
+
 ROLES = ("system", "user", "assistant")
 
 
@@ -30,18 +32,7 @@ class Example:
     extra_info: dict[str, Any] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
-class RowRules:
-    """How rows become examples (the data section of the config, minus file locations)."""
-
-    prompt_template: str = "{question}"
-    system_prompt: str | None = None
-    grader_map: Mapping[str, str] = field(default_factory=dict)
-    default_grader: str = "math"
-    known_graders: frozenset[str] | None = None
-
-
-def _messages(row: Mapping[str, Any], rules: RowRules) -> list[dict[str, str]]:
+def _messages(row: Mapping[str, Any], rules: RowConfig) -> list[dict[str, str]]:
     prompt = row.get("prompt")
     if prompt is not None:
         if isinstance(prompt, str):
@@ -82,7 +73,7 @@ def _ground_truth(row: Mapping[str, Any]) -> Any:
     raise ValueError("needs a ground truth: 'reward_model.ground_truth', 'answer' or 'ground_truth'")
 
 
-def route_grader(row: Mapping[str, Any], data_source: str, rules: RowRules) -> str:
+def route_grader(row: Mapping[str, Any], data_source: str, rules: RowConfig) -> str:
     """Explicit row ``grader`` > mapping of ``data_source`` > mapping of ``ability`` > default."""
     if isinstance(row.get("grader"), str) and row["grader"]:
         return str(row["grader"])
@@ -94,7 +85,8 @@ def route_grader(row: Mapping[str, Any], data_source: str, rules: RowRules) -> s
     return rules.default_grader
 
 
-def normalize_row(row: Mapping[str, Any], *, where: str, uid: str, default_source: str, rules: RowRules) -> Example:
+def normalize_row(row: Mapping[str, Any], *, where: str, uid: str, default_source: str, rules: RowConfig,
+                  known_graders: frozenset[str] | None = None) -> Example:
     """Turn one raw row into an ``Example``; any problem becomes a ``DataError`` prefixed with ``where``."""
     if not isinstance(row, Mapping):
         raise DataError(f"{where}: row must be a JSON object, got {type(row).__name__}")
@@ -106,9 +98,9 @@ def normalize_row(row: Mapping[str, Any], *, where: str, uid: str, default_sourc
     source = row.get("data_source") or default_source
     grader = route_grader(row, str(source), rules)
     # "module:attr" specs are resolved by the grading runtime itself (test graders, notebook graders).
-    if rules.known_graders is not None and ":" not in grader and grader not in rules.known_graders:
+    if known_graders is not None and ":" not in grader and grader not in known_graders:
         raise DataError(
-            f"{where}: grader {grader!r} is not installed; available: {', '.join(sorted(rules.known_graders))}"
+            f"{where}: grader {grader!r} is not installed; available: {', '.join(sorted(known_graders))}"
         )
     extra = row.get("extra_info")
     return Example(

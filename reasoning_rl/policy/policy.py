@@ -143,11 +143,15 @@ class Policy:
         old_logprobs: Tensor | None,
         ref_logprobs: Tensor | None,
         cfg: LossConfig,
+        *,
+        max_response_len: int | None = None,
     ) -> dict[str, float]:
         """One optimizer step on ``batch`` (micro-batched inside). Call on every rank with its shard.
 
         advantages: [B] or [B, T]; old_logprobs/ref_logprobs: [B, T] (``batch.shape``). ``old_logprobs=None``:
         the current log-probs, detached (ratio 1: one on-policy update, no separate scoring pass).
+        ``max_response_len``: the constant of ``seq-mean-token-sum-norm`` (the run's token budget); None: the
+        longest response over all ranks.
         Returns loss, pg_loss, clip_frac, ratio_mean, entropy, kl (if ref), grad_norm, lr, tokens.
         """
         b, t = batch.shape
@@ -159,11 +163,11 @@ class Policy:
             raise ValueError(f"advantages must be [B]={b} or [B, T]={(b, t)}; got {tuple(advantages.shape)}")
         plans = plan_micro_batches(batch, self.micro_batch_tokens, self.micro_batch_size)
         mask = batch.response_mask
-        max_len = cfg.max_response_len
-        if cfg.agg == "seq-mean-token-sum-norm" and max_len is None:
+        max_len = max_response_len
+        if cfg.loss_agg == "seq-mean-token-sum-norm" and max_len is None:
             max_len = int(dist.all_reduce_max(torch.tensor(float(t))).item())
         normalizer = float(
-            dist.all_reduce_sum(torch.tensor(compute_normalizer(cfg.agg, mask, max_response_len=max_len))).item()
+            dist.all_reduce_sum(torch.tensor(compute_normalizer(cfg.loss_agg, mask, max_response_len=max_len))).item()
         )
         world = dist.world_size() if self.fsdp else 1
         sums = torch.zeros(len(METRIC_KEYS) + 1, device=self.device)  # on device: no host sync per micro-batch

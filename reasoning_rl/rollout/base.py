@@ -5,33 +5,29 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import torch
+from pydantic import ConfigDict
+
+from reasoning_rl.config import SamplingParams
+from reasoning_rl.registry import ENGINES
 
 
-@dataclass(frozen=True)
-class SamplingConfig:
-    """What to sample per prompt. ``temperature=0`` is greedy."""
+class SamplingConfig(SamplingParams):
+    """One engine request: the sampling parameters (defined once, in ``config.SamplingParams``), the seed
+    (None: the engine's own stream; else sample j of every prompt uses ``seed + j``) and whether to return
+    each sampled token's log-prob (engines may skip that work when False)."""
 
-    n: int = 1
-    temperature: float = 1.0
-    top_p: float = 1.0
-    max_tokens: int = 256
-    stop: tuple[str, ...] = ()
+    model_config = ConfigDict(frozen=True)
+
     seed: int | None = None
-    ignore_eos: bool = False  # keep generating to max_tokens (fixed-length benchmarks)
-    logprobs: bool = True  # return each sampled token's log-prob (engines may skip the work when False)
+    logprobs: bool = True
 
-    def __post_init__(self) -> None:
-        if self.n < 1:
-            raise ValueError(f"SamplingConfig.n must be >= 1; got {self.n}")
-        if self.temperature < 0:
-            raise ValueError(f"SamplingConfig.temperature must be >= 0; got {self.temperature}")
-        if not 0 < self.top_p <= 1:
-            raise ValueError(f"SamplingConfig.top_p must be in (0, 1]; got {self.top_p}")
-        if self.max_tokens < 1:
-            raise ValueError(f"SamplingConfig.max_tokens must be >= 1; got {self.max_tokens}")
+    @classmethod
+    def of(cls, params: SamplingParams, *, seed: int | None, logprobs: bool) -> SamplingConfig:
+        """The request for ``params`` (e.g. the validated ``rollout`` section)."""
+        return cls(**params.model_dump(include=set(SamplingParams.model_fields)), seed=seed, logprobs=logprobs)
 
 
 @dataclass
@@ -72,7 +68,13 @@ class RolloutEngine(Protocol):
         ...
 
     def wake(self) -> None:
-        """Undo ``sleep`` before generating again."""
+        """Undo ``sleep`` before generating again (a no-op when awake)."""
+        ...
+
+    @property
+    def asleep(self) -> bool:
+        """Whether ``sleep`` released the engine (the one record of its sleep state: the trainer asks, never
+        tracks it)."""
         ...
 
 
@@ -80,29 +82,14 @@ class RolloutError(RuntimeError):
     """A rollout engine could not be built or used (bad path, bad prompt, engine failure)."""
 
 
-EngineKind = Literal["vllm", "hf"]
-ENGINES: dict[str, Callable[..., RolloutEngine]] = {}
-
-
 def register_engine(kind: str) -> Callable[[Callable[..., RolloutEngine]], Callable[..., RolloutEngine]]:
-    """Register an engine factory under ``kind`` (plugins can add their own)."""
-
-    def deco(factory: Callable[..., RolloutEngine]) -> Callable[..., RolloutEngine]:
-        ENGINES[kind] = factory
-        return factory
-
-    return deco
-
-
-def _builtin(kind: str) -> None:
-    if kind == "vllm":
-        import reasoning_rl.rollout.vllm_engine  # noqa: F401
-    elif kind == "hf":
-        import reasoning_rl.rollout.hf_engine  # noqa: F401
+    """Register an engine factory under ``kind`` (plugins can add their own; ``rollout.engine=kind`` then
+    validates). Installed packages can publish one under the ``reasoning_rl.engines`` entry points instead."""
+    return ENGINES.register(kind)
 
 
 def make_engine(
-    kind: EngineKind,
+    kind: str,
     model_path: str,
     *,
     dtype: str = "auto",
@@ -117,16 +104,13 @@ def make_engine(
     ``enable_sleep_mode=None`` turns sleep mode on exactly when a CUDA device is present.
     Extra keywords go to the engine (vLLM: ``LLM(...)`` arguments; hf: ``device``).
     """
-    if kind not in ENGINES:
-        _builtin(kind)
-    if kind not in ENGINES:
-        raise ValueError(f"unknown rollout engine {kind!r}: expected one of 'vllm', 'hf' or a registered kind")
+    factory = ENGINES.get(kind)  # ValueError naming the registered kinds for an unknown one
     if not Path(model_path).is_dir():
         raise RolloutError(
             f"model path {model_path!r} is not a directory; rollout engines need a local HF model dir "
             "(convert GGUF checkpoints first with reasoning_rl.policy.convert_gguf)"
         )
-    return ENGINES[kind](
+    return factory(
         model_path,
         dtype=dtype,
         seed=seed,

@@ -43,6 +43,7 @@ class HFEngine:
         self.seed = seed
         self.max_model_len = max_model_len
         self._params = dict(self.model.named_parameters())
+        self._asleep = False
 
     def stream(self, prompts: list[list[int]], sampling: SamplingConfig) -> Iterator[Completion]:
         check_prompts(prompts, self.max_model_len)
@@ -110,13 +111,19 @@ class HFEngine:
                 self._params[name].copy_(tensor)
 
     def sleep(self, keep_weights: bool = True) -> None:
-        if self.device.type == "cuda":  # host memory holds them either way
+        if self.device.type == "cuda" and not self._asleep:  # host memory holds them either way
             self.model.to("cpu")
             torch.cuda.empty_cache()
+            self._asleep = True
 
     def wake(self) -> None:
-        if self.device.type == "cuda":
+        if self._asleep:
             self.model.to(self.device)
+            self._asleep = False
+
+    @property
+    def asleep(self) -> bool:
+        return self._asleep
 
 
 @register_engine("hf")

@@ -177,6 +177,10 @@ class VLLMEngine:
             self.llm.wake_up()
             self._asleep = False
 
+    @property
+    def asleep(self) -> bool:
+        return self._asleep
+
 
 def _refresh_tied_head(model: torch.nn.Module) -> bool:
     """Re-tie the LM head to the (reloaded) embedding and re-run its post-load step.

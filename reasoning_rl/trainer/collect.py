@@ -5,49 +5,27 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from graders.runtime import GradeRequest, GradingPool
 from graders.types import Grade
-from reasoning_rl.data import Example
+from reasoning_rl.data import Prompt
 from reasoning_rl.rollout import Completion, RolloutEngine, SamplingConfig
 from reasoning_rl.trace import TraceWriter
+from reasoning_rl.trainer.records import Rollouts, Sample
 
 
-@dataclass
-class Sample:
-    """One graded response. ``group`` is the prompt's position in the batch (the GRPO group id)."""
-
-    group: int
-    example: Example
-    completion: Completion
-    grade: Grade
-
-    @property
-    def masked(self) -> bool:
-        return self.grade.verdict == "error"
-
-
-@dataclass
-class CollectTiming:
-    generate_s: float
-    grade_wait_s: float
-    tokens_generated: int
-
-
-def collect(engine: RolloutEngine, pool: GradingPool, examples: Sequence[Example],
-            prompt_ids: Sequence[list[int]], sampling: SamplingConfig, *,
+def collect(engine: RolloutEngine, pool: GradingPool, prompts: Sequence[Prompt], sampling: SamplingConfig, *,
             grader_options: dict[str, dict[str, Any]], trace: TraceWriter | None = None,
-            step: int = 0, group_offset: int = 0) -> tuple[list[Sample], CollectTiming]:
-    """Samples in (prompt, sample) order, each with its grade."""
+            step: int = 0, group_offset: int = 0) -> Rollouts:
+    """Samples in (prompt, sample) order, each with its grade; prompt k is group ``group_offset + k``."""
     completions: dict[tuple[int, int], Completion] = {}
     grades: dict[tuple[int, int], Grade] = {}
     t0 = time.time()
-    for comp in engine.stream(list(prompt_ids), sampling):
+    for comp in engine.stream([p.token_ids for p in prompts], sampling):
         key = (comp.prompt_index, comp.sample_index)
         completions[key] = comp
-        ex = examples[comp.prompt_index]
+        ex = prompts[comp.prompt_index].example
         pool.submit(GradeRequest(ex.grader, comp.text, ex.ground_truth, grader_options.get(ex.grader, {}), id=key))
         for req, grade in pool.poll(0.0):
             grades[req.id] = grade
@@ -57,12 +35,11 @@ def collect(engine: RolloutEngine, pool: GradingPool, examples: Sequence[Example
         grades[req.id] = grade
     t2 = time.time()
     if trace is not None:
-        trace.add_span("generate", step, t0, t1, prompts=len(prompt_ids), samples=len(completions))
+        trace.add_span("generate", step, t0, t1, prompts=len(prompts), samples=len(completions))
         trace.add_span("grade_wait", step, t1, t2, graded_during_generation=graded_during_generation,
                         outstanding_at_generation_end=len(completions) - graded_during_generation)
     missing = set(completions) - set(grades)
     if missing:
         raise RuntimeError(f"grading pool returned no grade for {len(missing)} samples (e.g. {min(missing)})")
-    samples = [Sample(group_offset + k[0], examples[k[0]], completions[k], grades[k]) for k in sorted(completions)]
-    tokens = sum(len(c.token_ids) for c in completions.values())
-    return samples, CollectTiming(t1 - t0, t2 - t1, tokens)
+    return Rollouts([Sample(group_offset + k[0], prompts[k[0]].example, completions[k], grades[k])
+                     for k in sorted(completions)])

@@ -20,9 +20,10 @@ from graders.evaluation.summary import Group
 from graders.runtime import GradeRequest, GradingPool
 from graders.types import Grade
 from reasoning_rl.config import Config, EvalConfig
-from reasoning_rl.data import Example
+from reasoning_rl.data import Example, Prompt
 from reasoning_rl.rollout import RolloutEngine, SamplingConfig
-from reasoning_rl.trainer.collect import Sample, collect
+from reasoning_rl.trainer.collect import collect
+from reasoning_rl.trainer.records import Sample
 
 
 @dataclass
@@ -103,15 +104,14 @@ def equivalence(pool: GradingPool, samples: Sequence[Sample], grader_options: di
     return {gid: (checks, [next(grades) for _ in checks]) for gid, checks in planned.items()}
 
 
-def evaluate(engine: RolloutEngine, pool: GradingPool, examples: Sequence[Example],
-             prompt_ids: Sequence[list[int]], cfg: EvalConfig, *, max_tokens: int, stop: Sequence[str],
+def evaluate(engine: RolloutEngine, pool: GradingPool, prompts: Sequence[Prompt], cfg: EvalConfig, *,
+             max_tokens: int, stop: Sequence[str],
              grader_options: dict[str, dict[str, Any]], seed: int) -> EvalResult:
-    limit = cfg.max_prompts or len(examples)
+    limit = cfg.max_prompts or len(prompts)
     sampling = SamplingConfig(n=cfg.n, temperature=cfg.temperature, max_tokens=cfg.max_tokens or max_tokens,
-                              stop=tuple(stop), seed=seed, logprobs=False)  # grading needs only the text
-    samples, _ = collect(engine, pool, examples[:limit], prompt_ids[:limit], sampling,
-                         grader_options=grader_options)
-    return summarise(samples, cfg.n, equivalence(pool, samples, grader_options))
+                              stop=list(stop), seed=seed, logprobs=False)  # grading needs only the text
+    rollouts = collect(engine, pool, prompts[:limit], sampling, grader_options=grader_options)
+    return summarise(rollouts.samples, cfg.n, equivalence(pool, rollouts.samples, grader_options))
 
 
 def write_rows(path: Path, rows: list[dict[str, Any]]) -> None:
@@ -124,20 +124,20 @@ def write_rows(path: Path, rows: list[dict[str, Any]]) -> None:
 def run_eval(cfg: Config, *, out: Path | None, console: Console) -> tuple[EvalResult, Path]:
     """``rrl eval``: evaluate ``cfg.model`` on ``data.val`` (or ``data.train``), no training."""
     from reasoning_rl.policy.model import load_tokenizer
-    from reasoning_rl.trainer.setup import build_engine, load_data, resolve_device, resolve_model_dir
+    from reasoning_rl.trainer.build import build_engine, load_data, resolve_device, resolve_model_dir
 
     device = resolve_device(cfg.run.device)
     model_dir = resolve_model_dir(cfg)
     tokenizer = load_tokenizer(str(model_dir), require_chat_template=cfg.data.chat_template)
-    train, train_ids, val, val_ids = load_data(cfg, tokenizer, console)
-    examples, prompt_ids = (val, val_ids) if val else (train, train_ids)
+    train, val = load_data(cfg, tokenizer, console)
+    prompts = val or train
     r = cfg.rollout
-    engine = build_engine(cfg, model_dir, device, prompt_ids, cfg.eval.max_tokens or r.max_tokens,
+    engine = build_engine(cfg, model_dir, device, prompts, cfg.eval.max_tokens or r.max_tokens,
                           dtype=cfg.model.dtype, sleep=False)
     g = cfg.grading
     with GradingPool(workers=g.workers, backend=g.backend, ray_address=g.ray_address, timeout_s=g.timeout_s,
                      retries=g.retries, max_in_flight=g.max_in_flight) as pool:
-        result = evaluate(engine, pool, examples, prompt_ids, cfg.eval, max_tokens=r.max_tokens, stop=r.stop,
+        result = evaluate(engine, pool, prompts, cfg.eval, max_tokens=r.max_tokens, stop=r.stop,
                           grader_options=g.options, seed=cfg.run.seed)
     path = out or cfg.run_dir / "eval" / "results.jsonl"
     write_rows(path, result.rows)

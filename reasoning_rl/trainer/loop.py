@@ -1,7 +1,8 @@
 """The training loop: synchronous GRPO (or PPO with a critic), one step at a time.
 
-sample prompts -> generate n each (grading streams as completions finish) -> mask grader errors ->
-advantages -> reference/old log-probs -> update epochs over mini-batches -> weight hand-off -> log,
+``Trainer._step`` is the algorithm, one line per stage, each one hop from its implementation: generate +
+grade (``collect``: typed ``Rollouts``) -> ``make_train_batch`` (rewards, loss mask, old/ref log-probs,
+advantages: a typed ``TrainBatch``) -> ``update`` (epochs over mini-batches) -> weight hand-off -> log,
 with eval and atomic checkpoints every k steps. Every stage is a span in ``trace.jsonl``.
 """
 
@@ -21,14 +22,17 @@ from rich.console import Console
 from reasoning_rl.config import Config, save_config
 from reasoning_rl.data import PromptSampler
 from reasoning_rl.trace import TraceWriter
+from reasoning_rl.trainer.build import Components, build_components
 from reasoning_rl.trainer.checkpoint import CheckpointManager
-from reasoning_rl.trainer.collect import Sample, collect
+from reasoning_rl.trainer.collect import collect
 from reasoning_rl.trainer.eval import EvalResult, evaluate, prompt_messages, write_rows
 from reasoning_rl.trainer.export import save_model_files
 from reasoning_rl.trainer.metrics import MetricsLogger, check_wandb
+from reasoning_rl.trainer.records import Rollouts
 from reasoning_rl.trainer.resume import TrainError, check_config, check_data, data_fingerprint, rotate
 from reasoning_rl.trainer.rewards import informative_groups, rewards_and_mask, sample_metrics
-from reasoning_rl.trainer.setup import Components, build_components
+from reasoning_rl.trainer.train_batch import make_train_batch
+from reasoning_rl.trainer.update import update
 
 
 @dataclass
@@ -89,9 +93,10 @@ class Trainer:
         start_step = info.step if info is not None else 0
         seed_everything(cfg.run.seed)
         parts = build_components(cfg, self.run_dir, console=self.console)
-        sampler = PromptSampler(len(parts.train_examples), cfg.run.seed, shuffle=cfg.data.shuffle)
+        sampler = PromptSampler(len(parts.train_prompts), cfg.run.seed, shuffle=cfg.data.shuffle)
         if info is not None and state is not None:
-            self._note_forced(check_data(state.get("data_fingerprint"), parts.train_examples, cfg, info.path))
+            train_examples = [p.example for p in parts.train_prompts]
+            self._note_forced(check_data(state.get("data_fingerprint"), train_examples, cfg, info.path))
             try:
                 sampler.load_state(state["data"])
             except ValueError as exc:
@@ -108,7 +113,7 @@ class Trainer:
         summary = RunSummary(self.run_dir, start_step, start_step if info is not None else None)
         status = "crashed"
         try:
-            if cfg.eval.at_start and start_step == 0 and parts.val_examples:
+            if cfg.eval.at_start and start_step == 0 and parts.val_prompts:
                 self._eval(parts, trace, log, 0, summary)
             for step in range(start_step + 1, cfg.trainer.steps + 1):
                 metrics = self._step(parts, sampler, trace, step)
@@ -117,7 +122,7 @@ class Trainer:
                 summary.steps = step
                 last = step == cfg.trainer.steps
                 # every eval.every steps, and always at the last step (as verl and TRL do)
-                if parts.val_examples and (last or (cfg.eval.every and step % cfg.eval.every == 0)):
+                if parts.val_prompts and (last or (cfg.eval.every and step % cfg.eval.every == 0)):
                     self._eval(parts, trace, log, step, summary)
                 if last or (cfg.trainer.checkpoint_every and step % cfg.trainer.checkpoint_every == 0):
                     self._checkpoint(parts, sampler, trace, step, log)
@@ -135,32 +140,38 @@ class Trainer:
         return summary
 
     # ------------------------------------------------------------------------------------------- step
-    def _gather(self, parts: Components, sampler: PromptSampler, trace: StepTrace,
-                step: int) -> list[Sample]:
+    def _step(self, parts: Components, sampler: PromptSampler, trace: StepTrace, step: int) -> dict[str, Any]:
+        """One GRPO/PPO step, one stage per line."""
+        t_step = time.time()
+        rollouts = self._gather(parts, sampler, trace, step)  # generate n per prompt, graded as each finishes
+        self._write_samples(step, rollouts)
+        parts.engine_sleep()  # the trainer's passes get the engine's memory
+        batch, batch_metrics = make_train_batch(rollouts, parts.models, parts.plan, trace=trace, step=step)
+        trained = update(parts.models, batch, parts.plan, trace=trace, step=step)  # policy (+ critic) steps
+        handoff = parts.push_weights(step=step, trace=trace)  # new weights into the engine
+        return {**self._rollout_metrics(rollouts), **batch_metrics, **trained, **handoff,
+                **self._timings(trace, step, t_step, rollouts), "optim/lr": parts.lr()}
+
+    def _gather(self, parts: Components, sampler: PromptSampler, trace: StepTrace, step: int) -> Rollouts:
         """Generate + grade a batch; with dynamic sampling, refill until enough groups carry signal."""
         cfg = self.cfg
         wanted = cfg.trainer.batch_size
-        samples: list[Sample] = []
+        kept = Rollouts()
         rounds = 0
         while True:
-            idx = sampler.next_batch(wanted if rounds == 0 else wanted - len({s.group for s in samples}))
-            examples = [parts.train_examples[i] for i in idx]
-            prompt_ids = [parts.train_prompt_ids[i] for i in idx]
+            idx = sampler.next_batch(wanted if rounds == 0 else wanted - len(kept.groups))
             seed = cfg.run.seed * 1_000_003 + step * 10_007 + rounds * 101 * cfg.rollout.n
-            new, timing = collect(parts.engine, parts.pool, examples, prompt_ids, parts.sampling(seed),
-                                  grader_options=cfg.grading.options, trace=trace, step=step,
-                                  group_offset=rounds * wanted)
-            trace.counter("tokens_generated", step, timing.tokens_generated)
+            new = collect(parts.engine, parts.pool, [parts.train_prompts[i] for i in idx], parts.sampling(seed),
+                          grader_options=cfg.grading.options, trace=trace, step=step, group_offset=rounds * wanted)
+            trace.counter("tokens_generated", step, new.tokens)
             self._trace_grade_latency(parts, trace, step)
             if not cfg.algorithm.dynamic_sampling:
                 return new
-            keep = informative_groups(new)
-            samples.extend(s for s in new if s.group in keep)
+            kept.extend(new.keep_groups(informative_groups(new.samples)))
             rounds += 1
-            if len({s.group for s in samples}) >= wanted or rounds > cfg.algorithm.max_refill_rounds:
-                if not samples:  # nothing informative at all: train on the last batch (advantages are 0)
-                    samples = new
-                return samples
+            if len(kept.groups) >= wanted or rounds > cfg.algorithm.max_refill_rounds:
+                # nothing informative at all: train on the last batch (its advantages are 0)
+                return kept if len(kept) else new
 
     def _trace_grade_latency(self, parts: Components, trace: StepTrace, step: int) -> None:
         for name, stats in parts.pool.metrics().get("graders", {}).items():
@@ -168,31 +179,26 @@ class Trainer:
             if p50 is not None:
                 trace.counter("grade_latency_ms", step, p50, grader=name, stat="p50")
 
-    def _step(self, parts: Components, sampler: PromptSampler, trace: StepTrace, step: int) -> dict[str, Any]:
-        cfg = self.cfg
-        t_step = time.time()
-        samples = self._gather(parts, sampler, trace, step)
-        if cfg.logging.samples:
+    def _write_samples(self, step: int, rollouts: Rollouts) -> None:
+        if self.cfg.logging.samples:
             write_rows(self.run_dir / "samples" / f"step_{step}.jsonl", [
                 {"id": s.example.uid, "group": s.group, "sample": s.completion.sample_index,
                  "data_source": s.example.data_source, "prompt": prompt_messages(s.example),
                  "ground_truth": s.example.ground_truth, "response": s.completion.text,
-                 "finish_reason": s.completion.finish_reason, **s.grade.to_dict()} for s in samples])
-        rewards, mask = rewards_and_mask(samples, max_tokens=cfg.rollout.max_tokens, overlong=cfg.algorithm.overlong)
-        metrics = sample_metrics(samples, rewards, mask)
-        metrics["grading/masked"] = float((~mask).sum())
-        update = parts.update(samples, rewards, mask, trace=trace, step=step)
-        metrics.update(update)
-        handoff = parts.push_weights(step=step, trace=trace)
-        metrics.update(handoff)
+                 "finish_reason": s.completion.finish_reason, **s.grade.to_dict()} for s in rollouts])
+
+    def _rollout_metrics(self, rollouts: Rollouts) -> dict[str, float]:
+        """Reward / verdict / length statistics over every sample of the step (judged ones for rewards)."""
+        rewards, judged = rewards_and_mask(rollouts.samples, max_tokens=self.cfg.rollout.max_tokens,
+                                           overlong=self.cfg.algorithm.overlong)
+        return {**sample_metrics(rollouts.samples, rewards, judged), "grading/masked": float((~judged).sum())}
+
+    @staticmethod
+    def _timings(trace: StepTrace, step: int, t_step: float, rollouts: Rollouts) -> dict[str, float]:
         spans = trace.stage_seconds(step)
-        metrics.update(spans)
-        metrics["time/step_s"] = time.time() - t_step
         gen_s = spans.get("time/generate_s", 0.0)
-        tokens = sum(len(s.completion.token_ids) for s in samples)
-        metrics["throughput/gen_tokens_per_s"] = tokens / gen_s if gen_s > 0 else 0.0
-        metrics["optim/lr"] = parts.lr()
-        return metrics
+        return {**spans, "time/step_s": time.time() - t_step,
+                "throughput/gen_tokens_per_s": rollouts.tokens / gen_s if gen_s > 0 else 0.0}
 
     # ------------------------------------------------------------------------------ eval / checkpoint
     def _eval(self, parts: Components, trace: StepTrace, log: MetricsLogger, step: int,
@@ -200,7 +206,7 @@ class Trainer:
         cfg = self.cfg
         with trace.span("eval", step) as attrs:
             parts.engine_ready()
-            result = evaluate(parts.engine, parts.pool, parts.val_examples, parts.val_prompt_ids, cfg.eval,
+            result = evaluate(parts.engine, parts.pool, parts.val_prompts, cfg.eval,
                               max_tokens=cfg.rollout.max_tokens, stop=cfg.rollout.stop,
                               grader_options=cfg.grading.options, seed=cfg.run.seed)
             attrs["prompts"] = len(result.rows)
@@ -221,7 +227,7 @@ class Trainer:
             path = self.ckpt.save(step, payload, {
                 "data": sampler.state(), "grader_cache": str(parts.cache_path) if parts.cache_path else None,
                 "config": self.cfg.model_dump(mode="json"), "model_dir": str(parts.model_dir.resolve()),
-                "data_fingerprint": data_fingerprint(parts.train_examples),
+                "data_fingerprint": data_fingerprint([p.example for p in parts.train_prompts]),
             })
             attrs["path"] = str(path)
         log.note(f"checkpoint saved: {path}")

@@ -8,8 +8,9 @@ from collections.abc import Sequence
 
 import torch
 
+from reasoning_rl.algorithms.shaping import overlong_penalty
 from reasoning_rl.config import OverlongConfig
-from reasoning_rl.trainer.collect import Sample
+from reasoning_rl.trainer.records import Sample
 
 
 def rewards_and_mask(samples: Sequence[Sample], *, max_tokens: int,
@@ -17,10 +18,8 @@ def rewards_and_mask(samples: Sequence[Sample], *, max_tokens: int,
     """[N] rewards (grade score minus any overlong penalty) and [N] mask (False where verdict == error)."""
     rewards = torch.tensor([s.grade.score for s in samples], dtype=torch.float32)
     if overlong.enabled:
-        start = max_tokens - overlong.buffer
         lengths = torch.tensor([len(s.completion.token_ids) for s in samples], dtype=torch.float32)
-        over = (lengths - start).clamp(min=0) / overlong.buffer
-        rewards = rewards - overlong.penalty * over.clamp(max=1.0)
+        rewards = rewards - overlong_penalty(lengths, max_tokens, overlong.buffer, overlong.penalty)
     mask = torch.tensor([not s.masked for s in samples], dtype=torch.bool)
     return rewards, mask
 

@@ -40,7 +40,7 @@ def run(model_dir: str, *, micro_batch_tokens: int, agg: str = "token-mean") -> 
     old, _ = policy.logprobs(shard)
     old = old - 0.3 * shard.response_mask  # off-policy: ratio e^0.3 > 1.28, so A>0 tokens get clipped
     ref = old + 0.1
-    cfg = LossConfig(kl_coef=0.05, entropy_coef=0.01, agg=agg)  # type: ignore[arg-type]
+    cfg = LossConfig(clip_high=0.28, kl_coef=0.05, entropy_coef=0.01, loss_agg=agg)
     metrics = policy.train_step(shard, adv[rows], old, ref, cfg)
     engine = None
     if dist.is_main():

@@ -155,12 +155,12 @@ def test_dual_clip_caps_negative_advantage_loss():
     close(loss, 3.0)
     loss.backward()
     close(lp.grad, [[0.0]])  # the capped branch carries no gradient
-    with pytest.raises(ValueError, match="dual_clip must be > 1"):
+    with pytest.raises(ValueError, match="dual_clip"):
         LossConfig(dual_clip=0.5)
 
 
 def test_gspo_sequence_ratio_and_gradient():
-    cfg = LossConfig(level="sequence")
+    cfg = LossConfig(ratio="sequence", clip_high=0.28)
     mask = torch.ones(1, 2)
     loss, m = policy_loss(torch.tensor([[0.2, 0.4]]), torch.zeros(1, 2), torch.tensor([1.0]), mask, cfg)
     close(loss, -1.28)  # exp(mean(.2, .4)) = 1.35 -> clipped to 1.28 on both tokens
@@ -182,7 +182,7 @@ def test_entropy_bonus_and_kl_term():
     with pytest.raises(ValueError, match="needs ref_logprobs"):
         policy_loss(one(0.0), one(0.0), torch.tensor([1.0]), one(1.0), cfg)
     # KL in the reward: no loss term, but still reported
-    loss, m = policy_loss(one(0.0), one(0.0), torch.tensor([1.0]), one(1.0), LossConfig(kl_coef=0.1, kl_in_reward=True, kl_estimator="k1"), ref_logprobs=one(-0.5))
+    loss, m = policy_loss(one(0.0), one(0.0), torch.tensor([1.0]), one(1.0), LossConfig(kl_coef=0.1, kl_mode="reward", kl_estimator="k1"), ref_logprobs=one(-0.5))
     close(loss, -1.0)
     close(m["kl"], 0.5)
 
@@ -210,9 +210,9 @@ def _random_batch(seed: int, b: int = 7, t: int = 6):
 @pytest.mark.parametrize("level", ["token", "sequence"])
 def test_loss_and_grad_invariant_to_micro_batches_and_dp_shards(agg, level):
     lp, old, ref, ent, adv, mask = _random_batch(0)
-    cfg = LossConfig(agg=agg, level=level, kl_coef=0.05, entropy_coef=0.01, dual_clip=3.0, max_response_len=6)
+    cfg = LossConfig(loss_agg=agg, ratio=level, kl_coef=0.05, entropy_coef=0.01, dual_clip=3.0)
     full_lp = lp.clone().requires_grad_()
-    full, _ = policy_loss(full_lp, old, adv, mask, cfg, ref_logprobs=ref, entropy=ent)
+    full, _ = policy_loss(full_lp, old, adv, mask, cfg, ref_logprobs=ref, entropy=ent, max_response_len=6)
     full.backward()
 
     norm = compute_normalizer(agg, mask, max_response_len=6)
@@ -239,3 +239,63 @@ def test_naive_per_micro_batch_mean_is_not_invariant():
     full, _ = policy_loss(lp, old, adv, mask, cfg)
     naive = sum(policy_loss(lp[r], old[r], adv[r], mask[r], cfg)[0] for r in ([0, 1], [2, 3, 4, 5, 6])) / 2
     assert abs(float(naive) - float(full)) > 1e-4
+
+
+# ---- whitening, PPO token rewards, GAE targets, shaping ----------------------------------------------
+def test_whiten_hand_values_valid_entries_only():
+    from reasoning_rl.algorithms import whiten
+    from reasoning_rl.algorithms.whiten import EPS
+
+    x = torch.tensor([[1.0, 2.0, 100.0], [3.0, 4.0, 5.0]])
+    mask = torch.tensor([[1, 1, 0], [1, 1, 1]], dtype=torch.bool)
+    # valid: 1, 2, 3, 4, 5 -> mean 3, unbiased std sqrt(10 / 4)
+    std = math.sqrt(2.5)
+    close(whiten(x, mask), [[-2 / (std + EPS), -1 / (std + EPS), 0.0], [0.0, 1 / (std + EPS), 2 / (std + EPS)]])
+    close(whiten(torch.tensor([7.0, 9.0]), torch.tensor([True, False])), [0.0, 0.0])  # one entry: no spread
+
+
+def test_one_whitening_serves_reinforce_pp_and_gae():
+    """REINFORCE++ and PPO's GAE advantages normalise with the same function (one eps, one rule)."""
+    from reasoning_rl.algorithms import gae_targets, whiten
+
+    r = torch.tensor([1.0, 0.0, 1.0, 0.5])
+    close(compute_advantages("reinforce_pp", r, torch.arange(4)), whiten(r, torch.ones(4, dtype=torch.bool)))
+    rewards, values = torch.tensor([[0.0, 1.0], [0.0, 0.0]]), torch.tensor([[0.5, 0.2], [0.1, 0.3]])
+    mask = torch.tensor([[1, 1], [1, 0]], dtype=torch.bool)
+    adv, ret = gae_targets(rewards, values, mask, 1.0, 1.0)
+    raw, raw_ret = compute_gae(rewards, values, mask, 1.0, 1.0)
+    close(adv, whiten(raw, mask))
+    close(ret, raw_ret)  # returns (the critic's targets) are never whitened
+    close(raw, [[0.5, 0.8], [-0.1, 0.0]])  # by hand: 1 - 0.5, 1 - 0.2; 0 - 0.1
+
+
+def test_token_rewards_last_token_and_kl():
+    from reasoning_rl.algorithms import token_rewards
+
+    mask = torch.tensor([[1, 1, 1], [1, 0, 0]], dtype=torch.bool)
+    out = token_rewards(torch.tensor([1.0, 0.5]), mask)
+    assert out.tolist() == [[0.0, 0.0, 1.0], [0.5, 0.0, 0.0]]
+    lp = torch.tensor([[-1.0, -2.0, -1.0], [-1.0, -9.0, -9.0]])
+    ref = torch.tensor([[-1.5, -2.0, -1.0], [-2.0, 0.0, 0.0]])
+    out = token_rewards(torch.tensor([1.0, 0.5]), mask, 0.1, lp, ref, "k1")
+    # k1 = logp - ref_logp on every real token, nothing on padding
+    close(out, [[-0.05, 0.0, 1.0], [0.4, 0.0, 0.0]])
+
+
+def test_explained_variance_hand_values():
+    from reasoning_rl.algorithms import explained_variance
+
+    mask = torch.tensor([[1, 1, 0], [1, 1, 1]], dtype=torch.bool)
+    x = torch.tensor([[1.0, 2.0, 100.0], [3.0, 4.0, 5.0]])
+    assert explained_variance(x, x, mask) == pytest.approx(1.0)
+    assert explained_variance(torch.zeros_like(x), x, mask) == pytest.approx(0.0, abs=1e-6)
+    # a constant offset is explained (Var(returns - values) = 0):
+    assert explained_variance(x - 1.0, x, mask) == pytest.approx(1.0)
+    assert math.isnan(explained_variance(x, torch.ones_like(x), mask))  # constant returns: undefined
+
+
+def test_overlong_penalty_hand_values():
+    from reasoning_rl.algorithms.shaping import overlong_penalty
+
+    # budget 10, buffer 4: free up to 6 tokens, then 0.25 per token up to the full penalty at 10
+    close(overlong_penalty(torch.tensor([3, 6, 7, 9, 10]), 10, 4, 2.0), [0.0, 0.0, 0.5, 1.5, 2.0])

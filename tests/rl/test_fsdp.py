@@ -52,7 +52,11 @@ def test_two_process_fsdp2_step_matches_single_process(tiny_model_dir, tmp_path,
     moved = 0.0
     for name, p in single["params"].items():
         q = dp["params"][name]
-        assert torch.allclose(p, q, atol=2e-6, rtol=1e-5), (name, (p - q).abs().max())
+        # A key-projection bias adds q.b to every logit of a query: softmax is shift-invariant, so its gradient
+        # is exactly 0 in theory and reduction-order noise (~1e-9) in practice, which Adam's first step
+        # (lr * g / (|g| + 1e-8)) turns into an update of arbitrary size below lr: compare it at lr's scale.
+        atol = 1e-3 if name.endswith("k_proj.bias") else 2e-6
+        assert torch.allclose(p, q, atol=atol, rtol=1e-5), (name, (p - q).abs().max())
         moved = max(moved, float((p - single["engine_params"][name]).abs().max()))
     assert moved == 0.0  # hand-off: the engine on rank 0 now holds exactly the trained weights
     for name, p in dp["params"].items():

@@ -124,7 +124,7 @@ def _step(model_dir, budget: int, agg: str, sgd: bool = False, **kw):
     batch = batch_of(8, seed=1)
     old, _ = policy.logprobs(batch)
     adv = compute_advantages("rloo", torch.rand(8, generator=torch.Generator().manual_seed(2)), torch.arange(8) // 4)
-    m = policy.train_step(batch, adv, old - 0.3 * batch.response_mask, old + 0.1, LossConfig(agg=agg, kl_coef=0.1))  # type: ignore[arg-type]
+    m = policy.train_step(batch, adv, old - 0.3 * batch.response_mask, old + 0.1, LossConfig(loss_agg=agg, kl_coef=0.1))
     return policy, m
 
 

@@ -153,6 +153,7 @@ def test_stop_strings_and_length(vllm_engine, hf_engine, prompts):
 @pytest.mark.vllm
 def test_sleep_wake_are_noops_on_cpu(vllm_engine, prompts):
     vllm_engine.sleep()
+    assert not vllm_engine.asleep  # no sleep mode on CPU: the engine (the one owner of the state) stays awake
     vllm_engine.wake()
     assert vllm_engine.generate(prompts[:1], GREEDY)[0].token_ids
 
@@ -232,7 +233,7 @@ def test_tokenizer_without_chat_template_is_a_clear_error(tiny_model_dir, tmp_pa
 
 
 def test_bad_sampling_and_prompts(hf_engine):
-    with pytest.raises(ValueError, match="n must be >= 1"):
+    with pytest.raises(ValueError, match="greater than or equal to 1"):
         SamplingConfig(n=0)
     with pytest.raises(ValueError, match="top_p"):
         SamplingConfig(top_p=0.0)

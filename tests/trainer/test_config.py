@@ -72,7 +72,7 @@ def test_engine_args_pass_through_but_not_over_owned_keys(tmp_path: Path) -> Non
 
 
 def test_device_dependent_defaults_and_explicit_values(tmp_path: Path) -> None:
-    from reasoning_rl.trainer.setup import device_defaults
+    from reasoning_rl.trainer.build import device_defaults
 
     cfg = load_config(write(tmp_path, MINIMAL))
     assert device_defaults(cfg, "cpu") == (False, True) and device_defaults(cfg, "cuda") == (True, False)

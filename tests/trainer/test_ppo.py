@@ -8,44 +8,22 @@ from typing import Any
 import pytest
 import torch
 
-from reasoning_rl.trainer.ppo import explained_variance, token_rewards, whiten
 from tests.trainer.test_train_e2e import config, metrics, train
-
-
-def test_token_rewards_last_token_and_kl() -> None:
-    mask = torch.tensor([[1, 1, 1], [1, 0, 0]], dtype=torch.bool)
-    out = token_rewards(torch.tensor([1.0, 0.5]), mask)
-    assert out.tolist() == [[0.0, 0.0, 1.0], [0.5, 0.0, 0.0]]
-    lp = torch.tensor([[-1.0, -2.0, -1.0], [-1.0, -9.0, -9.0]])
-    ref = torch.tensor([[-1.5, -2.0, -1.0], [-2.0, 0.0, 0.0]])
-    out = token_rewards(torch.tensor([1.0, 0.5]), mask, 0.1, lp, ref, "k1")
-    # k1 = logp - ref_logp on every real token, nothing on padding
-    torch.testing.assert_close(out, torch.tensor([[-0.05, 0.0, 1.0], [0.4, 0.0, 0.0]]))
-
-
-def test_whiten_and_explained_variance_use_valid_tokens_only() -> None:
-    mask = torch.tensor([[1, 1, 0], [1, 1, 1]], dtype=torch.bool)
-    x = torch.tensor([[1.0, 2.0, 100.0], [3.0, 4.0, 5.0]])
-    w = whiten(x, mask)
-    assert w[0, 2] == 0.0
-    assert float(w[mask].mean()) == pytest.approx(0.0, abs=1e-6)
-    assert float(w[mask].std()) == pytest.approx(1.0, abs=1e-5)
-    assert explained_variance(x, x, mask) == pytest.approx(1.0)
-    assert explained_variance(torch.zeros_like(x), x, mask) == pytest.approx(0.0, abs=1e-6)
 
 
 def _components(model: Path, seed: int) -> Any:
     from reasoning_rl.config import Config
     from reasoning_rl.policy import Critic, Policy
-    from reasoning_rl.trainer.setup import Components
+    from reasoning_rl.trainer.build import Components
+    from reasoning_rl.trainer.plan import Models, step_plan
 
     torch.manual_seed(seed)  # the value head's init comes from the global RNG
     policy = Policy.from_pretrained(str(model), lr=1e-3)
     critic = Critic.from_pretrained(str(model), lr=1e-2)
     cfg = Config.model_validate({"model": {"path": str(model)}, "algorithm": {"name": "ppo"},
                                  "data": {"train": {"generator": "fixed_digit", "size": 4}}})
-    return Components(cfg, "cpu", model, None, policy, None, critic, None, None,
-                      [], [], [], [], None, True)
+    return Components(cfg, "cpu", model, None, Models(policy, None, critic), None, None, [], [], None, True,
+                      step_plan(cfg, pad_id=0))
 
 
 def test_checkpoint_round_trip_restores_critic(tmp_path: Path, tiny_model_dir: Path) -> None:
@@ -56,19 +34,19 @@ def test_checkpoint_round_trip_restores_critic(tmp_path: Path, tiny_model_dir: P
     batch = TokenBatch([torch.randint(7, 90, (6 + i,), generator=g) for i in range(4)], [3] * 4)
     returns = batch.response_mask.float()
     a = _components(tiny_model_dir, seed=0)
-    a.critic.train_step(batch, returns, a.critic.values(batch))  # optimizer moments + scheduler step to restore
+    a.models.critic.train_step(batch, returns, a.models.critic.values(batch))  # optimizer moments + scheduler step to restore
     a.save_checkpoint(tmp_path)
     assert (tmp_path / "policy.pt").exists() and (tmp_path / "critic.pt").exists()
 
     b = _components(tiny_model_dir, seed=1)
-    assert not torch.allclose(a.critic.values(batch), b.critic.values(batch))
+    assert not torch.allclose(a.models.critic.values(batch), b.models.critic.values(batch))
     b.load_checkpoint(tmp_path)
-    torch.testing.assert_close(a.critic.values(batch), b.critic.values(batch), rtol=0, atol=0)
+    torch.testing.assert_close(a.models.critic.values(batch), b.models.critic.values(batch), rtol=0, atol=0)
     # the next step is identical too: AdamW moments and the scheduler came back with the weights
-    ma = a.critic.train_step(batch, returns, a.critic.values(batch))
-    mb = b.critic.train_step(batch, returns, b.critic.values(batch))
+    ma = a.models.critic.train_step(batch, returns, a.models.critic.values(batch))
+    mb = b.models.critic.train_step(batch, returns, b.models.critic.values(batch))
     assert ma == mb
-    torch.testing.assert_close(a.critic.values(batch), b.critic.values(batch), rtol=0, atol=0)
+    torch.testing.assert_close(a.models.critic.values(batch), b.models.critic.values(batch), rtol=0, atol=0)
 
     (tmp_path / "critic.pt").unlink()  # a GRPO checkpoint cannot resume a PPO run
     with pytest.raises(ConfigError, match=r"critic\.pt"):

@@ -10,8 +10,8 @@ from graders.types import Grade
 from reasoning_rl.config import OverlongConfig
 from reasoning_rl.data import Example
 from reasoning_rl.rollout import Completion
-from reasoning_rl.trainer.collect import Sample
 from reasoning_rl.trainer.eval import summarise
+from reasoning_rl.trainer.records import Sample
 from reasoning_rl.trainer.rewards import informative_groups, rewards_and_mask, sample_metrics
 
 
@@ -72,9 +72,11 @@ def test_evaluate_asks_the_engine_for_text_only() -> None:
                 for j in range(sampling.n):
                     yield Completion(i, j, p, [5], [], "\\boxed{1}", "stop")
 
-    ex = [Example(uid=f"p{i}", data_source="s", messages=({"role": "user", "content": "q"},), ground_truth="1",
-                  grader="math") for i in range(3)]
+    from reasoning_rl.data import Prompt
+
+    prompts = [Prompt(Example(uid=f"p{i}", data_source="s", messages=({"role": "user", "content": "q"},),
+                              ground_truth="1", grader="math"), [1, 2]) for i in range(3)]
     with GradingPool(workers=1) as pool:
-        result = evaluate(Engine(), pool, ex, [[1, 2]] * 3, EvalConfig(n=2, temperature=0.5), max_tokens=8,  # type: ignore[arg-type]
+        result = evaluate(Engine(), pool, prompts, EvalConfig(n=2, temperature=0.5), max_tokens=8,  # type: ignore[arg-type]
                           stop=(), grader_options={}, seed=0)
     assert [s.logprobs for s in asked] == [False] and result.metrics["eval/accuracy"] == 1.0

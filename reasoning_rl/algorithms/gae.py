@@ -1,14 +1,13 @@
-"""PPO's per-token signal for the trainer: outcome rewards (and KL-in-reward) placed on response tokens,
-critic values -> GAE advantages and value targets. Pure tensor functions over the batch's [B, T] layout."""
+"""PPO's per-token signal: outcome rewards (and the KL penalty) placed on response tokens, GAE advantages
+and value targets from the critic's values, and how well the critic explains the returns. [B, T] tensors."""
 
 from __future__ import annotations
 
 import torch
 from torch import Tensor
 
-from reasoning_rl.algorithms import KLEstimator, compute_gae, kl_estimate
-
-EPS = 1e-8
+from reasoning_rl.algorithms.kl import KLEstimator, kl_estimate
+from reasoning_rl.algorithms.whiten import whiten
 
 
 def token_rewards(rewards: Tensor, response_mask: Tensor, kl_coef: float = 0.0, logprobs: Tensor | None = None,
@@ -28,15 +27,34 @@ def token_rewards(rewards: Tensor, response_mask: Tensor, kl_coef: float = 0.0, 
     return out * response_mask
 
 
-def whiten(x: Tensor, mask: Tensor) -> Tensor:
-    """(x - mean) / std over the valid tokens of the whole batch; 0 elsewhere (PPO's advantage normalisation)."""
-    w = mask.to(x.dtype)
-    n = w.sum()
-    if n < 2:
-        return x * w
-    mean = (x * w).sum() / n
-    var = ((x - mean).square() * w).sum() / (n - 1)
-    return (x - mean) / (var.sqrt() + EPS) * w
+def compute_gae(
+    rewards: Tensor, values: Tensor, response_mask: Tensor, gamma: float = 1.0, lam: float = 1.0
+) -> tuple[Tensor, Tensor]:
+    """Generalised advantage estimation over response tokens (Schulman et al. 2016).
+
+    rewards, values, response_mask: [B, T] (token rewards, usually the outcome on the last token).
+    Masked positions are skipped: the recursion jumps over them, and they get advantage/return 0.
+    Returns (advantages, returns) with returns = advantages + values on valid tokens.
+    """
+    if not (rewards.shape == values.shape == response_mask.shape) or rewards.dim() != 2:
+        raise ValueError(
+            f"rewards, values and response_mask must be [B, T] of one shape; got {tuple(rewards.shape)}, "
+            f"{tuple(values.shape)}, {tuple(response_mask.shape)}"
+        )
+    mask = response_mask.to(values.dtype)
+    values = values.detach() * mask
+    rewards = rewards * mask
+    next_value = torch.zeros_like(values[:, 0])
+    last_gae = torch.zeros_like(values[:, 0])
+    out = torch.zeros_like(values)
+    for t in reversed(range(values.shape[1])):
+        delta = rewards[:, t] + gamma * next_value - values[:, t]
+        gae = delta + gamma * lam * last_gae
+        m = mask[:, t]
+        last_gae = m * gae + (1 - m) * last_gae
+        next_value = m * values[:, t] + (1 - m) * next_value
+        out[:, t] = m * gae
+    return out, (out + values) * mask
 
 
 def gae_targets(rewards: Tensor, values: Tensor, response_mask: Tensor, gamma: float, lam: float

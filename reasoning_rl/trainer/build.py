@@ -1,0 +1,247 @@
+"""Build everything a run needs from its config: data, tokenizer, the models (policy, reference, critic),
+the rollout engine, the grading pool and the step plan, held in ``Components`` with the few operations that
+move state between them (sampling request, engine sleep / weight hand-off, checkpoint files)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from rich.console import Console
+
+import graders
+from graders.runtime import GradingPool
+from reasoning_rl.config import Config, ConfigError
+from reasoning_rl.data import LoadReport, Prompt, load_examples, render_all
+from reasoning_rl.rollout import RolloutEngine, SamplingConfig, make_engine
+from reasoning_rl.trace import TraceWriter
+from reasoning_rl.trainer.plan import Models, StepPlan, step_plan
+
+CRITIC_FILE = "critic.pt"
+
+
+def resolve_device(device: str) -> str:
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cuda" and not torch.cuda.is_available():
+        raise ValueError("run.device=cuda but no CUDA device is visible; use run.device=auto or cpu")
+    return device
+
+
+def resolve_model_dir(cfg: Config) -> Path:
+    """A local HF model dir for both trainer and vLLM; a GGUF checkpoint is converted once and cached."""
+    from reasoning_rl.policy.model import convert_gguf
+
+    if cfg.model.gguf_file is None:
+        return Path(cfg.model.path)
+    stem = Path(cfg.model.gguf_file).stem.lower().replace(".", "-")
+    return convert_gguf(cfg.model.path, cfg.model.gguf_file, Path(".cache") / "converted" / stem)
+
+
+def load_data(cfg: Config, tokenizer: Any, console: Console) -> tuple[list[Prompt], list[Prompt]]:
+    """(train, val) prompts, rendered; malformed / too-long rows raise or (data.on_bad_row=skip) are counted."""
+    known = frozenset(graders.available())
+    report = LoadReport()
+    train = load_examples(cfg.data.train, cfg.data, seed=cfg.run.seed, known_graders=known, report=report)
+    val = load_examples(cfg.data.val, cfg.data, seed=cfg.run.seed + 1, known_graders=known, report=report) \
+        if cfg.data.val else []
+    skip = cfg.data.on_bad_row == "skip"
+    train_prompts, n_long = render_all(tokenizer, train, chat_template=cfg.data.chat_template,
+                                       max_prompt_tokens=cfg.data.max_prompt_tokens, skip_long=skip)
+    val_prompts, n_long_val = render_all(tokenizer, val, chat_template=cfg.data.chat_template,
+                                         max_prompt_tokens=cfg.data.max_prompt_tokens, skip_long=skip)
+    sources = ", ".join(f"{k}: {v}" for k, v in report.kept.items())
+    console.print(f"data: {len(train_prompts)} train / {len(val_prompts)} val prompts ({sources})")
+    skipped = len(report.skipped) + n_long + n_long_val
+    if skipped:
+        console.print(f"[yellow]skipped {skipped} malformed or too-long rows[/yellow] (first: "
+                      f"{report.skipped[0] if report.skipped else 'prompt over data.max_prompt_tokens'})")
+    return train_prompts, val_prompts
+
+
+@dataclass
+class Components:
+    """What ``build_components`` made for a run, and the few operations that move state between the parts
+    (the engine request, engine sleep / weight hand-off, checkpoint files); the step itself is in ``loop``."""
+
+    cfg: Config
+    device: str
+    model_dir: Path
+    tokenizer: Any
+    models: Models
+    engine: RolloutEngine
+    pool: GradingPool
+    train_prompts: list[Prompt]
+    val_prompts: list[Prompt]
+    cache_path: Path | None
+    seed_per_sample: bool
+    plan: StepPlan
+    trace_meta: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def policy(self) -> Any:
+        return self.models.policy
+
+    # --------------------------------------------------------------------------------- generation
+    def sampling(self, seed: int) -> SamplingConfig:
+        """The engine request of a training step: ``rollout.*``, and log-probs exactly when the plan uses them."""
+        return SamplingConfig.of(self.cfg.rollout, seed=seed if self.seed_per_sample else None,
+                                 logprobs=self.plan.engine_logprobs)
+
+    def engine_ready(self) -> None:
+        """Awake and holding the policy's current weights (a sleep for the update drops them)."""
+        if self.engine.asleep:
+            self.push_weights(step=0, trace=None)
+
+    def engine_sleep(self) -> None:
+        """Free the engine's memory for the trainer's passes. Its weights are dropped too: ``push_weights``
+        (which always follows the update) wakes it and loads the new ones. The engine owns the state."""
+        if self.cfg.rollout.sleep is not False:
+            self.engine.sleep(keep_weights=False)
+
+    def lr(self) -> float:
+        return float(self.policy.optimizer.param_groups[0]["lr"])
+
+    # ------------------------------------------------------------------------------------ hand-off
+    def push_weights(self, *, step: int, trace: TraceWriter | None) -> dict[str, float]:
+        from reasoning_rl.handoff import push_weights
+
+        self.engine.wake()
+        start = time.time()
+        stats = push_weights(self.policy, self.engine)
+        if trace is not None:
+            trace.add_span("handoff", step, start, start + stats.seconds, tensors=stats.tensors, bytes=stats.bytes)
+            trace.counter("handoff_bytes", step, stats.bytes)
+        return stats.as_metrics()
+
+    def policy_export(self, out_dir: Path) -> Path:
+        """A plain HF model dir (safetensors + tokenizer), written atomically by the policy."""
+        self.policy.save_pretrained(out_dir)
+        return out_dir
+
+    def save_checkpoint(self, directory: Path) -> None:
+        """Model, optimizer, scheduler and optimizer-step count, and the critic's for PPO (the checkpoint
+        manager adds the rest)."""
+        torch.save(self.policy.state_dict_for_checkpoint(), directory / "policy.pt")
+        if self.models.critic is not None:
+            torch.save(self.models.critic.state_dict_for_checkpoint(), directory / CRITIC_FILE)
+
+    def load_checkpoint(self, directory: Path) -> None:
+        self.policy.load_checkpoint_state(torch.load(directory / "policy.pt", weights_only=False))
+        if self.models.critic is not None:
+            path = directory / CRITIC_FILE
+            if not path.exists():
+                raise ConfigError(f"{directory} has no {CRITIC_FILE}: it was not saved by a PPO run, so it cannot "
+                                  "resume one (algorithm.name=ppo needs the critic's state)")
+            self.models.critic.load_checkpoint_state(torch.load(path, weights_only=False))
+
+    def close(self) -> None:
+        self.pool.close()
+
+
+def build_components(cfg: Config, run_dir: Path, *, console: Console) -> Components:
+    from reasoning_rl.policy import Policy
+    from reasoning_rl.policy.model import load_tokenizer
+
+    device = resolve_device(cfg.run.device)
+    model_dir = resolve_model_dir(cfg)
+    tokenizer = load_tokenizer(str(model_dir), require_chat_template=cfg.data.chat_template)
+    train, val = load_data(cfg, tokenizer, console)
+    dtype = cfg.model.dtype if cfg.model.dtype != "auto" else ("bfloat16" if device == "cuda" else "float32")
+    o = cfg.optim
+    compiled, seeded = device_defaults(cfg, device)
+    console.print(f"model: {model_dir} on {device} ({dtype}{', compiled' if compiled else ''})")
+    fsdp = {"auto": None, "on": True, "off": False}[cfg.model.fsdp]
+    trainable: dict[str, Any] = dict(  # what the policy and the critic share; each brings its own lr
+        dtype=dtype, device=device, fsdp=fsdp, weight_decay=o.weight_decay, betas=o.betas, grad_clip=o.grad_clip,
+        warmup_steps=o.warmup_steps, total_steps=cfg.trainer.steps if o.schedule == "cosine" else None,
+        activation_checkpointing=cfg.model.gradient_checkpointing, compile_layers=compiled,
+        micro_batch_tokens=cfg.algorithm.micro_batch_tokens,
+    )
+    policy = Policy.from_pretrained(str(model_dir), lr=o.lr, **trainable)
+    ref = None
+    if cfg.algorithm.kl_coef > 0:
+        from reasoning_rl.policy import ReferencePolicy
+
+        ref = ReferencePolicy.from_pretrained(str(model_dir), dtype=dtype, device=device, fsdp=fsdp,
+                                              offload=cfg.model.ref_offload,
+                                              micro_batch_tokens=cfg.algorithm.micro_batch_tokens)
+    critic = None
+    if cfg.algorithm.name == "ppo":
+        from reasoning_rl.policy import Critic
+
+        critic = Critic.from_pretrained(str(model_dir), lr=o.critic_lr, **trainable)
+    r = cfg.rollout
+    console.print(f"rollout: {rollout_kind(cfg)} engine, n={r.n}, max_tokens={r.max_tokens}")
+    engine = build_engine(cfg, model_dir, device, train + val, max(r.max_tokens, cfg.eval.max_tokens or 0),
+                          dtype=dtype, sleep=r.sleep)
+    g = cfg.grading
+    cache_path = run_dir / "grades.sqlite" if g.cache else None
+    pool = GradingPool(workers=g.workers, backend=g.backend, ray_address=g.ray_address, timeout_s=g.timeout_s,
+                       retries=g.retries, cache_path=cache_path, max_in_flight=g.max_in_flight)
+    meta = {"run": cfg.run.name, "device": device, "world_size": 1, "model": _model_shape(policy, dtype)}
+    pad = getattr(tokenizer, "pad_token_id", None)
+    plan = step_plan(cfg, pad_id=int(pad if pad is not None else 0))
+    console.print(f"old log-probs: {plan.old_source}")
+    return Components(cfg, device, model_dir, tokenizer, Models(policy, ref, critic), engine, pool, train, val,
+                      cache_path, seeded, plan, meta)
+
+
+def build_engine(cfg: Config, model_dir: Path, device: str, prompts: list[Prompt], max_tokens: int, *,
+                 dtype: str, sleep: bool | None) -> RolloutEngine:
+    """The rollout engine of ``cfg.rollout`` (training and ``rrl eval`` alike), sized for these prompts."""
+    r = cfg.rollout
+    kind = rollout_kind(cfg)
+    extra = dict(r.engine_args) if kind == "vllm" else {}
+    try:
+        return make_engine(kind, str(model_dir), dtype=dtype, seed=cfg.run.seed,
+                           gpu_memory_utilization=r.gpu_memory_utilization or (0.5 if device == "cuda" else 0.2),
+                           max_model_len=model_max_len(model_dir, prompts, max_tokens), enable_sleep_mode=sleep,
+                           **extra)
+    except TypeError as e:  # vLLM names the unknown argument
+        if not extra:
+            raise
+        raise ConfigError(f"rollout.engine_args {sorted(extra)}: vLLM rejected them ({e})") from e
+
+
+def device_defaults(cfg: Config, device: str) -> tuple[bool, bool]:
+    """(model.compile, rollout.seed_per_sample) with None resolved for ``device``: compiled and one sampling
+    stream on CUDA (speed), eager and per-sample seeds on CPU (no compile wait, exact reproducibility)."""
+    compiled = cfg.model.compile if cfg.model.compile is not None else device == "cuda"
+    seeded = cfg.rollout.seed_per_sample if cfg.rollout.seed_per_sample is not None else device != "cuda"
+    return compiled, seeded
+
+
+def model_max_len(model_dir: Path, prompts: list[Prompt], max_tokens: int) -> int:
+    """Longest prompt + response budget, so the engine reserves no more than the run needs."""
+    import json
+
+    need = max((len(p.token_ids) for p in prompts), default=1) + max_tokens
+    conf = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
+    limit = conf.get("max_position_embeddings")
+    if limit is not None and need > int(limit):
+        raise ConfigError(f"longest prompt + rollout.max_tokens = {need} tokens exceeds the model's "
+                          f"max_position_embeddings={limit}; lower rollout.max_tokens or data.max_prompt_tokens")
+    return need
+
+
+def rollout_kind(cfg: Config) -> str:
+    """``rollout.engine=auto``: vLLM when importable, else the plain transformers engine."""
+    import importlib.util
+
+    if cfg.rollout.engine != "auto":
+        return cfg.rollout.engine
+    return "vllm" if importlib.util.find_spec("vllm") is not None else "hf"
+
+
+def _model_shape(policy: Any, dtype: str) -> dict[str, Any]:
+    model = getattr(policy, "lm", None)
+    conf = getattr(model, "config", None)
+    if conf is None:
+        return {"dtype": dtype}
+    params = sum(p.numel() for p in model.parameters()) if model is not None else None
+    return {"params": params, "layers": getattr(conf, "num_hidden_layers", None),
+            "hidden": getattr(conf, "hidden_size", None), "vocab": getattr(conf, "vocab_size", None), "dtype": dtype}

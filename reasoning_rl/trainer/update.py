@@ -1,0 +1,44 @@
+"""The update on a TrainBatch: ``algorithm.epochs`` passes over mini-batches, each one policy optimizer step
+(and one critic step for PPO). The loss itself is ``algorithms.policy_loss``, inside ``Policy.train_step``."""
+
+from __future__ import annotations
+
+import torch
+
+from reasoning_rl.trace import TraceWriter
+from reasoning_rl.trainer.plan import Models, StepPlan
+from reasoning_rl.trainer.records import TrainBatch
+
+
+def update(models: Models, batch: TrainBatch | None, plan: StepPlan, *, trace: TraceWriter,
+           step: int) -> dict[str, float]:
+    """Train on ``batch``; the mean of each optimizer step's metrics (``policy/*``, ``critic/*``)."""
+    if batch is None:
+        return {"update/skipped": 1.0}
+    a = plan.algorithm
+    n = len(batch)
+    size = min(a.mini_batch_size or n, n)
+    stats: dict[str, list[float]] = {}
+    with trace.span("update", step) as attrs:
+        for epoch in range(a.epochs):
+            order = torch.randperm(n).tolist() if epoch and a.epochs > 1 else list(range(n))
+            for start in range(0, n, size):
+                mini = batch.select(order[start:start + size])
+                m = models.policy.train_step(mini.tokens, mini.advantages, mini.old_logprobs, mini.ref_logprobs, a,
+                                             max_response_len=plan.max_tokens)
+                _add(stats, "policy", m)
+                if models.critic is not None:
+                    assert mini.returns is not None and mini.values is not None  # GAE filled them
+                    _add(stats, "critic", models.critic.train_step(mini.tokens, mini.returns, mini.values))
+        attrs["tokens"] = batch.tokens.num_tokens * a.epochs
+    trace.counter("tokens_trained", step, batch.tokens.num_tokens * a.epochs)
+    if torch.cuda.is_available():
+        trace.counter("gpu_mem_peak_bytes", step, torch.cuda.max_memory_allocated())
+    out = {key: sum(xs) / len(xs) for key, xs in stats.items()}
+    out["throughput/train_tokens"] = float(batch.tokens.num_tokens * a.epochs)
+    return out
+
+
+def _add(stats: dict[str, list[float]], prefix: str, metrics: dict[str, float]) -> None:
+    for key, value in metrics.items():
+        stats.setdefault(f"{prefix}/{key}", []).append(float(value))

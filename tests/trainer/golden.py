@@ -1,0 +1,87 @@
+"""Golden trajectories: seeded CPU tiny-model GRPO and PPO runs, their per-step metrics pinned in
+``tests/assets/golden_grpo.json`` / ``golden_ppo.json`` so a refactor that changes behaviour fails loudly.
+
+Each run is a real ``rrl train`` (subprocess, HF engine: the whole loop - sampling, streamed grading,
+old/ref log-probs, advantages, update epochs, weight hand-off - without vLLM's start-up cost). Threads are
+pinned to 1 so the float32 reductions, and so the trajectory, do not depend on the machine's core count.
+
+Regenerate ONLY when a change of behaviour is intended (and say why in the commit):
+
+    PYTHONPATH=$PWD .venv/bin/python -m tests.trainer.golden            # both files
+    PYTHONPATH=$PWD .venv/bin/python -m tests.trainer.golden grpo       # one of them
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from tests.trainer.test_train_e2e import config, metrics, train
+
+ASSETS = Path(__file__).resolve().parents[1] / "assets"
+
+# Variants chosen to cover every branch of the update: old log-probs from a recompute, from the policy
+# itself (one on-policy update) and from the engine; KL as a loss term and in the reward; mini-batches
+# over several epochs; a non-default outcome estimator; the critic + GAE.
+BASE = {"rollout": {"engine": "hf", "n": 8, "max_tokens": 6}, "trainer": {"steps": 4, "batch_size": 4}}
+RUNS: dict[str, dict[str, dict[str, Any]]] = {
+    "grpo": {
+        "recompute": {},
+        "auto_kl_loss": {"algorithm": {"old_logprobs": "auto", "kl_coef": 0.05}},
+        "rollout_kl_reward_epochs": {"algorithm": {"old_logprobs": "rollout", "kl_coef": 0.05, "kl_mode": "reward",
+                                                   "advantage": "rloo", "epochs": 2, "mini_batch_size": 16}},
+    },
+    "ppo": {
+        "gae": {"algorithm": {"name": "ppo", "old_logprobs": "auto"}, "optim": {"lr": 0.01, "critic_lr": 0.001}},
+    },
+}
+# What is pinned per step: reward, loss, grad norm (and the critic's for PPO), plus the quantities between
+# them, so a mismatch points at the stage that moved.
+THREADS = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}  # set in the environment the runs inherit
+KEYS = ("reward/mean", "advantage/abs_mean", "policy/loss", "policy/pg_loss", "policy/grad_norm", "policy/kl",
+        "critic/value_loss", "critic/grad_norm", "critic/returns_mean")
+
+
+def golden_path(algo: str) -> Path:
+    return ASSETS / f"golden_{algo}.json"
+
+
+def run_variant(tmp_path: Path, model: Path, algo: str, variant: str) -> list[dict[str, float]]:
+    """Train one variant and return its per-step pinned metrics (only the KEYS the run reports)."""
+    sections = {k: dict(v) for k, v in BASE.items()}
+    for key, value in RUNS[algo][variant].items():
+        sections[key] = {**sections.get(key, {}), **value}
+    name = f"{algo}-{variant}"
+    train(config(tmp_path, model, name, **sections), timeout=600)
+    rows = [r for r in metrics(tmp_path / name) if "reward/mean" in r]
+    return [{k: float(r[k]) for k in KEYS if k in r} for r in rows]
+
+
+def record(algo: str, tmp_path: Path, model: Path) -> dict[str, Any]:
+    out = {"regenerate": "PYTHONPATH=$PWD .venv/bin/python -m tests.trainer.golden " + algo,
+           "base": BASE, "variants": {}}
+    for variant, overrides in RUNS[algo].items():
+        out["variants"][variant] = {"overrides": overrides, "steps": run_variant(tmp_path, model, algo, variant)}
+    return out
+
+
+def main(argv: list[str]) -> None:
+    from reasoning_rl.tiny import build_tiny_model
+
+    os.environ.update(THREADS)
+    algos = argv or list(RUNS)
+    with tempfile.TemporaryDirectory() as tmp:
+        model = build_tiny_model(Path(tmp) / "tiny_model")
+        for algo in algos:
+            data = record(algo, Path(tmp), model)
+            ASSETS.mkdir(parents=True, exist_ok=True)
+            golden_path(algo).write_text(json.dumps(data, indent=1) + "\n")
+            print(f"wrote {golden_path(algo)}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
