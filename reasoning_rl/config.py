@@ -20,7 +20,6 @@ from pydantic import (
     model_validator,
 )
 
-
 from reasoning_rl.registry import ENGINES, ESTIMATORS
 
 _NUMBER_TYPES = (int, float, int | None, float | None)
