@@ -54,8 +54,8 @@ class CallFormat(Protocol):
 
 
 class FencedFormat:
-    name = "fenced"
-    stop = ("```\n", "```\r\n")
+    name: str = "fenced"
+    stop: tuple[str, ...] = ("```\n", "```\r\n")
 
     def find(self, text: str) -> ToolCall | None:
         last = None
@@ -71,8 +71,8 @@ class FencedFormat:
 
 
 class HermesFormat:
-    name = "hermes"
-    stop = ("</tool_call>",)
+    name: str = "hermes"
+    stop: tuple[str, ...] = ("</tool_call>",)
 
     def find(self, text: str) -> ToolCall | None:
         last = None

@@ -1,12 +1,15 @@
 """Runs INSIDE the sandbox (stdlib only): replays a trajectory's earlier cells silently, then runs the new cell
 with its output shown, REPL-style (the value of a trailing expression is printed). ``random`` is seeded first,
-so a replay recomputes exactly what the model saw. Exit status 1 when the new cell raised."""
+so a replay recomputes exactly what the model saw. Exit status 1 when the new cell raised. ``argv[1]``: an address-space
+cap in MB, so a memory bomb fails fast with a ``MemoryError`` the model can read (the sandbox's cgroup limit stays the
+hard bound; reaching it takes the OOM killer seconds on a loaded machine)."""
 
 import ast
 import contextlib
 import io
 import json
 import random
+import resource
 import sys
 import traceback
 
@@ -29,16 +32,17 @@ def _run(src, scope):
 
 
 def main():
+    cap = int(sys.argv[1]) << 20
+    resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
     with open("cells.json") as fh:
         cells = json.load(fh)
     random.seed(0)
     scope = {"__name__": "__main__", "__builtins__": __builtins__}
     for src in cells[:-1]:
-        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-            try:
-                _run(src, scope)
-            except BaseException:  # noqa: BLE001 - the model already saw this cell's error
-                pass
+        # the model already saw this cell's output and error: replay it silently
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()), \
+                contextlib.suppress(BaseException):
+            _run(src, scope)
     try:
         _run(cells[-1], scope)
     except SystemExit:

@@ -32,8 +32,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sandboxes import Limits, RunRequest, RunResult, Sandbox, open_sandbox
 from reasoning_rl.tools.base import ToolResult, ToolStatus
+from sandboxes import Limits, RunRequest, RunResult, Sandbox, open_sandbox
 
 _RUNNER = (Path(__file__).parent / "_replay.py").read_text()
 _REPLAYED = ("exit",)  # stopped_by values whose cells are replayed later
@@ -73,7 +73,7 @@ class PythonTool:
             cells, walls = list(state.cells), list(state.wall_s)
         wall = min(budget_s + sum(walls), 4 * budget_s)
         request = RunRequest(
-            ["python3", "-I", "runner.py"],
+            ["python3", "-I", "runner.py", str(self.memory_mb)],
             files={"runner.py": _RUNNER, "cells.json": json.dumps([*cells, code])},
             env={"PYTHONHASHSEED": "0"},
             limits=Limits(wall_s=wall, memory_mb=self.memory_mb, output_bytes=self.output_bytes),
