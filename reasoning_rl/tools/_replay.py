@@ -8,10 +8,8 @@ import ast
 import contextlib
 import io
 import json
-import random
 import resource
 import sys
-import traceback
 
 
 def _compile(src):
@@ -36,7 +34,10 @@ def main():
     resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
     with open("cells.json") as fh:
         cells = json.load(fh)
-    random.seed(0)
+    if any("random" in src for src in cells):  # imported only when used: start-up time is per call
+        import random
+
+        random.seed(0)
     scope = {"__name__": "__main__", "__builtins__": __builtins__}
     for src in cells[:-1]:
         # the model already saw this cell's output and error: replay it silently
@@ -48,6 +49,8 @@ def main():
     except SystemExit:
         pass
     except BaseException:  # noqa: BLE001 - shown to the model as the cell's error
+        import traceback
+
         etype, value, tb = sys.exc_info()
         while tb is not None and tb.tb_frame.f_code.co_filename != "<cell>":
             tb = tb.tb_next

@@ -4,21 +4,28 @@ trajectory and nothing is shared between trajectories.
 Semantics (replay). Each call sends the trajectory's earlier cells plus the new one to a warm sandbox, which
 re-runs the earlier cells with their output discarded and then runs the new cell with its output shown (a trailing
 expression's value is printed, as in a REPL). So variables, functions, imports and files written by earlier cells
-are there again; ``random`` is seeded at the start, so replays recompute the same values. The sandbox's supervisor
+are there again; ``random`` is seeded at the start (when a cell mentions it), so replays recompute the same values. The sandbox's supervisor
 kills every process and wipes the scratch dirs after each run, so no variable, file or background process can reach
 another trajectory (or outlive the call: a background process does not survive between calls). Cells that ran out
 of time, memory or output are not replayed; cells that raised are (their side effects before the error count).
 Each call's wall limit is ``budget_s`` plus the recorded time of the replayed cells (capped at 4 x ``budget_s``).
 
 Why replay, not a persistent interpreter per trajectory: the warm pool's supervisor resets the sandbox after every
-run, which is what makes trajectories unable to see each other; a persistent interpreter needs a sandbox held per
-trajectory (pool size >= trajectories in flight: 256 containers do not fit this 2-core/24 GiB machine) or a new
-supervisor mode. Replay costs one sandbox round trip per call plus the earlier cells' run time, which for TIR cells
-(small arithmetic, a few calls per trajectory) is small. Measured with ``bench/tool_calls.py`` on this machine
-(2 cores, Docker warm pool of 4): see the report numbers in the bench docstring.
+run, which is what keeps trajectories from seeing each other; a persistent interpreter needs a sandbox held per
+trajectory for its whole life (256 containers for 256 trajectories in flight) or a new supervisor mode. Measured
+with ``bench/tool_calls.py`` on this 2-core machine (shared, load average 9-15 during the runs, so absolute numbers
+are pessimistic), Docker, pool of 4:
+- warm, one call at a time: p50 205-336 ms per call vs 105-190 ms for a bare ``python3 -c`` through the same
+  sandbox; the second call of a trajectory (which replays the first cell) p50 201-345 ms vs 195-320 ms for the
+  first: replaying small TIR cells costs less than the run-to-run noise.
+- warm, 256 trajectories x 2 calls in flight: 8.3-11.2 calls/s (p50 latency 19-24 s is queueing for 4 sandboxes).
+- cold (one container per call, what a held-per-trajectory sandbox costs to start): p50 1.06-1.13 s per call and
+  1.3-1.7 calls/s concurrently, so starting 256 per-trajectory sandboxes alone would take ~150-200 s per batch.
+Replay's cost grows with the number of earlier cells (bounded by ``max_turns``) and their run time.
 
-Limits are the code grader's defaults: 512 MB memory, 64 processes, 1 CPU, 1 MiB output per stream, no network;
-the model sees at most ``max_output_chars`` of the output (head and tail).
+Limits are the code grader's defaults: 512 MB memory (also as an address-space cap inside, so a memory bomb is a
+fast ``MemoryError``), 64 processes, 1 CPU, 1 MiB output per stream, no network; the model sees at most
+``max_output_chars`` of the output (head and tail). The sandbox image has the standard library only (no numpy/sympy).
 """
 
 from __future__ import annotations
