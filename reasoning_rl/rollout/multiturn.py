@@ -108,7 +108,7 @@ class _Run:
                         completions = await loop.run_in_executor(gen, self.engine.generate, contexts, sampling)
                         for t, c in zip(group, completions, strict=True):
                             self._after_generate(t, c)
-        finally:
+        finally:  # normally every session has ended already; not after an engine failure
             for task in list(self.tasks):
                 task.cancel()
             for t in trajs:
@@ -122,6 +122,7 @@ class _Run:
         if call is not None and call.end > before:
             if len(t.turns) >= self.cfg.max_turns:
                 t.finish_reason = "max_turns"
+                self._end_sessions(t)
             else:
                 task = asyncio.create_task(self._call(t, call))
                 self.tasks.add(task)
@@ -133,6 +134,8 @@ class _Run:
             self.ready.append(t)  # the per-call cap, or a stop string that was no call (another fenced block)
         else:
             t.finish_reason = "stop"  # EOS
+        if t.finish_reason is not None:
+            self._end_sessions(t)
 
     async def _call(self, t: ToolTrajectory, call: ToolCall) -> None:
         try:
@@ -151,6 +154,8 @@ class _Run:
         except Exception as exc:  # noqa: BLE001 - e.g. a chat template that cannot render a tool turn
             t.finish_reason, t.error = "error", f"tool turn for {call.name}: {type(exc).__name__}: {exc}"
         finally:
+            if t.finish_reason is not None:
+                self._end_sessions(t)
             self.wake.set()
 
     async def _execute(self, t: ToolTrajectory, call: ToolCall) -> ToolResult:
@@ -169,6 +174,7 @@ class _Run:
         return f"{self.run_id}/{t.prompt_index}/{t.sample_index}"
 
     def _end_sessions(self, t: ToolTrajectory) -> None:
+        """Free per-trajectory tool state (the python tool's cells) as soon as the trajectory is finished."""
         for tool in self.tools.values():
             tool.end_session(self._session(t))
 

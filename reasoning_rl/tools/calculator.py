@@ -1,8 +1,10 @@
 """``calculator``: evaluates one arithmetic/symbolic expression with SymPy, in-process (no sandbox).
 
 SymPy's parser is built on ``eval``, so the input is screened first: a length cap, a character allow-list, only
-allow-listed names (functions, constants, single-letter symbols), no attribute access and no huge powers or
-factorials (which would hang the worker thread the budget cannot kill)."""
+allow-listed names (functions, constants, single-letter symbols), no attribute access and no huge powers,
+factorials or binomials (which would hang the worker thread the budget cannot kill). ``solve``/``simplify`` on a
+hostile 500-character input can still outlast the budget: the model then gets ``timeout`` while the thread finishes
+(unbounded symbolic work such as ``integrate`` is not offered)."""
 
 from __future__ import annotations
 
@@ -23,13 +25,29 @@ MAX_CHARS = 500
 MAX_EXPONENT = 10_000
 _FUNCTIONS = ("sqrt", "cbrt", "root", "exp", "log", "ln", "sin", "cos", "tan", "asin", "acos", "atan", "sinh",
               "cosh", "tanh", "factorial", "binomial", "gcd", "lcm", "floor", "ceiling", "Abs", "Rational",
-              "simplify", "expand", "factor", "diff", "integrate", "solve", "limit", "Sum", "oo", "pi", "E", "I",
+              "simplify", "expand", "factor", "diff", "solve", "oo", "pi", "E", "I",
               "Integer", "Float", "Symbol", "mod")
 _NAMES: dict[str, Any] = {n: getattr(sympy, n) for n in _FUNCTIONS if hasattr(sympy, n)}
-_NAMES.update(ln=sympy.log, mod=sympy.Mod, abs=sympy.Abs)
+
+
+def _bounded(fn: Any) -> Any:
+    """``fn`` refusing numeric arguments above ``MAX_EXPONENT``: called while parsing, before any size check."""
+
+    def call(*args: Any) -> Any:
+        for a in args:
+            value = sympy.sympify(a)
+            if value.is_number and abs(sympy.N(value, 5)) > MAX_EXPONENT:
+                raise ValueError(f"{fn.__name__} argument larger than {MAX_EXPONENT}")
+        return fn(*args)
+
+    return call
+
+
+_NAMES.update(ln=sympy.log, mod=sympy.Mod, abs=sympy.Abs, factorial=_bounded(sympy.factorial),
+              binomial=_bounded(sympy.binomial))
 # What ``parse_expr(evaluate=False)`` emits; not user-visible names (the screen allows only ``_NAMES``).
 _PARSER_NAMES: dict[str, Any] = {n: getattr(sympy, n) for n in ("Add", "Mul", "Pow", "Integer", "Float", "Rational",
-                                                                  "Symbol", "Function", "factorial", "Mod")}
+                                                                  "Symbol", "Function", "Mod")}
 _ALLOWED = re.compile(r"^[0-9A-Za-z\s+\-*/^().,=<>!%]*$")
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _TRANSFORMS = (*standard_transformations, implicit_multiplication_application, convert_xor)

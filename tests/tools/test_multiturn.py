@@ -148,3 +148,45 @@ def test_scripted_policy_runs_python_in_the_sandbox_and_continues_from_its_outpu
     assert [turn.result.text for turn in q1.turns] == ["42\n", "43\n"]
     assert tok.decode(q1.token_ids).endswith("The answer is 43<eos>")
     assert q2.turns[0].result.status == "error" and "NameError" in q2.turns[0].result.text  # nothing shared
+
+
+class _SessionRecorder:
+    name, description = "python", "records which session each call and end belongs to"
+    parameters: dict[str, Any] = {"type": "object"}
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+        self.ended: list[str] = []
+        self.events: list[tuple[str, str]] = []
+
+    async def call(self, arguments: dict[str, Any], *, session: str, budget_s: float) -> ToolResult:
+        assert session not in self.ended, "a call after its session ended"
+        self.calls.append(session)
+        self.events.append(("call", session))
+        return ToolResult("r", "ok")
+
+    def end_session(self, session: str) -> None:
+        self.ended.append(session)
+        self.events.append(("end", session))
+
+
+def test_each_trajectory_has_its_own_session_ended_when_it_finishes(bpe_tokenizer: Any) -> None:
+    tok = bpe_tokenizer
+    block = f"{FENCE}python\n1\n{FENCE}\n"
+    rec = _SessionRecorder()
+    engine = ScriptedEngine(tok, {"A": [block, "a"], "B": [block, block, block, "b"]})
+    a, b = _run(engine, ["A", "B"], {"python": rec}, tok, _cfg())
+    assert len(set(rec.calls)) == 2 and rec.calls.count(rec.calls[0]) == 1  # A's one call, B's three
+    assert set(rec.ended) == set(rec.calls)
+    a_session, b_session = rec.calls[0], rec.calls[-1]
+    assert rec.events.index(("end", a_session)) < len(rec.events) - 1 - rec.events[::-1].index(("call", b_session))
+    # A's session ended while B was still making calls
+
+
+def test_an_engine_failure_propagates_and_ends_the_sessions(bpe_tokenizer: Any) -> None:
+    tok = bpe_tokenizer
+    rec = _SessionRecorder()
+    engine = ScriptedEngine(tok, {"A": [f"{FENCE}python\n1\n{FENCE}\n"]}, eos=False)  # no step left: IndexError
+    with pytest.raises(IndexError):
+        _run(engine, ["A"], {"python": rec}, tok, _cfg())
+    assert rec.ended == rec.calls and len(rec.calls) == 1
