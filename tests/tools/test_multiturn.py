@@ -8,7 +8,7 @@ import threading
 from typing import Any
 
 import pytest
-from conftest import ScriptedEngine
+from tools_testutil import ScriptedEngine
 
 from reasoning_rl.rollout.base import SamplingConfig
 from reasoning_rl.rollout.multiturn import ToolRolloutConfig, run_tool_rollouts, tool_stats
