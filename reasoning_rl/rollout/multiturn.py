@@ -22,13 +22,17 @@ from reasoning_rl.rollout.base import Completion, RolloutEngine, SamplingConfig
 from reasoning_rl.rollout.tool_calls import CallFormat, FormatName, Tokenizer, ToolCall, make_format
 from reasoning_rl.tools.base import Tool, ToolResult
 
+_SEED_STRIDE = 1_000_003  # seed offset between generate calls (engines add prompt/sample indices below this)
 FinishReason = Literal["stop", "length", "max_turns", "error"]
 
 
 @dataclass(frozen=True)
 class ToolRolloutConfig:
     """``max_turns``: tool calls per trajectory (a further call ends it with ``max_turns``); ``max_tokens``: the
-    whole response (model + tool tokens); ``sampling.max_tokens`` caps one generation call."""
+    whole response (model + tool tokens; prompt + ``max_tokens`` must fit the engine's ``max_model_len``);
+    ``sampling.max_tokens`` caps one generation call. A set ``sampling.seed`` is offset per wave (else every
+    continuation would replay the same random stream); the engines add only the sample index to it, so with vLLM
+    the trajectories of one wave share it: leave it ``None`` for sampling with tools there."""
 
     format: FormatName = "fenced"
     max_turns: int = 4
@@ -90,6 +94,7 @@ class _Run:
         self.ready: list[ToolTrajectory] = []
         self.wake = asyncio.Event()
         self.tasks: set[asyncio.Task[None]] = set()
+        self.calls = 0  # engine generate calls so far
 
     async def drive(self, trajs: list[ToolTrajectory]) -> None:
         self.ready = list(trajs)
@@ -103,7 +108,7 @@ class _Run:
                         continue
                     wave, self.ready = self.ready, []
                     for cap, group in _by_cap(wave, self.cfg).items():
-                        sampling = replace(self.cfg.sampling, max_tokens=cap, stop=self.stop)
+                        sampling = replace(self.cfg.sampling, max_tokens=cap, stop=self.stop, seed=self._seed())
                         contexts = [t.prompt_ids + t.token_ids for t in group]
                         completions = await loop.run_in_executor(gen, self.engine.generate, contexts, sampling)
                         for t, c in zip(group, completions, strict=True):
@@ -113,6 +118,11 @@ class _Run:
                 task.cancel()
             for t in trajs:
                 self._end_sessions(t)
+
+    def _seed(self) -> int | None:
+        base = self.cfg.sampling.seed
+        self.calls += 1
+        return None if base is None else base + (self.calls - 1) * _SEED_STRIDE
 
     def _after_generate(self, t: ToolTrajectory, c: Completion) -> None:
         before = len(self.tok.decode(t.token_ids[t._segment_start:], skip_special_tokens=False))

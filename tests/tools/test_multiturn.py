@@ -190,3 +190,15 @@ def test_an_engine_failure_propagates_and_ends_the_sessions(bpe_tokenizer: Any) 
     with pytest.raises(IndexError):
         _run(engine, ["A"], {"python": rec}, tok, _cfg())
     assert rec.ended == rec.calls and len(rec.calls) == 1
+
+
+def test_a_set_seed_differs_per_generate_call(bpe_tokenizer: Any) -> None:
+    tok = bpe_tokenizer
+    block = f"{FENCE}python\n1\n{FENCE}\n"
+    seeded = ScriptedEngine(tok, {"A": [block, block, "a"]})
+    asyncio.run(run_tool_rollouts(seeded, [seeded.prompt("A")], {"python": echo}, tok,
+                                  ToolRolloutConfig(sampling=SamplingConfig(seed=7))))
+    assert seeded.seeds[0] == 7 and len(set(seeded.seeds)) == len(seeded.seeds) == 3
+    unseeded = ScriptedEngine(tok, {"A": [block, "a"]})
+    _run(unseeded, ["A"], {"python": echo}, tok, _cfg())
+    assert unseeded.seeds == [None, None]

@@ -19,6 +19,7 @@ class ScriptedEngine:
         self.tok, self.eos = tokenizer, eos
         self.scripts = {tuple(tokenizer.encode(p)): list(steps) for p, steps in scripts.items()}
         self.seen: list[str] = []
+        self.seeds: list[int | None] = []
         self.calls = 0
 
     def prompt(self, text: str) -> list[int]:
@@ -26,6 +27,7 @@ class ScriptedEngine:
 
     def generate(self, prompts: list[list[int]], sampling: SamplingConfig) -> list[Completion]:
         self.calls += 1
+        self.seeds.append(sampling.seed)
         out = []
         for i, ctx in enumerate(prompts):
             key = next(k for k in self.scripts if tuple(ctx[: len(k)]) == k)
