@@ -1,0 +1,118 @@
+"""Tool-call formats: how a call is found in the model's text, which stop strings end a generation at a call,
+and the tool turn inserted after it (as token ids, so the training sequence never depends on re-tokenising text).
+
+- ``fenced`` (TIR style): a ```python block is a call of the ``python`` tool; the output follows as an ```output
+  block. Generation stops at a closing fence.
+- ``hermes`` (Qwen/Hermes chat templates): ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>``; the
+  result is a ``tool`` role message rendered by the tokenizer's own chat template.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+FormatName = Literal["fenced", "hermes"]
+_FENCED = re.compile(r"```python[ \t]*\n(.*?)\n?```", re.DOTALL)
+_HERMES = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
+_SENTINEL = "\x00RRL-TOOL-CALL\x00"
+
+
+class Tokenizer(Protocol):
+    """The part of a Hugging Face tokenizer the rollout needs."""
+
+    def encode(self, text: str, add_special_tokens: bool = ...) -> list[int]: ...
+
+    def decode(self, token_ids: list[int], skip_special_tokens: bool = ...) -> str: ...
+
+    def apply_chat_template(self, conversation: list[dict[str, Any]], **kwargs: Any) -> Any: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """A parsed call. ``error`` is set when the text is a call but malformed (bad JSON): shown to the model."""
+
+    name: str
+    arguments: dict[str, Any]
+    end: int  # offset in the parsed text just past the call
+    error: str = ""
+
+
+class CallFormat(Protocol):
+    name: str
+    stop: tuple[str, ...]
+
+    def find(self, text: str) -> ToolCall | None:
+        """The last complete call in ``text``, if any."""
+        ...
+
+    def tool_turn(self, output: str, tokenizer: Tokenizer) -> list[int]:
+        """Token ids inserted after a call: the output plus whatever the format wraps it in."""
+        ...
+
+
+class FencedFormat:
+    name: str = "fenced"
+    stop: tuple[str, ...] = ("```\n", "```\r\n")
+
+    def find(self, text: str) -> ToolCall | None:
+        last = None
+        for m in _FENCED.finditer(text):
+            last = m
+        if last is None:
+            return None
+        return ToolCall("python", {"code": last.group(1)}, last.end())
+
+    def tool_turn(self, output: str, tokenizer: Tokenizer) -> list[int]:
+        body = output if output.endswith("\n") or not output else output + "\n"
+        return list(tokenizer.encode(f"```output\n{body}```\n", add_special_tokens=False))
+
+
+class HermesFormat:
+    name: str = "hermes"
+    stop: tuple[str, ...] = ("</tool_call>",)
+
+    def find(self, text: str) -> ToolCall | None:
+        last = None
+        for m in _HERMES.finditer(text):
+            last = m
+        if last is None:
+            return None
+        try:
+            call = json.loads(last.group(1))
+        except json.JSONDecodeError as exc:
+            return ToolCall("", {}, last.end(), f"the tool call is not valid JSON ({exc})")
+        if not isinstance(call, dict) or not isinstance(call.get("name"), str):
+            return ToolCall("", {}, last.end(), 'a tool call needs {"name": ..., "arguments": {...}}')
+        args = call.get("arguments", {})
+        if isinstance(args, str):  # some models emit the arguments object JSON-encoded
+            try:
+                args = json.loads(args)
+            except json.JSONDecodeError as exc:
+                return ToolCall(call["name"], {}, last.end(), f"arguments are not valid JSON ({exc})")
+        if not isinstance(args, dict):
+            return ToolCall(call["name"], {}, last.end(), "arguments must be a JSON object")
+        return ToolCall(call["name"], args, last.end())
+
+    def tool_turn(self, output: str, tokenizer: Tokenizer) -> list[int]:
+        """What the chat template puts between the end of the assistant's call and the next assistant turn:
+        the rendering of [assistant, tool] + generation prompt, minus the rendering up to the assistant's text."""
+        assistant = {"role": "assistant", "content": _SENTINEL}
+        conv = [{"role": "user", "content": "u"}, assistant]
+        with_tool = tokenizer.apply_chat_template([*conv, {"role": "tool", "content": output}], tokenize=False,
+                                                  add_generation_prompt=True)
+        cut = with_tool.find(_SENTINEL)
+        if cut < 0:
+            raise ValueError("the chat template does not render assistant content verbatim; cannot place tool turns")
+        return list(tokenizer.encode(with_tool[cut + len(_SENTINEL):], add_special_tokens=False))
+
+
+FORMATS: dict[str, type[FencedFormat] | type[HermesFormat]] = {"fenced": FencedFormat, "hermes": HermesFormat}
+
+
+def make_format(name: str) -> CallFormat:
+    if name not in FORMATS:
+        raise ValueError(f"unknown tool-call format {name!r}; choose one of {', '.join(FORMATS)}")
+    return FORMATS[name]()

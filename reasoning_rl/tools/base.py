@@ -1,0 +1,101 @@
+"""The tool contract: a name, a JSON schema for its arguments, and an async call with a time budget whose result
+is text for the model plus a status the rollout counts. ``infra_error`` is our infrastructure failing (the sample
+is marked ``error``); every other non-``ok`` status is the model's call going wrong and is shown to the model."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol, runtime_checkable
+
+ToolStatus = Literal["ok", "error", "timeout", "invalid_call", "infra_error"]
+_JSON_TYPES: dict[Any, str] = {int: "integer", float: "number", str: "string", bool: "boolean"}
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResult:
+    """``text`` goes back to the model; ``detail`` is for logs only."""
+
+    text: str
+    status: ToolStatus
+    latency_s: float = 0.0
+    detail: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+
+@runtime_checkable
+class Tool(Protocol):
+    """``session`` names the trajectory: stateful tools keep per-session state until ``end_session``."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]  # JSON schema of the arguments object
+
+    async def call(self, arguments: dict[str, Any], *, session: str, budget_s: float) -> ToolResult: ...
+
+    def end_session(self, session: str) -> None: ...
+
+
+def schema(tool: Tool) -> dict[str, Any]:
+    """The OpenAI/Hermes function schema chat templates render into the system prompt."""
+    return {"type": "function",
+            "function": {"name": tool.name, "description": tool.description, "parameters": tool.parameters}}
+
+
+class FunctionTool:
+    """A plain Python function as a stateless tool. It runs on a worker thread; a call past its budget is
+    reported as ``timeout`` but the thread cannot be killed, so function tools must be trusted and quick
+    (untrusted code belongs in the sandbox, as the ``python`` tool does)."""
+
+    def __init__(self, fn: Callable[..., Any], name: str, description: str) -> None:
+        self.fn, self.name, self.description = fn, name, description
+        self._signature = inspect.signature(fn)
+        self.parameters = _parameters(self._signature, name)
+
+    async def call(self, arguments: dict[str, Any], *, session: str, budget_s: float) -> ToolResult:
+        started = time.monotonic()
+        try:
+            bound = self._signature.bind(**arguments)
+        except TypeError as exc:
+            return ToolResult(f"Error: bad arguments for {self.name}: {exc}", "invalid_call", 0.0)
+        try:
+            value = await asyncio.wait_for(asyncio.to_thread(self.fn, *bound.args, **bound.kwargs), budget_s)
+        except TimeoutError:
+            return ToolResult(f"Error: {self.name} timed out after {budget_s:g} s", "timeout",
+                              time.monotonic() - started)
+        except Exception as exc:  # noqa: BLE001 - the tool's failure is shown to the model and counted
+            return ToolResult(f"Error: {type(exc).__name__}: {exc}", "error", time.monotonic() - started)
+        return ToolResult(str(value), "ok", time.monotonic() - started)
+
+    def end_session(self, session: str) -> None:
+        """Stateless: nothing to free."""
+
+
+def _parameters(sig: inspect.Signature, name: str) -> dict[str, Any]:
+    props: dict[str, Any] = {}
+    required: list[str] = []
+    for p in sig.parameters.values():
+        annotation = p.annotation if p.annotation is not inspect.Parameter.empty else str
+        if isinstance(annotation, str):  # postponed annotations: only the builtin scalar names are supported
+            annotation = {"int": int, "float": float, "str": str, "bool": bool}.get(annotation, annotation)
+        if annotation not in _JSON_TYPES:
+            raise TypeError(f"tool {name!r}: parameter {p.name!r} has type {annotation!r}; use int/float/str/bool")
+        props[p.name] = {"type": _JSON_TYPES[annotation]}
+        if p.default is inspect.Parameter.empty:
+            required.append(p.name)
+    return {"type": "object", "properties": props, "required": required}
+
+
+def tool(name: str | None = None, description: str | None = None) -> Callable[[Callable[..., Any]], FunctionTool]:
+    """Decorator: ``@tool()`` turns ``def f(x: int) -> str`` into a ``Tool`` named ``f`` (docstring = description)."""
+
+    def deco(fn: Callable[..., Any]) -> FunctionTool:
+        return FunctionTool(fn, name or fn.__name__, description or inspect.getdoc(fn) or "")
+
+    return deco

@@ -1,0 +1,85 @@
+"""The python tool in the real sandbox: state within a trajectory, nothing shared between trajectories, and
+hostile code bounded, reported as a tool error, with the pool healthy afterwards."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from reasoning_rl.tools import ToolResult
+from reasoning_rl.tools.python_tool import PythonTool
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+
+
+def _call(tool: PythonTool, code: str, session: str, budget_s: float = 5.0) -> ToolResult:
+    return asyncio.run(tool.call({"code": code}, session=session, budget_s=budget_s))
+
+
+def test_state_persists_within_a_trajectory(python_tool: PythonTool) -> None:
+    s = "state"
+    assert _call(python_tool, "import random\nx = 41\nr = random.random()\ndef f(v): return v * 2", s).ok
+    assert _call(python_tool, "open('notes.txt', 'w').write('kept')", s).ok
+    first = _call(python_tool, "print(x + 1, f(3)); r", s)
+    again = _call(python_tool, "r", s)
+    assert first.text.splitlines()[0] == "42 6" and first.text.splitlines()[1] == again.text.strip()
+    assert _call(python_tool, "print(open('notes.txt').read())", s).text == "kept\n"
+    python_tool.end_session(s)
+    assert "NameError" in _call(python_tool, "x", s).text  # ended sessions start over
+
+
+def test_nothing_is_shared_between_trajectories(python_tool: PythonTool) -> None:
+    setup = ("import subprocess\nsecret = 1\nopen('/tmp/leak', 'w').write('x')\nopen('leak2', 'w').write('x')\n"
+             "p = subprocess.Popen(['sleep', '300'])")
+    assert _call(python_tool, setup, "owner").ok
+    probe_code = ("import os\n"
+                  "print('secret' in globals(), os.path.exists('/tmp/leak'), os.path.exists('leak2'))\n"
+                  "for pid in filter(str.isdigit, os.listdir('/proc')):\n"
+                  "    try:\n"
+                  "        print(open(f'/proc/{pid}/cmdline', 'rb').read().replace(b'\\0', b' ').decode())\n"
+                  "    except OSError:\n"
+                  "        pass")
+    for i in range(3):  # every warm container of the pool (the owner's is reused first: idle list is LIFO)
+        probe = _call(python_tool, probe_code, f"other-{i}")
+        assert probe.ok, probe.text
+        assert probe.text.splitlines()[0] == "False False False"
+        assert "sleep 300" not in probe.text and "python3" in probe.text  # the listing itself works
+
+def test_errors_are_returned_to_the_model(python_tool: PythonTool) -> None:
+    r = _call(python_tool, "def g():\n    return 1 / 0\ng()", "err")
+    assert r.status == "error" and "ZeroDivisionError" in r.text and 'File "<cell>"' in r.text
+    assert "runner.py" not in r.text  # the replay harness stays out of the traceback
+    assert _call(python_tool, "syntax error here", "err").status == "error"
+
+
+HOSTILE = {
+    "infinite loop": ("while True:\n    pass", "timeout"),
+    "fork bomb": ("import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass", "timeout"),
+    "memory bomb": ("x = bytearray(1 << 30)\nx[::4096] = b\"m\" * len(x[::4096])", "error"),
+    "huge output": ("while True:\n    print('y' * 10000)", "error"),
+    "network": ("import socket\nsocket.create_connection(('1.1.1.1', 80), timeout=2)", "error"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE))
+def test_hostile_code_is_bounded_and_the_pool_stays_healthy(python_tool: PythonTool, name: str) -> None:
+    code, status = HOSTILE[name]
+    r = _call(python_tool, code, f"hostile-{name}", budget_s=2.0)
+    assert r.status == status, r
+    assert r.latency_s < 15 and len(r.text) <= python_tool.max_output_chars + 200
+    after = _call(python_tool, "print(6 * 7)", f"after-{name}")
+    assert after.ok and after.text == "42\n"
+    # the failed cell is not replayed: the same trajectory keeps working
+    assert _call(python_tool, "print('still here')", f"hostile-{name}").text == "still here\n"
+
+
+def test_local_bubblewrap_fallback_keeps_state(tmp_path: Any) -> None:
+    tool = PythonTool("local")
+    try:
+        assert _call(tool, "x = 2", "s").ok
+        assert _call(tool, "x ** 10", "s").text == "1024\n"
+        assert "NameError" in _call(tool, "x", "t").text
+    finally:
+        tool.close()

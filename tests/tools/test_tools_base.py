@@ -1,0 +1,106 @@
+"""The Tool contract, the function decorator, the registry (entry points) and the calculator."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import pytest
+
+from reasoning_rl import tools
+from reasoning_rl.tools import Tool, ToolResult, schema, tool
+from reasoning_rl.tools.calculator import calculator, evaluate
+
+
+def _call(t: Tool, args: dict[str, Any], budget_s: float = 5.0) -> ToolResult:
+    return asyncio.run(t.call(args, session="s", budget_s=budget_s))
+
+
+@tool(description="Add two integers.")
+def add(a: int, b: int = 1) -> int:
+    return a + b
+
+
+def test_decorator_builds_a_schema_and_calls_the_function() -> None:
+    assert isinstance(add, Tool)
+    assert schema(add) == {"type": "function", "function": {
+        "name": "add", "description": "Add two integers.",
+        "parameters": {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+                       "required": ["a"]}}}
+    r = _call(add, {"a": 2, "b": 3})
+    assert (r.text, r.status) == ("5", "ok") and _call(add, {"a": 2}).text == "3"
+    bad = _call(add, {"c": 1})
+    assert bad.status == "invalid_call" and "bad arguments for add" in bad.text
+
+
+def test_function_tool_failures_are_results_not_exceptions() -> None:
+    @tool()
+    def boom() -> str:
+        raise RuntimeError("nope")
+
+    @tool()
+    def slow() -> str:
+        time.sleep(1.0)
+        return "late"
+
+    assert _call(boom, {}).status == "error" and "RuntimeError: nope" in _call(boom, {}).text
+    r = _call(slow, {}, budget_s=0.1)
+    assert r.status == "timeout" and "timed out" in r.text
+
+
+def test_decorator_rejects_unsupported_parameter_types() -> None:
+    with pytest.raises(TypeError, match="parameter 'x' has type"):
+        @tool()
+        def f(x: list) -> str:  # type: ignore[type-arg]
+            return ""
+
+
+def test_registry_resolves_builtins_entry_points_and_registered_tools() -> None:
+    assert {"python", "calculator"} <= set(tools.available())
+    assert tools.make("calculator") is calculator
+    with pytest.raises(tools.UnknownToolError, match="unknown tool 'nope'; available: "):
+        tools.make("nope")
+    with pytest.raises(ValueError, match="takes no options"):
+        tools.make("calculator", x=1)
+    tools.register(add)
+    try:
+        assert tools.make("add") is add and "add" in tools.available()
+        with pytest.raises(ValueError, match="already registered"):
+            tools.register(add)
+    finally:
+        tools.unregister("add")
+    with pytest.raises(TypeError, match="does not implement the Tool protocol"):
+        tools.register(object())  # type: ignore[arg-type]
+
+
+def test_pyproject_declares_the_builtin_entry_points() -> None:
+    import tomllib
+    from pathlib import Path
+
+    from reasoning_rl.tools.registry import BUILTIN, ENTRY_POINT_GROUP
+
+    meta = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())
+    assert meta["project"]["entry-points"][ENTRY_POINT_GROUP] == BUILTIN
+
+
+@pytest.mark.parametrize(("expr", "value"), [
+    ("2^10 - sqrt(16)", "1020"), ("1/3 + 1/6", "1/2 ≈ 0.500000000000000"), ("factor(x^2 - 1)", "(x - 1)*(x + 1)"),
+    ("10!", "3628800"), ("solve(x^2 - 4, x)", "[-2, 2]"), ("7 % 3", "1"), ("2 x + 3 x", "5*x"),
+])
+def test_calculator_values(expr: str, value: str) -> None:
+    assert evaluate(expr) == value
+    assert _call(calculator, {"expression": expr}).text == value
+
+
+@pytest.mark.parametrize(("expr", "why"), [
+    ("__import__('os').system('id')", "only numbers"), ("(1).__class__", "only numbers"), ("x.real", "only numbers"),
+    ("open(1)", "unknown name"), ("9^9^9", "exponent too large"), ("2**(10**6)", "exponent too large"),
+    ("(10**5)!", "factorial argument"), ("factorial(10000000)", "factorial argument"), ("10000000!", "factorial"),
+    ("binomial(10**9, 10**8)", "binomial argument"), ("integrate(x, x)", "unknown name"), ("1" * 600, "longer than"), ("", "empty"),
+])
+def test_calculator_refuses_unsafe_or_unbounded_input(expr: str, why: str) -> None:
+    with pytest.raises(ValueError, match=why):
+        evaluate(expr)
+    r = _call(calculator, {"expression": expr})
+    assert r.status == "error" and why in r.text
