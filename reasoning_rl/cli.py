@@ -91,12 +91,17 @@ def train(
                                "changed since the checkpoint (trainer.force_resume=true)."),
     verbose: bool = typer.Option(False, "--verbose", help="Show the rollout engine's own log lines "
                                  "(logging.engine_logs=true)."),
+    print_config: bool = typer.Option(False, "--print-config", help="Print the resolved config (file + "
+                                      "overrides + defaults) as YAML and exit."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Check the config, model path and tokenizer, every data "
+                                 "row, the graders and their options and the doctor's required checks; no "
+                                 "training."),
 ) -> None:
     """Train with RL on verifiable rewards (GRPO by default); writes the run directory."""
     from reasoning_rl.trainer.cli import train_command
 
     extra = ["trainer.force_resume=true"] * force + ["logging.engine_logs=true"] * verbose
-    raise typer.Exit(train_command(config, [*ctx.args, *extra]))
+    raise typer.Exit(train_command(config, [*ctx.args, *extra], print_config=print_config, dry_run=dry_run))
 
 
 @app.command("eval", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})

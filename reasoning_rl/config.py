@@ -20,6 +20,9 @@ from pydantic import (
     model_validator,
 )
 
+from reasoning_rl.overrides import OverrideError
+from reasoning_rl.overrides import parse_overrides as read_overrides
+
 _NUMBER_TYPES = (int, float, int | None, float | None)
 
 
@@ -320,25 +323,11 @@ def format_validation_error(err: ValidationError, source: str) -> str:
 
 
 def parse_overrides(overrides: list[str]) -> dict[str, Any]:
-    """``["a.b=1", "c=x"]`` -> nested dict; values are parsed as YAML scalars/lists (``true``, ``3``, ``[1,2]``)."""
-    tree: dict[str, Any] = {}
-    for item in overrides:
-        key, sep, raw = item.partition("=")
-        if not sep or not key.strip():
-            raise ConfigError(f"override {item!r} is not of the form key.path=value")
-        try:
-            value = yaml.safe_load(raw) if raw.strip() else ""
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"override {item!r}: value is not valid YAML: {exc}") from None
-        node = tree
-        parts = key.strip().split(".")
-        for part in parts[:-1]:
-            child = node.setdefault(part, {})
-            if not isinstance(child, dict):
-                raise ConfigError(f"override {item!r} conflicts with an earlier override of {part!r}")
-            node = child
-        node[parts[-1]] = value
-    return tree
+    """``["a.b=1", "c=x"]`` -> nested dict; YAML values, but a string key's text as written (``reasoning_rl.overrides``)."""
+    try:
+        return read_overrides(overrides, Config)
+    except OverrideError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
@@ -403,8 +392,12 @@ def _lists_from_overrides(raw: dict[str, Any], tree: dict[str, Any], prefix: str
     return out
 
 
+def config_text(config: Config) -> str:
+    """The resolved config as YAML, every default spelled out (``run_dir/config.yaml``, ``--print-config``)."""
+    return yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False)
+
+
 def save_config(config: Config, path: str | Path) -> None:
     """Write the resolved config (every default spelled out) so the run can be reproduced exactly."""
     Path(path).parent.mkdir(parents=True, exist_ok=True)
-    text = yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False)
-    Path(path).write_text(text, encoding="utf-8")
+    Path(path).write_text(config_text(config), encoding="utf-8")

@@ -11,7 +11,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from reasoning_rl.config import Config, ConfigError, load_config
+from reasoning_rl.config import Config, ConfigError, config_text, load_config
 from reasoning_rl.lean_default import default_lean_launcher
 from reasoning_rl.trainer.resume import TrainError
 
@@ -62,7 +62,9 @@ def prepare(cfg: Config) -> None:
     default_lean_launcher(cfg)
 
 
-def train_command(config_path: str, overrides: list[str]) -> int:
+def train_command(config_path: str, overrides: list[str], *, print_config: bool = False,
+                  dry_run: bool = False) -> int:
+    """``rrl train``; ``print_config``: the resolved config as YAML, then exit; ``dry_run``: check, no training."""
     refused = single_process_error()
     if refused is not None:
         return _fail(TrainError(refused))
@@ -71,7 +73,18 @@ def train_command(config_path: str, overrides: list[str]) -> int:
         cfg = load_config(config_path, overrides)
     except ConfigError as exc:
         return _fail(exc)
+    if print_config:
+        sys.stdout.write(config_text(cfg))
+        return 0
     prepare(cfg)
+    if dry_run:
+        from reasoning_rl.trainer.dryrun import dry_run as check_run
+
+        try:
+            check_run(cfg, console)
+        except _user_errors() as exc:
+            return _fail(exc)
+        return 0
     if cfg.run.doctor:
         from reasoning_rl.doctor import doctor_or_exit
 
