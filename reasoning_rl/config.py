@@ -89,7 +89,10 @@ class DataConfig(_Section):
         "{question}", description="Python format string applied to simple rows ({question}, plus any column)."
     )
     system_prompt: str | None = None
-    chat_template: bool = Field(default=True, description="Wrap prompts with the tokenizer's chat template.")
+    chat_template: bool | str = Field(default=True, description="true: wrap prompts with the tokenizer's chat "
+                                      "template; false: plain text; a string: this Jinja chat template instead, "
+                                      "inline (contains '{%' or '{{') or a file path (relative to the working "
+                                      "directory).")
     grader_map: dict[str, str] = Field(
         default_factory=dict, description="data_source or ability -> grader name (explicit row 'grader' wins)."
     )
