@@ -241,6 +241,9 @@ class LoggingConfig(_Section):
     wandb: bool = False
     wandb_project: str = "reasoning-rl"
     samples: bool = Field(default=True, description="Write every step's prompts, responses and grades to samples/.")
+    log_completions: int = Field(default=6, ge=0, description="Samples per step shown as TensorBoard text and a W&B "
+                                 "table (the step's best, worst and errored in turn: prompt, response, ground "
+                                 "truth, grade, reason); 0: none.")
     engine_logs: bool = Field(default=False, description="Show the rollout engine's (vLLM's) own INFO/WARNING log "
                               "lines and the libraries' progress bars; off: only their errors (`--verbose`).")
 

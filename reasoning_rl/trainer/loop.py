@@ -55,6 +55,7 @@ class Trainer:
         self.run_dir = cfg.run_dir
         self.console = console or Console()
         self.ckpt = CheckpointManager(self.run_dir / "checkpoints", keep=cfg.trainer.keep_checkpoints)
+        self._sample_rows: list[dict[str, Any]] = []  # the last step's samples (samples/, TensorBoard, W&B)
 
     # ------------------------------------------------------------------------------------------ setup
     def _resume_point(self) -> Any:
@@ -113,6 +114,7 @@ class Trainer:
             for step in range(start_step + 1, cfg.trainer.steps + 1):
                 metrics = self._step(parts, sampler, trace, step)
                 log.log(step, metrics)
+                log.log_samples(step, self._sample_rows)
                 summary.rewards.append(metrics["reward/mean"])
                 summary.steps = step
                 last = step == cfg.trainer.steps
@@ -172,12 +174,13 @@ class Trainer:
         cfg = self.cfg
         t_step = time.time()
         samples = self._gather(parts, sampler, trace, step)
+        self._sample_rows = [
+            {"id": s.example.uid, "group": s.group, "sample": s.completion.sample_index,
+             "data_source": s.example.data_source, "prompt": prompt_messages(s.example),
+             "ground_truth": s.example.ground_truth, "response": s.completion.text,
+             "finish_reason": s.completion.finish_reason, **s.grade.to_dict()} for s in samples]
         if cfg.logging.samples:
-            write_rows(self.run_dir / "samples" / f"step_{step}.jsonl", [
-                {"id": s.example.uid, "group": s.group, "sample": s.completion.sample_index,
-                 "data_source": s.example.data_source, "prompt": prompt_messages(s.example),
-                 "ground_truth": s.example.ground_truth, "response": s.completion.text,
-                 "finish_reason": s.completion.finish_reason, **s.grade.to_dict()} for s in samples])
+            write_rows(self.run_dir / "samples" / f"step_{step}.jsonl", self._sample_rows)
         rewards, mask = rewards_and_mask(samples, max_tokens=cfg.rollout.max_tokens, overlong=cfg.algorithm.overlong)
         metrics = sample_metrics(samples, rewards, mask)
         metrics["grading/masked"] = float((~mask).sum())
