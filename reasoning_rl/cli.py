@@ -108,7 +108,10 @@ def train(
 def eval_(
     ctx: typer.Context,
     config: str = typer.Argument(None, help="Config YAML (evaluates data.val, else data.train); then overrides."),
-    model: str = typer.Option(None, "--model", help="Model dir (instead of, or overriding, the config's)."),
+    model: str = typer.Option(None, "--model", help="Model dir (instead of, or overriding, the config's), or a "
+                              "run dir: its checkpoint --step, exported to RUN_DIR/export/step_N."),
+    step: int = typer.Option(None, "--step", help="With --model RUN_DIR: the checkpoint step [default: latest "
+                             "complete]."),
     data: str = typer.Option(None, "--data", help="Dataset file/dir/hub name (instead of the config's)."),
     n: int = typer.Option(None, "--n", help="Samples per prompt (pass@n, maj@n)."),
     out: str = typer.Option(None, "-o", "--out", help="Per-prompt results JSONL [default: RUN_DIR/eval/results.jsonl]."),
@@ -119,7 +122,7 @@ def eval_(
     from reasoning_rl.trainer.cli import eval_command
 
     extra = ["logging.engine_logs=true"] * verbose
-    raise typer.Exit(eval_command(config, [*ctx.args, *extra], model=model, data=data, n=n, out=out))
+    raise typer.Exit(eval_command(config, [*ctx.args, *extra], model=model, data=data, n=n, out=out, step=step))
 
 
 @app.command()

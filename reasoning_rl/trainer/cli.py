@@ -117,11 +117,21 @@ def _eval_config(config_path: str | None, overrides: list[str], model: str | Non
 
 
 def eval_command(config_path: str | None, overrides: list[str], *, model: str | None, data: str | None,
-                 n: int | None, out: str | None) -> int:
+                 n: int | None, out: str | None, step: int | None = None) -> int:
     console = make_console()
     if config_path is not None and "=" in config_path and not Path(config_path).exists():
         overrides, config_path = [config_path, *overrides], None  # `rrl eval --model M --data D key=value`
     try:
+        from reasoning_rl.trainer.run_model import is_run_dir, model_from_run  # torch: only when evaluating
+
+        if model is not None and is_run_dir(model):
+            run = Path(model).resolve()
+            model = str(model_from_run(run, step))
+            if config_path is None and data is None:  # the run's own config and data, results in the run dir
+                config_path, overrides = str(run / "config.yaml"), [f"run.dir={run}", *overrides]
+        elif step is not None:
+            raise ConfigError(f"--step picks a checkpoint of a run: --model must be a run directory (with "
+                              f"config.yaml and checkpoints/), got {model!r}")
         cfg = _eval_config(config_path, overrides, model, data, n)
         prepare(cfg)
         from reasoning_rl.trainer.eval import run_eval
