@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +34,9 @@ def _option_value(text: str) -> Any:
 def grade_command(
     input: Path = typer.Argument(..., help="JSONL, parquet, or a saved Hugging Face dataset directory."),
     output: Path = typer.Option(..., "-o", "--output", help="Results JSONL (appended; re-running the same command resumes; see --overwrite)."),
-    grader: str = typer.Option(None, "--grader", help="Grader for rows without a `grader` field."),
+    grader: str = typer.Option(None, "--grader", help="Grader for rows without a `grader` field: a name from "
+                               "`rrl graders list`, or module:Class (a Grader class or instance in a .py file "
+                               "of the working directory or on PYTHONPATH; no packaging needed)."),
     source_grader: list[str] = typer.Option(
         [], "--source-grader", help="SOURCE=GRADER: route a data_source."
     ),
@@ -78,12 +82,17 @@ def grade_command(
     if backend not in ("auto", "process", "ray"):
         raise typer.BadParameter("must be auto, process or ray", param_hint="--backend")
     options = {k: _option_value(v) for k, v in _pairs(option, "--option").items()}
+    by_source = _pairs(source_grader, "--source-grader")
+    if any(":" in spec for spec in [grader or "", *by_source.values()]) and os.getcwd() not in sys.path:
+        # module:Class from a plain .py file in the working directory, no packaging (the `rrl` script's own
+        # sys.path lacks it); grading workers inherit sys.path as their PYTHONPATH
+        sys.path.insert(0, os.getcwd())
     if mode is not None:
         options["mode"] = mode
     cfg = GradeRunConfig(
         input=input,
         output=output,
-        router=Router(default=grader, by_source=_pairs(source_grader, "--source-grader")),
+        router=Router(default=grader, by_source=by_source),
         options=options,
         workers=workers,
         backend=backend,

@@ -1,6 +1,7 @@
 """Orchestrate one ``rrl grade`` run: stream rows into a GradingPool, write each row when its grades are in.
 
-Resumable by construction: OUTPUT is append-only with one flushed line per finished row, rows already in it
+Resumable by construction: OUTPUT is append-only with one flushed line per finished row (sorted into input
+order once the run completes, also after a resume), rows already in it
 are skipped (when the run record shows they came from the same input, graders and options: fingerprint.py),
 and the grade cache (next to OUTPUT by default) replays grades of rows cut off by Ctrl-C. Run-wide mistakes
 stop the run before any row is written (preflight.py); anything that goes wrong with one row becomes that
@@ -30,7 +31,7 @@ from rich.text import Text
 
 from graders.evaluation.fingerprint import RunRecord, grader_identity, input_fingerprint
 from graders.evaluation.inputs import BadRow, InputError, count_rows, read_rows
-from graders.evaluation.output import done_rows, write_line
+from graders.evaluation.output import done_rows, sort_output, write_line
 from graders.evaluation.preflight import preflight
 from graders.evaluation.rows import Router, RowJob, RowProblem, error_line, parse_row, result_line
 from graders.runtime import GradeRequest, GradingPool
@@ -174,6 +175,8 @@ def run_grading(cfg: GradeRunConfig) -> GradeRunResult:
                     finish(req, grade)
             except KeyboardInterrupt:
                 interrupted = True
+        if not interrupted:
+            sort_output(cfg.output)  # rows finish out of order; a finished OUTPUT is in input order
     finally:
         metrics = pool.metrics()
         pool.close()
