@@ -55,6 +55,8 @@ def grade_command(
     no_cache: bool = typer.Option(False, "--no-cache", help="Do not read or write the grade cache."),
     report: Path = typer.Option(None, "--report", help="Also write an HTML report with plots."),
     split: str = typer.Option(None, "--split", help="Split of a HF DatasetDict directory."),
+    limit: int = typer.Option(None, "--limit", min=1, help="Grade only the first N rows of each data_source "
+                              "(the rest are left out of OUTPUT and counted)."),
     summary_json: Path = typer.Option(None, "--summary-json", help="Also write the summary as JSON."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show the progress bar."),
     overwrite: bool = typer.Option(
@@ -103,6 +105,7 @@ def grade_command(
         split=split,
         show_progress=progress,
         overwrite=overwrite,
+        limit=limit,
     )
     try:
         with stdout_to_stderr():  # graders print; stdout carries the summary only
@@ -114,6 +117,7 @@ def grade_command(
     run = {
         "rows_written": result.rows_written,
         "rows_skipped": result.rows_skipped,
+        "rows_over_limit": result.rows_over_limit,
         "responses_graded": result.responses_graded,
         "equivalence_checks": result.checks_graded,
         "seconds": result.seconds,

@@ -57,3 +57,29 @@ def test_module_class_grader_from_a_plain_file_in_the_working_directory(tmp_path
     rows = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
     assert [(r["grader"], r["verdict"], r["reason"]) for r in rows] == [("shout", "correct", "loud"),
                                                                          ("shout", "incorrect", "quiet")]
+
+
+def test_limit_takes_the_first_rows_of_each_source_and_resumes_with_them(tmp_path: Path) -> None:
+    rows = [{"id": f"{s}{i}", "data_source": s, "response": f"\\boxed{{{i}}}", "ground_truth": str(i)}
+            for i in range(4) for s in ("a", "b")] + [{"id": "c0", "data_source": "c", "response": "x",
+                                                      "ground_truth": "1"}]
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out, summary = tmp_path / "out.jsonl", tmp_path / "summary.json"
+    args = ["grade", str(src), "-o", str(out), "--grader", "math", "--workers", "1", "--no-progress", "--limit", "2",
+            "--summary-json", str(summary)]
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code == 0, res.output
+    assert [json.loads(line)["id"] for line in out.read_text().splitlines()] == ["a0", "b0", "a1", "b1", "c0"]
+    data = json.loads(summary.read_text())
+    assert data["run"]["rows_over_limit"] == 4 and "4 past --limit left out" in res.output
+    assert {k: v["rows"] for k, v in data["summary"]["by_source"].items()} == {"a": 2, "b": 2, "c": 1}
+    lines = out.read_text().splitlines()
+    out.write_text(lines[0] + "\n" + lines[3] + "\n")  # resume: the same rows are picked again
+    again = CliRunner().invoke(app, args)
+    assert again.exit_code == 0, again.output
+    assert [json.loads(line)["id"] for line in out.read_text().splitlines()] == ["a0", "b0", "a1", "b1", "c0"]
+    more = CliRunner().invoke(app, [*args[:-4], "--limit", "3"])  # a larger limit grades on into the same OUTPUT
+    assert more.exit_code == 0, more.output
+    assert [json.loads(line)["id"] for line in out.read_text().splitlines()] == ["a0", "b0", "a1", "b1", "a2", "b2",
+                                                                                 "c0"]
