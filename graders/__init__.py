@@ -5,9 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from graders.registry import UnknownGraderError, available, get, register, unregister
+from graders.sources import KNOWN_SOURCES, known_source_grader
 from graders.types import VERDICTS, Grade, Grader, Verdict
 
 __all__ = [
+    "KNOWN_SOURCES",
     "VERDICTS",
     "Grade",
     "Grader",
@@ -16,6 +18,7 @@ __all__ = [
     "available",
     "get",
     "grade",
+    "known_source_grader",
     "register",
     "unregister",
 ]

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +34,9 @@ def _option_value(text: str) -> Any:
 def grade_command(
     input: Path = typer.Argument(..., help="JSONL, parquet, or a saved Hugging Face dataset directory."),
     output: Path = typer.Option(..., "-o", "--output", help="Results JSONL (appended; re-running the same command resumes; see --overwrite)."),
-    grader: str = typer.Option(None, "--grader", help="Grader for rows without a `grader` field."),
+    grader: str = typer.Option(None, "--grader", help="Grader for rows without a `grader` field: a name from "
+                               "`rrl graders list`, or module:Class (a Grader class or instance in a .py file "
+                               "of the working directory or on PYTHONPATH; no packaging needed)."),
     source_grader: list[str] = typer.Option(
         [], "--source-grader", help="SOURCE=GRADER: route a data_source."
     ),
@@ -51,6 +55,8 @@ def grade_command(
     no_cache: bool = typer.Option(False, "--no-cache", help="Do not read or write the grade cache."),
     report: Path = typer.Option(None, "--report", help="Also write an HTML report with plots."),
     split: str = typer.Option(None, "--split", help="Split of a HF DatasetDict directory."),
+    limit: int = typer.Option(None, "--limit", min=1, help="Grade only the first N rows of each data_source "
+                              "(the rest are left out of OUTPUT and counted)."),
     summary_json: Path = typer.Option(None, "--summary-json", help="Also write the summary as JSON."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show the progress bar."),
     overwrite: bool = typer.Option(
@@ -78,12 +84,17 @@ def grade_command(
     if backend not in ("auto", "process", "ray"):
         raise typer.BadParameter("must be auto, process or ray", param_hint="--backend")
     options = {k: _option_value(v) for k, v in _pairs(option, "--option").items()}
+    by_source = _pairs(source_grader, "--source-grader")
+    if any(":" in spec for spec in [grader or "", *by_source.values()]) and os.getcwd() not in sys.path:
+        # module:Class from a plain .py file in the working directory, no packaging (the `rrl` script's own
+        # sys.path lacks it); grading workers inherit sys.path as their PYTHONPATH
+        sys.path.insert(0, os.getcwd())
     if mode is not None:
         options["mode"] = mode
     cfg = GradeRunConfig(
         input=input,
         output=output,
-        router=Router(default=grader, by_source=_pairs(source_grader, "--source-grader")),
+        router=Router(default=grader, by_source=by_source),
         options=options,
         workers=workers,
         backend=backend,
@@ -94,6 +105,7 @@ def grade_command(
         split=split,
         show_progress=progress,
         overwrite=overwrite,
+        limit=limit,
     )
     try:
         with stdout_to_stderr():  # graders print; stdout carries the summary only
@@ -105,6 +117,7 @@ def grade_command(
     run = {
         "rows_written": result.rows_written,
         "rows_skipped": result.rows_skipped,
+        "rows_over_limit": result.rows_over_limit,
         "responses_graded": result.responses_graded,
         "equivalence_checks": result.checks_graded,
         "seconds": result.seconds,

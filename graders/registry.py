@@ -14,6 +14,7 @@ ENTRY_POINT_GROUP = "reasoning_rl.graders"
 # Built-ins resolve even from a source checkout that was never pip-installed (no entry-point metadata).
 BUILTIN: dict[str, str] = {
     "math": "graders.math:MathGrader",
+    "gsm8k": "graders.math.gsm8k:GSM8KGrader",
     "code": "graders.code:CodeGrader",
     "lean": "graders.lean:LeanGrader",
 }

@@ -91,19 +91,27 @@ def train(
                                "changed since the checkpoint (trainer.force_resume=true)."),
     verbose: bool = typer.Option(False, "--verbose", help="Show the rollout engine's own log lines "
                                  "(logging.engine_logs=true)."),
+    print_config: bool = typer.Option(False, "--print-config", help="Print the resolved config (file + "
+                                      "overrides + defaults) as YAML and exit."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Check the config, model path and tokenizer, every data "
+                                 "row, the graders and their options and the doctor's required checks; no "
+                                 "training."),
 ) -> None:
     """Train with RL on verifiable rewards (GRPO by default); writes the run directory."""
     from reasoning_rl.trainer.cli import train_command
 
     extra = ["trainer.force_resume=true"] * force + ["logging.engine_logs=true"] * verbose
-    raise typer.Exit(train_command(config, [*ctx.args, *extra]))
+    raise typer.Exit(train_command(config, [*ctx.args, *extra], print_config=print_config, dry_run=dry_run))
 
 
 @app.command("eval", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def eval_(
     ctx: typer.Context,
     config: str = typer.Argument(None, help="Config YAML (evaluates data.val, else data.train); then overrides."),
-    model: str = typer.Option(None, "--model", help="Model dir (instead of, or overriding, the config's)."),
+    model: str = typer.Option(None, "--model", help="Model dir (instead of, or overriding, the config's), or a "
+                              "run dir: its checkpoint --step, exported to RUN_DIR/export/step_N."),
+    step: int = typer.Option(None, "--step", help="With --model RUN_DIR: the checkpoint step [default: latest "
+                             "complete]."),
     data: str = typer.Option(None, "--data", help="Dataset file/dir/hub name (instead of the config's)."),
     n: int = typer.Option(None, "--n", help="Samples per prompt (pass@n, maj@n)."),
     out: str = typer.Option(None, "-o", "--out", help="Per-prompt results JSONL [default: RUN_DIR/eval/results.jsonl]."),
@@ -114,7 +122,7 @@ def eval_(
     from reasoning_rl.trainer.cli import eval_command
 
     extra = ["logging.engine_logs=true"] * verbose
-    raise typer.Exit(eval_command(config, [*ctx.args, *extra], model=model, data=data, n=n, out=out))
+    raise typer.Exit(eval_command(config, [*ctx.args, *extra], model=model, data=data, n=n, out=out, step=step))
 
 
 @app.command()

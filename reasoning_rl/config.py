@@ -20,6 +20,8 @@ from pydantic import (
     model_validator,
 )
 
+from reasoning_rl.overrides import OverrideError
+from reasoning_rl.overrides import parse_overrides as read_overrides
 from reasoning_rl.registry import ENGINES, ESTIMATORS
 
 _NUMBER_TYPES = (int, float, int | None, float | None)
@@ -97,7 +99,10 @@ class RowConfig(_Section):
 class DataConfig(RowConfig):
     train: list[SourceConfig] = Field(min_length=1)
     val: list[SourceConfig] = Field(default_factory=list)
-    chat_template: bool = Field(default=True, description="Wrap prompts with the tokenizer's chat template.")
+    chat_template: bool | str = Field(default=True, description="true: wrap prompts with the tokenizer's chat "
+                                      "template; false: plain text; a string: this Jinja chat template instead, "
+                                      "inline (contains '{%' or '{{') or a file path (relative to the working "
+                                      "directory).")
     on_bad_row: Literal["error", "skip"] = "error"
     max_prompt_tokens: int = Field(default=1024, ge=1)
     shuffle: bool = True
@@ -284,6 +289,9 @@ class LoggingConfig(_Section):
     wandb: bool = False
     wandb_project: str = "reasoning-rl"
     samples: bool = Field(default=True, description="Write every step's prompts, responses and grades to samples/.")
+    log_completions: int = Field(default=6, ge=0, description="Samples per step shown as TensorBoard text and a W&B "
+                                 "table (the step's best, worst and errored in turn: prompt, response, ground "
+                                 "truth, grade, reason); 0: none.")
     engine_logs: bool = Field(default=False, description="Show the rollout engine's (vLLM's) own INFO/WARNING log "
                               "lines and the libraries' progress bars; off: only their errors (`--verbose`).")
 
@@ -369,25 +377,11 @@ def format_validation_error(err: ValidationError, source: str) -> str:
 
 
 def parse_overrides(overrides: list[str]) -> dict[str, Any]:
-    """``["a.b=1", "c=x"]`` -> nested dict; values are parsed as YAML scalars/lists (``true``, ``3``, ``[1,2]``)."""
-    tree: dict[str, Any] = {}
-    for item in overrides:
-        key, sep, raw = item.partition("=")
-        if not sep or not key.strip():
-            raise ConfigError(f"override {item!r} is not of the form key.path=value")
-        try:
-            value = yaml.safe_load(raw) if raw.strip() else ""
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"override {item!r}: value is not valid YAML: {exc}") from None
-        node = tree
-        parts = key.strip().split(".")
-        for part in parts[:-1]:
-            child = node.setdefault(part, {})
-            if not isinstance(child, dict):
-                raise ConfigError(f"override {item!r} conflicts with an earlier override of {part!r}")
-            node = child
-        node[parts[-1]] = value
-    return tree
+    """``["a.b=1", "c=x"]`` -> nested dict; YAML values, but a string key's text as written (``reasoning_rl.overrides``)."""
+    try:
+        return read_overrides(overrides, Config)
+    except OverrideError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
@@ -452,8 +446,12 @@ def _lists_from_overrides(raw: dict[str, Any], tree: dict[str, Any], prefix: str
     return out
 
 
+def config_text(config: Config) -> str:
+    """The resolved config as YAML, every default spelled out (``run_dir/config.yaml``, ``--print-config``)."""
+    return yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False)
+
+
 def save_config(config: Config, path: str | Path) -> None:
     """Write the resolved config (every default spelled out) so the run can be reproduced exactly."""
     Path(path).parent.mkdir(parents=True, exist_ok=True)
-    text = yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False)
-    Path(path).write_text(text, encoding="utf-8")
+    Path(path).write_text(config_text(config), encoding="utf-8")

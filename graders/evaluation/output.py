@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import IO, Any
 
@@ -48,3 +49,22 @@ def write_line(fh: IO[bytes], line: dict[str, Any]) -> None:
         data = json.dumps(line, ensure_ascii=True, default=repr).encode("ascii")
     fh.write(data + b"\n")
     fh.flush()
+
+
+def sort_output(path: Path) -> None:
+    """Rewrite a finished OUTPUT in input order (rows are appended as they finish, and a resumed run appends
+    after the rows it kept): one line per row, sorted by ``row``, replaced atomically."""
+    if not path.exists():
+        return
+    with path.open("rb") as fh:
+        lines = [raw for raw in fh if raw.strip()]
+    numbers = [int(json.loads(raw)["row"]) for raw in lines]
+    if numbers == sorted(numbers):
+        return
+    tmp = path.with_name(path.name + ".sorting")
+    with tmp.open("wb") as fh:
+        for _, raw in sorted(zip(numbers, lines, strict=True), key=lambda pair: pair[0]):
+            fh.write(raw)
+        fh.flush()
+        os.fsync(fh.fileno())
+    tmp.replace(path)

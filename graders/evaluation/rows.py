@@ -9,6 +9,7 @@ from typing import Any
 from graders.evaluation.inputs import BadRow, Row
 from graders.evaluation.scoring import answer_keys, equivalence_checks, score_row
 from graders.runtime import resolve_grader
+from graders.sources import known_source_grader
 from graders.types import Grade, Grader
 
 # Keys ``rrl grade`` writes; an input field with one of these names is kept as "input_<name>".
@@ -35,7 +36,8 @@ class RowProblem(ValueError):
 
 @dataclass
 class Router:
-    """Picks a grader per row: the row's ``grader``, else ``--grader``, else the ``data_source`` mapping."""
+    """Picks a grader per row: the row's ``grader``, else ``--grader``, else the ``data_source`` mapping, else
+    the well-known ``data_source`` default (``graders.sources``: verl's ``openai/gsm8k`` -> ``gsm8k``)."""
 
     default: str | None = None
     by_source: dict[str, str] = field(default_factory=dict)
@@ -54,7 +56,7 @@ class Router:
         spec = own or self.default
         source = row.get("data_source")
         if not spec and isinstance(source, str):
-            spec = self.by_source.get(source)
+            spec = self.by_source.get(source) or known_source_grader(source)
         if not spec:
             raise RowProblem(
                 f"no grader for data_source {source!r}: give the row a `grader` field, pass --grader, "

@@ -1,6 +1,7 @@
 """Orchestrate one ``rrl grade`` run: stream rows into a GradingPool, write each row when its grades are in.
 
-Resumable by construction: OUTPUT is append-only with one flushed line per finished row, rows already in it
+Resumable by construction: OUTPUT is append-only with one flushed line per finished row (sorted into input
+order once the run completes, also after a resume), rows already in it
 are skipped (when the run record shows they came from the same input, graders and options: fingerprint.py),
 and the grade cache (next to OUTPUT by default) replays grades of rows cut off by Ctrl-C. Run-wide mistakes
 stop the run before any row is written (preflight.py); anything that goes wrong with one row becomes that
@@ -30,7 +31,7 @@ from rich.text import Text
 
 from graders.evaluation.fingerprint import RunRecord, grader_identity, input_fingerprint
 from graders.evaluation.inputs import BadRow, InputError, count_rows, read_rows
-from graders.evaluation.output import done_rows, write_line
+from graders.evaluation.output import done_rows, sort_output, write_line
 from graders.evaluation.preflight import preflight
 from graders.evaluation.rows import Router, RowJob, RowProblem, error_line, parse_row, result_line
 from graders.runtime import GradeRequest, GradingPool
@@ -53,6 +54,7 @@ class GradeRunConfig:
     split: str | None = None
     show_progress: bool = True
     overwrite: bool = False  # start OUTPUT afresh instead of resuming into it
+    limit: int | None = None  # grade only the first N rows of each data_source
 
 
 @dataclass
@@ -64,6 +66,7 @@ class GradeRunResult:
     interrupted: bool
     pool_metrics: dict[str, Any]
     checks_graded: int = 0  # maj@k equivalence judgements (grades that are not responses)
+    rows_over_limit: int = 0  # rows past --limit for their data_source: left out
 
 
 class _RateColumn(ProgressColumn):
@@ -83,7 +86,7 @@ def _start_record(cfg: GradeRunConfig) -> tuple[RunRecord, set[int]]:
         {
             "input": input_fingerprint(cfg.input, cfg.split),
             "routing": {"default": cfg.router.default, "by_source": cfg.router.by_source},
-            "options": cfg.options,
+            "options": cfg.options,  # not --limit: a row's result does not depend on it, so it may grow
         },
     )
     if cfg.overwrite:
@@ -103,6 +106,9 @@ def run_grading(cfg: GradeRunConfig) -> GradeRunResult:
     total = count_rows(cfg.input, cfg.split)
     if total == 0:
         raise InputError(f"{cfg.input} has no rows: nothing to grade")
+    all_rows = total
+    if cfg.limit is not None:
+        total = sum(1 for _ in _within_limit(read_rows(cfg.input, cfg.split), cfg.limit))
     _, done = _start_record(cfg)
     start = time.monotonic()
     written = graded = checked = 0
@@ -174,14 +180,32 @@ def run_grading(cfg: GradeRunConfig) -> GradeRunResult:
                     finish(req, grade)
             except KeyboardInterrupt:
                 interrupted = True
+        if not interrupted:
+            sort_output(cfg.output)  # rows finish out of order; a finished OUTPUT is in input order
     finally:
         metrics = pool.metrics()
         pool.close()
-    return GradeRunResult(written, len(done), graded, time.monotonic() - start, interrupted, metrics, checked)
+    return GradeRunResult(written, len(done), graded, time.monotonic() - start, interrupted, metrics, checked,
+                          all_rows - total)
 
 
-def _todo(cfg: GradeRunConfig, done: set[int]) -> Iterator[tuple[int, dict[str, Any] | BadRow]]:
-    for number, row in read_rows(cfg.input, cfg.split):
+Numbered = Iterator[tuple[int, dict[str, Any] | BadRow]]
+
+
+def _within_limit(rows: Numbered, limit: int | None) -> Numbered:
+    """The first ``limit`` rows of each data_source, in input order (a row without one counts as its own
+    source ``None``); rows already graded count too, so a resume picks the same rows."""
+    seen: dict[str, int] = {}
+    for number, row in rows:
+        source = None if isinstance(row, BadRow) else row.get("data_source")
+        key = source if isinstance(source, str) else repr(source)
+        seen[key] = seen.get(key, 0) + 1
+        if limit is None or seen[key] <= limit:
+            yield number, row
+
+
+def _todo(cfg: GradeRunConfig, done: set[int]) -> Numbered:
+    for number, row in _within_limit(read_rows(cfg.input, cfg.split), cfg.limit):
         if number not in done:
             yield number, row
 

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from graders import known_source_grader
 from reasoning_rl.config import RowConfig
 
 ROLES = ("system", "user", "assistant")
@@ -74,7 +75,8 @@ def _ground_truth(row: Mapping[str, Any]) -> Any:
 
 
 def route_grader(row: Mapping[str, Any], data_source: str, rules: RowConfig) -> str:
-    """Explicit row ``grader`` > mapping of ``data_source`` > mapping of ``ability`` > default."""
+    """Explicit row ``grader`` > mapping of ``data_source`` > mapping of ``ability`` > the well-known
+    ``data_source`` default (``graders.KNOWN_SOURCES``: verl's ``openai/gsm8k`` -> ``gsm8k``) > default."""
     if isinstance(row.get("grader"), str) and row["grader"]:
         return str(row["grader"])
     if data_source in rules.grader_map:
@@ -82,7 +84,7 @@ def route_grader(row: Mapping[str, Any], data_source: str, rules: RowConfig) -> 
     ability = row.get("ability")
     if isinstance(ability, str) and ability in rules.grader_map:
         return rules.grader_map[ability]
-    return rules.default_grader
+    return known_source_grader(data_source) or rules.default_grader
 
 
 def normalize_row(row: Mapping[str, Any], *, where: str, uid: str, default_source: str, rules: RowConfig,

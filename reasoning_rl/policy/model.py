@@ -66,7 +66,8 @@ def load_tokenizer(path: str, *, gguf_file: str | None = None, require_chat_temp
     if require_chat_template and not getattr(tok, "chat_template", None):
         raise ModelLoadError(
             f"tokenizer of {path!r} has no chat template, but chat-formatted prompts were requested; "
-            "use a chat/instruct model, set a template, or use plain-text prompts"
+            "use a chat/instruct model, set data.chat_template to a Jinja template (inline or a file), or use "
+            "plain-text prompts (data.chat_template=false)"
         )
     return tok
 

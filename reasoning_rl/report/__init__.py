@@ -24,6 +24,7 @@ def write_report(run_dir: str | Path, out: str | Path | None = None, *,
     """Write ``out`` (default ``RUN_DIR/report/report.html``) and ``<stem>-<figure>.png`` beside it."""
     from reasoning_rl.report.html import render_html
     from reasoning_rl.report.plots import FIGURES
+    from reasoning_rl.report.samples import samples_section
 
     run = load_run(run_dir)
     analysis = analyze(run, peak_tflops=peak_tflops)
@@ -38,6 +39,7 @@ def write_report(run_dir: str | Path, out: str | Path | None = None, *,
             pngs.append(path)
     run_name = str(analysis.meta.get("run") or run.run_dir.resolve().name)
     tmp = html_path.with_name(html_path.name + ".tmp")
-    tmp.write_text(render_html(analysis, figs, run_name=run_name, config=run.config), encoding="utf-8")
+    page = render_html(analysis, figs, run_name=run_name, config=run.config, samples=samples_section(run.run_dir))
+    tmp.write_text(page, encoding="utf-8")
     tmp.replace(html_path)
     return ReportResult(html_path, pngs, analysis.warnings, analysis)

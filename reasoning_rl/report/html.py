@@ -142,11 +142,13 @@ def _curves_section(a: Analysis, figs: dict[str, bytes | None]) -> str:
     return "<h2>Training curves</h2>" + image(figs["curves"], "training curves") + final
 
 
-def render_html(a: Analysis, figs: dict[str, bytes | None], *, run_name: str, config: dict[str, Any]) -> str:
+def render_html(a: Analysis, figs: dict[str, bytes | None], *, run_name: str, config: dict[str, Any],
+                samples: str = "") -> str:
+    """The page; ``samples`` is the ready "Samples" section (``report.samples``), placed after the curves."""
     cfg = _details("resolved config", f"<pre>{escape(yaml.safe_dump(config, sort_keys=False))}</pre>") if config else ""
     body = "".join([
         _header(a, run_name), _time_section(a, figs), _handoff_section(a, figs), _throughput_section(a, figs),
-        _memory_section(a, figs), _grading_section(a, figs), _curves_section(a, figs), cfg,
+        _memory_section(a, figs), _grading_section(a, figs), _curves_section(a, figs), samples, cfg,
     ])
     return (f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>rrl report: {escape(run_name)}</title>'
             f"<style>{CSS}</style></head><body>{body}</body></html>\n")

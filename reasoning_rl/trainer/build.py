@@ -148,7 +148,7 @@ def build_components(cfg: Config, run_dir: Path, *, console: Console) -> Compone
 
     device = resolve_device(cfg.run.device)
     model_dir = resolve_model_dir(cfg)
-    tokenizer = load_tokenizer(str(model_dir), require_chat_template=cfg.data.chat_template)
+    tokenizer = load_tokenizer(str(model_dir), require_chat_template=cfg.data.chat_template is True)
     train, val = load_data(cfg, tokenizer, console)
     dtype = cfg.model.dtype if cfg.model.dtype != "auto" else ("bfloat16" if device == "cuda" else "float32")
     o = cfg.optim

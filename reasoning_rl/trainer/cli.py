@@ -11,7 +11,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from reasoning_rl.config import Config, ConfigError, load_config
+from reasoning_rl.config import Config, ConfigError, config_text, load_config
 from reasoning_rl.lean_default import default_lean_launcher
 from reasoning_rl.trainer.resume import TrainError
 
@@ -62,7 +62,9 @@ def prepare(cfg: Config) -> None:
     default_lean_launcher(cfg)
 
 
-def train_command(config_path: str, overrides: list[str]) -> int:
+def train_command(config_path: str, overrides: list[str], *, print_config: bool = False,
+                  dry_run: bool = False) -> int:
+    """``rrl train``; ``print_config``: the resolved config as YAML, then exit; ``dry_run``: check, no training."""
     refused = single_process_error()
     if refused is not None:
         return _fail(TrainError(refused))
@@ -71,7 +73,18 @@ def train_command(config_path: str, overrides: list[str]) -> int:
         cfg = load_config(config_path, overrides)
     except ConfigError as exc:
         return _fail(exc)
+    if print_config:
+        sys.stdout.write(config_text(cfg))
+        return 0
     prepare(cfg)
+    if dry_run:
+        from reasoning_rl.trainer.dryrun import dry_run as check_run
+
+        try:
+            check_run(cfg, console)
+        except _user_errors() as exc:
+            return _fail(exc)
+        return 0
     if cfg.run.doctor:
         from reasoning_rl.doctor import doctor_or_exit
 
@@ -104,11 +117,21 @@ def _eval_config(config_path: str | None, overrides: list[str], model: str | Non
 
 
 def eval_command(config_path: str | None, overrides: list[str], *, model: str | None, data: str | None,
-                 n: int | None, out: str | None) -> int:
+                 n: int | None, out: str | None, step: int | None = None) -> int:
     console = make_console()
     if config_path is not None and "=" in config_path and not Path(config_path).exists():
         overrides, config_path = [config_path, *overrides], None  # `rrl eval --model M --data D key=value`
     try:
+        from reasoning_rl.trainer.run_model import is_run_dir, model_from_run  # torch: only when evaluating
+
+        if model is not None and is_run_dir(model):
+            run = Path(model).resolve()
+            model = str(model_from_run(run, step))
+            if config_path is None and data is None:  # the run's own config and data, results in the run dir
+                config_path, overrides = str(run / "config.yaml"), [f"run.dir={run}", *overrides]
+        elif step is not None:
+            raise ConfigError(f"--step picks a checkpoint of a run: --model must be a run directory (with "
+                              f"config.yaml and checkpoints/), got {model!r}")
         cfg = _eval_config(config_path, overrides, model, data, n)
         prepare(cfg)
         from reasoning_rl.trainer.eval import run_eval

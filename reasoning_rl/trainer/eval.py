@@ -128,7 +128,7 @@ def run_eval(cfg: Config, *, out: Path | None, console: Console) -> tuple[EvalRe
 
     device = resolve_device(cfg.run.device)
     model_dir = resolve_model_dir(cfg)
-    tokenizer = load_tokenizer(str(model_dir), require_chat_template=cfg.data.chat_template)
+    tokenizer = load_tokenizer(str(model_dir), require_chat_template=cfg.data.chat_template is True)
     train, val = load_data(cfg, tokenizer, console)
     prompts = val or train
     r = cfg.rollout

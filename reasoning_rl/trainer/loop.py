@@ -59,6 +59,7 @@ class Trainer:
         self.run_dir = cfg.run_dir
         self.console = console or Console()
         self.ckpt = CheckpointManager(self.run_dir / "checkpoints", keep=cfg.trainer.keep_checkpoints)
+        self._sample_rows: list[dict[str, Any]] = []  # the last step's samples (samples/, TensorBoard, W&B)
 
     # ------------------------------------------------------------------------------------------ setup
     def _resume_point(self) -> Any:
@@ -118,6 +119,7 @@ class Trainer:
             for step in range(start_step + 1, cfg.trainer.steps + 1):
                 metrics = self._step(parts, sampler, trace, step)
                 log.log(step, metrics)
+                log.log_samples(step, self._sample_rows)
                 summary.rewards.append(metrics["reward/mean"])
                 summary.steps = step
                 last = step == cfg.trainer.steps
@@ -180,12 +182,14 @@ class Trainer:
                 trace.counter("grade_latency_ms", step, p50, grader=name, stat="p50")
 
     def _write_samples(self, step: int, rollouts: Rollouts) -> None:
+        """The step's samples as rows: kept for TensorBoard / W&B (``log_samples``), written to samples/."""
+        self._sample_rows = [
+            {"id": s.example.uid, "group": s.group, "sample": s.completion.sample_index,
+             "data_source": s.example.data_source, "prompt": prompt_messages(s.example),
+             "ground_truth": s.example.ground_truth, "response": s.completion.text,
+             "finish_reason": s.completion.finish_reason, **s.grade.to_dict()} for s in rollouts]
         if self.cfg.logging.samples:
-            write_rows(self.run_dir / "samples" / f"step_{step}.jsonl", [
-                {"id": s.example.uid, "group": s.group, "sample": s.completion.sample_index,
-                 "data_source": s.example.data_source, "prompt": prompt_messages(s.example),
-                 "ground_truth": s.example.ground_truth, "response": s.completion.text,
-                 "finish_reason": s.completion.finish_reason, **s.grade.to_dict()} for s in rollouts])
+            write_rows(self.run_dir / "samples" / f"step_{step}.jsonl", self._sample_rows)
 
     def _rollout_metrics(self, rollouts: Rollouts) -> dict[str, float]:
         """Reward / verdict / length statistics over every sample of the step (judged ones for rewards)."""

@@ -25,6 +25,7 @@ from rich.progress import (
 from rich.table import Table
 
 from reasoning_rl.config import ConfigError, LoggingConfig
+from reasoning_rl.samples import COLUMNS, cells, markdown, pick
 from reasoning_rl.trainer.resume import rotate
 
 # What the live table shows (key, label, format); everything else goes to JSONL/TensorBoard only.
@@ -139,6 +140,20 @@ class MetricsLogger:
             shown = " ".join(f"{label}={row}" for key, label, fmt in CONSOLE_COLUMNS
                              if (row := _fmt(metrics.get(key), fmt)) is not None)
             self.console.print(f"step {step}: {shown}", highlight=False, soft_wrap=True)
+
+    def log_samples(self, step: int, rows: list[dict[str, Any]]) -> None:
+        """A few of the step's samples (``logging.log_completions``) as TensorBoard text and a W&B table."""
+        picked = pick(rows, self.cfg.log_completions)
+        if not picked:
+            return
+        if self._tb is not None:
+            self._tb.add_text("samples", markdown(picked), step)
+            self._tb.flush()
+        if self._wandb is not None:
+            import wandb
+
+            table = wandb.Table(columns=list(COLUMNS), data=[cells(kind, row) for kind, row in picked])
+            self._wandb.log({"samples": table}, step=step)
 
     def note(self, text: str) -> None:
         """A one-line message above the live table (checkpoint saved, eval done, ...)."""

@@ -1,0 +1,65 @@
+"""``gsm8k``: verl's strict GSM8K format rule (the last ``#### N``) with the math grader's number comparison.
+
+verl scores ``openai/gsm8k`` rows by the final ``#### <number>`` of the response only (its ``strict`` method:
+no ``####``, no reward), so a model trained on verl's parquet answers that way and our default ``\\boxed{}``
+rule would score it 0. Like verl, only the last 300 characters are searched and ``,``/``$`` are dropped from
+the number; unlike verl's string equality, the number is compared by the math grader (``72.0`` is ``72``).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from graders.math.extract import UnclosedThinkError, after_think
+from graders.math.grader import MathGrader
+from graders.types import Grade
+
+# verl: re.findall("#### (\\-?[0-9\\.\\,]+)", solution_str[-300:]) and the last match.
+_ANSWER = re.compile(r"#### (-?[0-9.,]+)")
+CLIP_CHARS = 300
+_OPTIONS = {"timeout_s", "mask_response_faults"}
+
+
+class GSM8KGrader:
+    """Correct when the last ``#### N`` of the response (after ``</think>``) equals the ground truth number.
+
+    Options: ``timeout_s`` and ``mask_response_faults``, passed to the math comparison.
+    """
+
+    name = "gsm8k"
+    version = "1.0.0"
+
+    def __init__(self) -> None:
+        self._math = MathGrader(max_workers=1)
+
+    def warm(self) -> None:
+        """Nothing to start: GSM8K answers are plain numbers, judged without SymPy helpers."""
+
+    def check_options(self, options: dict[str, Any]) -> None:
+        """Raise ValueError for bad options (``rrl grade`` asks once, before grading any row)."""
+        unknown = sorted(set(options) - _OPTIONS)
+        if unknown:
+            raise ValueError(f"unknown option(s) {unknown}; the gsm8k grader takes timeout_s and mask_response_faults")
+        self._math.check_options(dict(options))
+
+    def grade(self, response: str, ground_truth: Any, **options: Any) -> Grade:
+        try:
+            self.check_options(options)
+        except ValueError as exc:
+            return Grade.error(str(exc))
+        if not isinstance(response, str):
+            return Grade.error(f"response must be a string, got {type(response).__name__}")
+        try:
+            text = after_think(response)
+        except UnclosedThinkError:
+            return Grade.incorrect("unclosed <think>: no final answer", rule="####")
+        found = _ANSWER.findall(text[-CLIP_CHARS:])
+        if not found:
+            return Grade.incorrect("no '#### <number>' answer in the last 300 characters", rule="####")
+        answer = found[-1].replace(",", "").replace("$", "").rstrip(".")
+        if not answer or answer in ("-", "."):
+            return Grade.incorrect("empty '####' answer", rule="####")
+        verdict = self._math.grade(f"\\boxed{{{answer}}}", ground_truth, mode="strict", **options)
+        details = {**verdict.details, "rule": "####", "extracted": [answer]}
+        return Grade(verdict.score, verdict.verdict, verdict.reason, details)

@@ -1,0 +1,34 @@
+"""``rrl eval --model RUN_DIR [--step N]``: a run directory stands for one of its checkpoints as a model.
+
+Checkpoints are self-contained (``step_N/hf/`` beside the weights), so the checkpoint is exported once to
+``RUN_DIR/export/step_N`` (where the end-of-training export also goes; an existing complete one is reused) and
+evaluated from there, from any working directory and after the run directory moved.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from reasoning_rl.trainer.checkpoint import CheckpointManager
+
+
+def is_run_dir(path: str | Path) -> bool:
+    p = Path(path)
+    return (p / "config.yaml").is_file() and (p / "checkpoints").is_dir()
+
+
+def model_from_run(run_dir: str | Path, step: int | None) -> Path:
+    """The HF model dir of checkpoint ``step`` (default: latest complete) of ``run_dir``, exported if needed."""
+    from reasoning_rl.trainer.export import export_checkpoint
+
+    run = Path(run_dir)
+    found = sorted(c.step for c in CheckpointManager(run / "checkpoints").list())
+    if not found:
+        raise FileNotFoundError(f"{run} has no complete checkpoint to evaluate")
+    if step is not None and step not in found:
+        raise FileNotFoundError(f"no complete checkpoint for step {step} in {run}; have: {found}")
+    chosen = step if step is not None else found[-1]
+    target = run / "export" / f"step_{chosen}"
+    if (target / "config.json").is_file() and any(target.glob("*.safetensors")):
+        return target
+    return export_checkpoint(run, step=chosen, out=target)
