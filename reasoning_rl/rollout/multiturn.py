@@ -15,7 +15,7 @@ import statistics
 import uuid
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from reasoning_rl.rollout.base import Completion, RolloutEngine, SamplingConfig
@@ -108,7 +108,8 @@ class _Run:
                         continue
                     wave, self.ready = self.ready, []
                     for cap, group in _by_cap(wave, self.cfg).items():
-                        sampling = replace(self.cfg.sampling, max_tokens=cap, stop=list(self.stop), seed=self._seed())
+                        sampling = self.cfg.sampling.model_copy(
+                            update={"max_tokens": cap, "stop": list(self.stop), "seed": self._seed()})
                         contexts = [t.prompt_ids + t.token_ids for t in group]
                         completions = await loop.run_in_executor(gen, self.engine.generate, contexts, sampling)
                         for t, c in zip(group, completions, strict=True):
