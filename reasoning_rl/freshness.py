@@ -201,6 +201,16 @@ class FreshnessGate:
         self.probe = probe
         self.probe_tol = probe_tol
 
+    @classmethod
+    def for_run(cls, engine: Any, prompts: list[list[int]], probe_tol: float | None) -> FreshnessGate:
+        """The gate of a run (probe = its first prompts); a clear config error for an engine it cannot read."""
+        from reasoning_rl.config import ConfigError
+
+        if not isinstance(engine, InspectableEngine):
+            raise ConfigError(f"rollout.freshness_check: the {type(engine).__name__} engine has no "
+                              "weight_fingerprints()/score(); set rollout.freshness_check=false to run without it")
+        return cls(Probe.from_prompts(prompts), probe_tol=probe_tol)
+
     def tolerance(self, dtype: torch.dtype) -> float:
         """The probe tolerance: the configured one, else ``PROBE_TOL`` of the engine's dtype."""
         if self.probe_tol is not None:

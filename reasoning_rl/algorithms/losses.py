@@ -71,13 +71,15 @@ def policy_loss(
     ref_logprobs: Tensor | None = None,
     entropy: Tensor | None = None,
     normalizer: float | None = None,
+    token_weights: Tensor | None = None,
 ) -> tuple[Tensor, dict[str, Tensor]]:
     """Clipped surrogate loss (to minimise) and detached metrics.
 
     logprobs/old_logprobs/response_mask/ref_logprobs/entropy: [B, T]; advantages: [B] (outcome) or
     [B, T] (per token). ``normalizer``: ``compute_normalizer(cfg.agg, GLOBAL mask)``; None = this batch.
     Metrics (pg_loss, kl, entropy, clip_frac, ratio_mean) use the same aggregation, so they also sum
-    across micro-batches to the whole-batch value.
+    across micro-batches to the whole-batch value. ``token_weights`` [B, T] (detached) scale each token's
+    policy-gradient term: the rollout-mismatch correction (``rollout_correction.correction_weights``).
     """
     if logprobs.shape != old_logprobs.shape or logprobs.shape != response_mask.shape:
         raise ValueError(
@@ -102,6 +104,8 @@ def policy_loss(
     if cfg.dual_clip is not None:
         capped = torch.minimum(pg, -adv * cfg.dual_clip)
         pg = torch.where(adv < 0, capped, pg)
+    if token_weights is not None:
+        pg = pg * token_weights.to(pg.dtype).detach()
 
     def agg(x: Tensor) -> Tensor:
         return aggregate(x, response_mask, cfg.agg, normalizer)

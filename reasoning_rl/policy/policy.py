@@ -145,11 +145,13 @@ class Policy:
         old_logprobs: Tensor | None,
         ref_logprobs: Tensor | None,
         cfg: LossConfig,
+        token_weights: Tensor | None = None,
     ) -> dict[str, float]:
         """One optimizer step on ``batch`` (micro-batched inside). Call on every rank with its shard.
 
         advantages: [B] or [B, T]; old_logprobs/ref_logprobs: [B, T] (``batch.shape``). ``old_logprobs=None``:
         the current log-probs, detached (ratio 1: one on-policy update, no separate scoring pass).
+        ``token_weights`` [B, T]: per-token loss weights (rollout-mismatch correction), None = 1.
         Returns loss, pg_loss, clip_frac, ratio_mean, entropy, kl (if ref), grad_norm, lr, tokens.
         """
         b, t = batch.shape
@@ -191,6 +193,7 @@ class Policy:
                 ref_logprobs=None if ref_logprobs is None else ref_logprobs[rows, :width].to(dev),
                 entropy=ent,
                 normalizer=normalizer,
+                token_weights=None if token_weights is None else token_weights[rows, :width].to(dev),
             )
             # FSDP2 averages gradients over ranks; scaling by world size turns that into the sum.
             (loss * world).backward()

@@ -15,8 +15,10 @@ from rich.console import Console
 import graders
 from graders.runtime import GradingPool
 from reasoning_rl.algorithms import LossConfig, compute_advantages, kl_penalized_rewards
+from reasoning_rl.algorithms.rollout_correction import CorrectionConfig, correction_weights, mismatch_metrics
 from reasoning_rl.config import Config, ConfigError
 from reasoning_rl.data import Example, LoadReport, load_examples, render_all
+from reasoning_rl.freshness import FreshnessGate
 from reasoning_rl.rollout import RolloutEngine, SamplingConfig, make_engine
 from reasoning_rl.rollout.base import EngineKind
 from reasoning_rl.trace import TraceWriter
@@ -83,6 +85,7 @@ class Components:
     cache_path: Path | None
     seed_per_sample: bool
     trace_meta: dict[str, Any] = field(default_factory=dict)
+    freshness: FreshnessGate | None = None
     _awake: bool = True
 
     # --------------------------------------------------------------------------------- generation
@@ -137,7 +140,8 @@ class Components:
         n = len(keep)
         mb = min(a.mini_batch_size or n, n)
         single_update = a.epochs == 1 and mb == n
-        reuse = a.old_logprobs == "rollout" or (a.old_logprobs == "auto" and single_update)
+        corr = a.rollout_correction
+        reuse = (a.old_logprobs == "rollout" or (a.old_logprobs == "auto" and single_update)) and not corr.enabled
         old: torch.Tensor | None
         if self._uses_own_logprobs(single_update):
             old = None  # one update on fresh samples: ratio 1 against the policy's own detached log-probs
@@ -146,7 +150,16 @@ class Components:
         else:
             with trace.span("old_logprobs", step):
                 old, _ = self.policy.logprobs(batch)
-            out.update(_rollout_gap(batch, old))
+            out.update(_rollout_gap(batch, old, corr.mismatch_threshold))
+        weights = None
+        if corr.enabled:
+            if old is None or batch.rollout_logprobs is None:
+                raise RuntimeError("algorithm.rollout_correction needs the engine's sampling log-probs (it did not "
+                                  "return them for this batch)")
+            weights, corr_stats = correction_weights(old, batch.rollout_logprobs, batch.response_mask, CorrectionConfig(
+                tis_cap=corr.tis_cap, mis=corr.mis, mis_level=corr.mis_level, mis_low=corr.mis_low,
+                mis_high=corr.mis_high))
+            out.update(corr_stats)
         ref = None
         if self.ref is not None:
             with trace.span("ref_logprobs", step):
@@ -179,7 +192,8 @@ class Components:
                     rows = order[start:start + mb]
                     sub = batch.select(rows)
                     m = self.policy.train_step(sub, adv[rows], None if old is None else old[rows, :sub.shape[1]],
-                                               None if ref is None else ref[rows, :sub.shape[1]], loss_cfg)
+                                               None if ref is None else ref[rows, :sub.shape[1]], loss_cfg,
+                                               token_weights=None if weights is None else weights[rows, :sub.shape[1]])
                     for k, v in m.items():
                         stats.setdefault(k, []).append(float(v))
                     if value_targets is not None:
@@ -204,7 +218,7 @@ class Components:
         (no GAE, no KL penalty in the reward): the loss takes the policy's own, detached."""
         a = self.cfg.algorithm
         only_in_loss = a.advantage != "gae" and not (a.kl_mode == "reward" and a.kl_coef > 0)
-        return a.old_logprobs == "auto" and single_update and only_in_loss
+        return a.old_logprobs == "auto" and single_update and only_in_loss and not a.rollout_correction.enabled
 
     def needs_rollout_logprobs(self) -> bool:
         """Whether the engine must return log-probs: not when the update uses the policy's own (which spares
@@ -228,10 +242,13 @@ class Components:
 
         self._wake()
         start = time.time()
-        stats = push_weights(self.policy, self.engine)
+        stats = push_weights(self.policy, self.engine, gate=self.freshness, step=step)
         if trace is not None:
             trace.add_span("handoff", step, start, start + stats.seconds, tensors=stats.tensors, bytes=stats.bytes)
             trace.counter("handoff_bytes", step, stats.bytes)
+            if stats.check is not None:
+                end = start + stats.seconds
+                trace.add_span("handoff_check", step, end, end + stats.check.seconds, probe_gap=stats.check.probe_gap)
         return stats.as_metrics()
 
     def policy_export(self, out_dir: Path) -> Path:
@@ -259,14 +276,15 @@ class Components:
         self.pool.close()
 
 
-def _rollout_gap(batch: Any, old: torch.Tensor) -> dict[str, float]:
+def _rollout_gap(batch: Any, old: torch.Tensor, threshold: float) -> dict[str, float]:
     """How far the engine's log-probs are from the trainer's for the same tokens (kernel/dtype drift,
-    or a broken hand-off when large): reported, never hidden."""
+    or a broken hand-off when large): reported, never hidden (``mismatch/*``: rollout_correction.py)."""
     if batch.rollout_logprobs is None:
         return {}
     mask = batch.response_mask
     diff = (old.float() - batch.rollout_logprobs.float()).abs()[mask]
-    return {"rollout/logprob_diff_mean": float(diff.mean()), "rollout/logprob_diff_max": float(diff.max())}
+    return {"rollout/logprob_diff_mean": float(diff.mean()), "rollout/logprob_diff_max": float(diff.max()),
+            **mismatch_metrics(old, batch.rollout_logprobs, mask, threshold)}
 
 
 def build_components(cfg: Config, run_dir: Path, *, console: Console) -> Components:
@@ -310,8 +328,9 @@ def build_components(cfg: Config, run_dir: Path, *, console: Console) -> Compone
     pool = GradingPool(workers=g.workers, backend=g.backend, ray_address=g.ray_address, timeout_s=g.timeout_s,
                        retries=g.retries, cache_path=cache_path, max_in_flight=g.max_in_flight)
     meta = {"run": cfg.run.name, "device": device, "world_size": 1, "model": _model_shape(policy, dtype)}
+    gate = FreshnessGate.for_run(engine, train_ids, r.freshness_probe_tol) if r.freshness_check else None
     return Components(cfg, device, model_dir, tokenizer, policy, ref, critic, engine, pool, train, train_ids, val, val_ids,
-                      cache_path, seeded, meta)
+                      cache_path, seeded, meta, freshness=gate)
 
 
 def build_engine(cfg: Config, model_dir: Path, device: str, prompt_ids: list[list[int]], max_tokens: int, *,
