@@ -30,8 +30,8 @@ def _option_value(text: str) -> Any:
 
 
 def grade_command(
-    input: Path = typer.Argument(..., help="JSONL, parquet, or a saved Hugging Face dataset directory."),
-    output: Path = typer.Option(..., "-o", "--output", help="Results JSONL (appended; re-running resumes)."),
+    input: Path = typer.Argument(None, help="JSONL, parquet, or a saved Hugging Face dataset directory."),
+    output: Path = typer.Option(None, "-o", "--output", help="Results JSONL (appended; re-running resumes)."),
     grader: str = typer.Option(None, "--grader", help="Grader for rows without a `grader` field."),
     source_grader: list[str] = typer.Option(
         [], "--source-grader", help="SOURCE=GRADER: route a data_source."
@@ -53,8 +53,18 @@ def grade_command(
     split: str = typer.Option(None, "--split", help="Split of a HF DatasetDict directory."),
     summary_json: Path = typer.Option(None, "--summary-json", help="Also write the summary as JSON."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show the progress bar."),
+    regrade: Path = typer.Option(None, "--regrade", help="Re-grade stored `rrl grade` results with the installed "
+                                 "graders and list every flipped verdict per grader version pair (no INPUT/-o)."),
 ) -> None:
     """Grade responses in INPUT (no model needed): accuracy, pass@k, maj@k per data_source."""
+    if regrade is not None:
+        from graders.evaluation.regrade import regrade_command
+
+        opts = {k: _option_value(v) for k, v in _pairs(option, "--option").items()} | ({"mode": mode} if mode else {})
+        raise typer.Exit(regrade_command(regrade, report_path=report, options=opts, workers=workers, timeout_s=timeout,
+                                         backend=backend, ray_address=ray_address))
+    if input is None or output is None:
+        raise typer.BadParameter("INPUT and -o/--output are required (unless --regrade OLD.jsonl)")
     from rich.console import Console
 
     from graders.evaluation.display import print_summary
@@ -112,6 +122,18 @@ def grade_command(
             f"[yellow]interrupted[/yellow]: finished rows are in {output}; re-run the same command to resume."
         )
         raise typer.Exit(130)
+
+
+@graders_app.command("selftest")
+def selftest_command(
+    name: list[str] = typer.Argument(None, help="Graders to test (default: every installed grader)."),
+    workers: int = typer.Option(2, "--workers", min=1, help="Grading workers."),
+    timeout: float = typer.Option(30.0, "--timeout", min=0.001, help="Hard per-case budget in seconds."),
+) -> None:
+    """Grade each grader's own golden cases; exit 1 listing every disagreement."""
+    from graders.selftest import selftest_command as run
+
+    raise typer.Exit(run(list(name or []), workers=workers, timeout_s=timeout))
 
 
 @graders_app.command("list")

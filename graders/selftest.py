@@ -140,3 +140,35 @@ def failures_message(results: list[SelftestResult]) -> str | None:
     if not lines:
         return None
     return f"grader selftest failed ({len(lines)} disagreement(s)):\n  " + "\n  ".join(lines)
+
+
+def selftest_command(names: list[str], *, workers: int, timeout_s: float) -> int:
+    """Body of ``rrl graders selftest [NAME...]``: 0 when all agree, 1 listing each disagreement, 2 for a
+    name nobody registered."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from graders import registry
+
+    console = Console()
+    specs = names or registry.available()
+    try:
+        for spec in specs:
+            resolve_grader(spec)
+        with GradingPool(workers=workers, timeout_s=timeout_s) as pool:
+            results = run_selftests(specs, pool)
+    except (KeyError, TypeError, ImportError, SelftestError) as exc:
+        Console(stderr=True).print(f"[red]error:[/red] {exc}", highlight=False)
+        return 2
+    table = Table(title="grader selftest (golden cases)", title_justify="left")
+    for col in ("grader", "version", "cases", "source", "result"):
+        table.add_column(col)
+    for r in results:
+        status = "no golden cases" if not r.cases else ("ok" if r.ok else f"FAIL ({len(r.disagreements)})")
+        table.add_row(r.name, r.version, str(r.cases), r.source or "-", status)
+    console.print(table)
+    message = failures_message(results)
+    if message is not None:
+        console.print(message, highlight=False)
+        return 1
+    return 0

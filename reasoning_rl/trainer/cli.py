@@ -35,15 +35,15 @@ def train_command(config_path: str, overrides: list[str]) -> int:
         from reasoning_rl.doctor import doctor_or_exit
 
         doctor_or_exit(cfg)  # stops here with the doctor's table when something required is missing
-    from reasoning_rl.trainer.loop import Trainer
-
+    from graders.selftest import SelftestError
     from reasoning_rl.freshness import WeightSyncError
+    from reasoning_rl.trainer.loop import Trainer
 
     try:
         summary = Trainer(cfg, console=console).run()
     except _user_errors() as exc:
         return _fail(console, exc)
-    except WeightSyncError as exc:  # a broken guarantee, not a user mistake: exit 1, still one clear line
+    except (WeightSyncError, SelftestError) as exc:  # a broken guarantee, not a user mistake: exit 1, still one clear line
         console.print(f"[bold red]error:[/bold red] {exc}", highlight=False)
         return 1
     console.print(f"done: {summary.steps} steps, run dir {summary.run_dir}")

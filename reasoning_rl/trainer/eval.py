@@ -18,6 +18,7 @@ from reasoning_rl.config import Config, EvalConfig
 from reasoning_rl.data import Example
 from reasoning_rl.rollout import RolloutEngine, SamplingConfig
 from reasoning_rl.trainer.collect import Sample, collect
+from reasoning_rl.trainer.governance import identity_fields
 
 
 @dataclass
@@ -51,7 +52,7 @@ def summarise(samples: Sequence[Sample], k: int) -> EvalResult:
         majority = votes.most_common(1)[0][0] if votes else None
         maj_correct = any(s.grade.verdict == "correct" for s in judged if _answer_key(s) == majority)
         row: dict[str, Any] = {
-            "id": ex.uid, "data_source": ex.data_source, "grader": ex.grader,
+            "id": ex.uid, "data_source": ex.data_source, **identity_fields(ex.grader),
             "accuracy": sum(s.grade.score for s in judged) / len(judged) if judged else None,
             f"pass@{k}": float(any(s.grade.verdict == "correct" for s in judged)) if judged else None,
             f"maj@{k}": float(maj_correct) if judged else None,

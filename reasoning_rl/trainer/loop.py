@@ -24,6 +24,7 @@ from reasoning_rl.trace import TraceWriter
 from reasoning_rl.trainer.checkpoint import CheckpointManager
 from reasoning_rl.trainer.collect import Sample, collect
 from reasoning_rl.trainer.eval import EvalResult, evaluate, write_rows
+from reasoning_rl.trainer.governance import identity_fields
 from reasoning_rl.trainer.metrics import MetricsLogger
 from reasoning_rl.trainer.rewards import informative_groups, rewards_and_mask, sample_metrics
 from reasoning_rl.trainer.setup import Components, build_components
@@ -160,7 +161,8 @@ class Trainer:
             write_rows(self.run_dir / "samples" / f"step_{step}.jsonl", [
                 {"id": s.example.uid, "group": s.group, "sample": s.completion.sample_index,
                  "data_source": s.example.data_source, "response": s.completion.text,
-                 "finish_reason": s.completion.finish_reason, **s.grade.to_dict()} for s in samples])
+                 "finish_reason": s.completion.finish_reason, **identity_fields(s.example.grader),
+                 **s.grade.to_dict()} for s in samples])
         rewards, mask = rewards_and_mask(samples, max_tokens=cfg.rollout.max_tokens, overlong=cfg.algorithm.overlong)
         metrics = sample_metrics(samples, rewards, mask)
         metrics["grading/masked"] = float((~mask).sum())

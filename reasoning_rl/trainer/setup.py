@@ -23,6 +23,7 @@ from reasoning_rl.rollout import RolloutEngine, SamplingConfig, make_engine
 from reasoning_rl.rollout.base import EngineKind
 from reasoning_rl.trace import TraceWriter
 from reasoning_rl.trainer.collect import Sample
+from reasoning_rl.trainer.governance import run_graders, selftest_or_raise
 from reasoning_rl.trainer.ppo import explained_variance, gae_targets, token_rewards
 
 CRITIC_FILE = "critic.pt"
@@ -327,7 +328,11 @@ def build_components(cfg: Config, run_dir: Path, *, console: Console) -> Compone
     cache_path = run_dir / "grades.sqlite" if g.cache else None
     pool = GradingPool(workers=g.workers, backend=g.backend, ray_address=g.ray_address, timeout_s=g.timeout_s,
                        retries=g.retries, cache_path=cache_path, max_in_flight=g.max_in_flight)
-    meta = {"run": cfg.run.name, "device": device, "world_size": 1, "model": _model_shape(policy, dtype)}
+    used = [ex.grader for ex in train + val]
+    if g.selftest:
+        selftest_or_raise(used, pool, console)
+    meta = {"run": cfg.run.name, "device": device, "world_size": 1, "model": _model_shape(policy, dtype),
+            "graders": run_graders(used)}
     gate = FreshnessGate.for_run(engine, train_ids, r.freshness_probe_tol) if r.freshness_check else None
     return Components(cfg, device, model_dir, tokenizer, policy, ref, critic, engine, pool, train, train_ids, val, val_ids,
                       cache_path, seeded, meta, freshness=gate)
