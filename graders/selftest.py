@@ -169,6 +169,6 @@ def selftest_command(names: list[str], *, workers: int, timeout_s: float) -> int
     console.print(table)
     message = failures_message(results)
     if message is not None:
-        console.print(message, highlight=False)
+        console.print(message, highlight=False, soft_wrap=True)
         return 1
     return 0

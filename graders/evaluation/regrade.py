@@ -119,9 +119,9 @@ def print_report(console: Any, report: RegradeReport, path: Path) -> None:
         for f in p.flips:
             console.print(f"flipped: row {f.row} response {f.response} [{p.grader} {p.old_version} -> "
                           f"{p.new_version}]: {f.old} -> {f.new}" + (f" ({f.reason})" if f.reason else ""),
-                          highlight=False)
+                          highlight=False, soft_wrap=True, markup=False)
     for s in report.skipped:
-        console.print(f"[yellow]not re-graded[/yellow]: {s}", highlight=False)
+        console.print(f"[yellow]not re-graded[/yellow]: {s}", highlight=False, soft_wrap=True)
     console.print(f"{report.flipped} verdict(s) flipped out of {sum(p.responses for p in report.pairs.values())}")
 
 
