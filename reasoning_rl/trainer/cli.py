@@ -44,7 +44,9 @@ def train_command(config_path: str, overrides: list[str]) -> int:
     except _user_errors() as exc:
         return _fail(console, exc)
     except (WeightSyncError, SelftestError) as exc:  # a broken guarantee, not a user mistake: exit 1, still one clear line
-        console.print(f"[bold red]error:[/bold red] {exc}", highlight=False)
+        from rich.markup import escape
+
+        console.print(f"[bold red]error:[/bold red] {escape(str(exc))}", highlight=False, soft_wrap=True)
         return 1
     console.print(f"done: {summary.steps} steps, run dir {summary.run_dir}")
     return 0
