@@ -165,3 +165,29 @@ def test_vllm_renamed_and_dropped_tensors_fail_and_correct_passes(tiny_model_dir
     engine.load_weights = good
     stats = push_weights(policy, engine, gate=gate, step=5)
     assert stats.check is not None and stats.check.probe_gap < 1e-4 and stats.check.tensors_checked == 16
+
+
+@pytest.mark.slow
+@pytest.mark.distributed
+def test_per_rank_handoff_every_rank_checks_its_engine_and_all_stop_together(tiny_model_dir, tmp_path):
+    import json
+    import socket
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    here = Path(__file__).resolve().parent
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(here.parents[1])}
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", str(port),
+           str(here / "freshness_worker.py"), str(tiny_model_dir), str(tmp_path)]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    r0, r1 = (json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1))
+    assert r0["world"] == r1["world"] == 2
+    assert r0["step1"]["ok"] and r1["step1"]["ok"] and r0["step1"]["probe_gap"] < 1e-4
+    assert not r0["step2"]["ok"] and not r1["step2"]["ok"]  # both stop, neither hangs
+    assert "step 2: rank 1: tensor model.layers.1.self_attn.o_proj.weight" in r1["step2"]["error"]
+    assert "rank 0: another rank reported a mismatch" in r0["step2"]["error"]
