@@ -149,8 +149,11 @@ class VLLMEngine:
 
     def weight_fingerprints(self) -> EngineWeights:
         """Checksums of the weights vLLM computes with, under its own (fused) names; see ``_fingerprint_model``."""
-        (found,) = self.llm.apply_model(_fingerprint_model)[:1]
-        fingerprints, packed = found
+        found = self.llm.apply_model(_fingerprint_model)
+        if len(found) != 1:  # tensor-parallel shards would need per-shard bookkeeping of replicated params
+            raise RolloutError(f"the freshness check reads one model per engine; this engine has {len(found)} "
+                               "workers (tensor parallel): set rollout.freshness_check=false")
+        fingerprints, packed = found[0]
         return EngineWeights(fingerprints, packed)
 
     def load_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]]) -> None:

@@ -71,7 +71,7 @@ def test_a_grader_failing_its_golden_cases_stops_the_run_before_step_1(tmp_path:
 @pytest.mark.vllm
 def test_twenty_steps_gate_passes_correction_trains_and_everything_is_recorded(tmp_path: Path,
                                                                                tiny_model_dir: Path) -> None:
-    cfg = config(tmp_path, tiny_model_dir, "gate", trainer={"steps": 20, "batch_size": 2}, rollout={"n": 4},
+    cfg = config(tmp_path, tiny_model_dir, "gate", trainer={"steps": 20},
                  algorithm={"old_logprobs": "auto", "rollout_correction": {"enabled": True, "mis": True}})
     train(cfg, timeout=900)
     rows = [r for r in metrics(tmp_path / "gate") if "reward/mean" in r]
@@ -82,7 +82,8 @@ def test_twenty_steps_gate_passes_correction_trains_and_everything_is_recorded(t
                     "correction/tis_clipped_frac", "correction/mis_dropped_frac"):
             assert key in r, key
         assert r["mismatch/max_abs"] < 1e-2  # same fp32 weights on both sides: kernel noise only
-        assert r["policy/grad_norm"] > 0
+    rewards = [r["reward/mean"] for r in rows]  # and it learns 'answer contains 7' with TIS + MIS on
+    assert sum(rewards[:2]) / 2 < 0.3 and max(rewards[-5:]) >= 0.6, rewards
     share = sorted(r["handoff/check_seconds"] / r["time/step_s"] for r in rows)[10]
     print(f"freshness gate: median check {sorted(r['handoff/check_seconds'] for r in rows)[10]:.3f} s "
           f"= {100 * share:.1f} % of the step on this CPU; probe gaps <= {max(r['handoff/probe_gap'] for r in rows):.2e}")
