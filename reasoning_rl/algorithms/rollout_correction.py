@@ -10,7 +10,8 @@ kills stability", 2025), as in verl's ``rollout_is`` and TRL's ``vllm_importance
   ``min(exp(old - rollout), cap)``, detached (the cap bounds the variance; default 2, as in both);
 - sequence-level masking (MIS): a sequence whose ratio is outside ``[lo, hi]`` is dropped from the
   loss (weight 0). The ratio is the product over its tokens (``level="sequence"``) or its geometric mean
-  (``level="geometric"``, length-invariant; the default, bounds [0.5, 2]).
+  (``level="geometric"``, length-invariant; the default, bounds [0.5, 2]). A dropped sequence still counts
+  in the loss normaliser (its tokens add 0), so the update shrinks by the share dropped, which is reported.
 
 All functions are pure: [B, T] tensors of per-response-token log-probs with a boolean ``mask``.
 """
