@@ -6,9 +6,10 @@ Two independent checks, both cheap next to a training step:
    hand-off stream, on the device where the gathered tensor already is) against the same numbers read back
    from the engine's model after loading. Sums are layout-free, so a fused engine parameter (vLLM's
    ``qkv_proj`` = q/k/v, ``gate_up_proj`` = gate/up) is compared with the sum over its pieces, and zero
-   padding (vLLM pads the vocabulary) changes nothing. The tolerance is derived from the two dtypes: exact
-   up to float64 summation order when the engine keeps the trainer's dtype, and the rounding bound of the
-   cast when it is narrower (so an update smaller than the engine's precision cannot be seen, and need not).
+   padding (vLLM pads the vocabulary) changes nothing. The sent side is fingerprinted in the ENGINE's dtype
+   (each tensor cast as the engine's loader casts it: round to nearest), so the comparison is exact up to
+   float64 summation order even for an fp32 trainer feeding a bf16 engine: any element whose rounded value
+   changed is seen. Where a held tensor's dtype still differs, the tolerance is the rounding bound of the cast.
 2. A probe. A few fixed sequences (chosen at run start) are scored by the engine (prompt log-probs, no
    sampling) and by the trainer; the mean per-token |difference| must stay within ``PROBE_TOL[dtype]``.
 
@@ -96,14 +97,18 @@ def _device_pair(t: Tensor) -> Tensor:
 
 
 class SentFingerprints:
-    """Collects the fingerprint of each tensor as the hand-off streams it (``observe`` per tensor)."""
+    """Collects the fingerprint of each tensor as the hand-off streams it (``observe`` per tensor), in ``cast``
+    (the engine's dtype) when given: what the engine must hold after rounding."""
 
-    def __init__(self) -> None:
+    def __init__(self, cast: torch.dtype | None = None) -> None:
+        self.cast = cast
         self._pending: list[tuple[str, Tensor, torch.dtype, int]] = []
 
     def observe(self, name: str, tensor: Tensor) -> None:
-        pair = _device_pair(tensor.detach())
-        self._pending.append((name, pair, tensor.dtype, tensor.numel()))
+        t = tensor.detach()
+        if self.cast is not None and t.is_floating_point() and t.dtype != self.cast:
+            t = t.to(self.cast)  # one transient copy of this tensor, on its device
+        self._pending.append((name, _device_pair(t), t.dtype, t.numel()))
 
     def result(self) -> dict[str, Fingerprint]:
         if not self._pending:
@@ -197,19 +202,23 @@ class CheckResult:
 class FreshnessGate:
     """Verifies one hand-off: fingerprints, then the probe. Collective (call on every training rank)."""
 
-    def __init__(self, probe: Probe, *, probe_tol: float | None = None) -> None:
+    def __init__(self, probe: Probe, *, probe_tol: float | None = None, engine_dtype: torch.dtype | None = None) -> None:
         self.probe = probe
         self.probe_tol = probe_tol
+        self.engine_dtype = engine_dtype  # the sent side is fingerprinted in it (learned from each read-back)
 
     @classmethod
     def for_run(cls, engine: Any, prompts: list[list[int]], probe_tol: float | None) -> FreshnessGate:
         """The gate of a run (probe = its first prompts); a clear config error for an engine it cannot read."""
         from reasoning_rl.config import ConfigError
 
+        if engine is None:  # a rank without an engine: it joins the probe forward and the vote only
+            return cls(Probe.from_prompts(prompts), probe_tol=probe_tol)
         if not isinstance(engine, InspectableEngine):
             raise ConfigError(f"rollout.freshness_check: the {type(engine).__name__} engine has no "
                               "weight_fingerprints()/score(); set rollout.freshness_check=false to run without it")
-        return cls(Probe.from_prompts(prompts), probe_tol=probe_tol)
+        return cls(Probe.from_prompts(prompts), probe_tol=probe_tol,
+                   engine_dtype=_engine_dtype(engine.weight_fingerprints()))
 
     def tolerance(self, dtype: torch.dtype) -> float:
         """The probe tolerance: the configured one, else ``PROBE_TOL`` of the engine's dtype."""
@@ -232,7 +241,8 @@ class FreshnessGate:
                                       "and score()); set rollout.freshness_check=false to run without the gate")
             held = engine.weight_fingerprints()
             checked = len(held.fingerprints)
-            tol = self.tolerance(_engine_dtype(held))
+            self.engine_dtype = _engine_dtype(held)
+            tol = self.tolerance(self.engine_dtype)
             problem = compare_fingerprints(sent, held)
             engine_lp = engine.score(self.probe.sequences, self.probe.prompt_lens)
             diffs = [abs(e - float(t)) for row, trow in zip(engine_lp, trainer_lp.tolist(), strict=True)

@@ -60,7 +60,7 @@ def push_weights(policy: Policy, engine: RolloutEngine | None, *, bucket_bytes: 
     if dist.is_main() and engine is None:
         raise ValueError("push_weights: rank 0 needs the rollout engine (got None)")
     counted = {"bytes": 0, "tensors": 0}
-    sent = SentFingerprints() if gate is not None else None
+    sent = SentFingerprints(gate.engine_dtype) if gate is not None else None
 
     def stream() -> Iterator[tuple[str, Tensor]]:
         for bucket in policy.iter_full_params(bucket_bytes):

@@ -141,6 +141,23 @@ def test_correct_handoff_passes_twenty_steps_and_reports_its_cost(policy, hf_eng
     assert all(c > 0 for c in costs)
 
 
+def test_fp32_trainer_into_bf16_engine_is_compared_exactly(tiny_model_dir):
+    """The sent side is fingerprinted in the engine's dtype, so even a small update (lr 1e-4, about one bf16
+    ulp of these weights) that the engine missed is caught, while a correct bf16 hand-off passes."""
+    policy = Policy.from_pretrained(str(tiny_model_dir), lr=1e-4, micro_batch_tokens=256)
+    engine = make_engine("hf", str(tiny_model_dir), max_model_len=128, dtype="bfloat16")
+    gate = FreshnessGate.for_run(engine, PROMPTS, None)
+    assert gate.engine_dtype == torch.bfloat16 and gate.tolerance(torch.bfloat16) == 0.1
+    for step in (1, 2):
+        _train(policy, step)
+        assert push_weights(policy, engine, gate=gate, step=step).check is not None
+    _train(policy, 3)
+    good = engine.load_weights
+    engine.load_weights = lambda it: good((n, t) for n, t in it if n != "model.layers.1.mlp.gate_proj.weight")
+    with pytest.raises(WeightSyncError, match=r"step 3: tensor model\.layers\.1\.mlp\.gate_proj\.weight"):
+        push_weights(policy, engine, gate=gate, step=3)
+
+
 # ---- the gate on vLLM (fused qkv/gate_up, CPU pre-packed GEMM weights read back through the kernel) ------
 @pytest.mark.vllm
 @pytest.mark.slow
