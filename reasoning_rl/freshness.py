@@ -77,18 +77,12 @@ class EngineWeights:
     packed: dict[str, list[str]] = field(default_factory=dict)
 
 
-def fingerprint_tensors(named: Iterable[tuple[str, Tensor]]) -> dict[str, Fingerprint]:
+def fingerprint_tensors(named: Iterable[tuple[str, Tensor]], cast: torch.dtype | None = None) -> dict[str, Fingerprint]:
     """Fingerprints of ``named`` tensors, reduced where they lie, with one host sync for all of them."""
-    names, dtypes, numels, parts = [], [], [], []
+    collector = SentFingerprints(cast)
     for name, t in named:
-        names.append(name)
-        dtypes.append(t.dtype)
-        numels.append(t.numel())
-        parts.append(_device_pair(t.detach()))
-    if not names:
-        return {}
-    values = torch.stack([p.cpu() for p in parts]).tolist()
-    return {n: Fingerprint(v[0], v[1], k, d) for n, v, k, d in zip(names, values, numels, dtypes, strict=True)}
+        collector.observe(name, t)
+    return collector.result()
 
 
 def _device_pair(t: Tensor) -> Tensor:
@@ -98,7 +92,8 @@ def _device_pair(t: Tensor) -> Tensor:
 
 class SentFingerprints:
     """Collects the fingerprint of each tensor as the hand-off streams it (``observe`` per tensor), in ``cast``
-    (the engine's dtype) when given: what the engine must hold after rounding."""
+    (the engine's dtype) when given: what the engine must hold after rounding. Reductions stay on the
+    tensors' device until ``result`` (one transfer for all)."""
 
     def __init__(self, cast: torch.dtype | None = None) -> None:
         self.cast = cast
@@ -113,7 +108,9 @@ class SentFingerprints:
     def result(self) -> dict[str, Fingerprint]:
         if not self._pending:
             return {}
-        values = torch.stack([p.cpu() for _, p, _, _ in self._pending]).tolist()
+        dev = self._pending[0][1].device
+        pairs = torch.stack([p if p.device == dev else p.to(dev) for _, p, _, _ in self._pending])
+        values = pairs.cpu().tolist()
         return {n: Fingerprint(v[0], v[1], k, d) for (n, _, d, k), v in zip(self._pending, values, strict=True)}
 
 
