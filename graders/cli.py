@@ -32,8 +32,8 @@ def _option_value(text: str) -> Any:
 
 
 def grade_command(
-    input: Path = typer.Argument(..., help="JSONL, parquet, or a saved Hugging Face dataset directory."),
-    output: Path = typer.Option(..., "-o", "--output", help="Results JSONL (appended; re-running the same command resumes; see --overwrite)."),
+    input: Path = typer.Argument(None, help="JSONL, parquet, or a saved Hugging Face dataset directory."),
+    output: Path = typer.Option(None, "-o", "--output", help="Results JSONL (appended; re-running the same command resumes; see --overwrite)."),
     grader: str = typer.Option(None, "--grader", help="Grader for rows without a `grader` field: a name from "
                                "`rrl graders list`, or module:Class (a Grader class or instance in a .py file "
                                "of the working directory or on PYTHONPATH; no packaging needed)."),
@@ -65,6 +65,8 @@ def grade_command(
     fail_on_errors: bool = typer.Option(
         False, "--fail-on-errors", help="Exit 1 when any response or row is an error (default: only when all are)."
     ),
+    regrade: Path = typer.Option(None, "--regrade", help="Re-grade stored `rrl grade` results with the installed "
+                                 "graders and list every flipped verdict per grader version pair (no INPUT/-o)."),
 ) -> None:
     """Grade responses in INPUT (no model needed): accuracy, pass@k, maj@k per data_source.
 
@@ -91,6 +93,13 @@ def grade_command(
         sys.path.insert(0, os.getcwd())
     if mode is not None:
         options["mode"] = mode
+    if regrade is not None:
+        from graders.evaluation.regrade import regrade_command
+
+        raise typer.Exit(regrade_command(regrade, report_path=report, options=options, workers=workers,
+                                         timeout_s=timeout, backend=backend, ray_address=ray_address))
+    if input is None or output is None:
+        raise typer.BadParameter("INPUT and -o/--output are required (unless --regrade OLD.jsonl)")
     cfg = GradeRunConfig(
         input=input,
         output=output,
@@ -152,6 +161,18 @@ def grade_command(
     if fail_on_errors and errors:
         typer.secho(f"error: {errors} errors in {output} (--fail-on-errors)", fg="red", err=True)
         raise typer.Exit(1)
+
+
+@graders_app.command("selftest")
+def selftest_command(
+    name: list[str] = typer.Argument(None, help="Graders to test (default: every installed grader)."),
+    workers: int = typer.Option(2, "--workers", min=1, help="Grading workers."),
+    timeout: float = typer.Option(30.0, "--timeout", min=0.001, help="Hard per-case budget in seconds."),
+) -> None:
+    """Grade each grader's own golden cases; exit 1 listing every disagreement."""
+    from graders.selftest import selftest_command as run
+
+    raise typer.Exit(run(list(name or []), workers=workers, timeout_s=timeout))
 
 
 @graders_app.command("list")

@@ -80,6 +80,10 @@ def report(
         raise typer.Exit(2) from exc
     for warning in result.warnings:
         typer.echo(f"warning: {warning}", err=True)
+    from reasoning_rl.report.freshness import gate_summary
+
+    if (gate := gate_summary(result.analysis.metrics)) is not None:
+        typer.echo(gate)
     typer.echo(f"report: {result.html}")
 
 

@@ -142,6 +142,11 @@ class RolloutConfig(SamplingParams):
                                          "with its own generator (a kernel per sequence per token); false: one "
                                          "engine-wide stream. None: on for CPU, off on CUDA (where batched kernels "
                                          "are not bitwise reproducible anyway).")
+    freshness_check: bool = Field(default=True, description="After every weight hand-off, prove the engine serves "
+                                  "the trainer's weights (per-tensor checksums + a fixed-prompt log-prob probe); "
+                                  "a mismatch stops the run with WeightSyncError.")
+    freshness_probe_tol: float | None = Field(default=None, gt=0.0, description="Mean |delta log p| per probe "
+                                              "token allowed; None: from the engine's dtype (freshness.PROBE_TOL).")
     engine_args: dict[str, Any] = Field(default_factory=dict, description="Extra vLLM engine arguments "
                                         "(``LLM(...)``: e.g. max_num_seqs, max_num_batched_tokens, async_scheduling).")
 
@@ -167,6 +172,24 @@ class OverlongConfig(_Section):
     enabled: bool = False
     buffer: int = Field(default=64, ge=1)
     penalty: float = Field(default=1.0, ge=0.0)
+
+
+class RolloutCorrectionConfig(_Section):
+    """Truncated importance sampling against the rollout/trainer mismatch (algorithms/rollout_correction.py).
+
+    On: the engine returns sampling log-probs, the trainer recomputes its own (old) log-probs, and each token's
+    loss is weighted by min(exp(old - rollout), tis_cap); with ``mis`` sequences whose ratio leaves
+    [mis_low, mis_high] are dropped. The mismatch metrics are logged whenever both log-probs exist."""
+
+    enabled: bool = False
+    tis_cap: float | None = Field(default=2.0, gt=0.0, description="Token-level TIS cap C; None: no TIS.")
+    mis: bool = Field(default=False, description="Sequence-level masking (MIS) on top of TIS.")
+    mis_level: Literal["sequence", "geometric"] = Field(default="geometric", description="'sequence': product of "
+                                                        "token ratios; 'geometric': their geometric mean.")
+    mis_low: float = Field(default=0.5, ge=0.0, lt=1.0)
+    mis_high: float = Field(default=2.0, gt=1.0)
+    mismatch_threshold: float = Field(default=0.5, gt=0.0, description="|delta log p| counted by "
+                                      "mismatch/frac_over.")
 
 
 AggMode = Literal["token-mean", "seq-mean-token-mean", "seq-mean-token-sum-norm"]
@@ -217,6 +240,7 @@ class AlgorithmConfig(LossConfig):
     dynamic_sampling: bool = Field(default=False, description="DAPO: drop groups whose rewards are all equal and refill.")
     max_refill_rounds: int = Field(default=3, ge=0)
     overlong: OverlongConfig = Field(default_factory=OverlongConfig)
+    rollout_correction: RolloutCorrectionConfig = Field(default_factory=RolloutCorrectionConfig)
 
     @model_validator(mode="before")
     @classmethod
@@ -234,6 +258,9 @@ class AlgorithmConfig(LossConfig):
     def _estimator_fits(self) -> AlgorithmConfig:
         if (self.name == "ppo") != (self.advantage == "gae"):
             raise ValueError("advantage 'gae' goes with name 'ppo' (a critic) and only with it")
+        if self.rollout_correction.enabled and self.old_logprobs == "rollout":
+            raise ValueError("rollout_correction.enabled weighs the trainer's recomputed log-probs against the "
+                             "engine's: it needs old_logprobs 'auto' or 'recompute', not 'rollout'")
         return self
 
 
@@ -260,6 +287,8 @@ class GradingConfig(_Section):
     cache: bool = True
     max_in_flight: int = Field(default=256, ge=1)
     options: dict[str, dict[str, Any]] = Field(default_factory=dict, description="grader name -> grade options.")
+    selftest: bool = Field(default=True, description="Run the golden cases of the graders this run uses before "
+                           "step 1 (`rrl graders selftest`); a disagreement stops the run.")
 
 
 class EvalConfig(_Section):

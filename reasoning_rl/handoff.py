@@ -3,19 +3,21 @@
 Every rank walks ``Policy.iter_full_params`` in lockstep (each bucket is an all-gather); a rank that
 holds an engine (rank 0, or every rank when each runs its own vLLM for data-parallel rollout) feeds
 the buckets lazily into ``engine.load_weights``; the others drop them. At most one bucket of full
-tensors exists per rank at any time, never a second full model.
+tensors exists per rank at any time, never a second full model. With a ``FreshnessGate`` each tensor is
+fingerprinted as it streams past and the engine is verified after loading (``reasoning_rl.freshness``).
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from torch import Tensor
 
 from reasoning_rl import dist
+from reasoning_rl.freshness import CheckResult, FreshnessGate, SentFingerprints
 
 if TYPE_CHECKING:
     from reasoning_rl.policy.policy import Policy
@@ -24,11 +26,12 @@ if TYPE_CHECKING:
 
 @dataclass
 class HandoffStats:
-    """One hand-off: bytes of full tensors pushed, wall time, tensor count."""
+    """One hand-off: bytes of full tensors pushed, wall time of the load (the check reports its own), tensor count, the gate's result."""
 
     bytes: int
     seconds: float
     tensors: int
+    check: CheckResult | None = field(default=None)
 
     @property
     def gbps(self) -> float:
@@ -36,17 +39,19 @@ class HandoffStats:
         return self.bytes / self.seconds / 1e9 if self.seconds > 0 else float("inf")
 
     def as_metrics(self, prefix: str = "handoff/") -> dict[str, float]:
-        return {
+        out = {
             f"{prefix}bytes": float(self.bytes),
             f"{prefix}seconds": self.seconds,
             f"{prefix}tensors": float(self.tensors),
             f"{prefix}gbps": self.gbps,
         }
+        return out if self.check is None else {**out, **self.check.as_metrics(prefix)}
 
 
-def push_weights(policy: Policy, engine: RolloutEngine | None, *, bucket_bytes: int = 256 << 20) -> HandoffStats:
+def push_weights(policy: Policy, engine: RolloutEngine | None, *, bucket_bytes: int = 256 << 20,
+                 gate: FreshnessGate | None = None, step: int = 0) -> HandoffStats:
     """Copy the policy's current weights into this rank's ``engine`` (None on ranks without one;
-    rank 0 must have one).
+    rank 0 must have one), then, with a ``gate``, prove the engine holds them (``WeightSyncError`` if not).
 
     Collective: call on every training rank. Returns this rank's stats (same on all ranks).
     """
@@ -55,12 +60,15 @@ def push_weights(policy: Policy, engine: RolloutEngine | None, *, bucket_bytes: 
     if dist.is_main() and engine is None:
         raise ValueError("push_weights: rank 0 needs the rollout engine (got None)")
     counted = {"bytes": 0, "tensors": 0}
+    sent = SentFingerprints(gate.engine_dtype) if gate is not None else None
 
     def stream() -> Iterator[tuple[str, Tensor]]:
         for bucket in policy.iter_full_params(bucket_bytes):
             for name, tensor in bucket:
                 counted["bytes"] += tensor.numel() * tensor.element_size()
                 counted["tensors"] += 1
+                if sent is not None:
+                    sent.observe(name, tensor)
                 yield name, tensor
 
     start = time.perf_counter()
@@ -73,4 +81,6 @@ def push_weights(policy: Policy, engine: RolloutEngine | None, *, bucket_bytes: 
         for _ in stream():
             pass
     dist.barrier()
-    return HandoffStats(bytes=counted["bytes"], seconds=time.perf_counter() - start, tensors=counted["tensors"])
+    seconds = time.perf_counter() - start
+    check = None if gate is None or sent is None else gate.check(policy, engine, sent.result(), step=step)
+    return HandoffStats(bytes=counted["bytes"], seconds=seconds, tensors=counted["tensors"], check=check)

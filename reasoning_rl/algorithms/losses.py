@@ -36,6 +36,7 @@ def policy_loss(
     entropy: Tensor | None = None,
     normalizer: float | None = None,
     max_response_len: int | None = None,
+    token_weights: Tensor | None = None,
 ) -> tuple[Tensor, dict[str, Tensor]]:
     """Clipped surrogate loss (to minimise) and detached metrics.
 
@@ -43,7 +44,8 @@ def policy_loss(
     [B, T] (per token). ``normalizer``: ``compute_normalizer(cfg.loss_agg, GLOBAL mask)``; None = this batch
     (with ``max_response_len`` as seq-mean-token-sum-norm's constant; None = the padded width).
     Metrics (pg_loss, kl, entropy, clip_frac, ratio_mean) use the same aggregation, so they also sum
-    across micro-batches to the whole-batch value.
+    across micro-batches to the whole-batch value. ``token_weights`` [B, T] (detached) scale each token's
+    policy-gradient term: the rollout-mismatch correction (``rollout_correction.correction_weights``).
     """
     if logprobs.shape != old_logprobs.shape or logprobs.shape != response_mask.shape:
         raise ValueError(
@@ -68,6 +70,8 @@ def policy_loss(
     if cfg.dual_clip is not None:
         capped = torch.minimum(pg, -adv * cfg.dual_clip)
         pg = torch.where(adv < 0, capped, pg)
+    if token_weights is not None:
+        pg = pg * token_weights.to(pg.dtype).detach()
 
     def agg(x: Tensor) -> Tensor:
         return aggregate(x, response_mask, cfg.loss_agg, normalizer)

@@ -145,13 +145,15 @@ class Policy:
         cfg: LossConfig,
         *,
         max_response_len: int | None = None,
+        token_weights: Tensor | None = None,
     ) -> dict[str, float]:
         """One optimizer step on ``batch`` (micro-batched inside). Call on every rank with its shard.
 
         advantages: [B] or [B, T]; old_logprobs/ref_logprobs: [B, T] (``batch.shape``). ``old_logprobs=None``:
         the current log-probs, detached (ratio 1: one on-policy update, no separate scoring pass).
         ``max_response_len``: the constant of ``seq-mean-token-sum-norm`` (the run's token budget); None: the
-        longest response over all ranks.
+        longest response over all ranks. ``token_weights`` [B, T]: per-token loss weights (rollout-mismatch
+        correction), None = 1.
         Returns loss, pg_loss, clip_frac, ratio_mean, entropy, kl (if ref), grad_norm, lr, tokens.
         """
         b, t = batch.shape
@@ -193,6 +195,7 @@ class Policy:
                 ref_logprobs=None if ref_logprobs is None else ref_logprobs[rows, :width].to(dev),
                 entropy=ent,
                 normalizer=normalizer,
+                token_weights=None if token_weights is None else token_weights[rows, :width].to(dev),
             )
             # FSDP2 averages gradients over ranks; scaling by world size turns that into the sum.
             (loss * world).backward()

@@ -12,6 +12,7 @@ from typing import Any
 import yaml
 
 from reasoning_rl.report.analysis import PERCENTILES, Analysis, error_reasons
+from reasoning_rl.report.freshness import freshness_html
 
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px auto;max-width:1240px;color:#222}
@@ -94,7 +95,8 @@ def _handoff_section(a: Analysis, figs: dict[str, bytes | None]) -> str:
                f" over {len(a.handoff)} steps; median {fmt(median(rates) if rates else None)} GB/s.</p>")
     rows = [[h.step, h.bytes, h.seconds, h.gbps] for h in a.handoff]
     return ("<h2>Weight hand-off</h2>" + summary + image(figs["handoff"], "hand-off")
-            + _details("per step", table(["step", "bytes", "seconds", "GB/s"], rows)))
+            + _details("per step", table(["step", "bytes", "seconds", "GB/s"], rows))
+            + freshness_html(a.metrics, table, _details))
 
 
 def _throughput_section(a: Analysis, figs: dict[str, bytes | None]) -> str:

@@ -7,6 +7,7 @@ from typing import Any
 
 import torch
 
+from reasoning_rl.freshness import EngineWeights, fingerprint_tensors
 from reasoning_rl.rollout.base import Completion, RolloutError, SamplingConfig, check_prompts, register_engine
 
 
@@ -102,6 +103,21 @@ class HFEngine:
             text = self.tokenizer.decode(token_ids, skip_special_tokens=True)
         lps = logp[torch.arange(len(token_ids)), torch.tensor(token_ids)].tolist()
         return Completion(index, j, list(prompt), token_ids, lps, text, finish)
+
+    def score(self, sequences: list[list[int]], prompt_lens: list[int]) -> list[list[float]]:
+        """Log-probs of ``seq[prompt_len:]`` under the engine's weights (the freshness probe's engine side)."""
+        check_prompts(sequences, self.max_model_len)
+        rows = []
+        with torch.no_grad():
+            for seq, p in zip(sequences, prompt_lens, strict=True):
+                ids = torch.tensor([seq], device=self.device)
+                logp = self.model(ids).logits[0, p - 1 : -1].float().log_softmax(-1)
+                rows.append(logp.gather(-1, ids[0, p:, None])[:, 0].cpu().tolist())
+        return rows
+
+    def weight_fingerprints(self) -> EngineWeights:
+        """Checksums of the parameters the engine computes with (HF names, nothing fused)."""
+        return EngineWeights(fingerprint_tensors(self.model.named_parameters()))
 
     def load_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]]) -> None:
         with torch.no_grad():

@@ -16,6 +16,7 @@ from typing import Any
 
 import torch
 
+from reasoning_rl.freshness import EngineWeights, Fingerprint, fingerprint_tensors
 from reasoning_rl.rollout.base import Completion, RolloutError, SamplingConfig, check_prompts, register_engine
 
 
@@ -146,6 +147,15 @@ class VLLMEngine:
             result.append(row)
         return result
 
+    def weight_fingerprints(self) -> EngineWeights:
+        """Checksums of the weights vLLM computes with, under its own (fused) names; see ``_fingerprint_model``."""
+        found = self.llm.apply_model(_fingerprint_model)
+        if len(found) != 1:  # tensor-parallel shards would need per-shard bookkeeping of replicated params
+            raise RolloutError(f"the freshness check reads one model per engine; this engine has {len(found)} "
+                               "workers (tensor parallel): set rollout.freshness_check=false")
+        fingerprints, packed = found[0]
+        return EngineWeights(fingerprints, packed)
+
     def load_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]]) -> None:
         """vLLM's in-place reload (its loader maps names, fuses qkv/gate-up, handles tied embeddings).
 
@@ -180,6 +190,34 @@ class VLLMEngine:
     @property
     def asleep(self) -> bool:
         return self._asleep
+
+
+def _fingerprint_model(model: torch.nn.Module) -> tuple[dict[str, Fingerprint], dict[str, list[str]]]:
+    """Fingerprint every parameter of the served model, read back from where vLLM computes with it.
+
+    On CPU vLLM pre-packs each linear layer's weight for oneDNN/SGL kernels and leaves an empty ``weight``;
+    that layer's weight is recovered exactly by running its packed GEMM on the identity (x = I gives
+    x @ W^T = W^T: every output is one product with 1.0 plus exact zeros), so the check sees what the
+    kernels use, not a stale copy. Shared (tied) parameters are counted once, under their first name.
+    """
+    named: list[tuple[str, torch.Tensor]] = []
+    seen: set[int] = set()
+    with torch.no_grad():
+        for mod_name, mod in model.named_modules():
+            for p_name, p in mod.named_parameters(recurse=False):
+                if id(p) in seen:
+                    continue
+                seen.add(id(p))
+                full = f"{mod_name}.{p_name}" if mod_name else p_name
+                if p.numel() == 0 and p_name == "weight" and hasattr(mod, "cpu_linear"):
+                    k = int(mod.input_size_per_partition)
+                    eye = torch.eye(k, dtype=p.dtype, device=p.device)
+                    named.append((full, mod.cpu_linear(eye, p, None).t()))
+                else:
+                    named.append((full, p))
+        fingerprints = fingerprint_tensors(named)
+    packed = {k: list(v) for k, v in (getattr(model, "packed_modules_mapping", None) or {}).items()}
+    return fingerprints, packed
 
 
 def _refresh_tied_head(model: torch.nn.Module) -> bool:

@@ -16,8 +16,10 @@ import graders
 from graders.runtime import GradingPool
 from reasoning_rl.config import Config, ConfigError
 from reasoning_rl.data import LoadReport, Prompt, load_examples, render_all
+from reasoning_rl.freshness import FreshnessGate
 from reasoning_rl.rollout import RolloutEngine, SamplingConfig, make_engine
 from reasoning_rl.trace import TraceWriter
+from reasoning_rl.trainer.governance import run_graders, selftest_or_raise
 from reasoning_rl.trainer.plan import Models, StepPlan, step_plan
 
 CRITIC_FILE = "critic.pt"
@@ -80,6 +82,7 @@ class Components:
     seed_per_sample: bool
     plan: StepPlan
     trace_meta: dict[str, Any] = field(default_factory=dict)
+    freshness: FreshnessGate | None = None  # rollout.freshness_check: proves every hand-off
 
     @property
     def policy(self) -> Any:
@@ -111,10 +114,13 @@ class Components:
 
         self.engine.wake()
         start = time.time()
-        stats = push_weights(self.policy, self.engine)
+        stats = push_weights(self.policy, self.engine, gate=self.freshness, step=step)
         if trace is not None:
             trace.add_span("handoff", step, start, start + stats.seconds, tensors=stats.tensors, bytes=stats.bytes)
             trace.counter("handoff_bytes", step, stats.bytes)
+            if stats.check is not None:
+                end = start + stats.seconds
+                trace.add_span("handoff_check", step, end, end + stats.check.seconds, probe_gap=stats.check.probe_gap)
         return stats.as_metrics()
 
     def policy_export(self, out_dir: Path) -> Path:
@@ -182,12 +188,18 @@ def build_components(cfg: Config, run_dir: Path, *, console: Console) -> Compone
     cache_path = run_dir / "grades.sqlite" if g.cache else None
     pool = GradingPool(workers=g.workers, backend=g.backend, ray_address=g.ray_address, timeout_s=g.timeout_s,
                        retries=g.retries, cache_path=cache_path, max_in_flight=g.max_in_flight)
-    meta = {"run": cfg.run.name, "device": device, "world_size": 1, "model": _model_shape(policy, dtype)}
+    used = [p.example.grader for p in train + val]
+    if g.selftest:
+        selftest_or_raise(used, pool, console)
+    meta = {"run": cfg.run.name, "device": device, "world_size": 1, "model": _model_shape(policy, dtype),
+            "graders": run_graders(used)}
+    gate = FreshnessGate.for_run(engine, [p.token_ids for p in train], r.freshness_probe_tol) \
+        if r.freshness_check else None
     pad = getattr(tokenizer, "pad_token_id", None)
     plan = step_plan(cfg, pad_id=int(pad if pad is not None else 0))
     console.print(f"old log-probs: {plan.old_source}")
     return Components(cfg, device, model_dir, tokenizer, Models(policy, ref, critic), engine, pool, train, val,
-                      cache_path, seeded, plan, meta)
+                      cache_path, seeded, plan, meta, freshness=gate)
 
 
 def build_engine(cfg: Config, model_dir: Path, device: str, prompts: list[Prompt], max_tokens: int, *,

@@ -26,10 +26,13 @@ def _user_errors() -> tuple[type[Exception], ...]:
     return (ConfigError, DataError, ModelLoadError, RolloutError, TrainError, FileNotFoundError)
 
 
-def _fail(exc: Exception) -> int:
-    """A user mistake: one message on stderr (stdout may be the run's log or a pipe), exit code 2."""
-    Console(stderr=True, soft_wrap=True).print(f"[bold red]error:[/bold red] {exc}", highlight=False)
-    return 2
+def _fail(exc: Exception, code: int = 2) -> int:
+    """One message on stderr (stdout may be the run's log or a pipe); exit code 2 for a user mistake, 1 for a
+    broken guarantee (freshness gate, grader selftest). Escaped: tensor names and paths may hold ``[...]``."""
+    from rich.markup import escape
+
+    Console(stderr=True, soft_wrap=True).print(f"[bold red]error:[/bold red] {escape(str(exc))}", highlight=False)
+    return code
 
 
 def make_console() -> Console:
@@ -89,12 +92,16 @@ def train_command(config_path: str, overrides: list[str], *, print_config: bool 
         from reasoning_rl.doctor import doctor_or_exit
 
         doctor_or_exit(cfg)  # stops here with the doctor's table when something required is missing
+    from graders.selftest import SelftestError
+    from reasoning_rl.freshness import WeightSyncError
     from reasoning_rl.trainer.loop import Trainer
 
     try:
         summary = Trainer(cfg, console=console).run()
     except _user_errors() as exc:
         return _fail(exc)
+    except (WeightSyncError, SelftestError) as exc:  # a broken guarantee, not a user mistake: exit 1, still one line
+        return _fail(exc, code=1)
     console.print(f"done: {summary.steps} steps, run dir {summary.run_dir}")
     return 0
 

@@ -23,6 +23,7 @@ from reasoning_rl.config import Config, EvalConfig
 from reasoning_rl.data import Example, Prompt
 from reasoning_rl.rollout import RolloutEngine, SamplingConfig
 from reasoning_rl.trainer.collect import collect
+from reasoning_rl.trainer.governance import identity_fields
 from reasoning_rl.trainer.records import Sample
 
 
@@ -61,7 +62,7 @@ def summarise(samples: Sequence[Sample], k: int, checks: Checks | None = None) -
         overall.add(line)
         per_source[ex.data_source].add(line)
         rows.append({
-            "id": ex.uid, "data_source": ex.data_source, "grader": ex.grader,
+            "id": ex.uid, "data_source": ex.data_source, **identity_fields(ex.grader),
             "prompt": prompt_messages(ex), "ground_truth": ex.ground_truth,
             "accuracy": sum(g.score for g in grades) / len(grades),
             f"pass@{k}": float(score.passed), f"maj@{k}": float(bool(score.maj)),

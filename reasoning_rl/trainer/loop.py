@@ -27,6 +27,7 @@ from reasoning_rl.trainer.checkpoint import CheckpointManager
 from reasoning_rl.trainer.collect import collect
 from reasoning_rl.trainer.eval import EvalResult, evaluate, prompt_messages, write_rows
 from reasoning_rl.trainer.export import save_model_files
+from reasoning_rl.trainer.governance import identity_fields
 from reasoning_rl.trainer.metrics import MetricsLogger, check_wandb
 from reasoning_rl.trainer.records import Rollouts
 from reasoning_rl.trainer.resume import TrainError, check_config, check_data, data_fingerprint, rotate
@@ -187,7 +188,8 @@ class Trainer:
             {"id": s.example.uid, "group": s.group, "sample": s.completion.sample_index,
              "data_source": s.example.data_source, "prompt": prompt_messages(s.example),
              "ground_truth": s.example.ground_truth, "response": s.completion.text,
-             "finish_reason": s.completion.finish_reason, **s.grade.to_dict()} for s in rollouts]
+             "finish_reason": s.completion.finish_reason, **identity_fields(s.example.grader),
+             **s.grade.to_dict()} for s in rollouts]
         if self.cfg.logging.samples:
             write_rows(self.run_dir / "samples" / f"step_{step}.jsonl", self._sample_rows)
 

@@ -17,12 +17,13 @@ def old_logprob_source(cfg: Config) -> OldLogprobSource:
     epoch, one mini-batch) the policy's own, detached (ratio exactly 1, no pass, the engine skips per-token
     log-probs), unless GAE or a KL reward also needs them as numbers: then the engine's; with several
     updates per batch a recompute. The batch size is the configured one: masking only shrinks a batch,
-    and a smaller batch still fits one mini-batch.
+    and a smaller batch still fits one mini-batch. ``algorithm.rollout_correction`` weighs the trainer's
+    log-probs against the engine's, so it always needs a recompute (the config refuses it with ``rollout``).
     """
     a = cfg.algorithm
     if a.old_logprobs == "rollout":
         return "engine"
-    if a.old_logprobs == "recompute":
+    if a.old_logprobs == "recompute" or a.rollout_correction.enabled:
         return "recompute"
     total = cfg.trainer.batch_size * cfg.rollout.n
     single_update = a.epochs == 1 and (a.mini_batch_size is None or a.mini_batch_size >= total)

@@ -78,7 +78,8 @@ class TrainBatch:
     ``loss_mask`` marks real response tokens. Log-probs are named by origin: the engine's
     (``rollout_logprobs``), the trainer's recompute before the update (``recomputed_logprobs``) and the
     reference's (``ref_logprobs``); ``old_logprobs`` picks the run's ``old_source`` among them.
-    ``values``/``returns`` are the critic's (PPO only).
+    ``values``/``returns`` are the critic's (PPO only). ``correction_weights`` are the per-token loss weights
+    of the rollout-mismatch correction (``algorithm.rollout_correction``; None = 1).
     """
 
     tokens: TokenBatch
@@ -91,6 +92,7 @@ class TrainBatch:
     ref_logprobs: Tensor | None = None
     values: Tensor | None = None
     returns: Tensor | None = None
+    correction_weights: Tensor | None = None
 
     def __len__(self) -> int:
         return len(self.sample_ids)
@@ -131,4 +133,5 @@ class TrainBatch:
             advantages=self.advantages[idx] if self.advantages.dim() == 1 else self.advantages[idx, :width],
             recomputed_logprobs=per_token(self.recomputed_logprobs), ref_logprobs=per_token(self.ref_logprobs),
             values=per_token(self.values), returns=per_token(self.returns),
+            correction_weights=per_token(self.correction_weights),
         )

@@ -15,6 +15,8 @@ from reasoning_rl.algorithms import (
     kl_penalized_rewards,
     token_rewards,
 )
+from reasoning_rl.algorithms.rollout_correction import correction_weights, mismatch_metrics
+from reasoning_rl.config import RolloutCorrectionConfig
 from reasoning_rl.policy.batch import build_batch
 from reasoning_rl.trace import TraceWriter
 from reasoning_rl.trainer.plan import Models, StepPlan
@@ -39,7 +41,9 @@ def make_train_batch(rollouts: Rollouts, models: Models, plan: StepPlan, *, trac
     if plan.old_source == "recompute":
         with trace.span("old_logprobs", step):
             batch.recomputed_logprobs, _ = models.policy.logprobs(tokens)
-        out.update(logprob_gap(batch))
+        out.update(logprob_gap(batch, a.rollout_correction.mismatch_threshold))
+    if a.rollout_correction.enabled:
+        out.update(correct_mismatch(batch, a.rollout_correction))
     if models.ref is not None:
         with trace.span("ref_logprobs", step):
             batch.ref_logprobs = models.ref.logprobs(tokens)
@@ -67,13 +71,25 @@ def _old(batch: TrainBatch) -> Tensor:
     return old
 
 
-def logprob_gap(batch: TrainBatch) -> dict[str, float]:
+def logprob_gap(batch: TrainBatch, threshold: float) -> dict[str, float]:
     """How far the engine's log-probs are from the trainer's for the same tokens (kernel/dtype drift,
-    or a broken hand-off when large): reported, never hidden."""
+    or a broken hand-off when large): reported, never hidden (``mismatch/*``: rollout_correction.py)."""
     if batch.rollout_logprobs is None or batch.recomputed_logprobs is None:
         return {}
     diff = (batch.recomputed_logprobs.float() - batch.rollout_logprobs.float()).abs()[batch.loss_mask]
-    return {"rollout/logprob_diff_mean": float(diff.mean()), "rollout/logprob_diff_max": float(diff.max())}
+    return {"rollout/logprob_diff_mean": float(diff.mean()), "rollout/logprob_diff_max": float(diff.max()),
+            **mismatch_metrics(batch.recomputed_logprobs, batch.rollout_logprobs, batch.loss_mask, threshold)}
+
+
+def correct_mismatch(batch: TrainBatch, cfg: RolloutCorrectionConfig) -> dict[str, float]:
+    """Set the batch's TIS/MIS loss weights from its recomputed vs rollout log-probs (the plan recomputes
+    whenever the correction is on); what the weights did."""
+    if batch.recomputed_logprobs is None or batch.rollout_logprobs is None:
+        raise RuntimeError("algorithm.rollout_correction needs the engine's sampling log-probs and the trainer's "
+                           "recompute (the engine returned none for this batch)")
+    batch.correction_weights, stats = correction_weights(batch.recomputed_logprobs, batch.rollout_logprobs,
+                                                         batch.loss_mask, cfg)
+    return stats
 
 
 def critic_metrics(values: Tensor, returns: Tensor, mask: Tensor) -> dict[str, float]:

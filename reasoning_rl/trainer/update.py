@@ -25,7 +25,8 @@ def update(models: Models, batch: TrainBatch | None, plan: StepPlan, *, trace: T
             for start in range(0, n, size):
                 mini = batch.select(order[start:start + size])
                 m = models.policy.train_step(mini.tokens, mini.advantages, mini.old_logprobs, mini.ref_logprobs, a,
-                                             max_response_len=plan.max_tokens)
+                                             max_response_len=plan.max_tokens,
+                                             token_weights=mini.correction_weights)
                 _add(stats, "policy", m)
                 if models.critic is not None:
                     assert mini.returns is not None and mini.values is not None  # GAE filled them

@@ -83,3 +83,17 @@ def test_plugin_grades_by_name_in_pool_workers(plugin_env: dict[str, str], tmp_p
         [sys.executable, "-c", code], env=plugin_env, capture_output=True, text=True, check=True
     )
     assert out.stdout.strip() == "['correct', 'incorrect']"
+
+
+@pytest.mark.slow
+def test_installed_plugin_ships_its_golden_cases(plugin_env: dict[str, str]) -> None:
+    """selftest.jsonl travels as package data: `rrl graders selftest exact_answer` finds and passes it."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "reasoning_rl.cli", "graders", "selftest", "exact_answer"],
+        env=plugin_env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "rrl_exact_answer/selftest.jsonl" in proc.stdout and "│ 4 " in proc.stdout

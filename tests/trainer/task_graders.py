@@ -30,3 +30,13 @@ class FlakyContains(ContainsAnswer):
         if "e" in response:
             raise RuntimeError("simulated grader crash")
         return super().grade(response, ground_truth, **options)
+
+
+class MislabelledContains(ContainsAnswer):
+    """``ContainsAnswer`` shipping a wrong golden case: a run that routes to it must stop before step 1."""
+
+    name = "mislabelled_contains"
+
+    def golden_cases(self) -> list[dict[str, Any]]:
+        return [{"response": "7", "ground_truth": "7", "verdict": "correct"},
+                {"response": "8", "ground_truth": "7", "verdict": "correct", "note": "mislabelled on purpose"}]

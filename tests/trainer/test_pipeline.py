@@ -23,6 +23,7 @@ from reasoning_rl.trainer.build import Components
 from reasoning_rl.trainer.plan import Models, old_logprob_source, step_plan
 from reasoning_rl.trainer.records import Rollouts, Sample
 from reasoning_rl.trainer.train_batch import make_train_batch
+from reasoning_rl.trainer.update import update
 
 BASE: dict[str, Any] = {"model": {"path": "m"}, "data": {"train": {"generator": "fixed_digit", "size": 4}},
                         "trainer": {"batch_size": 2}, "rollout": {"n": 4}}
@@ -43,6 +44,8 @@ def cfg_with(**algorithm: Any) -> Config:
     ({"mini_batch_size": 8}, "policy"),                         # one mini-batch of the whole batch
     ({"old_logprobs": "rollout", "epochs": 2}, "engine"),
     ({"old_logprobs": "recompute"}, "recompute"),
+    ({"rollout_correction": {"enabled": True}}, "recompute"),   # TIS/MIS weigh the trainer's against the engine's
+    ({"rollout_correction": {"enabled": True}, "kl_coef": 0.1, "kl_mode": "reward"}, "recompute"),
 ])
 def test_old_logprob_source_is_decided_once_and_drives_the_engine_request(algorithm: dict[str, Any],
                                                                           source: str) -> None:
@@ -51,6 +54,12 @@ def test_old_logprob_source_is_decided_once_and_drives_the_engine_request(algori
     parts = _components(cfg, engine=None)
     assert parts.plan.old_source == source
     assert parts.sampling(seed=1).logprobs is (source != "policy")  # the engine skips them only for "policy"
+
+
+def test_rollout_correction_refuses_the_engines_logprobs_as_old() -> None:
+    """With old = the engine's, every TIS weight would be exp(0) = 1: a correction that corrects nothing."""
+    with pytest.raises(ValueError, match="needs old_logprobs 'auto' or 'recompute', not 'rollout'"):
+        cfg_with(old_logprobs="rollout", rollout_correction={"enabled": True})
 
 
 # ---- config defaults == the behaviour they control ---------------------------------------------------
@@ -292,3 +301,49 @@ def test_engine_args_refuse_exactly_what_the_run_sets_itself() -> None:
         with pytest.raises(ValueError, match=name):
             RolloutConfig(engine_args={name: 1})
     RolloutConfig(engine_args={"max_num_seqs": 4})  # anything else goes through to vLLM
+
+
+def test_make_train_batch_sets_the_rollout_correction_weights_from_the_recompute(trace: TraceWriter) -> None:
+    """Engine log-probs -0.5 per token (``sample``); the recompute is -0.5 + log 1.5 on group 0 and
+    -0.5 + log 3 on group 1: TIS weights 1.5 and min(3, cap 2) = 2; with MIS (geometric, [0.5, 2]) the
+    ratio-3 sequence is dropped. The weights travel with a mini-batch selection into the update."""
+    rollouts = Rollouts([sample(0, "a", 0, 1.0, [5, 6]), sample(1, "b", 0, 0.0, [8, 8, 8])])
+
+    class Drifted(PolicyScorer):
+        def logprobs(self, tokens: Any) -> Any:
+            self.calls += 1
+            shift = torch.tensor([[math.log(1.5)], [math.log(3.0)]])
+            return (torch.full(tokens.shape, -0.5) + shift) * tokens.response_mask, None
+
+    for mis, row1 in ((False, 2.0), (True, 0.0)):
+        cfg = cfg_with(rollout_correction={"enabled": True, "mis": mis})
+        batch, metrics = make_train_batch(rollouts, Models(Drifted(0.0)), step_plan(cfg, 0), trace=trace, step=1)
+        assert batch is not None and batch.old_logprobs is batch.recomputed_logprobs
+        assert batch.correction_weights is not None
+        torch.testing.assert_close(batch.correction_weights, torch.tensor([[1.5, 1.5, 0.0], [row1] * 3]))
+        assert metrics["mismatch/k1"] == pytest.approx((2 * math.log(1.5) + 3 * math.log(3.0)) / 5, rel=1e-5)
+        assert metrics["correction/tis_clipped_frac"] == pytest.approx(3 / 5)
+        mini = batch.select([0])
+        assert mini.correction_weights is not None
+        torch.testing.assert_close(mini.correction_weights, torch.tensor([[1.5, 1.5]]))
+    off, _ = make_train_batch(rollouts, Models(Drifted(0.0)), step_plan(cfg_with(old_logprobs="recompute"), 0),
+                              trace=trace, step=1)
+    assert off is not None and off.correction_weights is None  # off by default: weight 1
+
+
+def test_update_hands_each_mini_batch_its_correction_weights(trace: TraceWriter) -> None:
+    rollouts = Rollouts([sample(0, "a", 0, 1.0, [5, 6]), sample(0, "a", 1, 0.0, [8, 8, 8])])
+    cfg = cfg_with(rollout_correction={"enabled": True}, mini_batch_size=1)
+    plan = step_plan(cfg, 0)
+
+    class Recorder(PolicyScorer):
+        seen: list[Any] = []
+
+        def train_step(self, tokens: Any, adv: Any, old: Any, ref: Any, a: Any, **kw: Any) -> dict[str, float]:
+            self.seen.append(kw["token_weights"])
+            return {"loss": 0.0}
+
+    policy = Recorder(-0.5 + math.log(1.5))
+    batch, _ = make_train_batch(rollouts, Models(policy), plan, trace=trace, step=1)
+    update(Models(policy), batch, plan, trace=trace, step=1)
+    assert [w.tolist() for w in policy.seen] == [[[1.5, 1.5]], [[1.5, 1.5, 1.5]]]

@@ -24,3 +24,13 @@ def test_registered_through_the_entry_point() -> None:
     assert "exact_answer" in graders.available()
     assert graders.get("exact_answer").version == "0.1.0"
     assert graders.grade("exact_answer", "Answer: 42", "42").verdict == "correct"
+
+
+def test_ships_golden_cases_that_it_agrees_with():
+    from graders.selftest import golden_cases
+
+    grader = ExactAnswerGrader()
+    cases, where = golden_cases(grader)
+    assert where == "rrl_exact_answer/selftest.jsonl" and len(cases) == 4
+    for case in cases:
+        assert grader.grade(case.response, case.ground_truth, **case.options).verdict == case.verdict, case.note

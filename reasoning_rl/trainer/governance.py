@@ -1,0 +1,43 @@
+"""Grader governance in a run: which grader (name + version) judged each sample, recorded in samples, eval
+rows and the run's trace metadata, and the graders' own golden cases checked before step 1."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from functools import cache
+
+from rich.console import Console
+
+from graders.runtime import GradingPool, resolve_grader
+
+
+@cache
+def grader_identity(spec: str) -> tuple[str, str]:
+    """(name, version) of the grader behind a routing spec (a registered name or ``module:attr``)."""
+    grader = resolve_grader(spec)
+    return str(grader.name), str(grader.version)
+
+
+def identity_fields(spec: str) -> dict[str, str]:
+    """What a sample / eval row records about its grader (the same keys ``rrl grade`` writes)."""
+    name, version = grader_identity(spec)
+    return {"grader": name, "grader_version": version}
+
+
+def run_graders(specs: Iterable[str]) -> dict[str, dict[str, str]]:
+    """The run metadata's ``graders``: spec -> {name, version} for every grader the run routes to."""
+    return {spec: dict(zip(("name", "version"), grader_identity(spec), strict=True)) for spec in sorted(set(specs))}
+
+
+def selftest_or_raise(specs: Iterable[str], pool: GradingPool, console: Console) -> None:
+    """Grade the golden cases of these graders on the run's pool; ``SelftestError`` listing every
+    disagreement (the run has not started: nothing is trained on a grader that fails its own cases)."""
+    from graders.selftest import SelftestError, failures_message, run_selftests
+
+    results = run_selftests(sorted(set(specs)), pool)
+    message = failures_message(results)
+    if message is not None:
+        raise SelftestError(message + "\n(skip with grading.selftest=false)")
+    checked = [f"{r.name} {r.version} ({r.cases} cases)" for r in results if r.cases]
+    if checked:
+        console.print(f"grader selftest ok: {', '.join(checked)}")

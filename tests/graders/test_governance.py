@@ -1,0 +1,109 @@
+"""Grader governance: `rrl graders selftest` (golden cases shipped with each grader, plugins too) and
+`rrl grade --regrade` (every verdict that flipped between the stored and the installed grader version)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from graders.runtime import GradingPool
+from graders.selftest import GoldenCase, SelftestError, failures_message, golden_cases, run_selftests
+
+REPO = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parent
+LAUNCHER = REPO / ".cache" / "lean" / "bin" / "lean"
+
+
+def rrl(*args: str, env: dict[str, str] | None = None, timeout: float = 240) -> subprocess.CompletedProcess[str]:
+    full = {**os.environ, "PYTHONPATH": f"{HERE}{os.pathsep}{REPO}", **(env or {})}
+    return subprocess.run([sys.executable, "-m", "reasoning_rl.cli", *args], cwd=REPO, env=full,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def pool():
+    with GradingPool(workers=1, timeout_s=20) as p:
+        yield p
+
+
+def test_cases_from_code_and_from_package_files():
+    from governance_graders import Contains
+
+    from graders.math import MathGrader
+
+    cases, where = golden_cases(Contains())
+    assert where == "Contains.golden_cases()" and [c.verdict for c in cases] == ["correct", "incorrect"]
+    math_cases, where = golden_cases(MathGrader())
+    assert where == "graders.math/selftest.jsonl" and len(math_cases) >= 6
+    assert {c.verdict for c in math_cases} == {"correct", "incorrect"}  # both sides of the line are pinned
+
+
+def test_bad_golden_case_is_a_clear_error():
+    with pytest.raises(SelftestError, match="x line 3: verdict must be one of"):
+        GoldenCase.parse({"response": "a", "ground_truth": 1, "verdict": "right"}, "x line 3")
+    with pytest.raises(SelftestError, match="lacks ground_truth"):
+        GoldenCase.parse({"response": "a", "verdict": "correct"}, "x")
+
+
+def test_wrong_golden_case_is_listed(pool):
+    results = run_selftests(["governance_graders:Contains", "governance_graders:WrongGolden"], pool)
+    assert [r.ok for r in results] == [True, False]
+    message = failures_message(results)
+    assert message is not None
+    assert "wrong_golden 1 [WrongGolden.golden_cases()] case 2 (mislabelled): expected correct, got incorrect" in message
+
+
+@pytest.mark.slow
+@pytest.mark.lean
+def test_cli_selftest_passes_for_builtins_and_fails_for_a_bad_plugin():
+    proc = rrl("graders", "selftest", env={"RRL_LEAN": str(LAUNCHER)})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    for name in ("math", "code", "lean"):
+        assert f"│ {name}" in proc.stdout
+    assert "FAIL" not in proc.stdout
+
+    bad = rrl("graders", "selftest", "math", "governance_graders:WrongGolden")
+    assert bad.returncode == 1, bad.stdout + bad.stderr
+    assert "case 2 (mislabelled): expected correct, got incorrect" in bad.stdout
+    assert "FAIL (1)" in bad.stdout
+
+    unknown = rrl("graders", "selftest", "no_such_grader")
+    assert unknown.returncode == 2 and "unknown grader 'no_such_grader'" in unknown.stderr
+
+
+@pytest.mark.slow
+def test_regrade_lists_verdicts_flipped_by_a_new_grader_version(tmp_path: Path):
+    rows = [{"id": "a", "response": "the answer is 7", "ground_truth": "7"},
+            {"id": "b", "response": "7", "ground_truth": "7"},
+            {"id": "c", "responses": ["7", "so 7", "8"], "ground_truth": "7"},
+            {"id": "d", "response": "8", "ground_truth": "7"}]
+    src = tmp_path / "rows.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    old = tmp_path / "old.jsonl"  # a module:attr grader is routed by --grader (a row's `grader` names a registered one)
+    proc = rrl("grade", str(src), "-o", str(old), "--grader", "governance_graders:Versioned", "--no-progress",
+               "--workers", "1", env={"GOV_VERSION": "1"})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert {json.loads(line)["grader_version"] for line in old.read_text().splitlines()} == {"1"}
+    with old.open("a") as fh:
+        fh.write("not json\n")  # a damaged line is reported, not dropped
+
+    report = tmp_path / "regrade.html"
+    proc = rrl("grade", "--regrade", str(old), "--report", str(report), "--workers", "1", env={"GOV_VERSION": "2"})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    out = proc.stdout
+    # row 1 ("the answer is 7") and row 3 response 1 ("so 7") were correct under v1, incorrect under v2
+    assert "flipped: row 1 response 0 [versioned 1 -> 2]: correct -> incorrect" in out
+    assert "flipped: row 3 response 1 [versioned 1 -> 2]: correct -> incorrect" in out
+    assert out.count("flipped: row") == 2
+    assert "2 verdict(s) flipped out of 6" in out
+    assert "not re-graded" in out and "line 5" in out
+    page = report.read_text()
+    assert "versioned 1 &rarr; 2" in page and "<td>3</td><td>1</td><td>correct</td><td>incorrect</td>" in page
+
+    same = rrl("grade", "--regrade", str(old), "--workers", "1", env={"GOV_VERSION": "1"})
+    assert same.returncode == 0 and "0 verdict(s) flipped out of 6" in same.stdout
