@@ -143,7 +143,9 @@ FLOODS = {
 def test_hash_flooding_results_are_cheap_and_incorrect(grader: CodeGrader, sb: Sandbox, flood: str, gt: dict) -> None:
     started = time.monotonic()
     g = grader.grade(fenced(FORGE.format(value=FLOODS[flood])), gt, sandbox=sb, **FAST)
-    assert g.verdict == "incorrect" and time.monotonic() - started < 3, (flood, g)
+    # the old decoder spent 12.4 s on one such set (quadratic); bounded decoding takes well under 1 s on a quiet
+    # machine, so 6 s leaves room for a loaded CI machine while still failing the quadratic path
+    assert g.verdict == "incorrect" and time.monotonic() - started < 6, (flood, g)
 
 
 # -- 5. lone surrogates never escape graders.grade --------------------------------------------------------------
