@@ -17,8 +17,9 @@ demo: install
 	@$(PY) -m reasoning_rl.demo
 
 lint: install
-	@echo "[lint] ruff + mypy"
+	@echo "[lint] ruff (check + format) + mypy"
 	@$(VENV)/bin/ruff check reasoning_rl graders sandboxes tests bench examples
+	@$(VENV)/bin/ruff format --check reasoning_rl graders sandboxes tests bench examples
 	@$(VENV)/bin/mypy
 
 test: services lint

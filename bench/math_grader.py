@@ -27,8 +27,13 @@ REPO = Path(__file__).resolve().parents[1]
 ACCEPTANCE = Path(os.environ.get("RRL_SHARED", REPO.parent / "shared")) / "acceptance" / "math"
 OUT = REPO / "bench" / "out" / "math_grader.json"
 EXPR_ONLY = {"test_number_extraction"}
-LATEX_ONLY = {"test_latex_notation", "test_latex_notation_math", "test_relations_math", "test_matrix_extraction",
-              "test_set_rel_assymetry"}
+LATEX_ONLY = {
+    "test_latex_notation",
+    "test_latex_notation_math",
+    "test_relations_math",
+    "test_matrix_extraction",
+    "test_set_rel_assymetry",
+}
 
 
 def load_pairs() -> list[dict[str, Any]]:
@@ -43,8 +48,16 @@ def load_pairs() -> list[dict[str, Any]]:
         p = row["params"]
         if "gold" in p and "pred" in p:
             label = bool(p.get("expected", p.get("result")))
-            pairs.append({"set": "suite269", "pred": p["pred"], "gold": p["gold"], "label": label,
-                          "test": row["test"], "params": p})
+            pairs.append(
+                {
+                    "set": "suite269",
+                    "pred": p["pred"],
+                    "gold": p["gold"],
+                    "label": label,
+                    "test": row["test"],
+                    "params": p,
+                }
+            )
     return pairs
 
 
@@ -137,7 +150,9 @@ def main() -> None:
 
     OUT.parent.mkdir(parents=True, exist_ok=True)
     sides: dict[str, Any] = {}
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
+    env = dict(
+        os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
+    )
     for side in ("math_verify", "ours"):
         tmp = OUT.parent / f".math_grader_{side}.json"
         subprocess.run([sys.executable, __file__, "--side", side, "--result", str(tmp)], check=True, env=env)
@@ -155,7 +170,11 @@ def main() -> None:
     report = {
         "bench": "math_grader",
         "peer": "math-verify 0.9.0 (parse + verify)",
-        "machine": {"python": platform.python_version(), "cpus": os.cpu_count(), "platform": platform.platform()},
+        "machine": {
+            "python": platform.python_version(),
+            "cpus": os.cpu_count(),
+            "platform": platform.platform(),
+        },
         "ours": ours,
         "math_verify": peer,
         "speedup": ratios,
@@ -171,14 +190,37 @@ def _print_table(ours: dict[str, Any], peer: dict[str, Any], ratios: dict[str, A
     from rich.table import Table
 
     table = Table(title="Math grader vs Math-Verify (ms per pair; agreement with labels)")
-    for col in ("set", "side", "median ms", "p99 ms", "mean ms", "max ms", "agree", "errors", "speedup (med/p99)"):
+    for col in (
+        "set",
+        "side",
+        "median ms",
+        "p99 ms",
+        "mean ms",
+        "max ms",
+        "agree",
+        "errors",
+        "speedup (med/p99)",
+    ):
         table.add_column(col, justify="right" if col not in ("set", "side") else "left")
     for name in ("qwen800", "suite269", "all"):
         for label, side in (("math-verify", peer), ("ours", ours)):
             s = side[name]
-            speed = f"{ratios[name]['median_speedup']}x / {ratios[name]['p99_speedup']}x" if label == "ours" else ""
-            table.add_row(name, label, f"{s['median_ms']:.3f}", f"{s['p99_ms']:.2f}", f"{s['mean_ms']:.3f}",
-                          f"{s['max_ms']:.1f}", f"{s['agree']}/{s['pairs']}", str(s["errors"]), speed)
+            speed = (
+                f"{ratios[name]['median_speedup']}x / {ratios[name]['p99_speedup']}x"
+                if label == "ours"
+                else ""
+            )
+            table.add_row(
+                name,
+                label,
+                f"{s['median_ms']:.3f}",
+                f"{s['p99_ms']:.2f}",
+                f"{s['mean_ms']:.3f}",
+                f"{s['max_ms']:.1f}",
+                f"{s['agree']}/{s['pairs']}",
+                str(s["errors"]),
+                speed,
+            )
     Console(width=150).print(table)
     print(f"startup (imports / warm pool): math-verify {peer['startup_s']}s, ours {ours['startup_s']}s")
 

@@ -27,8 +27,10 @@ from sandboxes import Limits, RunRequest, Sandbox, open_sandbox
 
 REPO = Path(__file__).resolve().parents[1]
 OUT = REPO / "bench" / "out" / "tool_calls.json"
-CELLS = ("import math\nn = {i} * 7 + 3\nprimes = [p for p in range(2, 200) if all(p % d for d in range(2, p))]",
-         "print(n, len(primes), math.factorial(n % 20))")
+CELLS = (
+    "import math\nn = {i} * 7 + 3\nprimes = [p for p in range(2, 200) if all(p % d for d in range(2, p))]",
+    "print(n, len(primes), math.factorial(n % 20))",
+)
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -38,7 +40,9 @@ def _pct(values: list[float], q: float) -> float:
 
 async def _trajectory(tool: PythonTool, i: int, budget_s: float) -> list[ToolResult]:
     session = f"bench-{i}"
-    results = [await tool.call({"code": cell.format(i=i)}, session=session, budget_s=budget_s) for cell in CELLS]
+    results = [
+        await tool.call({"code": cell.format(i=i)}, session=session, budget_s=budget_s) for cell in CELLS
+    ]
     tool.end_session(session)
     return results
 
@@ -67,8 +71,10 @@ def _bare_p50_ms(sandbox: Sandbox, n: int) -> float:
 def _summary(results: list[ToolResult], wall_s: float | None = None) -> dict[str, Any]:
     lat = [r.latency_s * 1000 for r in results]
     out: dict[str, Any] = {
-        "calls": len(results), "ok": sum(r.ok for r in results),
-        "p50_ms": round(_pct(lat, 0.5), 1), "p99_ms": round(_pct(lat, 0.99), 1),
+        "calls": len(results),
+        "ok": sum(r.ok for r in results),
+        "p50_ms": round(_pct(lat, 0.5), 1),
+        "p99_ms": round(_pct(lat, 0.99), 1),
         "first_call_p50_ms": round(statistics.median(lat[0::2]), 1),
         "second_call_p50_ms": round(statistics.median(lat[1::2]), 1),  # includes replaying the first cell
     }
@@ -91,8 +97,13 @@ def bench(mode: str, trajectories: int, sequential: int, pool: int, budget_s: fl
     bad = [r for r in seq + conc if not r.ok]
     if bad:
         raise SystemExit(f"{len(bad)} calls failed, e.g. {bad[0]}")
-    return {"mode": mode, "pool": pool, "trajectories": trajectories,
-            "sequential": {**_summary(seq), "bare_p50_ms": bare}, "concurrent": _summary(conc, wall)}
+    return {
+        "mode": mode,
+        "pool": pool,
+        "trajectories": trajectories,
+        "sequential": {**_summary(seq), "bare_p50_ms": bare},
+        "concurrent": _summary(conc, wall),
+    }
 
 
 def main() -> None:
@@ -110,7 +121,9 @@ def main() -> None:
         runs.append(bench(mode, n, args.sequential if mode == "warm" else 4, args.pool, args.budget_s))
         print(json.dumps(runs[-1]))
     OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_text(json.dumps({"machine": f"{platform.node()} {os.cpu_count()} cpus", "runs": runs}, indent=2))
+    OUT.write_text(
+        json.dumps({"machine": f"{platform.node()} {os.cpu_count()} cpus", "runs": runs}, indent=2)
+    )
 
 
 if __name__ == "__main__":

@@ -68,7 +68,9 @@ def measure(name: str) -> dict[str, float | str | int]:
     for k in range(REPEATS):
         start = time.perf_counter()
         out = policy.save_pretrained(tmp / f"export-{k}")
-        engine.llm.collective_rpc("reload_weights", kwargs={"weights_path": str(out), "is_checkpoint_format": True})
+        engine.llm.collective_rpc(
+            "reload_weights", kwargs={"weights_path": str(out), "is_checkpoint_format": True}
+        )
         engine.llm.reset_prefix_cache()
         peer.append(time.perf_counter() - start)
     t_ours, t_peer = statistics.median(ours), statistics.median(peer)
@@ -94,22 +96,44 @@ def main() -> None:
     rows = []
     for name in SIZES:
         proc = subprocess.run(
-            [sys.executable, __file__, "--one", name], capture_output=True, text=True, cwd=REPO,
+            [sys.executable, __file__, "--one", name],
+            capture_output=True,
+            text=True,
+            cwd=REPO,
             env={**os.environ, "PYTHONPATH": str(REPO)},
         )
         if proc.returncode != 0:
             raise SystemExit(f"weight_sync: {name} failed:\n{proc.stderr[-3000:]}")
         rows.append(json.loads(proc.stdout.strip().splitlines()[-1]))
     table = Table(title=f"Weight hand-off into vLLM (CPU, float32, median of {REPEATS})")
-    cols = ("model", "params", "MB", "tensors", "ours s", "ours GB/s", "disk s", "disk GB/s", "disk/ours",
-            "|dlogp| before", "|dlogp| after")
+    cols = (
+        "model",
+        "params",
+        "MB",
+        "tensors",
+        "ours s",
+        "ours GB/s",
+        "disk s",
+        "disk GB/s",
+        "disk/ours",
+        "|dlogp| before",
+        "|dlogp| after",
+    )
     for col in cols:
         table.add_column(col, justify="right")
     for r in rows:
         table.add_row(
-            r["model"], f"{r['params']:,}", f"{r['bytes'] / 1e6:.1f}", str(r["tensors"]), f"{r['ours_s']:.3f}",
-            f"{r['ours_GBps']:.2f}", f"{r['disk_s']:.3f}", f"{r['disk_GBps']:.2f}", f"{r['speedup']:.1f}x",
-            f"{r['logprob_gap_before']:.2e}", f"{r['logprob_gap_after']:.2e}",
+            r["model"],
+            f"{r['params']:,}",
+            f"{r['bytes'] / 1e6:.1f}",
+            str(r["tensors"]),
+            f"{r['ours_s']:.3f}",
+            f"{r['ours_GBps']:.2f}",
+            f"{r['disk_s']:.3f}",
+            f"{r['disk_GBps']:.2f}",
+            f"{r['speedup']:.1f}x",
+            f"{r['logprob_gap_before']:.2e}",
+            f"{r['logprob_gap_after']:.2e}",
         )
     Console(width=170).print(table)
     OUT.parent.mkdir(parents=True, exist_ok=True)

@@ -33,10 +33,19 @@ def _option_value(text: str) -> Any:
 
 def grade_command(
     input: Path = typer.Argument(None, help="JSONL, parquet, or a saved Hugging Face dataset directory."),
-    output: Path = typer.Option(None, "-o", "--output", help="Results JSONL (appended; re-running the same command resumes; see --overwrite)."),
-    grader: str = typer.Option(None, "--grader", help="Grader for rows without a `grader` field: a name from "
-                               "`rrl graders list`, or module:Class (a Grader class or instance in a .py file "
-                               "of the working directory or on PYTHONPATH; no packaging needed)."),
+    output: Path = typer.Option(
+        None,
+        "-o",
+        "--output",
+        help="Results JSONL (appended; re-running the same command resumes; see --overwrite).",
+    ),
+    grader: str = typer.Option(
+        None,
+        "--grader",
+        help="Grader for rows without a `grader` field: a name from "
+        "`rrl graders list`, or module:Class (a Grader class or instance in a .py file "
+        "of the working directory or on PYTHONPATH; no packaging needed).",
+    ),
     source_grader: list[str] = typer.Option(
         [], "--source-grader", help="SOURCE=GRADER: route a data_source."
     ),
@@ -55,18 +64,28 @@ def grade_command(
     no_cache: bool = typer.Option(False, "--no-cache", help="Do not read or write the grade cache."),
     report: Path = typer.Option(None, "--report", help="Also write an HTML report with plots."),
     split: str = typer.Option(None, "--split", help="Split of a HF DatasetDict directory."),
-    limit: int = typer.Option(None, "--limit", min=1, help="Grade only the first N rows of each data_source "
-                              "(the rest are left out of OUTPUT and counted)."),
+    limit: int = typer.Option(
+        None,
+        "--limit",
+        min=1,
+        help="Grade only the first N rows of each data_source (the rest are left out of OUTPUT and counted).",
+    ),
     summary_json: Path = typer.Option(None, "--summary-json", help="Also write the summary as JSON."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show the progress bar."),
     overwrite: bool = typer.Option(
         False, "--overwrite", help="Start OUTPUT afresh instead of resuming into it (the cache is kept)."
     ),
     fail_on_errors: bool = typer.Option(
-        False, "--fail-on-errors", help="Exit 1 when any response or row is an error (default: only when all are)."
+        False,
+        "--fail-on-errors",
+        help="Exit 1 when any response or row is an error (default: only when all are).",
     ),
-    regrade: Path = typer.Option(None, "--regrade", help="Re-grade stored `rrl grade` results with the installed "
-                                 "graders and list every flipped verdict per grader version pair (no INPUT/-o)."),
+    regrade: Path = typer.Option(
+        None,
+        "--regrade",
+        help="Re-grade stored `rrl grade` results with the installed "
+        "graders and list every flipped verdict per grader version pair (no INPUT/-o).",
+    ),
 ) -> None:
     """Grade responses in INPUT (no model needed): accuracy, pass@k, maj@k per data_source.
 
@@ -96,8 +115,17 @@ def grade_command(
     if regrade is not None:
         from graders.evaluation.regrade import regrade_command
 
-        raise typer.Exit(regrade_command(regrade, report_path=report, options=options, workers=workers,
-                                         timeout_s=timeout, backend=backend, ray_address=ray_address))
+        raise typer.Exit(
+            regrade_command(
+                regrade,
+                report_path=report,
+                options=options,
+                workers=workers,
+                timeout_s=timeout,
+                backend=backend,
+                ray_address=ray_address,
+            )
+        )
     if input is None or output is None:
         raise typer.BadParameter("INPUT and -o/--output are required (unless --regrade OLD.jsonl)")
     cfg = GradeRunConfig(

@@ -68,7 +68,9 @@ def _load(name: str) -> Grader:
     obj: Any = getattr(importlib.import_module(module_name), attr)
     grader = obj() if isinstance(obj, type) else obj
     if not isinstance(grader, Grader):
-        raise TypeError(f"entry point {name!r} -> {targets[name]} is not a Grader (needs name, version, grade())")
+        raise TypeError(
+            f"entry point {name!r} -> {targets[name]} is not a Grader (needs name, version, grade())"
+        )
     return grader
 
 

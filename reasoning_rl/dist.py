@@ -47,7 +47,9 @@ def init(backend: str | None = None, timeout_s: float = 1800.0) -> None:
     if torch.cuda.is_available():
         torch.cuda.set_device(local_rank())
         device_id = torch.device("cuda", local_rank())
-    dist.init_process_group(backend or default_backend(), timeout=timedelta(seconds=timeout_s), device_id=device_id)
+    dist.init_process_group(
+        backend or default_backend(), timeout=timedelta(seconds=timeout_s), device_id=device_id
+    )
 
 
 def barrier() -> None:

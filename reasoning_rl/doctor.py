@@ -21,7 +21,11 @@ from reasoning_rl.doctor_checks import CHECKS, CheckResult, Requirements, requir
 
 __all__ = ["CheckResult", "doctor_or_exit", "load_config_mapping", "render", "run_checks"]
 
-STATUS_STYLE = {"ok": "[green]OK[/green]", "warn": "[yellow]warn[/yellow]", "problem": "[bold red]PROBLEM[/bold red]"}
+STATUS_STYLE = {
+    "ok": "[green]OK[/green]",
+    "warn": "[yellow]warn[/yellow]",
+    "problem": "[bold red]PROBLEM[/bold red]",
+}
 
 
 class ConfigError(ValueError):
@@ -47,21 +51,30 @@ def load_config_mapping(config: Any, overrides: list[str] | None = None) -> Mapp
     raise ConfigError(f"cannot read a config from {type(config).__name__}")
 
 
-def run_checks(config: Any = None, overrides: list[str] | None = None, *,
-               essential_only: bool = False) -> list[CheckResult]:
+def run_checks(
+    config: Any = None, overrides: list[str] | None = None, *, essential_only: bool = False
+) -> list[CheckResult]:
     """Run every registered check; ``config`` (path, mapping or config model) decides what is required.
     ``essential_only`` skips slow probes (a sandbox run) that the config cannot require."""
     if config is None and overrides:
         raise ConfigError("overrides need a config file: rrl doctor CONFIG.yaml key.path=value ...")
-    req = Requirements() if config is None else requirements_from_config(load_config_mapping(config, overrides))
+    req = (
+        Requirements() if config is None else requirements_from_config(load_config_mapping(config, overrides))
+    )
     req = replace(req, essential_only=essential_only)
     results: list[CheckResult] = []
     for name, (_, check) in sorted(CHECKS.items(), key=lambda item: item[1][0]):
         try:
             results.extend(check(req))
         except Exception as exc:  # a broken probe is one problem line, never a traceback instead of the table
-            results.append(CheckResult(name, "problem", f"the check itself failed: {type(exc).__name__}: {exc}",
-                                       "report this as a bug in `rrl doctor`"))
+            results.append(
+                CheckResult(
+                    name,
+                    "problem",
+                    f"the check itself failed: {type(exc).__name__}: {exc}",
+                    "report this as a bug in `rrl doctor`",
+                )
+            )
     return results
 
 
@@ -86,6 +99,8 @@ def doctor_or_exit(config: Any) -> list[CheckResult]:
     if stops:
         console = Console(stderr=True)
         render(stops, console)
-        console.print(f"[bold red]{len(stops)} required check(s) failed[/bold red]; run `rrl doctor CONFIG` for all")
+        console.print(
+            f"[bold red]{len(stops)} required check(s) failed[/bold red]; run `rrl doctor CONFIG` for all"
+        )
         sys.exit(1)
     return results

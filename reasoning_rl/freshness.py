@@ -55,8 +55,9 @@ class Fingerprint:
 
     def plus(self, other: Fingerprint) -> Fingerprint:
         """The fingerprint of the two tensors concatenated (a fused parameter's pieces)."""
-        return Fingerprint(self.total + other.total, self.sumsq + other.sumsq, self.numel + other.numel,
-                           self.dtype)
+        return Fingerprint(
+            self.total + other.total, self.sumsq + other.sumsq, self.numel + other.numel, self.dtype
+        )
 
 
 @runtime_checkable
@@ -77,7 +78,9 @@ class EngineWeights:
     packed: dict[str, list[str]] = field(default_factory=dict)
 
 
-def fingerprint_tensors(named: Iterable[tuple[str, Tensor]], cast: torch.dtype | None = None) -> dict[str, Fingerprint]:
+def fingerprint_tensors(
+    named: Iterable[tuple[str, Tensor]], cast: torch.dtype | None = None
+) -> dict[str, Fingerprint]:
     """Fingerprints of ``named`` tensors, reduced where they lie, with one host sync for all of them."""
     collector = SentFingerprints(cast)
     for name, t in named:
@@ -87,7 +90,9 @@ def fingerprint_tensors(named: Iterable[tuple[str, Tensor]], cast: torch.dtype |
 
 def _device_pair(t: Tensor) -> Tensor:
     """(sum, sum of squares) in float64 on the tensor's device, without a host sync."""
-    return torch.stack([t.sum(dtype=torch.float64), torch.linalg.vector_norm(t, dtype=torch.float64).square()])
+    return torch.stack(
+        [t.sum(dtype=torch.float64), torch.linalg.vector_norm(t, dtype=torch.float64).square()]
+    )
 
 
 class SentFingerprints:
@@ -111,7 +116,9 @@ class SentFingerprints:
         dev = self._pending[0][1].device
         pairs = torch.stack([p if p.device == dev else p.to(dev) for _, p, _, _ in self._pending])
         values = pairs.cpu().tolist()
-        return {n: Fingerprint(v[0], v[1], k, d) for (n, _, d, k), v in zip(self._pending, values, strict=True)}
+        return {
+            n: Fingerprint(v[0], v[1], k, d) for (n, _, d, k), v in zip(self._pending, values, strict=True)
+        }
 
 
 def engine_name(hf_name: str, packed: Mapping[str, list[str]]) -> str:
@@ -154,8 +161,10 @@ def compare_fingerprints(sent: Mapping[str, Fingerprint], held: EngineWeights) -
         if got is None:
             return f"tensor {what}: the engine has no parameter {target!r}"
         if not _agrees(fp, got):
-            return (f"tensor {what}: sent sum={fp.total:.9g} sumsq={fp.sumsq:.9g}, engine holds "
-                    f"sum={got.total:.9g} sumsq={got.sumsq:.9g} ({got.dtype})")
+            return (
+                f"tensor {what}: sent sum={fp.total:.9g} sumsq={fp.sumsq:.9g}, engine holds "
+                f"sum={got.total:.9g} sumsq={got.sumsq:.9g} ({got.dtype})"
+            )
     return None
 
 
@@ -192,14 +201,20 @@ class CheckResult:
     tensors_checked: int
 
     def as_metrics(self, prefix: str = "handoff/") -> dict[str, float]:
-        return {f"{prefix}probe_gap": self.probe_gap, f"{prefix}probe_gap_max": self.probe_gap_max,
-                f"{prefix}probe_tol": self.probe_tol, f"{prefix}check_seconds": self.seconds}
+        return {
+            f"{prefix}probe_gap": self.probe_gap,
+            f"{prefix}probe_gap_max": self.probe_gap_max,
+            f"{prefix}probe_tol": self.probe_tol,
+            f"{prefix}check_seconds": self.seconds,
+        }
 
 
 class FreshnessGate:
     """Verifies one hand-off: fingerprints, then the probe. Collective (call on every training rank)."""
 
-    def __init__(self, probe: Probe, *, probe_tol: float | None = None, engine_dtype: torch.dtype | None = None) -> None:
+    def __init__(
+        self, probe: Probe, *, probe_tol: float | None = None, engine_dtype: torch.dtype | None = None
+    ) -> None:
         self.probe = probe
         self.probe_tol = probe_tol
         self.engine_dtype = engine_dtype  # the sent side is fingerprinted in it (learned from each read-back)
@@ -212,10 +227,15 @@ class FreshnessGate:
         if engine is None:  # a rank without an engine: it joins the probe forward and the vote only
             return cls(Probe.from_prompts(prompts), probe_tol=probe_tol)
         if not isinstance(engine, InspectableEngine):
-            raise ConfigError(f"rollout.freshness_check: the {type(engine).__name__} engine has no "
-                              "weight_fingerprints()/score(); set rollout.freshness_check=false to run without it")
-        return cls(Probe.from_prompts(prompts), probe_tol=probe_tol,
-                   engine_dtype=_engine_dtype(engine.weight_fingerprints()))
+            raise ConfigError(
+                f"rollout.freshness_check: the {type(engine).__name__} engine has no "
+                "weight_fingerprints()/score(); set rollout.freshness_check=false to run without it"
+            )
+        return cls(
+            Probe.from_prompts(prompts),
+            probe_tol=probe_tol,
+            engine_dtype=_engine_dtype(engine.weight_fingerprints()),
+        )
 
     def tolerance(self, dtype: torch.dtype) -> float:
         """The probe tolerance: the configured one, else ``PROBE_TOL`` of the engine's dtype."""
@@ -223,7 +243,9 @@ class FreshnessGate:
             return self.probe_tol
         return PROBE_TOL.get(dtype, PROBE_TOL[torch.bfloat16])
 
-    def check(self, policy: Policy, engine: Any, sent: Mapping[str, Fingerprint], *, step: int) -> CheckResult:
+    def check(
+        self, policy: Policy, engine: Any, sent: Mapping[str, Fingerprint], *, step: int
+    ) -> CheckResult:
         """Raise ``WeightSyncError`` (on every rank) unless ``engine`` now holds ``sent``; ``engine`` is None on
         ranks without one (they still join the trainer's probe forward and the vote)."""
         start = time.perf_counter()
@@ -234,26 +256,35 @@ class FreshnessGate:
         checked = 0
         if engine is not None:
             if not isinstance(engine, InspectableEngine):
-                raise WeightSyncError(f"{type(engine).__name__} cannot be inspected (needs weight_fingerprints() "
-                                      "and score()); set rollout.freshness_check=false to run without the gate")
+                raise WeightSyncError(
+                    f"{type(engine).__name__} cannot be inspected (needs weight_fingerprints() "
+                    "and score()); set rollout.freshness_check=false to run without the gate"
+                )
             held = engine.weight_fingerprints()
             checked = len(held.fingerprints)
             self.engine_dtype = _engine_dtype(held)
             tol = self.tolerance(self.engine_dtype)
             problem = compare_fingerprints(sent, held)
             engine_lp = engine.score(self.probe.sequences, self.probe.prompt_lens)
-            diffs = [abs(e - float(t)) for row, trow in zip(engine_lp, trainer_lp.tolist(), strict=True)
-                     for e, t in zip(row, trow, strict=False)]  # trainer rows are right-padded
+            diffs = [
+                abs(e - float(t))
+                for row, trow in zip(engine_lp, trainer_lp.tolist(), strict=True)
+                for e, t in zip(row, trow, strict=False)
+            ]  # trainer rows are right-padded
             gap = sum(diffs) / max(len(diffs), 1)
             gap_max = max(diffs, default=0.0)
             if problem is None and not gap <= tol:
-                problem = (f"probe gap {gap:.3g} nats/token (max {gap_max:.3g}) exceeds the tolerance {tol:.3g} "
-                           "for the engine's dtype: the engine does not serve the trainer's weights")
+                problem = (
+                    f"probe gap {gap:.3g} nats/token (max {gap_max:.3g}) exceeds the tolerance {tol:.3g} "
+                    "for the engine's dtype: the engine does not serve the trainer's weights"
+                )
         flags = dist.all_reduce_max(torch.tensor([1.0 if problem else 0.0, gap, gap_max]))
         if float(flags[0]) > 0:
             where = f"rank {dist.rank()}: " if dist.world_size() > 1 else ""
-            raise WeightSyncError(f"freshness gate failed after the hand-off of step {step}: {where}"
-                                  f"{problem or 'another rank reported a mismatch (see its error)'}")
+            raise WeightSyncError(
+                f"freshness gate failed after the hand-off of step {step}: {where}"
+                f"{problem or 'another rank reported a mismatch (see its error)'}"
+            )
         return CheckResult(float(flags[1]), float(flags[2]), tol, time.perf_counter() - start, checked)
 
 

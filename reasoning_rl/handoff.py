@@ -48,8 +48,14 @@ class HandoffStats:
         return out if self.check is None else {**out, **self.check.as_metrics(prefix)}
 
 
-def push_weights(policy: Policy, engine: RolloutEngine | None, *, bucket_bytes: int = 256 << 20,
-                 gate: FreshnessGate | None = None, step: int = 0) -> HandoffStats:
+def push_weights(
+    policy: Policy,
+    engine: RolloutEngine | None,
+    *,
+    bucket_bytes: int = 256 << 20,
+    gate: FreshnessGate | None = None,
+    step: int = 0,
+) -> HandoffStats:
     """Copy the policy's current weights into this rank's ``engine`` (None on ranks without one;
     rank 0 must have one), then, with a ``gate``, prove the engine holds them (``WeightSyncError`` if not).
 

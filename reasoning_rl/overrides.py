@@ -49,7 +49,9 @@ def target_annotation(model: type[BaseModel], parts: list[str]) -> Any:
 
 
 def _is_text(member: Any) -> bool:
-    return member is str or (get_origin(member) is Literal and all(isinstance(a, str) for a in get_args(member)))
+    return member is str or (
+        get_origin(member) is Literal and all(isinstance(a, str) for a in get_args(member))
+    )
 
 
 def _value(raw: str, annotation: Any) -> Any:
@@ -65,7 +67,9 @@ def _value(raw: str, annotation: Any) -> Any:
         if any(_is_text(m) for m in members):
             return raw
         raise OverrideError(f"value is not valid YAML: {exc}") from None
-    takes_mapping = any(get_origin(m) is dict or (isinstance(m, type) and issubclass(m, BaseModel)) for m in members)
+    takes_mapping = any(
+        get_origin(m) is dict or (isinstance(m, type) and issubclass(m, BaseModel)) for m in members
+    )
     if isinstance(value, dict) and not takes_mapping and any(_is_text(m) for m in members):
         return raw  # "{question} ..." for a key that may be a string but never a mapping
     return value

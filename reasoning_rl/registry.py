@@ -46,8 +46,10 @@ class Registry(Generic[T]):
     def check(self, name: str) -> str:
         """``name`` if it can be asked for, else ValueError listing the names that exist."""
         if name not in self._registered and name not in self.builtins and name not in self._entry_points():
-            raise ValueError(f"unknown {self.what} {name!r}: expected one of {', '.join(map(repr, self.names()))} "
-                             f"(or register one: entry point group {self.group!r})")
+            raise ValueError(
+                f"unknown {self.what} {name!r}: expected one of {', '.join(map(repr, self.names()))} "
+                f"(or register one: entry point group {self.group!r})"
+            )
         return name
 
     def get(self, name: str) -> T:
@@ -59,17 +61,23 @@ class Registry(Generic[T]):
                 self._registered[name] = eps[name].load()
         if name not in self._registered:
             self.check(name)  # unknown: the error lists what exists
-            raise ValueError(f"{self.what} {name!r}: its module {self.builtins.get(name)} did not register it")
+            raise ValueError(
+                f"{self.what} {name!r}: its module {self.builtins.get(name)} did not register it"
+            )
         return self._registered[name]
 
 
 # The registries themselves, declared here (torch-free) so config validation sees them.
 ENGINES: Registry[Callable[..., Any]] = Registry(
-    "rollout engine", "reasoning_rl.engines",
+    "rollout engine",
+    "reasoning_rl.engines",
     {"vllm": "reasoning_rl.rollout.vllm_engine", "hf": "reasoning_rl.rollout.hf_engine"},
 )
 ESTIMATORS: Registry[Callable[..., Any]] = Registry(
-    "advantage estimator", "reasoning_rl.advantages",
-    {name: "reasoning_rl.algorithms.advantages"
-     for name in ("grpo", "drgrpo", "rloo", "reinforce_pp", "reinforce_pp_baseline")},
+    "advantage estimator",
+    "reasoning_rl.advantages",
+    {
+        name: "reasoning_rl.algorithms.advantages"
+        for name in ("grpo", "drgrpo", "rloo", "reinforce_pp", "reinforce_pp_baseline")
+    },
 )

@@ -25,7 +25,9 @@ def prompt_text(prompt: Any) -> str:
 
 def _cell(value: Any) -> str:
     text = value if isinstance(value, str) else json.dumps(value, default=str)
-    return text if len(text) <= MAX_CHARS else text[:MAX_CHARS] + f"… ({len(text) - MAX_CHARS} more characters)"
+    return (
+        text if len(text) <= MAX_CHARS else text[:MAX_CHARS] + f"… ({len(text) - MAX_CHARS} more characters)"
+    )
 
 
 def pick(rows: Sequence[dict[str, Any]], n: int) -> list[tuple[str, dict[str, Any]]]:
@@ -52,7 +54,11 @@ def pick(rows: Sequence[dict[str, Any]], n: int) -> list[tuple[str, dict[str, An
 
 def cells(kind: str, row: dict[str, Any]) -> list[str]:
     """One picked sample as strings in ``COLUMNS`` order."""
-    values = {"kind": kind, "prompt": prompt_text(row.get("prompt")), **{k: row.get(k) for k in COLUMNS[1:] if k != "prompt"}}
+    values = {
+        "kind": kind,
+        "prompt": prompt_text(row.get("prompt")),
+        **{k: row.get(k) for k in COLUMNS[1:] if k != "prompt"},
+    }
     return [_cell("" if values.get(c) is None else values[c]) for c in COLUMNS]
 
 

@@ -36,7 +36,10 @@ def build_tiny_model(
     tok.pre_tokenizer = pre_tokenizers.Split(Regex(f"{specials}|."), behavior="isolated")
     tok.decoder = decoders.Fuse()
     fast = PreTrainedTokenizerFast(
-        tokenizer_object=tok, pad_token="<pad>", eos_token="<eos>", unk_token="<unk>",
+        tokenizer_object=tok,
+        pad_token="<pad>",
+        eos_token="<eos>",
+        unk_token="<unk>",
         additional_special_tokens=SPECIAL[3:],
     )
     fast.chat_template = CHAT_TEMPLATE
@@ -44,10 +47,17 @@ def build_tiny_model(
 
     torch.manual_seed(seed)
     config = Qwen2Config(
-        vocab_size=len(vocab), hidden_size=hidden_size, intermediate_size=hidden_size * 2,
-        num_hidden_layers=num_layers, num_attention_heads=num_heads, num_key_value_heads=num_kv_heads,
-        max_position_embeddings=512, tie_word_embeddings=tie_word_embeddings,
-        bos_token_id=vocab["<eos>"], eos_token_id=vocab["<eos>"], pad_token_id=vocab["<pad>"],
+        vocab_size=len(vocab),
+        hidden_size=hidden_size,
+        intermediate_size=hidden_size * 2,
+        num_hidden_layers=num_layers,
+        num_attention_heads=num_heads,
+        num_key_value_heads=num_kv_heads,
+        max_position_embeddings=512,
+        tie_word_embeddings=tie_word_embeddings,
+        bos_token_id=vocab["<eos>"],
+        eos_token_id=vocab["<eos>"],
+        pad_token_id=vocab["<pad>"],
     )
     model = Qwen2ForCausalLM(config)
     model.generation_config.eos_token_id = vocab["<eos>"]

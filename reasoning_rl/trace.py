@@ -64,11 +64,21 @@ class TraceWriter:
         try:
             yield extra
         finally:
-            self._write({"type": "span", "step": step, "stage": stage, "start": start, "end": time.time(),
-                         "attrs": extra})
+            self._write(
+                {
+                    "type": "span",
+                    "step": step,
+                    "stage": stage,
+                    "start": start,
+                    "end": time.time(),
+                    "attrs": extra,
+                }
+            )
 
     def add_span(self, stage: str, step: int, start: float, end: float, **attrs: Any) -> None:
-        self._write({"type": "span", "step": step, "stage": stage, "start": start, "end": end, "attrs": attrs})
+        self._write(
+            {"type": "span", "step": step, "stage": stage, "start": start, "end": end, "attrs": attrs}
+        )
 
     def counter(self, name: str, step: int, value: float, **attrs: Any) -> None:
         self._write({"type": "counter", "step": step, "name": name, "value": float(value), "attrs": attrs})
@@ -107,10 +117,14 @@ def read_trace(path: str | Path) -> Trace:
             trace.warnings.append(f"{path}:{lineno}: unreadable line (truncated write?), ignored")
             continue
         if not isinstance(rec, dict) or not isinstance(rec.get("v", SCHEMA_VERSION), int):
-            trace.warnings.append(f"{path}:{lineno}: not a trace record (JSON object with an integer v), ignored")
+            trace.warnings.append(
+                f"{path}:{lineno}: not a trace record (JSON object with an integer v), ignored"
+            )
             continue
         if rec.get("v", SCHEMA_VERSION) > SCHEMA_VERSION:
-            raise ValueError(f"{path}:{lineno}: trace schema v{rec['v']} is newer than this reader (v{SCHEMA_VERSION})")
+            raise ValueError(
+                f"{path}:{lineno}: trace schema v{rec['v']} is newer than this reader (v{SCHEMA_VERSION})"
+            )
         kind = rec.get("type")
         if kind == "meta":
             trace.meta = rec
@@ -121,7 +135,9 @@ def read_trace(path: str | Path) -> Trace:
         elif kind == "end":
             trace.end = rec
     if trace.end is None:
-        trace.warnings.append(f"{path}: no end record: the run is still going or crashed; showing what exists")
+        trace.warnings.append(
+            f"{path}: no end record: the run is still going or crashed; showing what exists"
+        )
     for w in trace.warnings:
         warnings.warn(w, stacklevel=2)
     return trace

@@ -1,8 +1,8 @@
 """Run untrusted programs with hard limits. Knows nothing about graders.
 
-    sb = open_sandbox()                      # Docker warm pool if Docker works, else local (warns once)
-    result = sb.run(RunRequest(["python3", "main.py"], files={"main.py": src}, stdin=b"1 2\n"))
-    sb.close()
+sb = open_sandbox()                      # Docker warm pool if Docker works, else local (warns once)
+result = sb.run(RunRequest(["python3", "main.py"], files={"main.py": src}, stdin=b"1 2\n"))
+sb.close()
 """
 
 from __future__ import annotations
@@ -58,7 +58,11 @@ def open_sandbox(backend: str = "auto", **options: Any) -> Sandbox:
         global _fallback_warned
         level = logging.INFO if _fallback_warned else logging.WARNING
         _fallback_warned = True
-        log.log(level, "Docker sandbox unavailable (%s); using the local bubblewrap sandbox: WEAKER isolation", exc)
+        log.log(
+            level,
+            "Docker sandbox unavailable (%s); using the local bubblewrap sandbox: WEAKER isolation",
+            exc,
+        )
         return open_sandbox("local")
 
 
@@ -81,8 +85,11 @@ def check(backend: str = "auto", **options: Any) -> tuple[bool, str]:
         sandbox.close()
     if result.ok and result.stdout.strip() == b"42":
         note = getattr(sandbox, "limits_note", "")
-        return True, f"{sandbox.name} sandbox works ({sandbox.isolation} isolation{', ' + note if note else ''}, " \
-                     f"{result.wall_s:.2f} s)"
+        return (
+            True,
+            f"{sandbox.name} sandbox works ({sandbox.isolation} isolation{', ' + note if note else ''}, "
+            f"{result.wall_s:.2f} s)",
+        )
     return False, (
         f"{sandbox.name} sandbox could not run python3: stopped_by={result.stopped_by} "
         f"exit={result.exit_code} {result.detail} {result.stderr[-500:].decode(errors='replace')}"

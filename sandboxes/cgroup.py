@@ -111,7 +111,7 @@ class Cgroups:
         """Leaves of processes that died without removing them (empty ones; full ones are left alone)."""
         for base in self.bases:
             for d in base.glob(_PREFIX + "*"):
-                owner = d.name[len(_PREFIX):].split("-")[0]
+                owner = d.name[len(_PREFIX) :].split("-")[0]
                 if owner.isdigit() and not Path(f"/proc/{owner}").exists():
                     with contextlib.suppress(OSError):
                         d.rmdir()

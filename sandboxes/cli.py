@@ -12,11 +12,15 @@ app = typer.Typer(help="Build and check the code sandbox.", no_args_is_help=True
 @app.command()
 def build(
     image: str = typer.Option(None, help="Image tag (default: the tag the Docker backend uses)."),
-    dockerfile: bool = typer.Option(False, "--dockerfile", help="Build from the Dockerfile (needs a registry)."),
+    dockerfile: bool = typer.Option(
+        False, "--dockerfile", help="Build from the Dockerfile (needs a registry)."
+    ),
     mirror: str = typer.Option(None, help="Debian mirror for the offline build (default: deb.debian.org)."),
     force: bool = typer.Option(False, help="Rebuild even if the tag exists."),
     lean: bool = typer.Option(
-        False, "--lean", help="Build the optional Lean 4 + Mathlib image instead (elan; needs internet access)."
+        False,
+        "--lean",
+        help="Build the optional Lean 4 + Mathlib image instead (elan; needs internet access).",
     ),
 ) -> None:
     """Build the sandbox image: debootstrap -> docker import (offline), or the Dockerfile."""
@@ -34,7 +38,9 @@ def build(
         if lean:
             message = build_dockerfile(name, LEAN_DOCKERFILE_DIR)
         else:
-            message = build_dockerfile(name) if dockerfile else build_offline(name, mirror=mirror, force=force)
+            message = (
+                build_dockerfile(name) if dockerfile else build_offline(name, mirror=mirror, force=force)
+            )
     except Exception as exc:  # noqa: BLE001 - report any build failure as one clear line, no traceback
         typer.echo(f"[sandbox] build failed: {exc}", err=True)
         raise typer.Exit(1) from exc

@@ -142,8 +142,12 @@ def start_box(spec: ContainerSpec) -> Box:
     try:
         api = client().api
         exec_id = api.exec_create(
-            container.id, protocol.supervisor_command(), stdin=True, user=SANDBOX_USER,
-            workdir=protocol.WORKDIR, environment=protocol.BASE_ENV,
+            container.id,
+            protocol.supervisor_command(),
+            stdin=True,
+            user=SANDBOX_USER,
+            workdir=protocol.WORKDIR,
+            environment=protocol.BASE_ENV,
         )["Id"]
         response = api.exec_start(exec_id, socket=True)
     except BaseException:
@@ -213,7 +217,9 @@ class DockerSandbox:
     name = "docker"
     isolation: Literal["strong", "weak"] = "strong"
 
-    def __init__(self, image: str = DEFAULT_IMAGE, pool_size: int = 4, warm: bool = True, prestart: bool = True):
+    def __init__(
+        self, image: str = DEFAULT_IMAGE, pool_size: int = 4, warm: bool = True, prestart: bool = True
+    ):
         c = client()
         import docker
 
@@ -233,7 +239,9 @@ class DockerSandbox:
         try:
             box = self._pool.acquire(spec) if self.warm else start_box(spec)
         except Exception as exc:  # noqa: BLE001 - daemon/API failures are ours, never the program's
-            return RunResult(b"", b"", None, time.monotonic() - started, "sandbox_error", f"container start: {exc}")
+            return RunResult(
+                b"", b"", None, time.monotonic() - started, "sandbox_error", f"container start: {exc}"
+            )
         healthy = False
         try:
             result, healthy = self._request(box, request, started)
@@ -247,8 +255,11 @@ class DockerSandbox:
     def _request(self, box: Box, request: RunRequest, started: float) -> tuple[RunResult, bool]:
         payload = protocol.encode(request, kill_all=True)
         cap = request.limits.output_bytes
-        reader = _StreamReader(box.sock, started + request.limits.wall_s + GRACE_S,
-                               {1: 2 * cap + 4096, 2: _SUPERVISOR_STDERR_CAP})
+        reader = _StreamReader(
+            box.sock,
+            started + request.limits.wall_s + GRACE_S,
+            {1: 2 * cap + 4096, 2: _SUPERVISOR_STDERR_CAP},
+        )
         try:
             box.sock.sendall(payload.data)
             outcome = reader.read_frame()
@@ -261,7 +272,9 @@ class DockerSandbox:
         wall = time.monotonic() - started
         if outcome == "overflow":
             self._kill(box.container)
-            return RunResult(b"", b"", None, wall, "output_limit", "output beyond the cap: container killed"), False
+            return RunResult(
+                b"", b"", None, wall, "output_limit", "output beyond the cap: container killed"
+            ), False
         frame = protocol.decode(bytes(reader.data[1]), payload.nonce, wall) if outcome == "frame" else None
         if frame is not None:
             return frame.result, frame.clean
@@ -277,7 +290,9 @@ class DockerSandbox:
         if state.get("OOMKilled"):
             return RunResult(b"", stderr, None, wall, "memory", "container OOM-killed")
         if not state.get("Running"):
-            return RunResult(b"", stderr, None, wall, "sandbox_error", f"container stopped: {state.get('Status')}")
+            return RunResult(
+                b"", stderr, None, wall, "sandbox_error", f"container stopped: {state.get('Status')}"
+            )
         return protocol.supervisor_lost(wall, stderr)
 
     def _infra_failure(self, container: Any, started: float, detail: str) -> RunResult:

@@ -26,7 +26,14 @@ DEFAULT_MIRROR = "http://deb.debian.org/debian"
 # python3 (not python3-minimal): json, hashlib, statistics... are in libpython3.11-stdlib and graders need them.
 PACKAGES = ("python3",)
 # Trimmed from the rootfs: documentation and package caches the sandbox never reads.
-_TRIM = ("usr/share/doc", "usr/share/man", "usr/share/info", "usr/share/locale", "var/cache/apt", "var/lib/apt/lists")
+_TRIM = (
+    "usr/share/doc",
+    "usr/share/man",
+    "usr/share/info",
+    "usr/share/locale",
+    "var/cache/apt",
+    "var/lib/apt/lists",
+)
 # The container's PID 1 only waits; programs run through exec, see ``sandboxes.docker_backend``.
 IMAGE_CHANGES = ('CMD ["sleep", "infinity"]', "USER 65534:65534", "WORKDIR /work", "ENV LANG=C.UTF-8")
 
@@ -49,13 +56,24 @@ def build_offline(name: str = DEFAULT_IMAGE, mirror: str | None = None, force: b
     if not force and image_exists(client, name):
         return f"image {name} already present"
     if shutil.which("debootstrap") is None:
-        raise RuntimeError("debootstrap not found: install it (apt-get install -y debootstrap) or use the Dockerfile")
+        raise RuntimeError(
+            "debootstrap not found: install it (apt-get install -y debootstrap) or use the Dockerfile"
+        )
     if os.geteuid() != 0:
-        raise RuntimeError("debootstrap needs root: rerun `rrl sandbox build` as root (or use the Dockerfile)")
+        raise RuntimeError(
+            "debootstrap needs root: rerun `rrl sandbox build` as root (or use the Dockerfile)"
+        )
     mirror = mirror or os.environ.get("RRL_DEBIAN_MIRROR", DEFAULT_MIRROR)
     with tempfile.TemporaryDirectory(prefix="rrl-rootfs-") as tmp:
         rootfs = Path(tmp) / "rootfs"
-        cmd = ["debootstrap", "--variant=minbase", f"--include={','.join(PACKAGES)}", DEBIAN_SUITE, str(rootfs), mirror]
+        cmd = [
+            "debootstrap",
+            "--variant=minbase",
+            f"--include={','.join(PACKAGES)}",
+            DEBIAN_SUITE,
+            str(rootfs),
+            mirror,
+        ]
         log.info("running %s", " ".join(cmd))
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:

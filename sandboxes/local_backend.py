@@ -57,21 +57,41 @@ class LocalSandbox:
         self._bwrap = bwrap_path()
         self._python = _python()
         self._cgroups = Cgroups.find()
-        self.limits_note = "cgroup memory + pids limits" if self._cgroups else "rlimits only (no writable cgroup)"
+        self.limits_note = (
+            "cgroup memory + pids limits" if self._cgroups else "rlimits only (no writable cgroup)"
+        )
         if self._cgroups is None:
             if os.geteuid() == 0 and not unbounded:
                 raise SandboxError(
                     "the local sandbox cannot bound processes or total memory as root without a writable cgroup "
                     "(v2 with memory+pids, or v1 memory and pids); use Docker, run as a normal user, or pass "
-                    "unbounded=True to accept that")
-            _warn_once("local sandbox without a writable cgroup: memory is limited per process only"
-                       + ("" if os.geteuid() else ", and the number of processes not at all (root)"))
+                    "unbounded=True to accept that"
+                )
+            _warn_once(
+                "local sandbox without a writable cgroup: memory is limited per process only"
+                + ("" if os.geteuid() else ", and the number of processes not at all (root)")
+            )
 
     def _argv(self, request: RunRequest) -> list[str]:
         lim = request.limits
-        argv = [self._bwrap, "--unshare-all", "--unshare-user", "--uid", str(_SANDBOX_UID),
-                "--gid", str(_SANDBOX_UID), "--die-with-parent", "--new-session", "--cap-drop", "ALL",
-                "--clearenv", "--proc", "/proc", "--dev", "/dev"]
+        argv = [
+            self._bwrap,
+            "--unshare-all",
+            "--unshare-user",
+            "--uid",
+            str(_SANDBOX_UID),
+            "--gid",
+            str(_SANDBOX_UID),
+            "--die-with-parent",
+            "--new-session",
+            "--cap-drop",
+            "ALL",
+            "--clearenv",
+            "--proc",
+            "/proc",
+            "--dev",
+            "/dev",
+        ]
         for d in _SYSTEM_DIRS:
             argv += ["--ro-bind-try", d, d]
         size = str(lim.disk_mb << 20)
@@ -96,14 +116,21 @@ class LocalSandbox:
     def _run(self, request: RunRequest, leaf: Leaf | None) -> RunResult:
         lim = request.limits
         rlimits = {"RLIMIT_AS": lim.memory_mb << 20, "RLIMIT_FSIZE": lim.disk_mb << 20, "RLIMIT_CORE": 0}
-        if os.geteuid() != 0 and leaf is None:  # NPROC counts the real uid; root is exempt, so it would mislead
+        if (
+            os.geteuid() != 0 and leaf is None
+        ):  # NPROC counts the real uid; root is exempt, so it would mislead
             rlimits["RLIMIT_NPROC"] = lim.pids
         payload = protocol.encode(request, kill_all=True, rlimits=rlimits)
         argv = self._argv(request) if leaf is None else leaf.wrap(self._argv(request))
         started = time.monotonic()
         try:
-            proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                    stderr=subprocess.PIPE, start_new_session=True)
+            proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,
+            )
         except OSError as exc:
             return RunResult(b"", b"", None, 0.0, "sandbox_error", f"bwrap: {exc}")
         try:
@@ -111,7 +138,9 @@ class LocalSandbox:
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, 9)
             proc.communicate()
-            return RunResult(b"", b"", None, time.monotonic() - started, "timeout", "wall clock: namespace killed")
+            return RunResult(
+                b"", b"", None, time.monotonic() - started, "timeout", "wall clock: namespace killed"
+            )
         wall = time.monotonic() - started
         if proc.returncode == 125 and leaf is not None and not out:
             return RunResult(b"", err[-4096:], None, wall, "sandbox_error", "could not join the cgroup leaf")
@@ -119,10 +148,19 @@ class LocalSandbox:
         oom = leaf is not None and leaf.oom_kills() > 0
         if frame is not None:
             result = frame.result
-            if result.stopped_by == "exit" and result.exit_code != 0 and (
-                    oom or result.stderr.rstrip().endswith(b"MemoryError")):
-                return RunResult(result.stdout, result.stderr, result.exit_code, wall, "memory",
-                                 "cgroup memory limit" if oom else "RLIMIT_AS hit")
+            if (
+                result.stopped_by == "exit"
+                and result.exit_code != 0
+                and (oom or result.stderr.rstrip().endswith(b"MemoryError"))
+            ):
+                return RunResult(
+                    result.stdout,
+                    result.stderr,
+                    result.exit_code,
+                    wall,
+                    "memory",
+                    "cgroup memory limit" if oom else "RLIMIT_AS hit",
+                )
             return result
         if oom:
             return RunResult(b"", err[-4096:], None, wall, "memory", "cgroup memory limit: OOM-killed")

@@ -38,7 +38,9 @@ def encode(request: RunRequest, *, kill_all: bool, rlimits: dict[str, int] | Non
     nonce = secrets.token_hex(16)
     files = {
         # surrogatepass: a text file with a lone surrogate is written as-is; the program decides what it means
-        name: base64.b64encode(body.encode("utf-8", "surrogatepass") if isinstance(body, str) else body).decode()
+        name: base64.b64encode(
+            body.encode("utf-8", "surrogatepass") if isinstance(body, str) else body
+        ).decode()
         for name, body in request.files.items()
     }
     header = {
@@ -105,5 +107,10 @@ def decode(raw: bytes, nonce: str, wall_s: float) -> Frame | None:
 def supervisor_lost(wall_s: float, stderr: bytes) -> RunResult:
     """The program killed its supervisor: a program failure (scores 0), never a sandbox error."""
     return RunResult(
-        b"", stderr[-4096:], None, wall_s, "exit", "the program killed the sandbox supervisor (no result frame)"
+        b"",
+        stderr[-4096:],
+        None,
+        wall_s,
+        "exit",
+        "the program killed the sandbox supervisor (no result frame)",
     )

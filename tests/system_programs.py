@@ -20,7 +20,7 @@ from rrl_testutil import REPO
 
 INSTALLER = "scripts/services.d/10-docker.sh"
 # How test code asks for the local sandbox (module source; helpers included).
-LOCAL_SANDBOX_USES = ('sandbox="local"', "open_sandbox(\"local\"", 'check("local")', "local_sandbox")
+LOCAL_SANDBOX_USES = ('sandbox="local"', 'open_sandbox("local"', 'check("local")', "local_sandbox")
 
 
 @dataclass(frozen=True)
@@ -52,7 +52,9 @@ def _on_path(program: str) -> Callable[[], bool]:
 
 def _docker_present() -> bool:
     """dockerd on PATH, or a daemon this machine can reach anyway (socket, DOCKER_HOST)."""
-    return bool(shutil.which("dockerd") or os.environ.get("DOCKER_HOST") or Path("/var/run/docker.sock").exists())
+    return bool(
+        shutil.which("dockerd") or os.environ.get("DOCKER_HOST") or Path("/var/run/docker.sock").exists()
+    )
 
 
 def _lean_buildable() -> bool:
@@ -61,7 +63,9 @@ def _lean_buildable() -> bool:
 
 PROGRAMS = (
     SystemProgram("bwrap", "bubblewrap", uses_local_sandbox, _on_path("bwrap")),
-    SystemProgram("dockerd", "docker.io", lambda item: item.get_closest_marker("docker") is not None, _docker_present),
+    SystemProgram(
+        "dockerd", "docker.io", lambda item: item.get_closest_marker("docker") is not None, _docker_present
+    ),
     SystemProgram("gcc", "gcc", lambda item: item.get_closest_marker("lean") is not None, _lean_buildable),
 )
 

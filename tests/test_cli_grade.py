@@ -223,10 +223,7 @@ def test_ctrl_c_keeps_finished_rows_and_rerun_resumes(tmp_path: Path) -> None:
     src = tmp_path / "in.jsonl"
     spec = "runtime_test_graders:EchoGrader"
     src.write_text(
-        "".join(
-            json.dumps({"id": i, "response": "1", "ground_truth": "1"}) + "\n"
-            for i in range(40)
-        )
+        "".join(json.dumps({"id": i, "response": "1", "ground_truth": "1"}) + "\n" for i in range(40))
     )
     out = tmp_path / "out.jsonl"
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(Path(__file__).parent / "graders"), *sys.path]))

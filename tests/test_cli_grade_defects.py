@@ -77,13 +77,17 @@ def test_resume_refuses_a_different_run_and_overwrite_regrades(tmp_path: Path) -
 
     # Another mode: the old verdicts must not be kept.
     res = _grade(str(src), "-o", str(out), "--grader", "math", "--mode", "lenient")
-    assert res.exit_code == 2 and "different run" in res.output and '"mode": "lenient"' in res.output, res.output
+    assert res.exit_code == 2 and "different run" in res.output and '"mode": "lenient"' in res.output, (
+        res.output
+    )
     res = _grade(str(src), "-o", str(out), "--grader", "math", "--mode", "lenient", "--overwrite")
     assert res.exit_code == 0, res.output
     assert [line["verdict"] for line in _lines(out)] == ["correct", "correct"]
 
     # Another input into the same output: refused (it would append after the first N rows).
-    other = _write(tmp_path / "other.jsonl", [*MATH_ROWS, {"id": 3, "response": "\\boxed{1}", "ground_truth": "1"}])
+    other = _write(
+        tmp_path / "other.jsonl", [*MATH_ROWS, {"id": 3, "response": "\\boxed{1}", "ground_truth": "1"}]
+    )
     res = _grade(str(other), "-o", str(out), "--grader", "math", "--mode", "lenient")
     assert res.exit_code == 2 and "input:" in res.output, res.output
 
@@ -115,7 +119,7 @@ def test_exit_status_when_rows_are_errors(tmp_path: Path) -> None:
     assert res.exit_code == 1 and "--fail-on-errors" in res.output, res.output
 
 
-GRADER_SOURCE = '''
+GRADER_SOURCE = """
 from graders.types import Grade
 
 
@@ -126,7 +130,7 @@ class Judge:
     def grade(self, response, ground_truth, **options):
         print("PLUGIN-STDOUT", response)
         return Grade.{verdict}("by the code of the day", answer=response)
-'''
+"""
 
 
 def _subprocess_grade(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -240,7 +244,9 @@ def test_all_row_computes_maj_over_the_rows_of_its_k(tmp_path: Path) -> None:
     """pass@3 and maj@3 of ALL come from the same rows (those with 3 samples), not maj over every row."""
 
     def line(source: str, verdicts: list[str], maj: bool) -> dict:
-        grades = [{"score": float(v == "correct"), "verdict": v, "reason": "", "details": {}} for v in verdicts]
+        grades = [
+            {"score": float(v == "correct"), "verdict": v, "reason": "", "details": {}} for v in verdicts
+        ]
         return {"data_source": source, "grades": grades, "maj": maj, "reason": ""}
 
     out = _write(
@@ -297,7 +303,13 @@ def test_builtin_graders_check_options_like_grade_does() -> None:
 def test_equivalence_checks_plan_pairs_of_distinct_extracted_answers() -> None:
     from graders.evaluation.scoring import AnswerKey, equivalence_checks
 
-    keys = [AnswerKey("3", True), AnswerKey("0.5", True), None, AnswerKey("0.5", True), AnswerKey("txt", False)]
+    keys = [
+        AnswerKey("3", True),
+        AnswerKey("0.5", True),
+        None,
+        AnswerKey("0.5", True),
+        AnswerKey("txt", False),
+    ]
     # one check per unordered pair of distinct comparable answers: response 1 (first "0.5") against "3"
     assert equivalence_checks(keys) == [(1, "3")]
     assert equivalence_checks([AnswerKey("a", False), AnswerKey("b", False)]) == []
@@ -310,7 +322,9 @@ def test_plugin_import_prints_do_not_reach_stdout(tmp_path: Path) -> None:
         'print("IMPORT-NOISE")\n' + textwrap.dedent(GRADER_SOURCE.format(verdict="correct"))
     )
     src = _write(tmp_path / "in.jsonl", [{"response": "a", "ground_truth": "b"}])
-    res = _subprocess_grade(tmp_path, str(src), "-o", str(tmp_path / "o.jsonl"), "--grader", "noisy_judge:Judge")
+    res = _subprocess_grade(
+        tmp_path, str(src), "-o", str(tmp_path / "o.jsonl"), "--grader", "noisy_judge:Judge"
+    )
     assert res.returncode == 0, res.stderr
     assert "IMPORT-NOISE" in res.stderr and "IMPORT-NOISE" not in res.stdout
     assert "PLUGIN-STDOUT" not in res.stdout

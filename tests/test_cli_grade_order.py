@@ -12,8 +12,12 @@ from reasoning_rl.cli import app
 
 def test_output_is_in_input_order_after_a_resume(tmp_path: Path) -> None:
     src = tmp_path / "in.jsonl"
-    src.write_text("".join(json.dumps({"id": f"q{i}", "response": f"\\boxed{{{i}}}", "ground_truth": str(i % 3)})
-                           + "\n" for i in range(1, 7)))
+    src.write_text(
+        "".join(
+            json.dumps({"id": f"q{i}", "response": f"\\boxed{{{i}}}", "ground_truth": str(i % 3)}) + "\n"
+            for i in range(1, 7)
+        )
+    )
     out = tmp_path / "out.jsonl"
     args = ["grade", str(src), "-o", str(out), "--grader", "math", "--workers", "1", "--no-progress"]
     first = CliRunner().invoke(app, args)
@@ -44,30 +48,68 @@ def test_module_class_grader_from_a_plain_file_in_the_working_directory(tmp_path
         "    version = '1'\n"
         "    def grade(self, response, ground_truth, **options):\n"
         "        ok = response.strip() == str(ground_truth).upper()\n"
-        "        return Grade.correct('loud') if ok else Grade.incorrect('quiet')\n")
+        "        return Grade.correct('loud') if ok else Grade.incorrect('quiet')\n"
+    )
     src = tmp_path / "in.jsonl"
-    src.write_text(json.dumps({"response": "HI", "ground_truth": "hi"}) + "\n"
-                   + json.dumps({"response": "hi", "ground_truth": "hi"}) + "\n")
+    src.write_text(
+        json.dumps({"response": "HI", "ground_truth": "hi"})
+        + "\n"
+        + json.dumps({"response": "hi", "ground_truth": "hi"})
+        + "\n"
+    )
     rrl = Path(sys.executable).with_name("rrl")
     repo = str(Path(__file__).resolve().parents[1])
-    proc = subprocess.run([str(rrl), "grade", "in.jsonl", "-o", "out.jsonl", "--grader", "my_grader:Shout",
-                           "--workers", "1", "--no-progress"], cwd=tmp_path, capture_output=True, text=True,
-                          env={**os.environ, "PYTHONPATH": repo}, timeout=120)
+    proc = subprocess.run(
+        [
+            str(rrl),
+            "grade",
+            "in.jsonl",
+            "-o",
+            "out.jsonl",
+            "--grader",
+            "my_grader:Shout",
+            "--workers",
+            "1",
+            "--no-progress",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": repo},
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     rows = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
-    assert [(r["grader"], r["verdict"], r["reason"]) for r in rows] == [("shout", "correct", "loud"),
-                                                                         ("shout", "incorrect", "quiet")]
+    assert [(r["grader"], r["verdict"], r["reason"]) for r in rows] == [
+        ("shout", "correct", "loud"),
+        ("shout", "incorrect", "quiet"),
+    ]
 
 
 def test_limit_takes_the_first_rows_of_each_source_and_resumes_with_them(tmp_path: Path) -> None:
-    rows = [{"id": f"{s}{i}", "data_source": s, "response": f"\\boxed{{{i}}}", "ground_truth": str(i)}
-            for i in range(4) for s in ("a", "b")] + [{"id": "c0", "data_source": "c", "response": "x",
-                                                      "ground_truth": "1"}]
+    rows = [
+        {"id": f"{s}{i}", "data_source": s, "response": f"\\boxed{{{i}}}", "ground_truth": str(i)}
+        for i in range(4)
+        for s in ("a", "b")
+    ] + [{"id": "c0", "data_source": "c", "response": "x", "ground_truth": "1"}]
     src = tmp_path / "in.jsonl"
     src.write_text("".join(json.dumps(r) + "\n" for r in rows))
     out, summary = tmp_path / "out.jsonl", tmp_path / "summary.json"
-    args = ["grade", str(src), "-o", str(out), "--grader", "math", "--workers", "1", "--no-progress", "--limit", "2",
-            "--summary-json", str(summary)]
+    args = [
+        "grade",
+        str(src),
+        "-o",
+        str(out),
+        "--grader",
+        "math",
+        "--workers",
+        "1",
+        "--no-progress",
+        "--limit",
+        "2",
+        "--summary-json",
+        str(summary),
+    ]
     res = CliRunner().invoke(app, args)
     assert res.exit_code == 0, res.output
     assert [json.loads(line)["id"] for line in out.read_text().splitlines()] == ["a0", "b0", "a1", "b1", "c0"]
@@ -79,7 +121,16 @@ def test_limit_takes_the_first_rows_of_each_source_and_resumes_with_them(tmp_pat
     again = CliRunner().invoke(app, args)
     assert again.exit_code == 0, again.output
     assert [json.loads(line)["id"] for line in out.read_text().splitlines()] == ["a0", "b0", "a1", "b1", "c0"]
-    more = CliRunner().invoke(app, [*args[:-4], "--limit", "3"])  # a larger limit grades on into the same OUTPUT
+    more = CliRunner().invoke(
+        app, [*args[:-4], "--limit", "3"]
+    )  # a larger limit grades on into the same OUTPUT
     assert more.exit_code == 0, more.output
-    assert [json.loads(line)["id"] for line in out.read_text().splitlines()] == ["a0", "b0", "a1", "b1", "a2", "b2",
-                                                                                 "c0"]
+    assert [json.loads(line)["id"] for line in out.read_text().splitlines()] == [
+        "a0",
+        "b0",
+        "a1",
+        "b1",
+        "a2",
+        "b2",
+        "c0",
+    ]

@@ -8,14 +8,17 @@ from typer.testing import CliRunner
 from reasoning_rl.cli import app
 
 
-@pytest.mark.parametrize(("command", "default"), [
-    (["report"], "[default: RUN_DIR/report/report.html]"),
-    (["eval"], "[default: RUN_DIR/eval/results.jsonl]"),
-    (["export"], "[default: RUN_DIR/export/step_N]"),
-    (["export"], "[default: latest complete]"),
-    (["grade"], "default: OUTPUT.cache.sqlite"),
-    (["sandbox", "build"], "(default: deb.debian.org)"),
-])
+@pytest.mark.parametrize(
+    ("command", "default"),
+    [
+        (["report"], "[default: RUN_DIR/report/report.html]"),
+        (["eval"], "[default: RUN_DIR/eval/results.jsonl]"),
+        (["export"], "[default: RUN_DIR/export/step_N]"),
+        (["export"], "[default: latest complete]"),
+        (["grade"], "default: OUTPUT.cache.sqlite"),
+        (["sandbox", "build"], "(default: deb.debian.org)"),
+    ],
+)
 def test_help_keeps_documented_defaults(command: list[str], default: str) -> None:
     """Before: rich markup took "[default: ...]" for a style tag and dropped it."""
     result = CliRunner().invoke(app, [*command, "--help"], terminal_width=200)

@@ -31,8 +31,11 @@ def _sandbox_checks_once(monkeypatch: pytest.MonkeyPatch, _real_sandbox_results:
 
 
 def _config(tmp_path: Path, **sections: dict) -> Path:
-    cfg = {"model": {"path": str(tmp_path / "model")}, "data": {"train": {"generator": "fixed_digit"}},
-           "run": {"dir": str(tmp_path / "runs" / "{name}"), "device": "cpu"}}
+    cfg = {
+        "model": {"path": str(tmp_path / "model")},
+        "data": {"train": {"generator": "fixed_digit"}},
+        "run": {"dir": str(tmp_path / "runs" / "{name}"), "device": "cpu"},
+    }
     for key, value in sections.items():
         cfg[key] = {**cfg.get(key, {}), **value}
     path = tmp_path / "config.yaml"
@@ -47,26 +50,42 @@ def _by_name(results: list, name: str):
 def test_bare_doctor_reports_every_area_and_requires_only_basics() -> None:
     results = run_checks()
     names = {r.name for r in results}
-    for expected in ("Python", "torch", "transformers", "datasets", "CUDA", "torch.distributed", "NCCL",
-                     "vLLM", "vLLM sleep mode", "Ray", "Docker sandbox", "local sandbox", "Lean toolchain",
-                     "Free disk"):
+    for expected in (
+        "Python",
+        "torch",
+        "transformers",
+        "datasets",
+        "CUDA",
+        "torch.distributed",
+        "NCCL",
+        "vLLM",
+        "vLLM sleep mode",
+        "Ray",
+        "Docker sandbox",
+        "local sandbox",
+        "Lean toolchain",
+        "Free disk",
+    ):
         assert expected in names
     assert all(r.status in ("ok", "warn", "problem") for r in results)
     assert [r.name for r in results if r.required] == ["Python"]
 
 
 def test_requirements_follow_the_config() -> None:
-    req = requirements_from_config({
-        "run": {"device": "cuda", "dir": "runs/{name}", "name": "x"},
-        "rollout": {"engine": "vllm"},
-        "data": {"default_grader": "math", "grader_map": {"mbpp": "code", "minif2f": "lean"}},
-        "grading": {"backend": "ray", "ray_address": "10.0.0.1:6379"},
-    })
+    req = requirements_from_config(
+        {
+            "run": {"device": "cuda", "dir": "runs/{name}", "name": "x"},
+            "rollout": {"engine": "vllm"},
+            "data": {"default_grader": "math", "grader_map": {"mbpp": "code", "minif2f": "lean"}},
+            "grading": {"backend": "ray", "ray_address": "10.0.0.1:6379"},
+        }
+    )
     assert (req.vllm, req.cuda, req.lean, req.ray) == (True, True, True, True)
     assert req.sandboxes == {"auto"}  # code and lean default to sandbox: auto
     assert req.output_dir == Path("runs/x") and req.ray_address == "10.0.0.1:6379"
-    local = requirements_from_config({"data": {"grader_map": {"mbpp": "code"}},
-                                      "grading": {"options": {"code": {"sandbox": "local"}}}})
+    local = requirements_from_config(
+        {"data": {"grader_map": {"mbpp": "code"}}, "grading": {"options": {"code": {"sandbox": "local"}}}}
+    )
     assert local.sandboxes == {"local"} and not local.vllm and not local.lean and not local.cuda
     assert requirements_from_config({"data": {"default_grader": "math"}}).sandboxes == frozenset()
 
@@ -74,14 +93,23 @@ def test_requirements_follow_the_config() -> None:
 DOCKER_CODE = {"options": {"code": {"sandbox": "docker"}}}
 
 
-@pytest.mark.parametrize(("component", "grader_map", "grading", "engine", "check", "fix"), [
-    ("docker", {"mbpp": "code"}, DOCKER_CODE, "hf", "Docker sandbox", DOCKER_FIX),
-    ("lean", {"minif2f": "lean"}, {}, "hf", "Lean toolchain", LEAN_FIX),
-    ("vllm", {}, {}, "vllm", "vLLM", "pip install -e '.[train-cpu]'"),
-])
+@pytest.mark.parametrize(
+    ("component", "grader_map", "grading", "engine", "check", "fix"),
+    [
+        ("docker", {"mbpp": "code"}, DOCKER_CODE, "hf", "Docker sandbox", DOCKER_FIX),
+        ("lean", {"minif2f": "lean"}, {}, "hf", "Lean toolchain", LEAN_FIX),
+        ("vllm", {}, {}, "vllm", "vLLM", "pip install -e '.[train-cpu]'"),
+    ],
+)
 def test_missing_component_required_by_config_fails_with_fix(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, component: str, grader_map: dict, grading: dict, engine: str,
-    check: str, fix: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    component: str,
+    grader_map: dict,
+    grading: dict,
+    engine: str,
+    check: str,
+    fix: str,
 ) -> None:
     config = _config(tmp_path, data={"grader_map": grader_map}, rollout={"engine": engine}, grading=grading)
     monkeypatch.setenv(SIMULATE_ENV, component)
@@ -99,7 +127,9 @@ def test_missing_component_required_by_config_fails_with_fix(
     assert exc.value.code == 1
 
 
-def test_missing_component_not_needed_is_only_a_warning(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_missing_component_not_needed_is_only_a_warning(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv(SIMULATE_ENV, "docker,lean,vllm")
     config = _config(tmp_path, rollout={"engine": "hf"})
     results = run_checks(config)
@@ -114,12 +144,17 @@ def test_missing_component_not_needed_is_only_a_warning(tmp_path: Path, monkeypa
     assert out.exit_code == 1 and "required check(s) failed: vLLM" in out.output  # the override counts
 
 
-def test_auto_sandbox_without_docker_needs_the_local_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_auto_sandbox_without_docker_needs_the_local_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     config = _config(tmp_path, data={"grader_map": {"mbpp": "code"}}, rollout={"engine": "hf"})
     monkeypatch.setenv(SIMULATE_ENV, "docker")
     results = run_checks(config)
     docker = _by_name(results, "Docker sandbox")
-    assert (docker.status, docker.required) == ("warn", False) and "falls back to the local backend" in docker.detail
+    assert (docker.status, docker.required) == (
+        "warn",
+        False,
+    ) and "falls back to the local backend" in docker.detail
     local = _by_name(results, "local sandbox")
     assert local.required and local.status == "ok"
     monkeypatch.setenv(SIMULATE_ENV, "docker,local")
@@ -127,7 +162,9 @@ def test_auto_sandbox_without_docker_needs_the_local_one(tmp_path: Path, monkeyp
     assert local.blocking and "bubblewrap" in local.fix
 
 
-def test_bf16_rollout_on_cpu_without_bf16_kernels_is_blocking(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_bf16_rollout_on_cpu_without_bf16_kernels_is_blocking(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv(SIMULATE_ENV, "cpu_bf16,cuda")
     config = _config(tmp_path, model={"path": str(tmp_path), "dtype": "bfloat16"}, rollout={"engine": "vllm"})
     r = _by_name(run_checks(config), "vLLM dtype")
@@ -178,8 +215,9 @@ def test_a_crashing_check_is_a_problem_line_not_a_traceback(monkeypatch: pytest.
     assert len(results) > 10  # the other checks still ran
 
 
-def test_train_hook_takes_the_config_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                           capsys: pytest.CaptureFixture[str]) -> None:
+def test_train_hook_takes_the_config_model(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     """`rrl train` passes its validated Config; a missing required piece stops it with the fix on stderr."""
     from reasoning_rl.config import load_config
 
@@ -225,13 +263,17 @@ def test_disk_estimate_counts_kept_checkpoints(tmp_path: Path) -> None:
         fh.truncate(4 * 2**30)
     assert checkpoint_estimate(model, keep=1) == 4 * 2**30 * (3 * 2 + 1)
     assert checkpoint_estimate(model, keep=5) == 4 * 2**30 * (3 * 6 + 1)
-    req = requirements_from_config(yaml.safe_load(_config(tmp_path, trainer={"keep_checkpoints": 5000}).read_text()))
+    req = requirements_from_config(
+        yaml.safe_load(_config(tmp_path, trainer={"keep_checkpoints": 5000}).read_text())
+    )
     assert req.keep_checkpoints == 5000 and req.model_dir == model
     (row,) = check_disk(req)
     assert row.blocking and "5001 checkpoints (trainer.keep_checkpoints=5000" in row.detail
 
 
-def test_built_lean_launcher_is_the_default_toolchain(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_built_lean_launcher_is_the_default_toolchain(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Before: doctor found .cache/lean/bin/lean but only told the user to export RRL_LEAN; runs failed."""
     from reasoning_rl.config import load_config
     from reasoning_rl.lean_default import default_lean_launcher, with_default_launcher

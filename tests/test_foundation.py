@@ -49,7 +49,9 @@ def test_register_in_process_grader() -> None:
 
 
 def test_cli_version_and_help() -> None:
-    out = subprocess.run([sys.executable, "-m", "reasoning_rl.cli", "--version"], capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, "-m", "reasoning_rl.cli", "--version"], capture_output=True, text=True
+    )
     assert out.returncode == 0 and out.stdout.startswith("rrl ")
     out = subprocess.run([sys.executable, "-m", "reasoning_rl.cli", "--help"], capture_output=True, text=True)
     assert out.returncode == 0 and "Usage" in out.stdout
@@ -66,7 +68,9 @@ def test_tiny_model_loads_and_chats(tiny_model_dir: Path) -> None:
     tok = AutoTokenizer.from_pretrained(tiny_model_dir)
     text = "2+3=\\boxed{5}"
     assert tok.decode(tok(text)["input_ids"]) == text
-    ids = tok.apply_chat_template([{"role": "user", "content": "hi"}], add_generation_prompt=True)["input_ids"]
+    ids = tok.apply_chat_template([{"role": "user", "content": "hi"}], add_generation_prompt=True)[
+        "input_ids"
+    ]
     assert tok.decode(ids).endswith("<|assistant|>")
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
     assert model.config.num_hidden_layers == 2

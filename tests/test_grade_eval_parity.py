@@ -47,25 +47,53 @@ ERROR_PROMPTS = [  # errors count as not correct in accuracy and pass@k, and do 
 
 
 @pytest.mark.parametrize(
-    ("grader", "prompts"), [("math", PROMPTS), (f"{__name__}:EchoOrError", ERROR_PROMPTS)], ids=["math", "errors"]
+    ("grader", "prompts"),
+    [("math", PROMPTS), (f"{__name__}:EchoOrError", ERROR_PROMPTS)],
+    ids=["math", "errors"],
 )
 def test_rrl_eval_and_rrl_grade_report_identical_numbers(tmp_path: Path, grader: str, prompts: list) -> None:
     src, out, summary = tmp_path / "in.jsonl", tmp_path / "out.jsonl", tmp_path / "summary.json"
-    src.write_text("".join(json.dumps({"data_source": s, "ground_truth": gt, "responses": rs}) + "\n"
-                           for s, gt, rs in prompts))
-    res = CliRunner().invoke(app, ["grade", str(src), "-o", str(out), "--grader", grader, "--no-progress",
-                                   "--no-cache", "--workers", "1", "--summary-json", str(summary)])
+    src.write_text(
+        "".join(
+            json.dumps({"data_source": s, "ground_truth": gt, "responses": rs}) + "\n"
+            for s, gt, rs in prompts
+        )
+    )
+    res = CliRunner().invoke(
+        app,
+        [
+            "grade",
+            str(src),
+            "-o",
+            str(out),
+            "--grader",
+            grader,
+            "--no-progress",
+            "--no-cache",
+            "--workers",
+            "1",
+            "--summary-json",
+            str(summary),
+        ],
+    )
     assert res.exit_code == 0, res.output
     graded = json.loads(summary.read_text())["summary"]
 
     samples: list[Sample] = []
     with GradingPool(workers=1) as pool:
         for group, (source, gt, responses) in enumerate(prompts):
-            ex = Example(uid=f"p{group}", data_source=source, messages=({"role": "user", "content": "q"},),
-                         ground_truth=gt, grader=grader)
+            ex = Example(
+                uid=f"p{group}",
+                data_source=source,
+                messages=({"role": "user", "content": "q"},),
+                ground_truth=gt,
+                grader=grader,
+            )
             grades = pool.grade_batch([GradeRequest(grader, r, gt) for r in responses])
-            samples += [Sample(group, ex, Completion(group, i, [1], [2], [0.0], r, "stop"), g)
-                        for i, (r, g) in enumerate(zip(responses, grades, strict=True))]
+            samples += [
+                Sample(group, ex, Completion(group, i, [1], [2], [0.0], r, "stop"), g)
+                for i, (r, g) in enumerate(zip(responses, grades, strict=True))
+            ]
         result = summarise(samples, 3, equivalence(pool, samples, {}))
 
     rates = [k for k in graded["overall"] if k.startswith(("accuracy", "pass@", "maj@"))]

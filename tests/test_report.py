@@ -21,16 +21,27 @@ from reasoning_rl.trace import TraceWriter
 
 STEPS = 4
 # (stage, start, end) offsets within a step; step 2 also evaluates, leaving 0.5 s no stage covers.
-LAYOUT = [("generate", 0, 10), ("grade_wait", 10, 12), ("ref_logprobs", 12, 13), ("old_logprobs", 13, 14),
-          ("update", 14, 20), ("handoff", 20, 20.5)]
+LAYOUT = [
+    ("generate", 0, 10),
+    ("grade_wait", 10, 12),
+    ("ref_logprobs", 12, 13),
+    ("old_logprobs", 13, 14),
+    ("update", 14, 20),
+    ("handoff", 20, 20.5),
+]
 PARAMS, WORLD, H100 = 1_000_000_000, 2, 989e12
 MATH_MS = [float(x) for x in range(1, 101)]
 
 
 def make_run(root: Path, *, steps: int = STEPS, close: bool = True, meta: dict | None = None) -> Path:
     root.mkdir(parents=True, exist_ok=True)
-    meta = meta or {"run": "synthetic", "device": "cuda", "device_name": "NVIDIA H100 80GB HBM3",
-                    "world_size": WORLD, "model": {"params": PARAMS, "dtype": "bfloat16"}}
+    meta = meta or {
+        "run": "synthetic",
+        "device": "cuda",
+        "device_name": "NVIDIA H100 80GB HBM3",
+        "world_size": WORLD,
+        "model": {"params": PARAMS, "dtype": "bfloat16"},
+    }
     tw = TraceWriter(root / "trace.jsonl", meta=meta)
     metrics = []
     for step in range(steps):
@@ -47,12 +58,29 @@ def make_run(root: Path, *, steps: int = STEPS, close: bool = True, meta: dict |
         tw.counter("gpu_mem_peak_bytes", step, 5 * 2**30, rank=1)
         for i in range(25):
             ms = MATH_MS[25 * step + i]
-            tw.counter("grade_latency_ms", step, ms, grader="math", verdict="correct" if i < 5 * step else "incorrect",
-                       cached=i % 5 == 0)
-        tw.counter("grade_latency_ms", step, 3000.0, grader="code", verdict="error", cached=False, timeout=True)
+            tw.counter(
+                "grade_latency_ms",
+                step,
+                ms,
+                grader="math",
+                verdict="correct" if i < 5 * step else "incorrect",
+                cached=i % 5 == 0,
+            )
+        tw.counter(
+            "grade_latency_ms", step, 3000.0, grader="code", verdict="error", cached=False, timeout=True
+        )
         tw.counter("grade_latency_ms", step, 40.0, grader="code", verdict="correct", cached=False)
-        metrics.append({"step": step, "reward_mean": 0.2 * step, "reward_std": 0.1, "accuracy": 0.2 * step,
-                        "response_len_mean": 100 - step, "kl": 0.01 * step, "entropy": 1.0 - 0.1 * step})
+        metrics.append(
+            {
+                "step": step,
+                "reward_mean": 0.2 * step,
+                "reward_std": 0.1,
+                "accuracy": 0.2 * step,
+                "response_len_mean": 100 - step,
+                "kl": 0.01 * step,
+                "entropy": 1.0 - 0.1 * step,
+            }
+        )
     if close:
         tw.close()
     (root / "metrics.jsonl").write_text("".join(json.dumps(m) + "\n" for m in metrics))
@@ -159,16 +187,27 @@ def test_crashed_status_is_a_warning(tmp_path: Path) -> None:
     tw.add_span("generate", 0, 1.0, 2.0)
     tw.close("crashed")
     result = write_report(run)
-    assert any("crashed" in w for w in result.warnings) and "metrics.jsonl: missing" in " ".join(result.warnings)
+    assert any("crashed" in w for w in result.warnings) and "metrics.jsonl: missing" in " ".join(
+        result.warnings
+    )
 
 
 def test_mistyped_records_are_dropped_with_a_warning(tmp_path: Path) -> None:
     run = make_run(tmp_path / "run", steps=2)
     with (run / "trace.jsonl").open("a") as fh:
-        fh.write(json.dumps({"v": 1, "type": "span", "step": "one", "stage": "generate", "start": 0, "end": 1}) + "\n")
-        fh.write(json.dumps({"v": 1, "type": "counter", "step": 1, "name": "handoff_bytes", "value": None}) + "\n")
-        fh.write(json.dumps({"v": 1, "type": "counter", "step": 1, "name": "tokens_generated", "value": 1,
-                             "attrs": "x"}) + "\n")
+        fh.write(
+            json.dumps({"v": 1, "type": "span", "step": "one", "stage": "generate", "start": 0, "end": 1})
+            + "\n"
+        )
+        fh.write(
+            json.dumps({"v": 1, "type": "counter", "step": 1, "name": "handoff_bytes", "value": None}) + "\n"
+        )
+        fh.write(
+            json.dumps(
+                {"v": 1, "type": "counter", "step": 1, "name": "tokens_generated", "value": 1, "attrs": "x"}
+            )
+            + "\n"
+        )
     a = analyze(load_run(run))
     assert any("2 span/counter record(s)" in w for w in a.warnings)
     assert [h.bytes for h in a.handoff] == [1e9, 1e9]
@@ -182,7 +221,6 @@ def test_cpu_run_says_mfu_na_and_metrics_only_run_uses_time_keys(tmp_path: Path)
     assert "MFU n/a on CPU" in _html_without_figures(a)
 
 
-
 def test_trainer_style_metrics_and_aggregate_latencies(tmp_path: Path) -> None:
     """The trainer's namespaced metric keys, and p50s reported by the grading runtime instead of samples."""
     run = tmp_path / "trainer_style"
@@ -194,12 +232,33 @@ def test_trainer_style_metrics_and_aggregate_latencies(tmp_path: Path) -> None:
         tw.counter("grade_cache_hits", step, hits, grader="math")
         tw.counter("grade_timeouts", step, timeouts, grader="math")
     tw.close()
-    rows = [{"step": 0, "handoff/bytes": 3e6, "handoff/seconds": 0.5, "time/generate_s": 3.0, "time/update_s": 1.0, "time/step_s": 5.0, "reward/mean": 0.25,
-             "reward/std": 0.1, "policy/kl": 0.0, "grading/correct": 3.0, "grading/incorrect": 1.0,
-             "grading/math/correct": 3.0, "grading/math/incorrect": 1.0, "grading/masked": 0.0},
-            {"step": 1, "reward/mean": float("nan"), "grading/error": 2.0, "grading/math/error": 2.0,
-             "grading/error_reason/timeout": 2.0, "grading/masked": 2.0},
-            {"step": 1, "eval/accuracy": 0.5, "eval/prompts": 16.0}]
+    rows = [
+        {
+            "step": 0,
+            "handoff/bytes": 3e6,
+            "handoff/seconds": 0.5,
+            "time/generate_s": 3.0,
+            "time/update_s": 1.0,
+            "time/step_s": 5.0,
+            "reward/mean": 0.25,
+            "reward/std": 0.1,
+            "policy/kl": 0.0,
+            "grading/correct": 3.0,
+            "grading/incorrect": 1.0,
+            "grading/math/correct": 3.0,
+            "grading/math/incorrect": 1.0,
+            "grading/masked": 0.0,
+        },
+        {
+            "step": 1,
+            "reward/mean": float("nan"),
+            "grading/error": 2.0,
+            "grading/math/error": 2.0,
+            "grading/error_reason/timeout": 2.0,
+            "grading/masked": 2.0,
+        },
+        {"step": 1, "eval/accuracy": 0.5, "eval/prompts": 16.0},
+    ]
     (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     a = analyze(load_run(run))
     assert a.verdicts_by_step == {0: {"correct": 3, "incorrect": 1}, 1: {"error": 2}}
@@ -221,8 +280,12 @@ def test_trainer_style_metrics_and_aggregate_latencies(tmp_path: Path) -> None:
 
 
 def test_explicit_peak_and_unknown_device(tmp_path: Path) -> None:
-    meta = {"run": "x", "device": "cuda", "device_name": "Mystery GPU", "model": {"layers": 2, "hidden": 64,
-                                                                               "vocab": 100}}
+    meta = {
+        "run": "x",
+        "device": "cuda",
+        "device_name": "Mystery GPU",
+        "model": {"layers": 2, "hidden": 64, "vocab": 100},
+    }
     run = make_run(tmp_path / "run", meta=meta)
     a = analyze(load_run(run))
     assert all(t.mfu is None for t in a.throughput) and "unknown device" in a.mfu_note
@@ -263,17 +326,25 @@ def test_report_of_a_real_cpu_training_run(tmp_path: Path, tiny_model_dir: Path)
     from reasoning_rl.trace import read_trace
 
     config = tmp_path / "config.yaml"
-    config.write_text(yaml.safe_dump({
-        "run": {"name": "real", "dir": str(tmp_path / "runs" / "{name}"), "device": "cpu"},
-        "model": {"path": str(tiny_model_dir)},
-        "data": {"train": {"generator": "fixed_digit", "size": 16}},
-        "rollout": {"engine": "hf", "n": 2, "max_tokens": 8},
-        "trainer": {"steps": 3, "batch_size": 2, "export": False},
-        "grading": {"workers": 1},
-        "logging": {"console": "plain", "tensorboard": False},
-    }))
-    proc = subprocess.run([sys.executable, "-m", "reasoning_rl.cli", "train", str(config)], capture_output=True,
-                          text=True, timeout=240)
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "run": {"name": "real", "dir": str(tmp_path / "runs" / "{name}"), "device": "cpu"},
+                "model": {"path": str(tiny_model_dir)},
+                "data": {"train": {"generator": "fixed_digit", "size": 16}},
+                "rollout": {"engine": "hf", "n": 2, "max_tokens": 8},
+                "trainer": {"steps": 3, "batch_size": 2, "export": False},
+                "grading": {"workers": 1},
+                "logging": {"console": "plain", "tensorboard": False},
+            }
+        )
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "reasoning_rl.cli", "train", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     run = tmp_path / "runs" / "real"
 

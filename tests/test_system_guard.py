@@ -25,7 +25,9 @@ def test_missing_bwrap_is_one_line_naming_the_installer(tmp_path: Path) -> None:
     assert res.returncode == 4, res.stdout + res.stderr
     lines = [line for line in res.stdout.splitlines() if "missing system program" in line]
     assert len(lines) == 1, res.stdout
-    assert "`bwrap`" in lines[0] and "bubblewrap" in lines[0] and "scripts/services.d/10-docker.sh" in lines[0]
+    assert (
+        "`bwrap`" in lines[0] and "bubblewrap" in lines[0] and "scripts/services.d/10-docker.sh" in lines[0]
+    )
     assert " passed" not in res.stdout and " failed" not in res.stdout  # nothing ran
 
 

@@ -30,10 +30,22 @@ def test_round_trip(tmp_path: Path) -> None:
     assert trace.complete and trace.end is not None and trace.end["status"] == "ok" and emitted == []
     assert trace.meta["run"] == "r" and trace.meta["model"] == {"params": 7} and trace.meta["started"] > 0
     gen, upd = trace.spans
-    assert gen["stage"] == "generate" and gen["attrs"] == {"engine": "vllm", "samples": 4} and gen["end"] >= gen["start"]
+    assert (
+        gen["stage"] == "generate"
+        and gen["attrs"] == {"engine": "vllm", "samples": 4}
+        and gen["end"] >= gen["start"]
+    )
     assert (upd["start"], upd["end"]) == (10.0, 12.5)
-    assert trace.counters == [{"v": SCHEMA_VERSION, "type": "counter", "step": 0, "name": "handoff_bytes",
-                               "value": 1024.0, "attrs": {"method": "reload_weights"}}]
+    assert trace.counters == [
+        {
+            "v": SCHEMA_VERSION,
+            "type": "counter",
+            "step": 0,
+            "name": "handoff_bytes",
+            "value": 1024.0,
+            "attrs": {"method": "reload_weights"},
+        }
+    ]
     assert all(json.loads(line)["v"] == SCHEMA_VERSION for line in path.read_text().splitlines())
 
 

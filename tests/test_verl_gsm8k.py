@@ -22,11 +22,15 @@ from reasoning_rl.data import load_examples
 datasets = pytest.importorskip("datasets")
 
 RAW = [
-    {"question": "Natalia sold clips to 48 of her friends in April, and then she sold half as many clips in May. "
-                 "How many clips did Natalia sell altogether in April and May?",
-     "answer": "Natalia sold 48/2 = <<48/2=24>>24 clips in May.\nNatalia sold 48+24 = <<48+24=72>>72 clips.\n#### 72"},
-    {"question": "A shop sells 1,200 pens a day. How many pens does it sell in 2 days?",
-     "answer": "1,200 * 2 = 2,400\n#### 2,400"},
+    {
+        "question": "Natalia sold clips to 48 of her friends in April, and then she sold half as many clips in May. "
+        "How many clips did Natalia sell altogether in April and May?",
+        "answer": "Natalia sold 48/2 = <<48/2=24>>24 clips in May.\nNatalia sold 48+24 = <<48+24=72>>72 clips.\n#### 72",
+    },
+    {
+        "question": "A shop sells 1,200 pens a day. How many pens does it sell in 2 days?",
+        "answer": "1,200 * 2 = 2,400\n#### 2,400",
+    },
 ]
 INSTRUCTION = 'Let\'s think step by step and output the final answer after "####".'
 
@@ -98,8 +102,9 @@ def test_explicit_mapping_beats_the_known_source_default(tmp_path: Path) -> None
     assert {ex.grader for ex in examples} == {"math"}
 
 
-@pytest.mark.parametrize("source", ["lighteval/MATH", "DigitalLearningGmbH/MATH-lighteval", "HuggingFaceH4/MATH-500",
-                                    "aime_2024"])
+@pytest.mark.parametrize(
+    "source", ["lighteval/MATH", "DigitalLearningGmbH/MATH-lighteval", "HuggingFaceH4/MATH-500", "aime_2024"]
+)
 def test_math_sets_default_to_the_boxed_math_grader(source: str) -> None:
     assert graders.known_source_grader(source) == "math"
     assert graders.known_source_grader("my_own_set") is None

@@ -31,7 +31,9 @@ def sync() -> None:
         torch.cuda.synchronize()
 
 
-def batches(steps: int, n: int, seq: int, vocab: int, prompt: int = 128) -> list[tuple[TokenBatch, torch.Tensor]]:
+def batches(
+    steps: int, n: int, seq: int, vocab: int, prompt: int = 128
+) -> list[tuple[TokenBatch, torch.Tensor]]:
     g = torch.Generator().manual_seed(7)
     out = []
     for _ in range(steps):
@@ -41,14 +43,25 @@ def batches(steps: int, n: int, seq: int, vocab: int, prompt: int = 128) -> list
 
 
 def main() -> None:
-    shape, steps, n, seq, out_path = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+    shape, steps, n, seq, out_path = (
+        sys.argv[1],
+        int(sys.argv[2]),
+        int(sys.argv[3]),
+        int(sys.argv[4]),
+        sys.argv[5],
+    )
     dist.init()
     world, rank = dist.world_size(), dist.rank()
     model_dir = Path(f"/tmp/rrl_bench/{shape}")
     if dist.is_main():
         build_random_model(shape, model_dir)
     dist.barrier()
-    policy = Policy.from_pretrained(str(model_dir), dtype="bfloat16" if torch.cuda.is_available() else "float32", lr=1e-5, micro_batch_tokens=32 * seq)
+    policy = Policy.from_pretrained(
+        str(model_dir),
+        dtype="bfloat16" if torch.cuda.is_available() else "float32",
+        lr=1e-5,
+        micro_batch_tokens=32 * seq,
+    )
     cfg = LossConfig()
     vocab = policy.lm.config.vocab_size
     rows_of_rank = list(range(rank, n, world))
@@ -72,10 +85,20 @@ def main() -> None:
         tokens = n * seq
         # logprobs (fwd, 2N) + train step (fwd+bwd, 6N): count both, as the step does both.
         flops = train_flops(shape, tokens, seq) * (8 / 6)
-        res = {"shape": shape, "world": world, "batch": n, "seq": seq, "losses": losses, "logprob_mean": lp_means, "step_s": times,
-               "step_s_median": step_s, "tokens_per_s": tokens / step_s, "tokens_per_s_per_gpu": tokens / step_s / world,
-               "mfu": flops / step_s / (PEAK_FLOPS * world),
-               "peak_mem_gib": torch.cuda.max_memory_allocated() / 2**30 if torch.cuda.is_available() else None}
+        res = {
+            "shape": shape,
+            "world": world,
+            "batch": n,
+            "seq": seq,
+            "losses": losses,
+            "logprob_mean": lp_means,
+            "step_s": times,
+            "step_s_median": step_s,
+            "tokens_per_s": tokens / step_s,
+            "tokens_per_s_per_gpu": tokens / step_s / world,
+            "mfu": flops / step_s / (PEAK_FLOPS * world),
+            "peak_mem_gib": torch.cuda.max_memory_allocated() / 2**30 if torch.cuda.is_available() else None,
+        }
         Path(out_path).write_text(json.dumps(res, indent=1))
         print("RESULT " + json.dumps(res), flush=True)
     dist.destroy()

@@ -25,8 +25,11 @@ class GpuMemory:
     def __enter__(self) -> GpuMemory:
         if shutil.which("nvidia-smi") is None:  # a CPU machine (tests of this module): no samples
             return self
-        self._proc = subprocess.Popen(["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits",
-                                       "-lms", "500"], stdout=subprocess.PIPE, text=True)
+        self._proc = subprocess.Popen(
+            ["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits", "-lms", "500"],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
         return self
@@ -50,10 +53,18 @@ def gpu_state() -> tuple[list[int], int]:
     """(pids of processes on the GPU, MiB in use)."""
     if shutil.which("nvidia-smi") is None:
         return [], 0
-    apps = subprocess.run(["nvidia-smi", "--query-compute-apps=pid", "--format=csv,noheader"],
-                          capture_output=True, text=True, check=False).stdout
-    used = subprocess.run(["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits"],
-                          capture_output=True, text=True, check=False).stdout.strip()
+    apps = subprocess.run(
+        ["nvidia-smi", "--query-compute-apps=pid", "--format=csv,noheader"],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout
+    used = subprocess.run(
+        ["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits"],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout.strip()
     return [int(p) for p in apps.split() if p.isdigit()], int(used) if used.isdigit() else 0
 
 
@@ -77,8 +88,15 @@ def run_logged(cmd: list[str], env: dict[str, str], log: Path, timeout: float) -
     """Run ``cmd`` in its own process group, each output line into ``log`` prefixed with the seconds since start;
     on timeout end the whole group. Returns (rc or None on timeout, wall seconds)."""
     started = time.time()
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
-                            text=True, errors="replace")
+    proc = subprocess.Popen(
+        cmd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        text=True,
+        errors="replace",
+    )
 
     log.parent.mkdir(parents=True, exist_ok=True)
     fh = log.open("w")

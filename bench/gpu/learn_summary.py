@@ -1,6 +1,6 @@
 """Summarise the GPU learning run: reward curve + held-out accuracy before/after, as JSON, a table and PNGs.
 
-    python bench/gpu/learn_summary.py RUN_DIR OUT_DIR
+python bench/gpu/learn_summary.py RUN_DIR OUT_DIR
 """
 
 from __future__ import annotations
@@ -20,16 +20,25 @@ def main() -> None:
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
     train = [(r["step"], r["reward/mean"]) for r in rows if "reward/mean" in r]
     evals = [r for r in rows if any(k.startswith("eval/") and k.endswith("/accuracy") for k in r)]
-    sources = sorted({k.split("/")[1] for r in evals for k in r if k.count("/") == 2 and k.endswith("/accuracy")})
-    curves = {s: [(r["step"], r[f"eval/{s}/accuracy"]) for r in evals if f"eval/{s}/accuracy" in r] for s in sources}
+    sources = sorted(
+        {k.split("/")[1] for r in evals for k in r if k.count("/") == 2 and k.endswith("/accuracy")}
+    )
+    curves = {
+        s: [(r["step"], r[f"eval/{s}/accuracy"]) for r in evals if f"eval/{s}/accuracy" in r] for s in sources
+    }
     summary = {
         "steps": len(train),
         "reward_first5": sum(v for _, v in train[:5]) / max(1, len(train[:5])),
         "reward_last5": sum(v for _, v in train[-5:]) / max(1, len(train[-5:])),
-        "eval": {s: {"before": c[0][1], "after": c[-1][1], "n_points": len(c)} for s, c in curves.items() if c},
-        "rollout_logprob_diff_mean_max": max((r["rollout/logprob_diff_mean"] for r in rows
-                                              if "rollout/logprob_diff_mean" in r), default=None),
-        "step_s_median": sorted(r["time/step_s"] for r in rows if "time/step_s" in r)[len(train) // 2] if train else None,
+        "eval": {
+            s: {"before": c[0][1], "after": c[-1][1], "n_points": len(c)} for s, c in curves.items() if c
+        },
+        "rollout_logprob_diff_mean_max": max(
+            (r["rollout/logprob_diff_mean"] for r in rows if "rollout/logprob_diff_mean" in r), default=None
+        ),
+        "step_s_median": sorted(r["time/step_s"] for r in rows if "time/step_s" in r)[len(train) // 2]
+        if train
+        else None,
         "reward_curve": train,
         "eval_curves": curves,
     }
@@ -46,7 +55,9 @@ def main() -> None:
         ax.grid(alpha=0.3)
     fig.tight_layout()
     fig.savefig(out / "learn_curves.png", dpi=110)
-    print(json.dumps({k: v for k, v in summary.items() if k not in ("reward_curve", "eval_curves")}, indent=1))
+    print(
+        json.dumps({k: v for k, v in summary.items() if k not in ("reward_curve", "eval_curves")}, indent=1)
+    )
 
 
 if __name__ == "__main__":

@@ -6,12 +6,30 @@ from pathlib import Path
 from typing import Any
 
 SHAPES: dict[str, dict[str, int]] = {
-    "smol": dict(vocab_size=49152, hidden_size=576, intermediate_size=1536, num_hidden_layers=30,
-                 num_attention_heads=9, num_key_value_heads=3),
-    "qwen": dict(vocab_size=151936, hidden_size=896, intermediate_size=4864, num_hidden_layers=24,
-                 num_attention_heads=14, num_key_value_heads=2),
-    "tiny": dict(vocab_size=512, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                 num_attention_heads=2, num_key_value_heads=1),
+    "smol": dict(
+        vocab_size=49152,
+        hidden_size=576,
+        intermediate_size=1536,
+        num_hidden_layers=30,
+        num_attention_heads=9,
+        num_key_value_heads=3,
+    ),
+    "qwen": dict(
+        vocab_size=151936,
+        hidden_size=896,
+        intermediate_size=4864,
+        num_hidden_layers=24,
+        num_attention_heads=14,
+        num_key_value_heads=2,
+    ),
+    "tiny": dict(
+        vocab_size=512,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+    ),
 }
 
 
@@ -30,9 +48,13 @@ def build_random_model(shape: str, out_dir: str | Path, seed: int = 0) -> Path:
     tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="t0"))
     tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
     tok.decoder = decoders.WordPiece(prefix="##")
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="t0", pad_token="t0", eos_token="t1", bos_token="t2")
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok, unk_token="t0", pad_token="t0", eos_token="t1", bos_token="t2"
+    )
     fast.save_pretrained(out)
-    cfg = LlamaConfig(max_position_embeddings=2048, tie_word_embeddings=True, bos_token_id=2, eos_token_id=1, **spec)
+    cfg = LlamaConfig(
+        max_position_embeddings=2048, tie_word_embeddings=True, bos_token_id=2, eos_token_id=1, **spec
+    )
     torch.manual_seed(seed)
     LlamaForCausalLM(cfg).save_pretrained(out)
     return out
@@ -44,7 +66,9 @@ def random_prompts(vocab: int, count: int, length: int, seed: int = 1) -> list[s
     import torch
 
     g = torch.Generator().manual_seed(seed)
-    return [" ".join(f"t{int(x)}" for x in torch.randint(3, vocab, (length,), generator=g)) for _ in range(count)]
+    return [
+        " ".join(f"t{int(x)}" for x in torch.randint(3, vocab, (length,), generator=g)) for _ in range(count)
+    ]
 
 
 def param_count(shape: str) -> int:
@@ -60,4 +84,6 @@ def param_count(shape: str) -> int:
 def train_flops(shape: str, tokens: int, seq_len: int) -> float:
     """fwd+bwd FLOPs: 6·N·tokens (dense) + 12·layers·hidden·seq·tokens (causal attention, halved)."""
     s: dict[str, Any] = SHAPES[shape]
-    return 6.0 * param_count(shape) * tokens + 6.0 * s["num_hidden_layers"] * s["hidden_size"] * seq_len * tokens
+    return (
+        6.0 * param_count(shape) * tokens + 6.0 * s["num_hidden_layers"] * s["hidden_size"] * seq_len * tokens
+    )

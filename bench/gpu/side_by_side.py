@@ -53,27 +53,53 @@ def run_ours(shape: str, steps: int, work: Path) -> dict[str, Any]:
     data = work / f"prompts_{shape}.jsonl"
     write_prompts(data, SHAPES[shape]["vocab_size"], steps)
     run_dir = work / f"run_{shape}"
-    cfg = load_config(None, base={
-        "run": {"name": f"sbs_{shape}", "dir": str(run_dir), "doctor": False},
-        "model": {"path": str(model), "dtype": "bfloat16" if torch.cuda.is_available() else "float32",
-                  "compile": OURS_COMPILE},
-        "data": {"train": {"path": str(data)}, "chat_template": False, "shuffle": False,
-                 "max_prompt_tokens": 1024},  # same text as TRL; its tokenizer decides the length
-        "rollout": {"n": GENS, "max_tokens": COMPLETION_LEN, "temperature": 1.0, "ignore_eos": True,
-                    "gpu_memory_utilization": 0.3, "seed_per_sample": False, "engine_args": {"max_num_seqs": PROMPTS * GENS, **OURS_ENGINE_ARGS},
-                    "sleep": OURS_SLEEP},
-        "algorithm": {"micro_batch_tokens": OURS_MICRO * (PROMPT_LEN + COMPLETION_LEN),
-                      "mini_batch_size": PROMPTS * GENS},
-        "optim": {"lr": 1e-6},
-        "grading": {"workers": 8, "cache": False, "options": {"math": {"mode": "lenient"}}},
-        "trainer": {"steps": steps + 1, "batch_size": PROMPTS, "checkpoint_every": 0, "export": False,
-                    "overwrite": True},
-        "logging": {"console": "plain", "tensorboard": False, "samples": False},
-    })
+    cfg = load_config(
+        None,
+        base={
+            "run": {"name": f"sbs_{shape}", "dir": str(run_dir), "doctor": False},
+            "model": {
+                "path": str(model),
+                "dtype": "bfloat16" if torch.cuda.is_available() else "float32",
+                "compile": OURS_COMPILE,
+            },
+            "data": {
+                "train": {"path": str(data)},
+                "chat_template": False,
+                "shuffle": False,
+                "max_prompt_tokens": 1024,
+            },  # same text as TRL; its tokenizer decides the length
+            "rollout": {
+                "n": GENS,
+                "max_tokens": COMPLETION_LEN,
+                "temperature": 1.0,
+                "ignore_eos": True,
+                "gpu_memory_utilization": 0.3,
+                "seed_per_sample": False,
+                "engine_args": {"max_num_seqs": PROMPTS * GENS, **OURS_ENGINE_ARGS},
+                "sleep": OURS_SLEEP,
+            },
+            "algorithm": {
+                "micro_batch_tokens": OURS_MICRO * (PROMPT_LEN + COMPLETION_LEN),
+                "mini_batch_size": PROMPTS * GENS,
+            },
+            "optim": {"lr": 1e-6},
+            "grading": {"workers": 8, "cache": False, "options": {"math": {"mode": "lenient"}}},
+            "trainer": {
+                "steps": steps + 1,
+                "batch_size": PROMPTS,
+                "checkpoint_every": 0,
+                "export": False,
+                "overwrite": True,
+            },
+            "logging": {"console": "plain", "tensorboard": False, "samples": False},
+        },
+    )
     if torch.cuda.is_available():
         torch.cuda.reset_peak_memory_stats()
     Trainer(cfg).run()
-    rows = [r for r in read_metrics(run_dir / "metrics.jsonl") if "time/step_s" in r][1:]  # first step = warm-up
+    rows = [r for r in read_metrics(run_dir / "metrics.jsonl") if "time/step_s" in r][
+        1:
+    ]  # first step = warm-up
 
     def med(key: str) -> float:
         vals = [float(r[key]) for r in rows if key in r]
@@ -83,28 +109,49 @@ def run_ours(shape: str, steps: int, work: Path) -> dict[str, Any]:
     tokens = PROMPTS * GENS * (PROMPT_LEN + COMPLETION_LEN)
     update_s = med("time/update_s")
     return {
-        "system": "reasoning-rl", "shape": shape, "micro_seqs": OURS_MICRO, "compile": OURS_COMPILE, "sleep": OURS_SLEEP,
-        "engine_args": OURS_ENGINE_ARGS, "steps": [round(float(r["time/step_s"]), 3) for r in rows],
-        "step_s_median": round(step_s, 3), "tokens_per_s": round(tokens / step_s),
+        "system": "reasoning-rl",
+        "shape": shape,
+        "micro_seqs": OURS_MICRO,
+        "compile": OURS_COMPILE,
+        "sleep": OURS_SLEEP,
+        "engine_args": OURS_ENGINE_ARGS,
+        "steps": [round(float(r["time/step_s"]), 3) for r in rows],
+        "step_s_median": round(step_s, 3),
+        "tokens_per_s": round(tokens / step_s),
         "gen_tokens_per_s": round(med("throughput/gen_tokens_per_s")),
-        "generate_s": round(med("time/generate_s"), 3), "grade_wait_s": round(med("time/grade_wait_s"), 4),
+        "generate_s": round(med("time/generate_s"), 3),
+        "grade_wait_s": round(med("time/grade_wait_s"), 4),
         "grade_wait_share": round(med("time/grade_wait_s") / step_s, 4),
         "update_s": round(update_s, 3),
-        "update_mfu": round(train_flops(shape, tokens, PROMPT_LEN + COMPLETION_LEN) / update_s / PEAK_FLOPS, 3),
-        "handoff_s": round(med("handoff/seconds"), 3), "handoff_gbps": round(med("handoff/gbps"), 2),
+        "update_mfu": round(
+            train_flops(shape, tokens, PROMPT_LEN + COMPLETION_LEN) / update_s / PEAK_FLOPS, 3
+        ),
+        "handoff_s": round(med("handoff/seconds"), 3),
+        "handoff_gbps": round(med("handoff/gbps"), 2),
         "handoff_bytes": med("handoff/bytes"),
-        "peak_mem_gib": round(torch.cuda.max_memory_allocated() / 2**30, 1) if torch.cuda.is_available() else None,
+        "peak_mem_gib": round(torch.cuda.max_memory_allocated() / 2**30, 1)
+        if torch.cuda.is_available()
+        else None,
         "all_metrics_last_step": rows[-1] if rows else {},
     }
 
 
 def run_trl(shape: str, steps: int, trl_bench: str) -> dict[str, Any]:
     env = dict(os.environ, MICRO=str(MICRO))
-    cmd = [sys.executable, trl_bench, shape, str(PROMPTS), str(GENS), str(PROMPT_LEN), str(COMPLETION_LEN), str(steps + 1)]
+    cmd = [
+        sys.executable,
+        trl_bench,
+        shape,
+        str(PROMPTS),
+        str(GENS),
+        str(PROMPT_LEN),
+        str(COMPLETION_LEN),
+        str(steps + 1),
+    ]
     out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=420)
     for line in out.stdout.splitlines():
         if line.startswith("RESULT "):
-            return json.loads(line[len("RESULT "):])
+            return json.loads(line[len("RESULT ") :])
     return {"system": "trl", "error": (out.stdout + out.stderr)[-3000:]}
 
 
@@ -125,15 +172,29 @@ def main() -> None:
         Path(args.out).write_text(json.dumps(ours, default=str))
         return
     child = work / f"ours_{args.shape}.json"
-    subprocess.run([sys.executable, __file__, args.shape, "--steps", str(args.steps), "--only-ours",
-                    "--out", str(child)], check=True, timeout=480)
+    subprocess.run(
+        [
+            sys.executable,
+            __file__,
+            args.shape,
+            "--steps",
+            str(args.steps),
+            "--only-ours",
+            "--out",
+            str(child),
+        ],
+        check=True,
+        timeout=480,
+    )
     result: dict[str, Any] = {"shape": args.shape, "ours": json.loads(child.read_text())}
     if args.trl:
         t = time.time()
         result["trl"] = run_trl(args.shape, args.steps, args.trl)
         result["trl"]["wall_s"] = round(time.time() - t, 1)
         if "tokens_per_s" in result["trl"]:
-            result["ratio_tokens_per_s"] = round(result["ours"]["tokens_per_s"] / result["trl"]["tokens_per_s"], 2)
+            result["ratio_tokens_per_s"] = round(
+                result["ours"]["tokens_per_s"] / result["trl"]["tokens_per_s"], 2
+            )
     Path(args.out).write_text(json.dumps(result, indent=1, default=str))
     print("RESULT " + json.dumps(result, default=str)[:4000], flush=True)
 

@@ -32,10 +32,13 @@ def sync() -> None:
         torch.cuda.synchronize()
 
 
-def measure(model_dir: Path, shape: str, compiled: bool, rows: int, profile_to: Path | None) -> dict[str, float]:
+def measure(
+    model_dir: Path, shape: str, compiled: bool, rows: int, profile_to: Path | None
+) -> dict[str, float]:
     dtype = "bfloat16" if torch.cuda.is_available() else "float32"
-    policy = Policy.from_pretrained(str(model_dir), dtype=dtype, lr=1e-6, micro_batch_tokens=rows * SEQ,
-                                    compile_layers=compiled)
+    policy = Policy.from_pretrained(
+        str(model_dir), dtype=dtype, lr=1e-6, micro_batch_tokens=rows * SEQ, compile_layers=compiled
+    )
     g = torch.Generator().manual_seed(7)
     vocab = policy.lm.config.vocab_size
     batch = TokenBatch([torch.randint(3, vocab, (SEQ,), generator=g) for _ in range(ROWS)], [PROMPT] * ROWS)
@@ -54,13 +57,21 @@ def measure(model_dir: Path, shape: str, compiled: bool, rows: int, profile_to: 
         with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
             policy.train_step(batch, adv, old, None, LossConfig())
             sync()
-        profile_to.write_text(prof.key_averages().table(sort_by="cuda_time_total", row_limit=30, max_name_column_width=70))
+        profile_to.write_text(
+            prof.key_averages().table(sort_by="cuda_time_total", row_limit=30, max_name_column_width=70)
+        )
     step = sorted(times[1:])[len(times[1:]) // 2]
     tokens = ROWS * SEQ
-    result = {"setting": f"{'compile' if compiled else 'eager'}:{rows}", "first_step_s": round(times[0], 2),
-              "step_s": round(step, 3), "tokens_per_s": round(tokens / step),
-              "mfu": round(train_flops(shape, tokens, SEQ) / step / PEAK_FLOPS, 3),
-              "peak_mem_gib": round(torch.cuda.max_memory_allocated() / 2**30, 1) if torch.cuda.is_available() else 0.0}
+    result = {
+        "setting": f"{'compile' if compiled else 'eager'}:{rows}",
+        "first_step_s": round(times[0], 2),
+        "step_s": round(step, 3),
+        "tokens_per_s": round(tokens / step),
+        "mfu": round(train_flops(shape, tokens, SEQ) / step / PEAK_FLOPS, 3),
+        "peak_mem_gib": round(torch.cuda.max_memory_allocated() / 2**30, 1)
+        if torch.cuda.is_available()
+        else 0.0,
+    }
     del policy
     if torch.cuda.is_available():
         torch.cuda.empty_cache()
@@ -77,12 +88,18 @@ def main() -> None:
     for k, setting in enumerate(settings):
         mode, rows = setting.split(":")
         last = k == len(settings) - 1
-        results.append(measure(model_dir, shape, mode == "compile", int(rows), out / "update_profile.txt" if last else None))
+        results.append(
+            measure(
+                model_dir, shape, mode == "compile", int(rows), out / "update_profile.txt" if last else None
+            )
+        )
         print("UPDATE " + json.dumps(results[-1]), flush=True)
     (out / "update_probe.json").write_text(json.dumps(results, indent=1))
     print(f"{'setting':<12} {'step s':>7} {'tokens/s':>9} {'MFU':>6} {'first s':>8} {'peak GiB':>9}")
     for r in results:
-        print(f"{r['setting']:<12} {r['step_s']:>7} {r['tokens_per_s']:>9} {r['mfu']:>6} {r['first_step_s']:>8} {r['peak_mem_gib']:>9}")
+        print(
+            f"{r['setting']:<12} {r['step_s']:>7} {r['tokens_per_s']:>9} {r['mfu']:>6} {r['first_step_s']:>8} {r['peak_mem_gib']:>9}"
+        )
 
 
 if __name__ == "__main__":

@@ -38,21 +38,41 @@ def main() -> None:
     tok.save_pretrained(model)
     texts = random_prompts(SHAPES[shape]["vocab_size"], PROMPTS * (STEPS + 1), PROMPT_LEN)
     rows = [
-        {"data_source": "rand", "prompt": [{"role": "user", "content": text}], "ability": "math",
-         "reward_model": {"style": "rule", "ground_truth": "0"}, "extra_info": {"index": i}}
+        {
+            "data_source": "rand",
+            "prompt": [{"role": "user", "content": text}],
+            "ability": "math",
+            "reward_model": {"style": "rule", "ground_truth": "0"},
+            "extra_info": {"index": i},
+        }
         for i, text in enumerate(texts)
     ]
-    lengths = [len(tok(tok.apply_chat_template([{"role": "user", "content": t}], tokenize=False,
-                                               add_generation_prompt=True), add_special_tokens=False)["input_ids"])
-               for t in texts]
-    if max(lengths) > MAX_PROMPT_TOKENS:  # verl's data.truncation=error would stop the run later, less clearly
-        raise SystemExit(f"verl_data: a prompt is {max(lengths)} tokens, over data.max_prompt_length={MAX_PROMPT_TOKENS}")
+    lengths = [
+        len(
+            tok(
+                tok.apply_chat_template(
+                    [{"role": "user", "content": t}], tokenize=False, add_generation_prompt=True
+                ),
+                add_special_tokens=False,
+            )["input_ids"]
+        )
+        for t in texts
+    ]
+    if (
+        max(lengths) > MAX_PROMPT_TOKENS
+    ):  # verl's data.truncation=error would stop the run later, less clearly
+        raise SystemExit(
+            f"verl_data: a prompt is {max(lengths)} tokens, over data.max_prompt_length={MAX_PROMPT_TOKENS}"
+        )
     pq.write_table(pa.Table.from_pylist(rows), root / "train.parquet")
     pq.write_table(pa.Table.from_pylist(rows[:PROMPTS]), root / "val.parquet")
     (root / "reward.py").write_text(REWARD)
-    print(f"verl data: {len(rows)} prompts, {statistics.mean(lengths):.1f} tokens on average ({min(lengths)}-"
-          f"{max(lengths)}; {PROMPT_LEN} words each: the tokenizer splits off its special tokens t0/t1/t2 inside "
-          f"words), model {model}", flush=True)
+    print(
+        f"verl data: {len(rows)} prompts, {statistics.mean(lengths):.1f} tokens on average ({min(lengths)}-"
+        f"{max(lengths)}; {PROMPT_LEN} words each: the tokenizer splits off its special tokens t0/t1/t2 inside "
+        f"words), model {model}",
+        flush=True,
+    )
 
 
 if __name__ == "__main__":

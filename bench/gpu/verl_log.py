@@ -12,16 +12,30 @@ GEN_TOKENS_PER_STEP = 32 * 8 * 256
 
 
 STEP_LINE = re.compile(r"^\[\s*([\d.]+)\].*?(?:\s|\))step:(\d+) - (.*)$")  # run_logged's [seconds] prefix
-KEEP = ("timing_s/step", "timing_s/gen", "timing_s/reward", "timing_s/old_log_prob", "timing_s/adv",
-        "timing_s/update_actor", "timing_s/update_weights", "perf/throughput", "perf/mfu/actor",
-        "actor/perf/max_memory_allocated_gb", "actor/perf/max_memory_reserved_gb", "perf/total_num_tokens",
-        "response_length/mean", "prompt_length/mean", "critic/score/mean", "actor/pg_loss")
+KEEP = (
+    "timing_s/step",
+    "timing_s/gen",
+    "timing_s/reward",
+    "timing_s/old_log_prob",
+    "timing_s/adv",
+    "timing_s/update_actor",
+    "timing_s/update_weights",
+    "perf/throughput",
+    "perf/mfu/actor",
+    "actor/perf/max_memory_allocated_gb",
+    "actor/perf/max_memory_reserved_gb",
+    "perf/total_num_tokens",
+    "response_length/mean",
+    "prompt_length/mean",
+    "critic/score/mean",
+    "actor/pg_loss",
+)
 
 
 def _number(text: str) -> float | None:
     text = text.strip()
     if text.endswith(")") and "(" in text:  # numpy scalars print as np.float64(1.5)
-        text = text[text.index("(") + 1:-1]
+        text = text[text.index("(") + 1 : -1]
     try:
         return float(text)
     except ValueError:
@@ -48,12 +62,20 @@ def parse_steps(log_text: str) -> list[dict[str, float]]:
 def summarize(rows: list[dict[str, float]]) -> dict[str, Any]:
     """Medians over steps 2..N (step 1 carries compilation and first-touch costs), as for ours and TRL."""
     warm = [r for r in rows if r["step"] >= 2] or rows
-    med = {k: round(statistics.median([r[k] for r in warm if k in r]), 3) for k in KEEP
-           if any(k in r for r in warm)}
-    out: dict[str, Any] = {"steps_parsed": len(rows), "medians": med,
-                           "step_s": [r.get("timing_s/step") for r in rows],
-                           "first_step_logged_at_s": rows[0]["t"] if rows else None}
-    gaps = [b["t"] - a["t"] for a, b in zip(rows, rows[1:], strict=False) if b["step"] >= 3]  # log line to log line
+    med = {
+        k: round(statistics.median([r[k] for r in warm if k in r]), 3)
+        for k in KEEP
+        if any(k in r for r in warm)
+    }
+    out: dict[str, Any] = {
+        "steps_parsed": len(rows),
+        "medians": med,
+        "step_s": [r.get("timing_s/step") for r in rows],
+        "first_step_logged_at_s": rows[0]["t"] if rows else None,
+    }
+    gaps = [
+        b["t"] - a["t"] for a, b in zip(rows, rows[1:], strict=False) if b["step"] >= 3
+    ]  # log line to log line
     if gaps:
         out["step_wall_s_median"] = round(statistics.median(gaps), 3)
     if "timing_s/step" in med:
@@ -68,7 +90,7 @@ def first_error(log_text: str) -> str | None:
     lines = log_text.splitlines()
     for i, line in enumerate(lines):
         if re.search(r"(Error|Exception)\b.*:", line) and "Warning" not in line:
-            return " | ".join(x.strip() for x in lines[i:i + 3])[:600]
+            return " | ".join(x.strip() for x in lines[i : i + 3])[:600]
     return None
 
 
@@ -85,8 +107,18 @@ def table(r: dict[str, Any]) -> str:
     o, t, v = r["ours"], r["trl"], r["verl"]
     vm = v.get("medians", {})
     rows = [
-        ("step time (median, steps 2-5)", o.get("step_s_median"), t.get("step_s_median"), v.get("step_s_median")),
-        ("tokens/s/GPU (32x8x(128+256) nominal)", o.get("tokens_per_s"), t.get("tokens_per_s"), v.get("tokens_per_s")),
+        (
+            "step time (median, steps 2-5)",
+            o.get("step_s_median"),
+            t.get("step_s_median"),
+            v.get("step_s_median"),
+        ),
+        (
+            "tokens/s/GPU (32x8x(128+256) nominal)",
+            o.get("tokens_per_s"),
+            t.get("tokens_per_s"),
+            v.get("tokens_per_s"),
+        ),
         ("generation s", o.get("generate_s"), None, vm.get("timing_s/gen")),
         ("generation tokens/s", o.get("gen_tokens_per_s"), None, v.get("gen_tokens_per_s")),
         ("old log-prob s", None, None, vm.get("timing_s/old_log_prob")),
@@ -94,13 +126,24 @@ def table(r: dict[str, Any]) -> str:
         ("update MFU", o.get("update_mfu"), None, vm.get("perf/mfu/actor")),
         ("hand-off s", o.get("handoff_s"), None, vm.get("timing_s/update_weights")),
         ("GPU peak GiB (nvidia-smi)", o.get("gpu_peak_gib"), t.get("gpu_peak_gib"), v.get("gpu_peak_gib")),
-        ("trainer allocator peak GiB", o.get("peak_mem_gib"), t.get("peak_mem_gib"), vm.get("actor/perf/max_memory_allocated_gb")),
+        (
+            "trainer allocator peak GiB",
+            o.get("peak_mem_gib"),
+            t.get("peak_mem_gib"),
+            vm.get("actor/perf/max_memory_allocated_gb"),
+        ),
         ("wall s (incl. start)", o.get("wall_s"), t.get("wall_s"), v.get("wall_s")),
     ]
     lines = [f"| | ours | TRL 1.16 | verl 0.9.1 ({v.get('setting')}) |", "|---|---|---|---|"]
     lines += [f"| {name} | {a} | {b} | {c} |" for name, a, b, c in rows]
-    lines.append(f"ratio ours/verl tokens/s: {r.get('ratio_ours_over_verl')}   ours/TRL: {r.get('ratio_ours_over_trl')}")
-    for s in r.get("sweep", []) + [dict(x, setting=f"{x['setting']} (this call)") for x in r.get("verl_runs", [])]:
-        lines.append(f"verl {s.get('setting')}: step {s.get('step_s_median')} s, {s.get('tokens_per_s')} tok/s, "
-                     f"complete={s.get('complete')} {s.get('skipped') or s.get('error') or ''}"[:300])
+    lines.append(
+        f"ratio ours/verl tokens/s: {r.get('ratio_ours_over_verl')}   ours/TRL: {r.get('ratio_ours_over_trl')}"
+    )
+    for s in r.get("sweep", []) + [
+        dict(x, setting=f"{x['setting']} (this call)") for x in r.get("verl_runs", [])
+    ]:
+        lines.append(
+            f"verl {s.get('setting')}: step {s.get('step_s_median')} s, {s.get('tokens_per_s')} tok/s, "
+            f"complete={s.get('complete')} {s.get('skipped') or s.get('error') or ''}"[:300]
+        )
     return "\n".join(lines)

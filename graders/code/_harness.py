@@ -91,7 +91,12 @@ def _encode_subclass(x, t, depth):
 
 def _namedtuple_fields(t, n):
     fields = getattr(t, "_fields", None)
-    if isinstance(fields, tuple) and _type(fields) is tuple and _len(fields) == n and all(_type(f) is str for f in fields):
+    if (
+        isinstance(fields, tuple)
+        and _type(fields) is tuple
+        and _len(fields) == n
+        and all(_type(f) is str for f in fields)
+    ):
         return list(fields)
     return None
 
@@ -109,10 +114,30 @@ def _encode_mapping(x, t, depth):
     return {"dict": pairs}
 
 
-_FACTORIES = {"int": int, "float": float, "str": str, "list": list, "dict": dict, "set": set, "tuple": tuple,
-              "bool": bool, "frozenset": frozenset}
-_TAGS = {"tuple", "dict", "set", "frozenset", "bytes", "complex", "float", "odict", "counter", "defaultdict",
-         "namedtuple"}
+_FACTORIES = {
+    "int": int,
+    "float": float,
+    "str": str,
+    "list": list,
+    "dict": dict,
+    "set": set,
+    "tuple": tuple,
+    "bool": bool,
+    "frozenset": frozenset,
+}
+_TAGS = {
+    "tuple",
+    "dict",
+    "set",
+    "frozenset",
+    "bytes",
+    "complex",
+    "float",
+    "odict",
+    "counter",
+    "defaultdict",
+    "namedtuple",
+}
 MAX_SAME_HASH = 8  # distinct values sharing one hash in a decoded set/dict: more is hash flooding, not data
 
 
@@ -140,7 +165,7 @@ def decode(x, depth=0):
         return [decode(v, depth + 1) for v in x]
     if t is not dict or _len(x) != 1:
         raise ValueError("malformed encoded value")
-    (tag, body), = x.items()
+    ((tag, body),) = x.items()
     if tag not in _TAGS:
         raise ValueError("unknown tag " + _repr(tag))
     if tag == "float":
@@ -192,7 +217,12 @@ def _decode_pairs(body, depth):
 
 
 def _decode_namedtuple(body, depth):
-    if _len(body) != 3 or _type(body[0]) is not str or _type(body[1]) is not list or _type(body[2]) is not list:
+    if (
+        _len(body) != 3
+        or _type(body[0]) is not str
+        or _type(body[1]) is not list
+        or _type(body[2]) is not list
+    ):
         raise ValueError("malformed namedtuple")
     fields = tuple(body[1])
     if _len(fields) != _len(body[2]) or not all(_type(f) is str for f in fields):
@@ -251,7 +281,9 @@ def _child(req, compiled, test, fds):
             exec(compiled, {"__name__": "__main__", "__builtins__": builtins})
         except SystemExit as exc:
             status = exc.code
-            code = status if isinstance(status, int) and _type(status) is int else (0 if status is None else 1)
+            code = (
+                status if isinstance(status, int) and _type(status) is int else (0 if status is None else 1)
+            )
         except BaseException:  # noqa: BLE001 - the submission's error is the test's result
             traceback.print_exc()
             code = 1
@@ -355,8 +387,11 @@ def _run_test(req, compiled, test, deadline, cap):
     for fd in child_fds.values():
         os.close(fd)
     status, exit_code, out = _collect(pid, pipes, deadline, cap)
-    result = {"time_s": time.monotonic() - started, "exit_code": exit_code,
-              "error": out["err"][-_ERR_CAP:].decode("utf-8", "replace")}
+    result = {
+        "time_s": time.monotonic() - started,
+        "exit_code": exit_code,
+        "error": out["err"][-_ERR_CAP:].decode("utf-8", "replace"),
+    }
     if status is not None:
         result["status"] = status
         return result
@@ -404,7 +439,9 @@ def main():
             results.append(_run_test(req, compiled, test, deadline, req["output_caps"][i]))
             if req["stop_on_failure"] and results[-1]["status"] != "ok":
                 stop = "skipped after test " + _str(_len(results) - 1) + " failed"
-                results += [{"status": "skipped", "error": stop, "time_s": 0.0} for _ in req["tests"][_len(results):]]
+                results += [
+                    {"status": "skipped", "error": stop, "time_s": 0.0} for _ in req["tests"][_len(results) :]
+                ]
                 break
     sys.stdout.write(json.dumps({"results": results}))
     sys.stdout.flush()

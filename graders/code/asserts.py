@@ -101,8 +101,9 @@ class CallTable:
         if outcome["status"] == "ok":
             _apply_mutations(args, kwargs, outcome.get("mutated"))
             return decode(outcome["value"])  # a fresh copy per call: checks may mutate what they get
-        failure = CandidateFailed(str(outcome["status"]), str(outcome.get("exc_type") or ""),
-                                  str(outcome.get("error", ""))[-300:])
+        failure = CandidateFailed(
+            str(outcome["status"]), str(outcome.get("exc_type") or ""), str(outcome.get("error", ""))[-300:]
+        )
         self.failures.append(failure)
         raise failure
 
@@ -113,8 +114,12 @@ class CallTable:
                 self.spread.add(decode(outcome.get("value")))
                 if outcome.get("mutated") is not None:
                     mutated = decode(outcome["mutated"])
-                    if not (type(mutated) is list and len(mutated) == 2 and type(mutated[0]) is list
-                            and type(mutated[1]) is dict):
+                    if not (
+                        type(mutated) is list
+                        and len(mutated) == 2
+                        and type(mutated[0]) is list
+                        and type(mutated[1]) is dict
+                    ):
                         raise ValueError("malformed mutated arguments")
                     self.spread.add(mutated)
             except (ValueError, TypeError, RecursionError) as exc:
@@ -128,7 +133,10 @@ def _apply_mutations(args: tuple[Any, ...], kwargs: dict[str, Any], mutated: Any
     if mutated is None:
         return
     new_args, new_kwargs = decode(mutated)
-    for old, new in [*zip(args, new_args, strict=False), *((kwargs[k], v) for k, v in new_kwargs.items() if k in kwargs)]:
+    for old, new in [
+        *zip(args, new_args, strict=False),
+        *((kwargs[k], v) for k, v in new_kwargs.items() if k in kwargs),
+    ]:
         if type(old) is list and type(new) is list:
             old[:] = new
         elif type(old) in (dict, set) and type(new) is type(old):
@@ -158,7 +166,9 @@ def compile_programs(suite: AssertSuite) -> tuple[Any, tuple[_Program, ...]]:
                 src = f"{src}\n\ncheck({suite.entry_point})\n"
             tree = ast.parse(src, f"<test {i}>")
             record = ast.fix_missing_locations(_NonFatalAsserts().visit(ast.parse(src, f"<test {i}>")))
-            programs.append(_Program(compile(record, f"<test {i}>", "exec"), compile(tree, f"<test {i}>", "exec")))
+            programs.append(
+                _Program(compile(record, f"<test {i}>", "exec"), compile(tree, f"<test {i}>", "exec"))
+            )
         return compile(suite.setup, "<setup>", "exec"), tuple(programs)
 
 
@@ -182,15 +192,23 @@ class _CheckTracer:
             self._raised.pop(id(frame), None)  # caught in this frame: it carries on
         elif event == "return":
             raised = self._raised.pop(id(frame), None)
-            if (isinstance(raised, StopIteration) and not frame.f_code.co_flags & _GENERATOR_FLAGS
-                    and frame.f_code.co_name != "__next__"):
-                self.failures.append(CheckBudgetExceeded(
-                    f"StopIteration escaped the check's {frame.f_code.co_name} (line {frame.f_lineno}): a map() or "
-                    "filter() around it would have ended early"))
+            if (
+                isinstance(raised, StopIteration)
+                and not frame.f_code.co_flags & _GENERATOR_FLAGS
+                and frame.f_code.co_name != "__next__"
+            ):
+                self.failures.append(
+                    CheckBudgetExceeded(
+                        f"StopIteration escaped the check's {frame.f_code.co_name} (line {frame.f_lineno}): a map() or "
+                        "filter() around it would have ended early"
+                    )
+                )
         return self
 
 
-def _execute(setup: Any, code: Any, entry_point: str, table: CallTable, deadline: float) -> BaseException | None:
+def _execute(
+    setup: Any, code: Any, entry_point: str, table: CallTable, deadline: float
+) -> BaseException | None:
     namespace: dict[str, Any] = {"__name__": "__check__"}
     state = random.getstate()
     previous = sys.gettrace()
@@ -241,7 +259,9 @@ class AssertRun:
                     _execute(setup, p.record, self.suite.entry_point, self.table, self.deadline)
         return verdicts, self._take_missing()
 
-    def add(self, calls: list[tuple[tuple[Any, ...], dict[str, Any]]], outcomes: list[dict[str, Any]]) -> None:
+    def add(
+        self, calls: list[tuple[tuple[Any, ...], dict[str, Any]]], outcomes: list[dict[str, Any]]
+    ) -> None:
         for (args, kwargs), outcome in zip(calls, outcomes, strict=True):
             self.table.add(call_key(args, kwargs), outcome)
 

@@ -31,10 +31,13 @@ def _token_equal(got: str, expected: str, float_tol: float | None) -> bool:
     return abs(g - e) <= float_tol * max(1.0, abs(e))
 
 
-def output_matches(got: str, expected: str, *, float_tol: float | None = None, case: CasePolicy = "sensitive") -> bool:
+def output_matches(
+    got: str, expected: str, *, float_tol: float | None = None, case: CasePolicy = "sensitive"
+) -> bool:
     """True when every line has the same whitespace-separated tokens (``\\r\\n``, trailing spaces and blank
     edge lines ignored)."""
     g, e = _lines(got, case), _lines(expected, case)
     return len(g) == len(e) and all(
-        len(gl) == len(el) and all(_token_equal(a, b, float_tol) for a, b in zip(gl, el, strict=True)) for gl, el in zip(g, e, strict=True)
+        len(gl) == len(el) and all(_token_equal(a, b, float_tol) for a, b in zip(gl, el, strict=True))
+        for gl, el in zip(g, e, strict=True)
     )

@@ -19,14 +19,37 @@ _FENCE = re.compile(
     r"(?:^[ \t]*\2[`~]*[ \t]*$|(?<=\S)\2[ \t]*$|\Z)",  # a fence line, a fence ending the last line, or the end
     re.M | re.S,
 )
-_OTHER_LANGS = {"text", "txt", "output", "console", "bash", "sh", "shell", "json", "plaintext", "cpp", "c++",
-                "java", "c", "go", "rust", "javascript", "js"}
+_OTHER_LANGS = {
+    "text",
+    "txt",
+    "output",
+    "console",
+    "bash",
+    "sh",
+    "shell",
+    "json",
+    "plaintext",
+    "cpp",
+    "c++",
+    "java",
+    "c",
+    "go",
+    "rust",
+    "javascript",
+    "js",
+}
 
 
 def _defines(code: str, name: str) -> bool:
     n = re.escape(name)
-    return re.search(rf"^[ \t]*(?:async[ \t]+)?def[ \t]+{n}\b|^[ \t]*class[ \t]+(?:Solution|{n})\b|^{n}[ \t]*=",
-                     code, re.M) is not None
+    return (
+        re.search(
+            rf"^[ \t]*(?:async[ \t]+)?def[ \t]+{n}\b|^[ \t]*class[ \t]+(?:Solution|{n})\b|^{n}[ \t]*=",
+            code,
+            re.M,
+        )
+        is not None
+    )
 
 
 def _block(indent: str, code: str) -> str:
@@ -34,14 +57,19 @@ def _block(indent: str, code: str) -> str:
     return textwrap.dedent(code) if indent else code
 
 
-def extract_code(response: str, mode: ExtractMode = "last_block", entry_point: str | None = None) -> str | None:
+def extract_code(
+    response: str, mode: ExtractMode = "last_block", entry_point: str | None = None
+) -> str | None:
     """The chosen code block, ignoring blocks tagged with another language; None when there is none."""
     if mode == "raw":
         return response
     if mode not in EXTRACT_MODES:
         raise ValueError(f"extract must be one of {EXTRACT_MODES}, got {mode!r}")
-    blocks = [_block(m.group(1), m.group(4)) for m in _FENCE.finditer(response)
-              if m.group(3).lower() not in _OTHER_LANGS]
+    blocks = [
+        _block(m.group(1), m.group(4))
+        for m in _FENCE.finditer(response)
+        if m.group(3).lower() not in _OTHER_LANGS
+    ]
     if not blocks:
         return None
     if mode == "longest_block":

@@ -79,7 +79,8 @@ class CodeGrader:
         passed = []
         for outcome, expected in zip(run.outcomes, suite.outputs, strict=True):
             ok = outcome["status"] == "ok" and output_matches(
-                str(outcome.get("stdout", "")), expected, float_tol=opts.float_tol, case=opts.case)
+                str(outcome.get("stdout", "")), expected, float_tol=opts.float_tol, case=opts.case
+            )
             passed.append(ok)
         return _score(passed, run.outcomes, opts, run.timing)
 
@@ -93,7 +94,10 @@ class CodeGrader:
         if run.outcomes is None:
             assert run.grade is not None
             return run.grade
-        passed = [_call_passed(o, expected, opts.float_tol) for o, expected in zip(run.outcomes, suite.outputs, strict=True)]
+        passed = [
+            _call_passed(o, expected, opts.float_tol)
+            for o, expected in zip(run.outcomes, suite.outputs, strict=True)
+        ]
         return _score(passed, run.outcomes, opts, run.timing)
 
     def _grade_asserts(self, code: str, suite: AssertSuite, opts: CodeOptions) -> Grade:
@@ -115,36 +119,63 @@ class CodeGrader:
                     return Grade.error(f"ground truth: the check passes an unsupported argument type ({exc})")
                 left = run.deadline - time.monotonic()
                 if left <= 0:
-                    return Grade.incorrect(f"time limit of {opts.total_timeout_s} s reached after {n_calls} calls",
-                                           calls=n_calls)
-                result = self._harness(opts, "call", code, suite.entry_point, tests, [opts.output_cap] * len(tests),
-                                       total_s=left)
+                    return Grade.incorrect(
+                        f"time limit of {opts.total_timeout_s} s reached after {n_calls} calls", calls=n_calls
+                    )
+                result = self._harness(
+                    opts, "call", code, suite.entry_point, tests, [opts.output_cap] * len(tests), total_s=left
+                )
                 if result.outcomes is None:
                     assert result.grade is not None
                     return result.grade
                 run.add(calls, result.outcomes)
                 n_calls += len(calls)
                 round_timing = result.timing or {}
-                run.deadline += max(0.0, round_timing.get("sandbox_s", 0.0) - round_timing.get("tests_s", 0.0))
+                run.deadline += max(
+                    0.0, round_timing.get("sandbox_s", 0.0) - round_timing.get("tests_s", 0.0)
+                )
                 for key, value in round_timing.items():
                     timing[key] += value
             verdicts, calls = run.judge()
             if not calls:
                 break
         else:  # only answers that keep changing the check's next arguments get here (a correct one settles)
-            return Grade.incorrect(f"the check kept making new calls after {MAX_ROUNDS} rounds", calls=n_calls)
-        outcomes = [{"status": "ok" if v is None else "failed", "calls": n_calls,
-                     **({} if v is None else {"error": f"{type(v).__name__}: {v}"[:300]})} for v in verdicts]
+            return Grade.incorrect(
+                f"the check kept making new calls after {MAX_ROUNDS} rounds", calls=n_calls
+            )
+        outcomes = [
+            {
+                "status": "ok" if v is None else "failed",
+                "calls": n_calls,
+                **({} if v is None else {"error": f"{type(v).__name__}: {v}"[:300]}),
+            }
+            for v in verdicts
+        ]
         return _score([v is None for v in verdicts], outcomes, opts, timing)
 
     # -- the sandbox -------------------------------------------------------------------------------------
-    def _harness(self, opts: CodeOptions, mode: str, code: str, fn_name: str, tests: list[Any], caps: list[int],
-                 total_s: float | None = None) -> _Verdict:
+    def _harness(
+        self,
+        opts: CodeOptions,
+        mode: str,
+        code: str,
+        fn_name: str,
+        tests: list[Any],
+        caps: list[int],
+        total_s: float | None = None,
+    ) -> _Verdict:
         total_s = opts.total_timeout_s if total_s is None else total_s
-        request = {"mode": mode, "code": code, "fn_name": fn_name, "tests": tests, "per_test_s": opts.timeout_s,
-                   "total_s": total_s, "output_caps": caps,
-                   # all-or-nothing: a crashed or timed-out test already decides the grade
-                   "stop_on_failure": opts.score == "all"}
+        request = {
+            "mode": mode,
+            "code": code,
+            "fn_name": fn_name,
+            "tests": tests,
+            "per_test_s": opts.timeout_s,
+            "total_s": total_s,
+            "output_caps": caps,
+            # all-or-nothing: a crashed or timed-out test already decides the grade
+            "stop_on_failure": opts.score == "all",
+        }
         # JSON escapes (\uXXXX) may grow each test's captured output 6 times
         out_cap = min(6 * sum(caps) + (1 << 20), _MAX_SANDBOX_OUTPUT)
         limits = Limits(wall_s=total_s + _STARTUP_S, memory_mb=opts.memory_mb, output_bytes=out_cap)
@@ -152,20 +183,35 @@ class CodeGrader:
             sandbox = self._sandbox(opts.sandbox)
         except SandboxError as exc:
             return _Verdict(grade=Grade.error(f"sandbox: {exc}", sandbox=str(opts.sandbox)))
-        result = sandbox.run(RunRequest(
-            ["python3", "-I", "-S", "harness.py"], files={"harness.py": HARNESS_SOURCE},
-            stdin=json.dumps(request).encode(), limits=limits))  # ASCII JSON: lone surrogates travel as escapes
+        result = sandbox.run(
+            RunRequest(
+                ["python3", "-I", "-S", "harness.py"],
+                files={"harness.py": HARNESS_SOURCE},
+                stdin=json.dumps(request).encode(),
+                limits=limits,
+            )
+        )  # ASCII JSON: lone surrogates travel as escapes
         if result.stopped_by == "sandbox_error":
-            return _Verdict(grade=Grade.error(f"sandbox: {result.detail}", sandbox=getattr(opts.sandbox, "name",
-                                                                                           opts.sandbox)))
+            return _Verdict(
+                grade=Grade.error(
+                    f"sandbox: {result.detail}", sandbox=getattr(opts.sandbox, "name", opts.sandbox)
+                )
+            )
         if result.stopped_by != "exit" or result.exit_code != 0:
             why = result.detail or result.stderr[-300:].decode("utf-8", "replace")
-            return _Verdict(grade=Grade.incorrect(f"the submission broke the test run ({result.stopped_by}): {why}",
-                                                  stopped_by=result.stopped_by, exit_code=result.exit_code))
+            return _Verdict(
+                grade=Grade.incorrect(
+                    f"the submission broke the test run ({result.stopped_by}): {why}",
+                    stopped_by=result.stopped_by,
+                    exit_code=result.exit_code,
+                )
+            )
         outcomes = _parse_outcomes(result.stdout, len(tests))
         if outcomes is None:
             return _Verdict(grade=Grade.incorrect("the test harness output was tampered with or cut short"))
-        tests_s = sum(float(o.get("time_s") or 0.0) for o in outcomes if isinstance(o.get("time_s"), int | float))
+        tests_s = sum(
+            float(o.get("time_s") or 0.0) for o in outcomes if isinstance(o.get("time_s"), int | float)
+        )
         return _Verdict(outcomes=outcomes, timing={"sandbox_s": result.wall_s, "tests_s": tests_s})
 
     def _sandbox(self, sandbox: str | Sandbox) -> Sandbox:
@@ -212,7 +258,9 @@ def _call_passed(outcome: dict[str, Any], expected: Any, float_tol: float | None
         if encoded_equal(got, expected, float_tol):
             return True
         # APPS call-based outputs wrap the return value in a one-element list.
-        return isinstance(expected, list) and len(expected) == 1 and encoded_equal(got, expected[0], float_tol)
+        return (
+            isinstance(expected, list) and len(expected) == 1 and encoded_equal(got, expected[0], float_tol)
+        )
     except (ValueError, TypeError, RecursionError):
         outcome["status"] = "malformed"
         return False
@@ -223,11 +271,16 @@ def _clean(text: str) -> str:
     return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
-def _score(passed: list[bool], outcomes: list[dict[str, Any]], opts: CodeOptions,
-           timing: dict[str, float] | None) -> Grade:
+def _score(
+    passed: list[bool], outcomes: list[dict[str, Any]], opts: CodeOptions, timing: dict[str, float] | None
+) -> Grade:
     tests = [
-        {"passed": ok, "status": o.get("status"), "time_s": round(float(o.get("time_s", 0.0) or 0.0), 4),
-         **({"error": _clean(str(o.get("error", ""))[-300:])} if not ok and o.get("error") else {})}
+        {
+            "passed": ok,
+            "status": o.get("status"),
+            "time_s": round(float(o.get("time_s", 0.0) or 0.0), 4),
+            **({"error": _clean(str(o.get("error", ""))[-300:])} if not ok and o.get("error") else {}),
+        }
         for ok, o in zip(passed, outcomes, strict=True)
     ]
     n_pass, n = sum(passed), len(passed)

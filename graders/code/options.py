@@ -34,6 +34,8 @@ class CodeOptions:
             raise ValueError(f"score must be 'all' or 'fraction', got {opts.score!r}")
         if opts.case not in ("sensitive", "insensitive"):
             raise ValueError(f"case must be 'sensitive' or 'insensitive', got {opts.case!r}")
-        if not (opts.timeout_s > 0 and opts.total_timeout_s > 0 and opts.memory_mb >= 64 and opts.output_cap > 0):
+        if not (
+            opts.timeout_s > 0 and opts.total_timeout_s > 0 and opts.memory_mb >= 64 and opts.output_cap > 0
+        ):
             raise ValueError("timeout_s, total_timeout_s, output_cap must be > 0 and memory_mb >= 64")
         return opts

@@ -95,7 +95,9 @@ def parse_suite(ground_truth: Any) -> Suite:
         raise GroundTruthError(f"fn_name must be a Python identifier, got {fn_name!r}")
     for i, args in enumerate(inputs):
         if not isinstance(args, list):
-            raise GroundTruthError(f"inputs[{i}] must be the list of call arguments, got {type(args).__name__}")
+            raise GroundTruthError(
+                f"inputs[{i}] must be the list of call arguments, got {type(args).__name__}"
+            )
     return CallSuite(fn_name, tuple(tuple(a) for a in inputs), tuple(outputs))
 
 
@@ -130,6 +132,10 @@ def _called_name(assertion: str) -> str:
     except SyntaxError as exc:
         raise GroundTruthError(f"test_list[0] is not Python: {exc}") from exc
     for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and not hasattr(builtins, node.func.id):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and not hasattr(builtins, node.func.id)
+        ):
             return node.func.id
     raise GroundTruthError("could not find the function under test in test_list[0]; give entry_point")

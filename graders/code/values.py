@@ -68,9 +68,13 @@ def values_equal(got: Any, expected: Any, float_tol: float | None) -> bool:
             return math.isclose(got, expected, rel_tol=float_tol, abs_tol=float_tol)
         return got == expected
     if isinstance(got, list) and isinstance(expected, list):
-        return len(got) == len(expected) and all(values_equal(g, e, float_tol) for g, e in zip(got, expected, strict=True))
+        return len(got) == len(expected) and all(
+            values_equal(g, e, float_tol) for g, e in zip(got, expected, strict=True)
+        )
     if isinstance(got, dict) and isinstance(expected, dict):
-        return got.keys() == expected.keys() and all(values_equal(got[k], expected[k], float_tol) for k in got)
+        return got.keys() == expected.keys() and all(
+            values_equal(got[k], expected[k], float_tol) for k in got
+        )
     return type(got) is type(expected) and got == expected
 
 
@@ -82,19 +86,25 @@ def encoded_equal(enc: Any, expected: Any, float_tol: float | None, depth: int =
         raise ValueError("value nested too deeply")
     if enc is None or type(enc) in (bool, str, int, float):
         return values_equal(enc, expected, float_tol)
-    if type(enc) is list or (type(enc) is dict and len(enc) == 1 and next(iter(enc)) in ("tuple", "namedtuple")):
+    if type(enc) is list or (
+        type(enc) is dict and len(enc) == 1 and next(iter(enc)) in ("tuple", "namedtuple")
+    ):
         items = enc if isinstance(enc, list) else _tuple_items(enc)
         if isinstance(expected, tuple):
             expected = list(expected)
         if not isinstance(expected, list):
             return False
         return len(items) == len(expected) and all(
-            encoded_equal(g, e, float_tol, depth + 1) for g, e in zip(items, expected, strict=True))
+            encoded_equal(g, e, float_tol, depth + 1) for g, e in zip(items, expected, strict=True)
+        )
     if type(enc) is dict and len(enc) == 1 and next(iter(enc)) in ("dict", "odict", "counter", "defaultdict"):
         tag, body = next(iter(enc.items()))
-        return isinstance(expected, dict) and _mapping_equal(body[1] if tag == "defaultdict" else body, expected,
-                                                             float_tol, depth)
-    return values_equal(decode(enc, depth), expected, float_tol)  # floats, bytes, complex, sets: small or unequal
+        return isinstance(expected, dict) and _mapping_equal(
+            body[1] if tag == "defaultdict" else body, expected, float_tol, depth
+        )
+    return values_equal(
+        decode(enc, depth), expected, float_tol
+    )  # floats, bytes, complex, sets: small or unequal
 
 
 def _tuple_items(enc: dict[str, Any]) -> list[Any]:

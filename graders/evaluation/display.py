@@ -88,9 +88,14 @@ def print_summary(console: Console, summary: dict[str, Any], run: dict[str, Any]
     console.print(perf)
     console.print(
         f"{run['rows_written']} rows written ({run['rows_skipped']} already done"
-        + (f", {run['rows_over_limit']} past --limit left out" if run.get("rows_over_limit") else "") + "), "
+        + (f", {run['rows_over_limit']} past --limit left out" if run.get("rows_over_limit") else "")
+        + "), "
         f"{run['responses_graded']} responses"
-        + (f" (+{run['equivalence_checks']} maj@k equivalence checks)" if run.get("equivalence_checks") else "")
+        + (
+            f" (+{run['equivalence_checks']} maj@k equivalence checks)"
+            if run.get("equivalence_checks")
+            else ""
+        )
         + f" in {run['seconds']:.1f}s = "
         f"{run['responses_graded'] / run['seconds'] if run['seconds'] > 0 else 0:,.1f} responses/s "
         f"on {run['pool'].get('backend')} workers over {len(run['pool'].get('nodes', {}))} node(s)"

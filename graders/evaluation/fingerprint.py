@@ -73,7 +73,9 @@ class RunRecord:
         try:
             old = json.loads(self.path.read_text())
         except (OSError, json.JSONDecodeError) as exc:
-            raise OutputError(f"{self.path} is unreadable ({exc}); pass --overwrite to grade from scratch") from exc
+            raise OutputError(
+                f"{self.path} is unreadable ({exc}); pass --overwrite to grade from scratch"
+            ) from exc
         changes = [
             f"{key}: {_short(old.get(key))} -> {_short(self.data[key])}"
             for key in ("input", "routing", "options")

@@ -39,7 +39,9 @@ def check_options(grader: Grader, spec: str, options: Mapping[str, Any]) -> None
         raise RunError(f"--option/--mode for grader {spec!r}: {exc}") from exc
 
 
-def preflight(router: Router, options: Mapping[str, Any], input: Path, split: str | None) -> dict[str, Grader]:
+def preflight(
+    router: Router, options: Mapping[str, Any], input: Path, split: str | None
+) -> dict[str, Grader]:
     """Load the graders named on the command line and check the options against them; then check that the
     first row can be routed (no ``grader`` field, no ``--grader``, no matching ``--source-grader``: the user
     forgot ``--grader``). Returns the loaded graders by spec."""

@@ -91,8 +91,10 @@ def regrade(path: Path, pool: GradingPool, options: dict[str, Any] | None = None
             continue
         stored = line.get("grades") or []
         if not line.get("grader") or not stored:
-            report.skipped.append(f"line {number}: no stored grades (row {line.get('row', '?')}: "
-                                  f"{line.get('reason', 'not graded')})")
+            report.skipped.append(
+                f"line {number}: no stored grades (row {line.get('row', '?')}: "
+                f"{line.get('reason', 'not graded')})"
+            )
             continue
         row = _input_row(line)
         try:
@@ -103,16 +105,28 @@ def regrade(path: Path, pool: GradingPool, options: dict[str, Any] | None = None
             report.skipped.append(f"line {number}: {exc}")
             continue
         if len(job.responses) != len(stored):
-            report.skipped.append(f"line {number}: {len(job.responses)} responses but {len(stored)} stored grades")
+            report.skipped.append(
+                f"line {number}: {len(job.responses)} responses but {len(stored)} stored grades"
+            )
             continue
-        plans.append((job.number, job.spec, str(line.get("grader_version", "?")),
-                      [str(g.get("verdict")) for g in stored]))
-        requests.extend(GradeRequest(job.spec, r, job.ground_truth, dict(options or {})) for r in job.responses)
+        plans.append(
+            (
+                job.number,
+                job.spec,
+                str(line.get("grader_version", "?")),
+                [str(g.get("verdict")) for g in stored],
+            )
+        )
+        requests.extend(
+            GradeRequest(job.spec, r, job.ground_truth, dict(options or {})) for r in job.responses
+        )
     grades = pool.grade_batch(requests) if requests else []
     at = 0
     for number, spec, old_version, old_verdicts in plans:
         name, new_version = router.identity(spec)
-        pair = report.pairs.setdefault((name, old_version, new_version), PairReport(name, old_version, new_version))
+        pair = report.pairs.setdefault(
+            (name, old_version, new_version), PairReport(name, old_version, new_version)
+        )
         for i, old in enumerate(old_verdicts):
             new = grades[at + i]
             pair.responses += 1
@@ -135,43 +149,68 @@ def print_report(console: Any, report: RegradeReport, path: Path) -> None:
     console.print(table)
     for p in report.pairs.values():
         for f in p.flips:
-            console.print(f"flipped: row {f.row} response {f.response} [{p.grader} {p.old_version} -> "
-                          f"{p.new_version}]: {f.old} -> {f.new}" + (f" ({f.reason})" if f.reason else ""),
-                          highlight=False, soft_wrap=True, markup=False)
+            console.print(
+                f"flipped: row {f.row} response {f.response} [{p.grader} {p.old_version} -> "
+                f"{p.new_version}]: {f.old} -> {f.new}" + (f" ({f.reason})" if f.reason else ""),
+                highlight=False,
+                soft_wrap=True,
+                markup=False,
+            )
     for s in report.skipped:
         console.print(f"[yellow]not re-graded[/yellow]: {s}", highlight=False, soft_wrap=True)
-    console.print(f"{report.flipped} verdict(s) flipped out of {sum(p.responses for p in report.pairs.values())}")
+    console.print(
+        f"{report.flipped} verdict(s) flipped out of {sum(p.responses for p in report.pairs.values())}"
+    )
 
 
 def write_html(out: Path, report: RegradeReport, path: Path) -> None:
     """The same tables as a self-contained HTML page."""
     e = html.escape
-    parts = [f"<!doctype html><meta charset='utf-8'><title>regrade {e(path.name)}</title>",
-             "<style>body{font-family:sans-serif;margin:2em}td,th{border:1px solid #ccc;padding:4px 8px}"
-             "table{border-collapse:collapse;margin-bottom:1.5em}</style>",
-             f"<h1>Regrade of {e(str(path))}</h1><p>{report.flipped} verdict(s) flipped</p>",
-             "<table><tr><th>grader</th><th>stored version</th><th>installed version</th><th>responses</th>"
-             "<th>flipped</th></tr>"]
+    parts = [
+        f"<!doctype html><meta charset='utf-8'><title>regrade {e(path.name)}</title>",
+        "<style>body{font-family:sans-serif;margin:2em}td,th{border:1px solid #ccc;padding:4px 8px}"
+        "table{border-collapse:collapse;margin-bottom:1.5em}</style>",
+        f"<h1>Regrade of {e(str(path))}</h1><p>{report.flipped} verdict(s) flipped</p>",
+        "<table><tr><th>grader</th><th>stored version</th><th>installed version</th><th>responses</th>"
+        "<th>flipped</th></tr>",
+    ]
     for p in report.pairs.values():
-        parts.append(f"<tr><td>{e(p.grader)}</td><td>{e(p.old_version)}</td><td>{e(p.new_version)}</td>"
-                     f"<td>{p.responses}</td><td>{len(p.flips)}</td></tr>")
+        parts.append(
+            f"<tr><td>{e(p.grader)}</td><td>{e(p.old_version)}</td><td>{e(p.new_version)}</td>"
+            f"<td>{p.responses}</td><td>{len(p.flips)}</td></tr>"
+        )
     parts.append("</table>")
     for p in report.pairs.values():
         if not p.flips:
             continue
-        parts.append(f"<h2>{e(p.grader)} {e(p.old_version)} &rarr; {e(p.new_version)}</h2>"
-                     "<table><tr><th>row</th><th>response</th><th>stored</th><th>now</th><th>reason</th></tr>")
-        parts.extend(f"<tr><td>{f.row}</td><td>{f.response}</td><td>{e(f.old)}</td><td>{e(f.new)}</td>"
-                     f"<td>{e(f.reason)}</td></tr>" for f in p.flips)
+        parts.append(
+            f"<h2>{e(p.grader)} {e(p.old_version)} &rarr; {e(p.new_version)}</h2>"
+            "<table><tr><th>row</th><th>response</th><th>stored</th><th>now</th><th>reason</th></tr>"
+        )
+        parts.extend(
+            f"<tr><td>{f.row}</td><td>{f.response}</td><td>{e(f.old)}</td><td>{e(f.new)}</td>"
+            f"<td>{e(f.reason)}</td></tr>"
+            for f in p.flips
+        )
         parts.append("</table>")
     if report.skipped:
-        parts.append("<h2>Not re-graded</h2><ul>" + "".join(f"<li>{e(s)}</li>" for s in report.skipped) + "</ul>")
+        parts.append(
+            "<h2>Not re-graded</h2><ul>" + "".join(f"<li>{e(s)}</li>" for s in report.skipped) + "</ul>"
+        )
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text("\n".join(parts) + "\n", encoding="utf-8")
 
 
-def regrade_command(path: Path, *, report_path: Path | None, options: dict[str, Any], workers: int,
-                    timeout_s: float, backend: str, ray_address: str | None) -> int:
+def regrade_command(
+    path: Path,
+    *,
+    report_path: Path | None,
+    options: dict[str, Any],
+    workers: int,
+    timeout_s: float,
+    backend: str,
+    ray_address: str | None,
+) -> int:
     """Body of ``rrl grade --regrade``: exit 0 with the report, 2 when the file cannot be read."""
     from rich.console import Console
 
@@ -179,8 +218,12 @@ def regrade_command(path: Path, *, report_path: Path | None, options: dict[str, 
 
     console = Console()
     try:
-        with GradingPool(workers=workers, backend=backend, ray_address=ray_address,  # type: ignore[arg-type]
-                         timeout_s=timeout_s) as pool:
+        with GradingPool(
+            workers=workers,
+            backend=backend,  # type: ignore[arg-type]
+            ray_address=ray_address,
+            timeout_s=timeout_s,
+        ) as pool:
             result = regrade(path, pool, options)
     except (InputError, OSError) as exc:
         Console(stderr=True).print(f"[red]error:[/red] {exc}", highlight=False)

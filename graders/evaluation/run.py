@@ -185,8 +185,9 @@ def run_grading(cfg: GradeRunConfig) -> GradeRunResult:
     finally:
         metrics = pool.metrics()
         pool.close()
-    return GradeRunResult(written, len(done), graded, time.monotonic() - start, interrupted, metrics, checked,
-                          all_rows - total)
+    return GradeRunResult(
+        written, len(done), graded, time.monotonic() - start, interrupted, metrics, checked, all_rows - total
+    )
 
 
 Numbered = Iterator[tuple[int, dict[str, Any] | BadRow]]

@@ -174,7 +174,9 @@ def main():
                 fh.write(config["audit"])
             search = [p for p in env.get("LEAN_PATH", "").split(os.pathsep) if p] + [audit_dir]
             audit_env = dict(env, LEAN_PATH=os.pathsep.join(search))
-            frame["audit"] = _run([lean, "--json", *flags, "Audit.lean"], audit_dir, audit_env, config["timeout_s"])
+            frame["audit"] = _run(
+                [lean, "--json", *flags, "Audit.lean"], audit_dir, audit_env, config["timeout_s"]
+            )
         else:
             frame["audit"] = {"missing_olean": True}
     sys.stdout.buffer.write(("rrl-lean-audit " + json.dumps(frame, ensure_ascii=False) + "\n").encode())

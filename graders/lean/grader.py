@@ -141,8 +141,14 @@ class LeanGrader:
         # clock would not show that it got past the trusted header. An explicit thread stack size: the
         # default follows RLIMIT_STACK and can reserve gigabytes of address space, which address-space
         # limits (the local backend) then refuse.
-        config = {"lean": toolchain.lean, "flags": [f"--threads={max(2, int(cpus))}", "--tstack=8192"],
-                  "file": FILE_NAME, "olean": f"{FILE_STEM}.olean", "audit": file.audit, "timeout_s": timeout_s}
+        config = {
+            "lean": toolchain.lean,
+            "flags": [f"--threads={max(2, int(cpus))}", "--tstack=8192"],
+            "file": FILE_NAME,
+            "olean": f"{FILE_STEM}.olean",
+            "audit": file.audit,
+            "timeout_s": timeout_s,
+        }
         files: dict[str, bytes | str] = {FILE_NAME: file.text, DRIVER: _DRIVER_TEXT,
                                          "rrl_lean_driver.json": json.dumps(config)}  # fmt: skip
         return RunRequest(["python3", DRIVER, "rrl_lean_driver.json"], files=files, limits=limits,
@@ -170,12 +176,16 @@ class LeanGrader:
         if proof["exit"] != 0 and (fault := _fault(proof, stderr, result.stopped_by)) is not None:
             if reached:  # the trusted header went through: the response's part stopped Lean
                 return Grade.response_fault(fault, mask=mask, stderr=stderr, messages=shown, **timing)
-            return Grade.error(f"{fault} before the proof was reached", stderr=stderr, messages=shown, **timing)
+            return Grade.error(
+                f"{fault} before the proof was reached", stderr=stderr, messages=shown, **timing
+            )
         if messages is None:
             return Grade.error("malformed lean output", detail=malformed, **timing)
         errors = [m for m in messages if m.severity == "error"]
         if proof["exit"] != 0 and not (proof["exit"] == 1 and errors):
-            return Grade.error(f"lean exited with code {proof['exit']}", stderr=stderr, messages=shown, **timing)
+            return Grade.error(
+                f"lean exited with code {proof['exit']}", stderr=stderr, messages=shown, **timing
+            )
         if any(0 < m.line <= file.header_lines for m in errors):
             # The dataset's own header does not compile: no proof can be judged against it.
             return Grade.error("the ground truth's header does not compile", detail=errors[0].text,
@@ -193,7 +203,9 @@ class LeanGrader:
                shown: list[dict[str, Any]], timing: dict[str, Any]) -> Grade:  # fmt: skip
         """The verdict of the trusted second run, which read the axioms of the compiled theorem."""
         if not isinstance(audit, dict) or audit.get("missing_olean"):
-            return Grade.incorrect("axiom check did not run", detail="no compiled proof", messages=shown, **timing)
+            return Grade.incorrect(
+                "axiom check did not run", detail="no compiled proof", messages=shown, **timing
+            )
         timing["audit_wall_s"] = audit["wall_s"]
         if audit["exit"] is None:
             return Grade.error("timeout in the axiom audit", **timing)

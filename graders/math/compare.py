@@ -34,7 +34,9 @@ class Context:
     gold_percent: bool = False
     pred_percent: bool = False
     rounded_decimals: int | None = None  # lenient option: accept values equal up to rounding (see numbers.py)
-    chains_must_hold: bool = False  # strict: a predicted chain `8 = 7` must be true to commit to its last part
+    chains_must_hold: bool = (
+        False  # strict: a predicted chain `8 = 7` must be true to commit to its last part
+    )
 
 
 class LeafJudge(Protocol):
@@ -132,7 +134,9 @@ def answer_part(node: Node, *, predicted: bool = False) -> Node:
         return node
     ops = list(node.ops)
     parts = list(node.parts)
-    while ops and ops[-1] == "\\approx" and "=" in ops[:-1]:  # "x = 1/3 \\approx 0.33": the exact value counts
+    while (
+        ops and ops[-1] == "\\approx" and "=" in ops[:-1]
+    ):  # "x = 1/3 \\approx 0.33": the exact value counts
         ops.pop()
         parts.pop()
     if not ops or any(op not in _EQ_OPS for op in ops):

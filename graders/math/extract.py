@@ -240,7 +240,9 @@ def extract(response: str, mode: Mode) -> Extraction:
     anchors = list(_ANCHOR.finditer(response))
     if boxes:
         final = [a for a in anchors if a.start() > boxes[-1].end and "final" in a.group(0).lower()]
-        found = _sentence_answer(response[final[-1].end() : final[-1].end() + SENTENCE_CHARS]) if final else None
+        found = (
+            _sentence_answer(response[final[-1].end() : final[-1].end() + SENTENCE_CHARS]) if final else None
+        )
         if found:  # "\boxed{255} ... Final Answer: The final answer is $10,455$": the later commitment wins
             return Extraction((found,), "final-answer phrase after the last box")
         return Extraction(tuple(b.content for b in last_box_group(response, boxes)), "boxed (last group)")

@@ -100,7 +100,10 @@ class MathGrader:
             raise ValueError(f"timeout_s must be a positive number, got {timeout_s!r}")
         rounded = options.get("rounded_decimals")
         if rounded is not None and (
-            mode != "lenient" or isinstance(rounded, bool) or not isinstance(rounded, int) or not 1 <= rounded <= 50
+            mode != "lenient"
+            or isinstance(rounded, bool)
+            or not isinstance(rounded, int)
+            or not 1 <= rounded <= 50
         ):
             raise ValueError(
                 f"rounded_decimals must be an integer from 1 to 50 and needs mode='lenient', got "
@@ -147,13 +150,13 @@ class MathGrader:
                 return Grade.response_fault(exc.reason, mask=mask_response_faults, mode=mode, cause=exc.cause)
             return Grade.error(exc.reason, mode=mode, cause=exc.cause)
         except RecursionError:  # both sides parsed alone; what overflows here is the prediction's shape
-            return Grade.response_fault("answer too deeply nested to judge", mask=mask_response_faults, mode=mode)
+            return Grade.response_fault(
+                "answer too deeply nested to judge", mask=mask_response_faults, mode=mode
+            )
         except Exception as exc:  # a grader bug must cost one masked sample, never the caller's training run
             return Grade.error(f"internal error: {type(exc).__name__}: {exc}", mode=mode)
 
-    def _grade(
-        self, response: str, ground_truth: str, mode: str, deadline: float, policy: Context
-    ) -> Grade:
+    def _grade(self, response: str, ground_truth: str, mode: str, deadline: float, policy: Context) -> Grade:
         if len(ground_truth) > 100 * MAX_RAW_ANSWER_CHARS:
             return Grade.error(f"ground truth longer than {100 * MAX_RAW_ANSWER_CHARS} characters")
         raw_golds = gold_answers(ground_truth)
@@ -261,11 +264,15 @@ class MathGrader:
             reply = self.pool.run(request, left)
         except WorkerTimeout as exc:
             if saturated:
-                raise _infrastructure_fault("every SymPy helper was busy", "timeout: grader saturated") from exc
+                raise _infrastructure_fault(
+                    "every SymPy helper was busy", "timeout: grader saturated"
+                ) from exc
             # Waiting for a helper that is still starting does not count against the budget, so only a wait as
             # long as the start-up limit itself means that no helper could start.
             if time.monotonic() - started >= self.pool.startup_timeout_s:
-                raise _infrastructure_fault("SymPy helper did not start", "could not judge: no helper") from exc
+                raise _infrastructure_fault(
+                    "SymPy helper did not start", "could not judge: no helper"
+                ) from exc
             if self._gold_too_expensive(gold.text, left):
                 raise _infrastructure_fault(
                     "the gold alone exhausts the budget", "ground truth too expensive to judge"
@@ -273,7 +280,9 @@ class MathGrader:
             raise _prediction_fault("budget exhausted", "timeout") from exc
         except WorkerCrashed as exc:
             if not self._helpers_work():
-                raise _infrastructure_fault("SymPy helpers crash on start", "could not judge: no helper") from exc
+                raise _infrastructure_fault(
+                    "SymPy helpers crash on start", "could not judge: no helper"
+                ) from exc
             raise _prediction_fault("worker died (memory limit)", "memory") from exc
         finally:
             with self._busy_lock:
@@ -331,7 +340,9 @@ def _parsed(text: str, *, by_response: bool) -> Node:
     except RecursionError as exc:
         if by_response:
             raise _prediction_fault("answer too deeply nested", "answer too deeply nested to judge") from exc
-        raise _infrastructure_fault("ground truth too deeply nested", "ground truth too deeply nested") from exc
+        raise _infrastructure_fault(
+            "ground truth too deeply nested", "ground truth too deeply nested"
+        ) from exc
 
 
 def _int_text(s: str) -> str:

@@ -40,7 +40,9 @@ class GSM8KGrader:
         """Raise ValueError for bad options (``rrl grade`` asks once, before grading any row)."""
         unknown = sorted(set(options) - _OPTIONS)
         if unknown:
-            raise ValueError(f"unknown option(s) {unknown}; the gsm8k grader takes timeout_s and mask_response_faults")
+            raise ValueError(
+                f"unknown option(s) {unknown}; the gsm8k grader takes timeout_s and mask_response_faults"
+            )
         self._math.check_options(dict(options))
 
     def grade(self, response: str, ground_truth: Any, **options: Any) -> Grade:

@@ -35,9 +35,11 @@ def answer(request: dict[str, Any]) -> dict[str, Any]:
     except RecursionError:
         return {"ok": False, "error": "expression too deeply nested"}  # the caller: the prediction's fault
     except UngradableGold:
-        return {"ok": False, "error": "ground truth does not parse"}  # the caller: an error (not the answer's)
+        return {
+            "ok": False,
+            "error": "ground truth does not parse",
+        }  # the caller: an error (not the answer's)
     except (ValueError, TypeError, ArithmeticError, NotImplementedError) as exc:
         # SymPy raises these for things it cannot decide (e.g. comparing a set with a number): not equal.
         return {"ok": True, "equal": False, "note": f"{type(exc).__name__}: {str(exc)[:200]}"}
     return {"ok": True, "equal": bool(equal)}
-

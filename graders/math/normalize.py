@@ -182,6 +182,8 @@ def split_unit(s: str) -> tuple[str, str | None]:
     if tail:
         return s[: tail.start()], tail.group("unit")
     return s, None
+
+
 def strip_braces(s: str) -> str:
     """Remove one layer of redundant outer ``{...}`` grouping (``{35 cm,4}`` -> ``35 cm,4``)."""
     s = s.strip()

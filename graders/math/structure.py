@@ -75,6 +75,7 @@ def leaves(node: Node) -> list[Leaf]:
         children = node.parts
     return [leaf for child in children for leaf in leaves(child)]
 
+
 _OPEN = "([{"
 _CLOSE = ")]}"
 _REL_RE = re.compile(r"\\le\b|\\ge\b|\\ne\b|\\approx\b|\\in\b|\\equiv\b|<|>|=")

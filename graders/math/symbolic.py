@@ -136,7 +136,9 @@ def _rebuild(expr: Any) -> Any:
     return expr.func(*[_rebuild(a) for a in expr.args]) if expr.args else expr
 
 
-def _rounded(gv: Any, g: Any, gold_dec: int | None, pv: Any, p: Any, pred_dec: int | None, minimum: int) -> bool:
+def _rounded(
+    gv: Any, g: Any, gold_dec: int | None, pv: Any, p: Any, pred_dec: int | None, minimum: int
+) -> bool:
     """The lenient ``rounded_decimals`` option (``numbers.agree_when_rounded``) for real closed forms."""
     if not (gv.is_real and pv.is_real):
         return False
@@ -234,7 +236,10 @@ def warm_up() -> None:
         ("(1,2]", "(1, 2]"),
         ("\\sin^2 x", "1-\\cos^2 x"),
         ("2x+4y-3=0", "y=-\\frac{1}{2}x+\\frac{3}{4}"),
-        ("\\begin{pmatrix}1 & 0 \\\\ 0 & \\frac{1}{2}\\end{pmatrix}", "\\begin{pmatrix}1 & 0 \\\\ 0 & 0.5\\end{pmatrix}"),
+        (
+            "\\begin{pmatrix}1 & 0 \\\\ 0 & \\frac{1}{2}\\end{pmatrix}",
+            "\\begin{pmatrix}1 & 0 \\\\ 0 & 0.5\\end{pmatrix}",
+        ),
         ("f(x)", "f(y)"),
         ("(9+1)", "10"),
         ("x_{1}=10^{\\frac{-5+\\sqrt{13}}{6}}", "x_1 = 10^{-\\frac{5 + \\sqrt{13}}{6}}"),

@@ -64,7 +64,9 @@ class ContainerReaper:
         with self._lock:
             self._dirty = True
             if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="grading-container-reaper", daemon=True)
+                self._thread = threading.Thread(
+                    target=self._run, name="grading-container-reaper", daemon=True
+                )
                 self._thread.start()
 
     def _run(self) -> None:

@@ -28,7 +28,9 @@ def _group_stats(rewards: Tensor, group_ids: Tensor, mask: Tensor) -> tuple[Tens
     count = torch.zeros(num_groups, dtype=rewards.dtype).index_add_(0, inverse, w)
     total = torch.zeros(num_groups, dtype=rewards.dtype).index_add_(0, inverse, rewards * w)
     mean = total / count.clamp(min=1.0)
-    sq = torch.zeros(num_groups, dtype=rewards.dtype).index_add_(0, inverse, (rewards - mean[inverse]).square() * w)
+    sq = torch.zeros(num_groups, dtype=rewards.dtype).index_add_(
+        0, inverse, (rewards - mean[inverse]).square() * w
+    )
     std = (sq / (count - 1.0).clamp(min=1.0)).sqrt()
     return mean[inverse], std[inverse], count[inverse]
 
@@ -86,7 +88,11 @@ def compute_advantages(
     fn: Estimator = ESTIMATORS.get(estimator)
     rewards = torch.as_tensor(rewards, dtype=torch.float32)
     group_ids = torch.as_tensor(group_ids)
-    mask = torch.ones_like(rewards, dtype=torch.bool) if mask is None else torch.as_tensor(mask, dtype=torch.bool)
+    mask = (
+        torch.ones_like(rewards, dtype=torch.bool)
+        if mask is None
+        else torch.as_tensor(mask, dtype=torch.bool)
+    )
     if not (rewards.shape == group_ids.shape == mask.shape) or rewards.dim() != 1:
         raise ValueError(
             f"rewards, group_ids and mask must be 1-D of equal length; got {tuple(rewards.shape)}, "

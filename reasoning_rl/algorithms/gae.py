@@ -10,8 +10,14 @@ from reasoning_rl.algorithms.kl import KLEstimator, kl_estimate
 from reasoning_rl.algorithms.whiten import whiten
 
 
-def token_rewards(rewards: Tensor, response_mask: Tensor, kl_coef: float = 0.0, logprobs: Tensor | None = None,
-                  ref_logprobs: Tensor | None = None, kl_estimator: KLEstimator = "k1") -> Tensor:
+def token_rewards(
+    rewards: Tensor,
+    response_mask: Tensor,
+    kl_coef: float = 0.0,
+    logprobs: Tensor | None = None,
+    ref_logprobs: Tensor | None = None,
+    kl_estimator: KLEstimator = "k1",
+) -> Tensor:
     """[B] sequence rewards on each response's last token, minus ``kl_coef`` x the per-token KL to the
     reference on every token (the standard PPO-RLHF reward) when reference log-probs are given."""
     b, t = response_mask.shape
@@ -57,8 +63,9 @@ def compute_gae(
     return out, (out + values) * mask
 
 
-def gae_targets(rewards: Tensor, values: Tensor, response_mask: Tensor, gamma: float, lam: float
-                ) -> tuple[Tensor, Tensor]:
+def gae_targets(
+    rewards: Tensor, values: Tensor, response_mask: Tensor, gamma: float, lam: float
+) -> tuple[Tensor, Tensor]:
     """(whitened advantages, returns) [B, T]: returns are the critic's targets, never whitened."""
     adv, returns = compute_gae(rewards, values, response_mask, gamma=gamma, lam=lam)
     return whiten(adv, response_mask), returns

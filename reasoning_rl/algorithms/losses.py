@@ -55,7 +55,9 @@ def policy_loss(
     if advantages.dim() == 1:
         advantages = advantages[:, None].expand_as(logprobs)
     if advantages.shape != logprobs.shape:
-        raise ValueError(f"advantages must be [B] or [B, T]; got {tuple(advantages.shape)} for {tuple(logprobs.shape)}")
+        raise ValueError(
+            f"advantages must be [B] or [B, T]; got {tuple(advantages.shape)} for {tuple(logprobs.shape)}"
+        )
     mask = response_mask.to(logprobs.dtype)
     if normalizer is None:
         normalizer = compute_normalizer(cfg.loss_agg, response_mask, max_response_len=max_response_len)

@@ -52,8 +52,9 @@ def mis_keep(old: Tensor, rollout: Tensor, mask: Tensor, low: float, high: float
     return (ratio >= low) & (ratio <= high)
 
 
-def correction_weights(old: Tensor, rollout: Tensor, mask: Tensor,
-                       cfg: RolloutCorrectionConfig) -> tuple[Tensor, dict[str, float]]:
+def correction_weights(
+    old: Tensor, rollout: Tensor, mask: Tensor, cfg: RolloutCorrectionConfig
+) -> tuple[Tensor, dict[str, float]]:
     """[B, T] per-token loss weights (TIS x MIS keep, detached) and what they did (means over real tokens).
     ``cfg.tis_cap=None`` / ``cfg.mis=False`` switch the parts off (``cfg.enabled`` is the caller's switch)."""
     m = mask.to(torch.float32)
@@ -71,7 +72,9 @@ def correction_weights(old: Tensor, rollout: Tensor, mask: Tensor,
     return w.detach(), stats
 
 
-def mismatch_metrics(trainer: Tensor, rollout: Tensor, mask: Tensor, threshold: float = 0.5) -> dict[str, float]:
+def mismatch_metrics(
+    trainer: Tensor, rollout: Tensor, mask: Tensor, threshold: float = 0.5
+) -> dict[str, float]:
     """How far the engine's sampling log-probs are from the trainer's on the same tokens.
 
     ``mismatch/kl``: k3 estimate of KL(pi_rollout || pi_trainer) per token (r - 1 - log r, r = p_trainer /

@@ -7,6 +7,16 @@ from reasoning_rl.data.sampler import PromptSampler
 from reasoning_rl.data.schema import DataError, Example, normalize_row
 
 __all__ = [
-    "GENERATORS", "DataError", "Example", "LoadReport", "Prompt", "PromptSampler", "arithmetic",
-    "fixed_digit", "load_examples", "normalize_row", "render_all", "render_prompt",
+    "GENERATORS",
+    "DataError",
+    "Example",
+    "LoadReport",
+    "Prompt",
+    "PromptSampler",
+    "arithmetic",
+    "fixed_digit",
+    "load_examples",
+    "normalize_row",
+    "render_all",
+    "render_prompt",
 ]

@@ -28,8 +28,9 @@ def _word_problem(rng: random.Random, max_operand: int) -> tuple[str, int]:
     return f"{name} has {a} {thing} and gives away {b}. How many {thing} are left?", a - b
 
 
-def arithmetic(size: int, seed: int, *, max_operand: int = 9, ops: str = "+-",
-               word_problems: float = 0.0) -> list[dict[str, Any]]:
+def arithmetic(
+    size: int, seed: int, *, max_operand: int = 9, ops: str = "+-", word_problems: float = 0.0
+) -> list[dict[str, Any]]:
     """Small arithmetic and word problems in the simple schema (``question`` + ``answer``)."""
     if not ops or set(ops) - set("+-*"):
         raise ValueError(f"ops must be made of '+', '-', '*', got {ops!r}")
@@ -41,16 +42,32 @@ def arithmetic(size: int, seed: int, *, max_operand: int = 9, ops: str = "+-",
         else:
             expr, value = _expression(rng, max_operand, ops)
             question = f"What is {expr}?"
-        rows.append({"id": f"arith-{seed}-{i}", "question": question, "answer": str(value),
-                     "data_source": "arithmetic"})
+        rows.append(
+            {
+                "id": f"arith-{seed}-{i}",
+                "question": question,
+                "answer": str(value),
+                "data_source": "arithmetic",
+            }
+        )
     return rows
 
 
 def fixed_digit(size: int, seed: int, *, digit: str = "7") -> list[dict[str, Any]]:
     """A trivially learnable task (the learning test): whatever the prompt, the answer is always ``digit``."""
     rng = random.Random(seed)
-    return [{"id": f"digit-{seed}-{i}", "question": f"Say {rng.randint(0, 99)}", "answer": digit,
-             "data_source": "fixed_digit"} for i in range(size)]
+    return [
+        {
+            "id": f"digit-{seed}-{i}",
+            "question": f"Say {rng.randint(0, 99)}",
+            "answer": digit,
+            "data_source": "fixed_digit",
+        }
+        for i in range(size)
+    ]
 
 
-GENERATORS: dict[str, Callable[..., list[dict[str, Any]]]] = {"arithmetic": arithmetic, "fixed_digit": fixed_digit}
+GENERATORS: dict[str, Callable[..., list[dict[str, Any]]]] = {
+    "arithmetic": arithmetic,
+    "fixed_digit": fixed_digit,
+}

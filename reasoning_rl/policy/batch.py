@@ -37,12 +37,16 @@ class TokenBatch:
         self.response_lens = []
         for i, (seq, p) in enumerate(zip(self.sequences, self.prompt_lens, strict=True)):
             if p < 1:
-                raise ValueError(f"sequence {i}: prompt length {p} < 1 (the first response token needs a context)")
+                raise ValueError(
+                    f"sequence {i}: prompt length {p} < 1 (the first response token needs a context)"
+                )
             if seq.numel() <= p:
                 raise ValueError(f"sequence {i}: no response tokens ({seq.numel()} tokens, prompt {p})")
             self.response_lens.append(seq.numel() - p)
         if self.rollout_logprobs is not None and tuple(self.rollout_logprobs.shape) != self.shape:
-            raise ValueError(f"rollout_logprobs {tuple(self.rollout_logprobs.shape)} != batch shape {self.shape}")
+            raise ValueError(
+                f"rollout_logprobs {tuple(self.rollout_logprobs.shape)} != batch shape {self.shape}"
+            )
 
     def __len__(self) -> int:
         return len(self.sequences)
@@ -65,7 +69,9 @@ class TokenBatch:
 
     def response_ids(self) -> Tensor:
         """[B, T] response token ids, ``pad_id`` beyond each response."""
-        return self.pad([s[p:].tolist() for s, p in zip(self.sequences, self.prompt_lens, strict=True)], self.pad_id)
+        return self.pad(
+            [s[p:].tolist() for s, p in zip(self.sequences, self.prompt_lens, strict=True)], self.pad_id
+        )
 
     def pad(self, rows: Sequence[Sequence[float] | Tensor], value: float = 0.0) -> Tensor:
         """Right-pad per-response lists (one per sequence) to a [B, T] tensor."""
@@ -77,14 +83,18 @@ class TokenBatch:
         for i, row in enumerate(rows):
             r = torch.as_tensor(row, dtype=dtype)
             if r.numel() != self.response_lens[i]:
-                raise ValueError(f"row {i} has {r.numel()} values for {self.response_lens[i]} response tokens")
+                raise ValueError(
+                    f"row {i} has {r.numel()} values for {self.response_lens[i]} response tokens"
+                )
             out[i, : r.numel()] = r
         return out
 
     def select(self, indices: Sequence[int]) -> TokenBatch:
         """The sub-batch of these rows (e.g. a data-parallel shard or a PPO mini-batch)."""
         idx = list(indices)
-        sub = TokenBatch([self.sequences[i] for i in idx], [self.prompt_lens[i] for i in idx], pad_id=self.pad_id)
+        sub = TokenBatch(
+            [self.sequences[i] for i in idx], [self.prompt_lens[i] for i in idx], pad_id=self.pad_id
+        )
         if self.rollout_logprobs is not None:
             sub.rollout_logprobs = self.rollout_logprobs[idx, : sub.shape[1]]
         return sub
@@ -97,7 +107,9 @@ def build_batch(completions: Sequence[Completion], pad_id: int = 0) -> TokenBatc
     seqs, plens, lps = [], [], []
     for k, c in enumerate(completions):
         if not c.token_ids:
-            raise ValueError(f"completion {k} (prompt {c.prompt_index}, sample {c.sample_index}) has no tokens")
+            raise ValueError(
+                f"completion {k} (prompt {c.prompt_index}, sample {c.sample_index}) has no tokens"
+            )
         seqs.append(torch.tensor(list(c.prompt_ids) + list(c.token_ids), dtype=torch.long))
         plens.append(len(c.prompt_ids))
         lps.append(c.logprobs)
@@ -142,7 +154,9 @@ def plan_micro_batches(batch: TokenBatch, token_budget: int, max_seqs: int | Non
     current: list[int] = []
     for i in sorted(range(len(lengths)), key=lambda k: -lengths[k]):
         width = lengths[current[0]] if current else lengths[i]  # longest first: the block's first row sets L
-        full = (len(current) + 1) * width > token_budget or (max_seqs is not None and len(current) >= max_seqs)
+        full = (len(current) + 1) * width > token_budget or (
+            max_seqs is not None and len(current) >= max_seqs
+        )
         if current and full:
             plans.append(current)
             current = []
@@ -176,5 +190,7 @@ def pack(batch: TokenBatch, rows: list[int], device: torch.device | str = "cpu")
 def unflatten(values: Tensor, lens: list[int], width: int) -> Tensor:
     """Flat per-response-token values [R] -> right-padded [len(lens), width] (differentiable)."""
     out = values.new_zeros((len(lens), width))
-    mask = torch.arange(width, device=values.device)[None, :] < torch.tensor(lens, device=values.device)[:, None]
+    mask = (
+        torch.arange(width, device=values.device)[None, :] < torch.tensor(lens, device=values.device)[:, None]
+    )
     return out.masked_scatter(mask, values)

@@ -40,9 +40,21 @@ class ValueModule(nn.Module):
 class Critic:
     """Value model for PPO. ``values`` for rollouts, ``train_step`` on (returns, old values)."""
 
-    def __init__(self, module: ValueModule, device: torch.device, fsdp: bool, *, lr: float, weight_decay: float,
-                 betas: tuple[float, float], grad_clip: float | None, warmup_steps: int, total_steps: int | None,
-                 micro_batch_tokens: int, value_clip: float | None) -> None:
+    def __init__(
+        self,
+        module: ValueModule,
+        device: torch.device,
+        fsdp: bool,
+        *,
+        lr: float,
+        weight_decay: float,
+        betas: tuple[float, float],
+        grad_clip: float | None,
+        warmup_steps: int,
+        total_steps: int | None,
+        micro_batch_tokens: int,
+        value_clip: float | None,
+    ) -> None:
         self.module = module
         self.device = device
         self.fsdp = fsdp
@@ -50,7 +62,9 @@ class Critic:
         self.micro_batch_tokens = micro_batch_tokens
         self.value_clip = value_clip
         self.optimizer = torch.optim.AdamW(module.parameters(), lr=lr, betas=betas, weight_decay=weight_decay)
-        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lr_lambda(warmup_steps, total_steps))
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(
+            self.optimizer, lr_lambda(warmup_steps, total_steps)
+        )
 
     @classmethod
     def from_pretrained(
@@ -72,12 +86,29 @@ class Critic:
         micro_batch_tokens: int = 4096,
         value_clip: float | None = 0.2,
     ) -> Critic:
-        module, where = load_trainable(path, gguf_file=gguf_file, dtype=dtype, device=device, fsdp=fsdp,
-                                       activation_checkpointing=activation_checkpointing, head=ValueModule,
-                                       compile_layers=compile_layers)
-        return cls(module, where.device, where.fsdp, lr=lr, weight_decay=weight_decay, betas=betas,
-                   grad_clip=grad_clip, warmup_steps=warmup_steps, total_steps=total_steps,
-                   micro_batch_tokens=micro_batch_tokens, value_clip=value_clip)
+        module, where = load_trainable(
+            path,
+            gguf_file=gguf_file,
+            dtype=dtype,
+            device=device,
+            fsdp=fsdp,
+            activation_checkpointing=activation_checkpointing,
+            head=ValueModule,
+            compile_layers=compile_layers,
+        )
+        return cls(
+            module,
+            where.device,
+            where.fsdp,
+            lr=lr,
+            weight_decay=weight_decay,
+            betas=betas,
+            grad_clip=grad_clip,
+            warmup_steps=warmup_steps,
+            total_steps=total_steps,
+            micro_batch_tokens=micro_batch_tokens,
+            value_clip=value_clip,
+        )
 
     def _plans(self, batch: TokenBatch) -> list[list[int] | None]:
         plans = plan_micro_batches(batch, self.micro_batch_tokens)
@@ -95,14 +126,20 @@ class Critic:
                     out[rows] = unflatten(v.cpu(), mb.lens, t)
         return out
 
-    def train_step(self, batch: TokenBatch, returns: Tensor, old_values: Tensor, *, agg: AggMode = "token-mean") -> dict[str, float]:
+    def train_step(
+        self, batch: TokenBatch, returns: Tensor, old_values: Tensor, *, agg: AggMode = "token-mean"
+    ) -> dict[str, float]:
         """One optimizer step on the clipped value loss; split-invariant like ``Policy.train_step``."""
         b, t = batch.shape
         for name, x in (("returns", returns), ("old_values", old_values)):
             if tuple(x.shape) != (b, t):
-                raise ValueError(f"{name} must have the batch's per-token shape [B, T]={(b, t)}; got {tuple(x.shape)}")
+                raise ValueError(
+                    f"{name} must have the batch's per-token shape [B, T]={(b, t)}; got {tuple(x.shape)}"
+                )
         mask = batch.response_mask
-        normalizer = float(dist.all_reduce_sum(torch.tensor(compute_normalizer(agg, mask, max_response_len=t))).item())
+        normalizer = float(
+            dist.all_reduce_sum(torch.tensor(compute_normalizer(agg, mask, max_response_len=t))).item()
+        )
         world = dist.world_size() if self.fsdp else 1
         total = torch.zeros(1)
         for rows in self._plans(batch):
@@ -113,8 +150,15 @@ class Critic:
             width = max(mb.lens)
             v = unflatten(self.module(*_inputs(mb)), mb.lens, width)
             dev = v.device
-            loss = value_loss(v, old_values[rows, :width].to(dev), returns[rows, :width].to(dev),
-                              mask[rows, :width].to(dev), clip=self.value_clip, agg=agg, normalizer=normalizer)
+            loss = value_loss(
+                v,
+                old_values[rows, :width].to(dev),
+                returns[rows, :width].to(dev),
+                mask[rows, :width].to(dev),
+                clip=self.value_clip,
+                agg=agg,
+                normalizer=normalizer,
+            )
             (loss * world).backward()
             total += float(loss.detach())
         dist.all_reduce_sum(total)

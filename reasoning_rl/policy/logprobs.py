@@ -19,7 +19,9 @@ from torch.utils.checkpoint import checkpoint
 ChunkFn = Callable[[Callable[[Tensor], Tensor], Tensor, Tensor, float], tuple[Tensor, Tensor]]
 
 
-def _chunk(head: Callable[[Tensor], Tensor], h: Tensor, targets: Tensor, temperature: float) -> tuple[Tensor, Tensor]:
+def _chunk(
+    head: Callable[[Tensor], Tensor], h: Tensor, targets: Tensor, temperature: float
+) -> tuple[Tensor, Tensor]:
     logits = head(h).float()
     if temperature != 1.0:
         logits = logits / temperature

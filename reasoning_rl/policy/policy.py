@@ -74,7 +74,9 @@ class Policy:
         self.optimizer = torch.optim.AdamW(
             self.module.parameters(), lr=lr, betas=betas, weight_decay=weight_decay, foreach=not fsdp or None
         )
-        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lr_lambda(warmup_steps, total_steps))
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(
+            self.optimizer, lr_lambda(warmup_steps, total_steps)
+        )
         self.step = 0
 
     @classmethod
@@ -111,8 +113,13 @@ class Policy:
         if micro_batch_size is not None and micro_batch_size < 1:
             raise ValueError(f"micro_batch_size must be >= 1; got {micro_batch_size}")
         module, where = load_trainable(
-            path, gguf_file=gguf_file, dtype=dtype, device=device, fsdp=fsdp,
-            activation_checkpointing=activation_checkpointing, compile_layers=compile_layers,
+            path,
+            gguf_file=gguf_file,
+            dtype=dtype,
+            device=device,
+            fsdp=fsdp,
+            activation_checkpointing=activation_checkpointing,
+            compile_layers=compile_layers,
             head=lambda lm: ScoringModule(lm, chunk_tokens=chunk_tokens, compiled=compile_layers),
         )
         return cls(
@@ -169,10 +176,14 @@ class Policy:
         if cfg.loss_agg == "seq-mean-token-sum-norm" and max_len is None:
             max_len = int(dist.all_reduce_max(torch.tensor(float(t))).item())
         normalizer = float(
-            dist.all_reduce_sum(torch.tensor(compute_normalizer(cfg.loss_agg, mask, max_response_len=max_len))).item()
+            dist.all_reduce_sum(
+                torch.tensor(compute_normalizer(cfg.loss_agg, mask, max_response_len=max_len))
+            ).item()
         )
         world = dist.world_size() if self.fsdp else 1
-        sums = torch.zeros(len(METRIC_KEYS) + 1, device=self.device)  # on device: no host sync per micro-batch
+        sums = torch.zeros(
+            len(METRIC_KEYS) + 1, device=self.device
+        )  # on device: no host sync per micro-batch
         for rows in equalize(plans) if self.fsdp else plans:
             if rows is None:  # dummy pass so FSDP collectives line up across ranks; contributes 0
                 lp_flat, _ = forward_micro(self.module, pack(batch, [0], self.device))
@@ -264,8 +275,9 @@ class Policy:
 
     def load_checkpoint_state(self, state: dict[str, Any]) -> None:
         """Restore from ``state_dict_for_checkpoint`` output (needed on rank 0 only under FSDP). Collective."""
-        load_train_state(self.module, self.optimizer, self.scheduler, self.fsdp, state, what="policy",
-                         extra_keys=("step",))
+        load_train_state(
+            self.module, self.optimizer, self.scheduler, self.fsdp, state, what="policy", extra_keys=("step",)
+        )
         self.step = int(state["step"])
 
 

@@ -14,7 +14,9 @@ class ReferencePolicy:
     """Scores sequences under the initial weights. ``offload=True`` keeps parameters in CPU memory
     (FSDP2 ``CPUOffloadPolicy`` when sharded; otherwise moved to the device only while scoring)."""
 
-    def __init__(self, module: ScoringModule, device: torch.device, fsdp: bool, offload: bool, budget: int) -> None:
+    def __init__(
+        self, module: ScoringModule, device: torch.device, fsdp: bool, offload: bool, budget: int
+    ) -> None:
         self.module = module
         self.device = device
         self.fsdp = fsdp

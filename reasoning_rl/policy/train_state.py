@@ -15,9 +15,17 @@ from reasoning_rl.policy.wrap import Placement, placement, wrap
 M = TypeVar("M", bound=nn.Module)
 
 
-def load_trainable(path: str, *, gguf_file: str | None, dtype: str, device: str | None, fsdp: bool | None,
-                   activation_checkpointing: bool, head: Callable[[Any], M],
-                   compile_layers: bool = False) -> tuple[M, Placement]:
+def load_trainable(
+    path: str,
+    *,
+    gguf_file: str | None,
+    dtype: str,
+    device: str | None,
+    fsdp: bool | None,
+    activation_checkpointing: bool,
+    head: Callable[[Any], M],
+    compile_layers: bool = False,
+) -> tuple[M, Placement]:
     """Load ``path`` for training (no KV cache), put ``head(lm)`` on top, wrap it (FSDP2 when placed so)."""
     where = placement(device, resolve_dtype(dtype), fsdp)
     lm = load_causal_lm(path, gguf_file=gguf_file, dtype=where.load_dtype)
@@ -40,8 +48,9 @@ def clip_and_step(module: nn.Module, optimizer: torch.optim.Optimizer, grad_clip
     return value
 
 
-def full_train_state(module: nn.Module, optimizer: torch.optim.Optimizer, scheduler: Any,
-                     fsdp: bool) -> dict[str, Any]:
+def full_train_state(
+    module: nn.Module, optimizer: torch.optim.Optimizer, scheduler: Any, fsdp: bool
+) -> dict[str, Any]:
     """{"model", "optimizer", "scheduler"} as full CPU state dicts (content on rank 0). Collective."""
     from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict
 
@@ -50,8 +59,16 @@ def full_train_state(module: nn.Module, optimizer: torch.optim.Optimizer, schedu
     return {"model": model_sd, "optimizer": optim_sd, "scheduler": scheduler.state_dict()}
 
 
-def load_train_state(module: nn.Module, optimizer: torch.optim.Optimizer, scheduler: Any, fsdp: bool,
-                     state: dict[str, Any], *, what: str, extra_keys: tuple[str, ...] = ()) -> None:
+def load_train_state(
+    module: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    scheduler: Any,
+    fsdp: bool,
+    state: dict[str, Any],
+    *,
+    what: str,
+    extra_keys: tuple[str, ...] = (),
+) -> None:
     """Restore ``full_train_state`` output (needed on rank 0 only under FSDP). Collective."""
     from torch.distributed.checkpoint.state_dict import StateDictOptions, set_state_dict
 
@@ -59,6 +76,7 @@ def load_train_state(module: nn.Module, optimizer: torch.optim.Optimizer, schedu
     if missing:
         raise ValueError(f"{what} checkpoint state lacks {sorted(missing)}")
     opts = StateDictOptions(full_state_dict=True, broadcast_from_rank0=fsdp)
-    set_state_dict(module, optimizer, model_state_dict=state["model"], optim_state_dict=state["optimizer"],
-                   options=opts)
+    set_state_dict(
+        module, optimizer, model_state_dict=state["model"], optim_state_dict=state["optimizer"], options=opts
+    )
     scheduler.load_state_dict(state["scheduler"])

@@ -28,8 +28,13 @@ class ScoringModule(nn.Module):
 
     def forward(self, input_ids: Tensor, gather: Tensor, targets: Tensor) -> tuple[Tensor, Tensor]:
         h = response_hidden(self.lm, input_ids, gather)
-        return token_logprobs(self.lm.get_output_embeddings(), h, targets, chunk_tokens=self.chunk_tokens,
-                              compiled=self.compiled)
+        return token_logprobs(
+            self.lm.get_output_embeddings(),
+            h,
+            targets,
+            chunk_tokens=self.chunk_tokens,
+            compiled=self.compiled,
+        )
 
 
 @dataclass
@@ -52,7 +57,9 @@ def placement(device: str | None, dtype: torch.dtype, fsdp: bool | None) -> Plac
         raise ValueError("device='cuda' requested but no CUDA device is available")
     use_fsdp = (dist.world_size() > 1 or dev.type == "cuda") if fsdp is None else fsdp
     if not use_fsdp and dist.world_size() > 1:
-        raise ValueError(f"fsdp=False with world_size={dist.world_size()}: multi-process training needs FSDP2")
+        raise ValueError(
+            f"fsdp=False with world_size={dist.world_size()}: multi-process training needs FSDP2"
+        )
     if dev.type == "cuda":
         dev = torch.device("cuda", dist.local_rank())
     return Placement(dev, dtype, use_fsdp)
@@ -88,7 +95,9 @@ def wrap(
         lm.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     if compile_layers:
         for layer in decoder_layers(lm):
-            layer.forward = torch.compile(layer.forward, dynamic=True)  # micro-batch shapes vary: no recompiles
+            layer.forward = torch.compile(
+                layer.forward, dynamic=True
+            )  # micro-batch shapes vary: no recompiles
     if not where.fsdp:
         return module.to(where.device)
     from torch.distributed.device_mesh import init_device_mesh

@@ -19,8 +19,9 @@ class ReportResult:
     analysis: Analysis
 
 
-def write_report(run_dir: str | Path, out: str | Path | None = None, *,
-                 peak_tflops: float | None = None) -> ReportResult:
+def write_report(
+    run_dir: str | Path, out: str | Path | None = None, *, peak_tflops: float | None = None
+) -> ReportResult:
     """Write ``out`` (default ``RUN_DIR/report/report.html``) and ``<stem>-<figure>.png`` beside it."""
     from reasoning_rl.report.html import render_html
     from reasoning_rl.report.plots import FIGURES
@@ -39,7 +40,9 @@ def write_report(run_dir: str | Path, out: str | Path | None = None, *,
             pngs.append(path)
     run_name = str(analysis.meta.get("run") or run.run_dir.resolve().name)
     tmp = html_path.with_name(html_path.name + ".tmp")
-    page = render_html(analysis, figs, run_name=run_name, config=run.config, samples=samples_section(run.run_dir))
+    page = render_html(
+        analysis, figs, run_name=run_name, config=run.config, samples=samples_section(run.run_dir)
+    )
     tmp.write_text(page, encoding="utf-8")
     tmp.replace(html_path)
     return ReportResult(html_path, pngs, analysis.warnings, analysis)

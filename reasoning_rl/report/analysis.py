@@ -139,7 +139,11 @@ def _rate(amount: float | None, seconds: float | None) -> float | None:
 def _timings_from_trace(spans: list[dict[str, Any]]) -> list[StepTiming]:
     by_step: dict[int, list[dict[str, Any]]] = defaultdict(list)
     for span in spans:
-        if isinstance(span.get("step"), int) and span.get("end") is not None and span.get("start") is not None:
+        if (
+            isinstance(span.get("step"), int)
+            and span.get("end") is not None
+            and span.get("start") is not None
+        ):
             by_step[span["step"]].append(span)
     timings = []
     for step in sorted(by_step):
@@ -155,12 +159,17 @@ def _timings_from_metrics(rows: list[dict[str, Any]]) -> list[StepTiming]:
     """``time/<stage>_s`` keys of metrics.jsonl (``time/step_s`` is the wall), for runs whose trace is missing."""
     timings = []
     for row in rows:
-        stages = {k[5:].removesuffix("_s"): float(v) for k, v in row.items()
-                  if k.startswith("time/") and k != "time/step_s" and isinstance(v, int | float)}
+        stages = {
+            k[5:].removesuffix("_s"): float(v)
+            for k, v in row.items()
+            if k.startswith("time/") and k != "time/step_s" and isinstance(v, int | float)
+        }
         wall = row.get("time/step_s")
         if stages and isinstance(row.get("step"), int):
             total = sum(stages.values())
-            timings.append(StepTiming(row["step"], stages, float(wall) if isinstance(wall, int | float) else total))
+            timings.append(
+                StepTiming(row["step"], stages, float(wall) if isinstance(wall, int | float) else total)
+            )
     return timings
 
 
@@ -176,7 +185,9 @@ def _numeric(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and not math.isnan(value)
 
 
-def _verdicts_from_metrics(rows: list[dict[str, Any]]) -> tuple[dict[int, Counter[str]], dict[str, Counter[str]]]:
+def _verdicts_from_metrics(
+    rows: list[dict[str, Any]],
+) -> tuple[dict[int, Counter[str]], dict[str, Counter[str]]]:
     """Per-step verdict totals (``grading/<verdict>``) and per-grader run totals (``grading/<grader>/<verdict>``)."""
     by_step: dict[int, Counter[str]] = {}
     by_grader: dict[str, Counter[str]] = defaultdict(Counter)
@@ -205,8 +216,9 @@ def error_reasons(rows: list[dict[str, Any]]) -> Counter[str]:
     return reasons
 
 
-def _graders(counters: list[dict[str, Any]], rows: list[dict[str, Any]]) -> tuple[list[GraderStats],
-                                                                                  dict[int, Counter[str]]]:
+def _graders(
+    counters: list[dict[str, Any]], rows: list[dict[str, Any]]
+) -> tuple[list[GraderStats], dict[int, Counter[str]]]:
     stats: dict[str, GraderStats] = {}
     totals: dict[str, dict[str, int]] = defaultdict(dict)
     by_step: dict[int, Counter[str]] = defaultdict(Counter)
@@ -216,7 +228,9 @@ def _graders(counters: list[dict[str, Any]], rows: list[dict[str, Any]]) -> tupl
         attrs = c.get("attrs") or {}
         g = stats.setdefault(str(attrs.get("grader", "?")), GraderStats(str(attrs.get("grader", "?"))))
         if c["name"] in RUNTIME_TOTALS:
-            totals[g.grader][RUNTIME_TOTALS[c["name"]]] = int(c["value"])  # totals so far: the latest one wins
+            totals[g.grader][RUNTIME_TOTALS[c["name"]]] = int(
+                c["value"]
+            )  # totals so far: the latest one wins
             continue
         if attrs.get("stat"):
             g.reported_ms[str(attrs["stat"])] = float(c.get("value", math.nan))
@@ -251,11 +265,17 @@ def analyze(run: RunData, *, peak_tflops: float | None = None) -> Analysis:
         if c.get("name") == "gpu_mem_peak_bytes" and isinstance(c.get("step"), int):
             mem[c["step"]] = max(mem.get(c["step"], 0.0), float(c.get("value", 0.0)))
     stage_of = {t.step: t.stages for t in timings}
-    handoff = [HandoffStep(s, b, stage_of.get(s, {}).get("handoff", 0.0)) for s, b in sorted(handoff_bytes.items())]
+    handoff = [
+        HandoffStep(s, b, stage_of.get(s, {}).get("handoff", 0.0)) for s, b in sorted(handoff_bytes.items())
+    ]
     if not handoff:  # no trace counters: the trainer's handoff/bytes + handoff/seconds metrics
-        handoff = [HandoffStep(r["step"], float(r["handoff/bytes"]), float(r["handoff/seconds"])) for r in run.metrics
-                   if isinstance(r.get("step"), int) and _numeric(r.get("handoff/bytes"))
-                   and _numeric(r.get("handoff/seconds"))]
+        handoff = [
+            HandoffStep(r["step"], float(r["handoff/bytes"]), float(r["handoff/seconds"]))
+            for r in run.metrics
+            if isinstance(r.get("step"), int)
+            and _numeric(r.get("handoff/bytes"))
+            and _numeric(r.get("handoff/seconds"))
+        ]
     if any(h.seconds == 0 for h in handoff):
         notes.append("some steps report hand-off bytes without a handoff span: GB/s not computed for them")
 
@@ -267,9 +287,15 @@ def analyze(run: RunData, *, peak_tflops: float | None = None) -> Analysis:
     throughput = []
     for step in sorted(set(gen_tokens) | set(train_tokens) | set(stage_of)):
         stages = stage_of.get(step, {})
-        t = ThroughputStep(step, gen_tokens.get(step), stages.get("generate"), train_tokens.get(step),
-                           stages.get("update"))
-        if t.gen_tokens is None and t.train_tokens is None and t.gen_seconds is None and t.update_seconds is None:
+        t = ThroughputStep(
+            step, gen_tokens.get(step), stages.get("generate"), train_tokens.get(step), stages.get("update")
+        )
+        if (
+            t.gen_tokens is None
+            and t.train_tokens is None
+            and t.gen_seconds is None
+            and t.update_seconds is None
+        ):
             continue  # e.g. a step-0 evaluation: nothing generated for training, nothing trained
         if params is not None and peak is not None and t.train_tokens and t.update_seconds:
             t.mfu = train_flops(params, t.train_tokens) / t.update_seconds / (peak * world)
@@ -283,5 +309,18 @@ def analyze(run: RunData, *, peak_tflops: float | None = None) -> Analysis:
         status = str(trace.end.get("status", "ok"))
     else:
         status = "running or crashed (no end record)" if trace.meta else "unknown (no trace)"
-    return Analysis(trace.meta, status, timings, handoff, throughput, mem, graders, verdicts, grade_wait,
-                    run.metrics, mfu_note, params, notes)
+    return Analysis(
+        trace.meta,
+        status,
+        timings,
+        handoff,
+        throughput,
+        mem,
+        graders,
+        verdicts,
+        grade_wait,
+        run.metrics,
+        mfu_note,
+        params,
+        notes,
+    )

@@ -59,13 +59,20 @@ def _details(summary: str, inner: str) -> str:
 def _header(a: Analysis, run_name: str) -> str:
     meta = a.meta
     started = meta.get("started")
-    when = dt.datetime.fromtimestamp(float(started), dt.UTC).strftime("%Y-%m-%d %H:%M UTC") if started else None
+    when = (
+        dt.datetime.fromtimestamp(float(started), dt.UTC).strftime("%Y-%m-%d %H:%M UTC") if started else None
+    )
     model = meta.get("model") or {}
-    rows: list[tuple[str, Any]] = [("status", a.status), ("started", when), ("device", meta.get("device_name") or meta.get("device")),
-                                     ("world size", meta.get("world_size")),
-                                     ("model params", f"{a.params:,}" if a.params else None),
-                                     ("model dtype", model.get("dtype")), ("steps with timings", len(a.timings)),
-                                     ("metrics rows", len(a.metrics))]
+    rows: list[tuple[str, Any]] = [
+        ("status", a.status),
+        ("started", when),
+        ("device", meta.get("device_name") or meta.get("device")),
+        ("world size", meta.get("world_size")),
+        ("model params", f"{a.params:,}" if a.params else None),
+        ("model dtype", model.get("dtype")),
+        ("steps with timings", len(a.timings)),
+        ("metrics rows", len(a.metrics)),
+    ]
     if a.timings:
         rows.append(("mean step time", f"{sum(t.wall for t in a.timings) / len(a.timings):.3g} s"))
     rewards = [r.get("reward_mean", r.get("reward/mean")) for r in a.metrics]
@@ -82,30 +89,56 @@ def _time_section(a: Analysis, figs: dict[str, bytes | None]) -> str:
     totals, shares = a.stage_totals(), a.stage_shares()
     n = max(1, len(a.timings))
     rows = [[s, totals[s], shares.get(s), totals[s] / n] for s in a.stage_names]
-    return ("<h2>Where the time goes</h2>" + image(figs["timeline"], "stage timeline")
-            + image(figs["stage_share"], "stage share")
-            + table(["stage", "total s", "share %", "mean s/step"], rows))
+    return (
+        "<h2>Where the time goes</h2>"
+        + image(figs["timeline"], "stage timeline")
+        + image(figs["stage_share"], "stage share")
+        + table(["stage", "total s", "share %", "mean s/step"], rows)
+    )
 
 
 def _handoff_section(a: Analysis, figs: dict[str, bytes | None]) -> str:
     if not a.handoff:
         return "<h2>Weight hand-off</h2><p class='muted'>No hand-off counters in the trace.</p>"
     rates = [h.gbps for h in a.handoff if h.gbps is not None]
-    summary = (f"<p>{human_bytes(sum(h.bytes for h in a.handoff))} moved in {sum(h.seconds for h in a.handoff):.3g} s"
-               f" over {len(a.handoff)} steps; median {fmt(median(rates) if rates else None)} GB/s.</p>")
+    summary = (
+        f"<p>{human_bytes(sum(h.bytes for h in a.handoff))} moved in {sum(h.seconds for h in a.handoff):.3g} s"
+        f" over {len(a.handoff)} steps; median {fmt(median(rates) if rates else None)} GB/s.</p>"
+    )
     rows = [[h.step, h.bytes, h.seconds, h.gbps] for h in a.handoff]
-    return ("<h2>Weight hand-off</h2>" + summary + image(figs["handoff"], "hand-off")
-            + _details("per step", table(["step", "bytes", "seconds", "GB/s"], rows))
-            + freshness_html(a.metrics, table, _details))
+    return (
+        "<h2>Weight hand-off</h2>"
+        + summary
+        + image(figs["handoff"], "hand-off")
+        + _details("per step", table(["step", "bytes", "seconds", "GB/s"], rows))
+        + freshness_html(a.metrics, table, _details)
+    )
 
 
 def _throughput_section(a: Analysis, figs: dict[str, bytes | None]) -> str:
-    rows = [[t.step, t.gen_tokens, t.gen_tps, t.train_tokens, t.update_tps,
-             100 * t.mfu if t.mfu is not None else None] for t in a.throughput]
-    return ("<h2>Throughput</h2>" + image(figs["throughput"], "throughput")
-            + f"<p class='muted'>{escape(a.mfu_note)}</p>"
-            + _details("per step", table(["step", "tokens generated", "gen tokens/s", "tokens trained",
-                                          "update tokens/s", "MFU %"], rows)))
+    rows = [
+        [
+            t.step,
+            t.gen_tokens,
+            t.gen_tps,
+            t.train_tokens,
+            t.update_tps,
+            100 * t.mfu if t.mfu is not None else None,
+        ]
+        for t in a.throughput
+    ]
+    return (
+        "<h2>Throughput</h2>"
+        + image(figs["throughput"], "throughput")
+        + f"<p class='muted'>{escape(a.mfu_note)}</p>"
+        + _details(
+            "per step",
+            table(
+                ["step", "tokens generated", "gen tokens/s", "tokens trained", "update tokens/s", "MFU %"],
+                rows,
+            ),
+        )
+    )
 
 
 def _memory_section(a: Analysis, figs: dict[str, bytes | None]) -> str:
@@ -120,19 +153,47 @@ def _grading_section(a: Analysis, figs: dict[str, bytes | None]) -> str:
     for g in a.graders:
         mix = ", ".join(f"{k} {v}" for k, v in sorted(g.verdicts.items()))
         cache = 100 * g.cached / g.n if g.cached is not None and g.n else None
-        rows.append([g.grader, g.n, *[g.percentile(q) for q in PERCENTILES], g.max_ms, cache, g.errors,
-                     g.timeouts, mix])
-    header = ["grader", "samples", *[f"p{q} ms" for q in PERCENTILES], "max ms", "cache hit %", "errors",
-              "timeouts", "verdicts"]
+        rows.append(
+            [
+                g.grader,
+                g.n,
+                *[g.percentile(q) for q in PERCENTILES],
+                g.max_ms,
+                cache,
+                g.errors,
+                g.timeouts,
+                mix,
+            ]
+        )
+    header = [
+        "grader",
+        "samples",
+        *[f"p{q} ms" for q in PERCENTILES],
+        "max ms",
+        "cache hit %",
+        "errors",
+        "timeouts",
+        "verdicts",
+    ]
     stats = table(header, rows) if rows else "<p class='muted'>No grader latency counters in the trace.</p>"
     reasons = error_reasons(a.metrics)
     if reasons:
-        stats += "<p>Masked samples by reason: " + escape(", ".join(f"{k} {v}" for k, v in reasons.most_common())) + "</p>"
+        stats += (
+            "<p>Masked samples by reason: "
+            + escape(", ".join(f"{k} {v}" for k, v in reasons.most_common()))
+            + "</p>"
+        )
     if any(g.reported_ms and not g.latencies_ms for g in a.graders):
         stats += "<p class='muted'>Latency percentiles as last reported by the grading runtime (not per sample).</p>"
     waits = list(a.grade_wait.values())
-    wait = (f"<p>Waiting for grading after generation ended: mean {fmt(sum(waits) / len(waits))} s, "
-            f"max {fmt(max(waits))} s per step.</p>") if waits else ""
+    wait = (
+        (
+            f"<p>Waiting for grading after generation ended: mean {fmt(sum(waits) / len(waits))} s, "
+            f"max {fmt(max(waits))} s per step.</p>"
+        )
+        if waits
+        else ""
+    )
     return "<h2>Grading</h2>" + stats + wait + image(figs["grading"], "grading")
 
 
@@ -140,17 +201,37 @@ def _curves_section(a: Analysis, figs: dict[str, bytes | None]) -> str:
     train_rows = [r for r in a.metrics if not any(str(k).startswith("eval/") for k in r)]
     last = (train_rows or a.metrics or [{}])[-1]
     rows = [[k, v] for k, v in last.items() if isinstance(v, int | float) and not isinstance(v, bool)]
-    final = _details(f"last metrics row (step {last.get('step', '?')})", table(["metric", "value"], rows)) if rows else ""
+    final = (
+        _details(f"last metrics row (step {last.get('step', '?')})", table(["metric", "value"], rows))
+        if rows
+        else ""
+    )
     return "<h2>Training curves</h2>" + image(figs["curves"], "training curves") + final
 
 
-def render_html(a: Analysis, figs: dict[str, bytes | None], *, run_name: str, config: dict[str, Any],
-                samples: str = "") -> str:
+def render_html(
+    a: Analysis, figs: dict[str, bytes | None], *, run_name: str, config: dict[str, Any], samples: str = ""
+) -> str:
     """The page; ``samples`` is the ready "Samples" section (``report.samples``), placed after the curves."""
-    cfg = _details("resolved config", f"<pre>{escape(yaml.safe_dump(config, sort_keys=False))}</pre>") if config else ""
-    body = "".join([
-        _header(a, run_name), _time_section(a, figs), _handoff_section(a, figs), _throughput_section(a, figs),
-        _memory_section(a, figs), _grading_section(a, figs), _curves_section(a, figs), samples, cfg,
-    ])
-    return (f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>rrl report: {escape(run_name)}</title>'
-            f"<style>{CSS}</style></head><body>{body}</body></html>\n")
+    cfg = (
+        _details("resolved config", f"<pre>{escape(yaml.safe_dump(config, sort_keys=False))}</pre>")
+        if config
+        else ""
+    )
+    body = "".join(
+        [
+            _header(a, run_name),
+            _time_section(a, figs),
+            _handoff_section(a, figs),
+            _throughput_section(a, figs),
+            _memory_section(a, figs),
+            _grading_section(a, figs),
+            _curves_section(a, figs),
+            samples,
+            cfg,
+        ]
+    )
+    return (
+        f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>rrl report: {escape(run_name)}</title>'
+        f"<style>{CSS}</style></head><body>{body}</body></html>\n"
+    )

@@ -54,14 +54,25 @@ def _is_number(value: Any) -> bool:
 
 def _drop_malformed(trace: Trace, notes: list[str]) -> None:
     """Spans/counters whose fields have the wrong types are left out, and counted in a warning."""
-    spans = [s for s in trace.spans if isinstance(s.get("step"), int) and _is_number(s.get("start"))
-             and _is_number(s.get("end")) and isinstance(s.get("stage"), str)]
-    counters = [c for c in trace.counters if isinstance(c.get("step"), int) and _is_number(c.get("value"))
-                and isinstance(c.get("name"), str)]
+    spans = [
+        s
+        for s in trace.spans
+        if isinstance(s.get("step"), int)
+        and _is_number(s.get("start"))
+        and _is_number(s.get("end"))
+        and isinstance(s.get("stage"), str)
+    ]
+    counters = [
+        c
+        for c in trace.counters
+        if isinstance(c.get("step"), int) and _is_number(c.get("value")) and isinstance(c.get("name"), str)
+    ]
     dropped = len(trace.spans) - len(spans) + len(trace.counters) - len(counters)
     if dropped:
-        notes.append(f"{dropped} span/counter record(s) with missing or mistyped fields (step, stage, start, end, "
-                     "name, value) ignored")
+        notes.append(
+            f"{dropped} span/counter record(s) with missing or mistyped fields (step, stage, start, end, "
+            "name, value) ignored"
+        )
     trace.spans, trace.counters = spans, counters
     for rec in (*spans, *counters):
         if not isinstance(rec.get("attrs"), dict):
@@ -74,7 +85,9 @@ def load_run(run_dir: str | Path) -> RunData:
         raise ReportError(f"{root}: run directory not found")
     trace_path, metrics_path, config_path = root / "trace.jsonl", root / "metrics.jsonl", root / "config.yaml"
     if not trace_path.is_file() and not metrics_path.is_file():
-        raise ReportError(f"{root}: neither trace.jsonl nor metrics.jsonl found; is this a run directory of `rrl train`?")
+        raise ReportError(
+            f"{root}: neither trace.jsonl nor metrics.jsonl found; is this a run directory of `rrl train`?"
+        )
     notes: list[str] = []
     trace = Trace()
     if trace_path.is_file():

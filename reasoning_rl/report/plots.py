@@ -17,7 +17,10 @@ DPI = 100
 CURVES: tuple[tuple[str, tuple[tuple[str, ...], ...]], ...] = (
     ("reward", (("reward_mean", "reward/mean"),)),
     ("accuracy", (("accuracy", "reward/accuracy"),)),
-    ("response length", (("response_len_mean", "response/length_mean"), ("response_len_max", "response/length_max"))),
+    (
+        "response length",
+        (("response_len_mean", "response/length_mean"), ("response_len_max", "response/length_max")),
+    ),
     ("KL", (("kl", "policy/kl"),)),
     ("entropy", (("entropy", "policy/entropy"),)),
     ("truncation rate", (("truncation_rate", "response/truncation_rate"),)),
@@ -28,14 +31,36 @@ CURVES: tuple[tuple[str, tuple[tuple[str, ...], ...]], ...] = (
     ("engine vs trainer log-prob gap", (("rollout/logprob_diff_mean",), ("rollout/logprob_diff_max",))),
 )
 REWARD_STD = ("reward_std", "reward/std")
-YLABELS = {"response length": "tokens", "KL": "KL (nats)", "entropy": "nats / token", "truncation rate": "fraction",
-           "clip fraction": "fraction", "grad norm": "L2 norm", "engine vs trainer log-prob gap": "nats"}
+YLABELS = {
+    "response length": "tokens",
+    "KL": "KL (nats)",
+    "entropy": "nats / token",
+    "truncation rate": "fraction",
+    "clip fraction": "fraction",
+    "grad norm": "L2 norm",
+    "engine vs trainer log-prob gap": "nats",
+}
 
 
 VERDICT_COLORS = {"correct": "tab:green", "incorrect": "tab:red", "error": "tab:gray"}
 # One color per stage in every report, whichever stages a run has.
-STAGE_COLORS = dict(zip((*STAGES, OTHER), ("tab:blue", "tab:orange", "tab:cyan", "tab:olive", "tab:purple",
-                                           "tab:red", "tab:brown", "tab:pink", "lightgray"), strict=True))
+STAGE_COLORS = dict(
+    zip(
+        (*STAGES, OTHER),
+        (
+            "tab:blue",
+            "tab:orange",
+            "tab:cyan",
+            "tab:olive",
+            "tab:purple",
+            "tab:red",
+            "tab:brown",
+            "tab:pink",
+            "lightgray",
+        ),
+        strict=True,
+    )
+)
 
 
 def _stage_color(stage: str) -> str | None:
@@ -83,8 +108,12 @@ def stage_share(a: Analysis) -> Figure | None:
     ax.barh(names, [shares[n] for n in names], color=[_stage_color(n) or "tab:gray" for n in names])
     for i, n in enumerate(names):
         ax.text(shares[n], i, f" {shares[n]:.1f} %", va="center", fontsize="small")
-    ax.set(xlabel="% of total step time", ylabel="stage", title="Share of each stage",
-           xlim=(0, max(shares.values()) * 1.2 + 1))
+    ax.set(
+        xlabel="% of total step time",
+        ylabel="stage",
+        title="Share of each stage",
+        xlim=(0, max(shares.values()) * 1.2 + 1),
+    )
     return fig
 
 
@@ -97,7 +126,9 @@ def handoff(a: Analysis) -> Figure | None:
     ax.bar(steps, [h.bytes / 1e6 for h in a.handoff], color="tab:gray", label="MB moved")
     ax.set(xlabel="step", ylabel="MB", title="Weight hand-off per step")
     ax2 = ax.twinx()
-    ax2.plot(steps, [h.gbps if h.gbps is not None else float("nan") for h in a.handoff], "o-", color="tab:red")
+    ax2.plot(
+        steps, [h.gbps if h.gbps is not None else float("nan") for h in a.handoff], "o-", color="tab:red"
+    )
     ax2.set_ylabel("GB/s", color="tab:red")
     ax2.set_ylim(0, max((h.gbps or 0.0) for h in a.handoff) * 1.2 or 1.0)
     return fig
@@ -154,8 +185,13 @@ def grading(a: Analysis) -> Figure | None:
             bottom = [b + f for b, f in zip(bottom, frac, strict=True)]
         left.set(xlabel="step", ylabel="fraction of samples", title="Verdict mix", ylim=(0, 1))
         # the stacked bars fill the axes to 1: the legend goes below them, never over them
-        left.legend(fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=max(1, len(kinds)),
-                    frameon=False)
+        left.legend(
+            fontsize="small",
+            loc="upper center",
+            bbox_to_anchor=(0.5, -0.18),
+            ncol=max(1, len(kinds)),
+            frameon=False,
+        )
     if a.grade_wait:
         steps = sorted(a.grade_wait)
         right.bar(steps, [a.grade_wait[s] for s in steps], color="tab:orange")
@@ -165,8 +201,17 @@ def grading(a: Analysis) -> Figure | None:
 
 def curves(a: Analysis) -> Figure | None:
     present = {k for r in a.metrics for k in r}
-    panels = [(title, [next(k for k in aliases if k in present) for aliases in series
-                       if any(k in present for k in aliases)]) for title, series in CURVES]
+    panels = [
+        (
+            title,
+            [
+                next(k for k in aliases if k in present)
+                for aliases in series
+                if any(k in present for k in aliases)
+            ],
+        )
+        for title, series in CURVES
+    ]
     panels = [(title, keys) for title, keys in panels if keys]
     if not panels:
         return None
@@ -180,12 +225,18 @@ def curves(a: Analysis) -> Figure | None:
             pts = _series_rows(a.metrics, key)
             ax.plot([p[0] for p in pts], [p[1] for p in pts], ".-", label=key)
             if title == "reward" and std_key is not None:
-                band = [(s, v, float(r[std_key])) for s, v, r in pts if isinstance(r.get(std_key), int | float)]
+                band = [
+                    (s, v, float(r[std_key])) for s, v, r in pts if isinstance(r.get(std_key), int | float)
+                ]
                 if band:
                     # mean +- std, clipped to what a reward can be ([0, 1], or wider where the means are)
                     lo, hi = min(0.0, *(b[1] for b in band)), max(1.0, *(b[1] for b in band))
-                    ax.fill_between([b[0] for b in band], [max(lo, b[1] - b[2]) for b in band],
-                                    [min(hi, b[1] + b[2]) for b in band], alpha=0.2)
+                    ax.fill_between(
+                        [b[0] for b in band],
+                        [max(lo, b[1] - b[2]) for b in band],
+                        [min(hi, b[1] + b[2]) for b in band],
+                        alpha=0.2,
+                    )
         ax.set(title=title, xlabel="step", ylabel=YLABELS.get(title, title))
         if len(keys) > 1:
             ax.legend(fontsize="small")

@@ -10,4 +10,12 @@ from reasoning_rl.rollout.base import (
     register_engine,
 )
 
-__all__ = ["ENGINES", "Completion", "RolloutEngine", "RolloutError", "SamplingConfig", "make_engine", "register_engine"]
+__all__ = [
+    "ENGINES",
+    "Completion",
+    "RolloutEngine",
+    "RolloutError",
+    "SamplingConfig",
+    "make_engine",
+    "register_engine",
+]

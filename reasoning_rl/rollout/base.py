@@ -27,7 +27,9 @@ class SamplingConfig(SamplingParams):
     @classmethod
     def of(cls, params: SamplingParams, *, seed: int | None, logprobs: bool) -> SamplingConfig:
         """The request for ``params`` (e.g. the validated ``rollout`` section)."""
-        return cls(**params.model_dump(include=set(SamplingParams.model_fields)), seed=seed, logprobs=logprobs)
+        return cls(
+            **params.model_dump(include=set(SamplingParams.model_fields)), seed=seed, logprobs=logprobs
+        )
 
 
 @dataclass

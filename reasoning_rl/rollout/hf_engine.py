@@ -63,7 +63,9 @@ class HFEngine:
             "num_return_sequences": s.n,
             "output_logits": True,
             "return_dict_in_generate": True,
-            "pad_token_id": self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else next(iter(eos_ids), 0),
+            "pad_token_id": self.tokenizer.pad_token_id
+            if self.tokenizer.pad_token_id is not None
+            else next(iter(eos_ids), 0),
         }
         if s.temperature > 0:
             kwargs.update(do_sample=True, temperature=s.temperature, top_p=s.top_p, top_k=0)
@@ -84,7 +86,14 @@ class HFEngine:
         return [self._completion(index, j, prompt, new[j], logp[j], eos_ids, s) for j in range(s.n)]
 
     def _completion(
-        self, index: int, j: int, prompt: list[int], toks: torch.Tensor, logp: torch.Tensor, eos_ids: set[int], s: SamplingConfig
+        self,
+        index: int,
+        j: int,
+        prompt: list[int],
+        toks: torch.Tensor,
+        logp: torch.Tensor,
+        eos_ids: set[int],
+        s: SamplingConfig,
     ) -> Completion:
         token_ids: list[int] = []
         finish = "length"

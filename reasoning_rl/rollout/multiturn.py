@@ -66,8 +66,12 @@ class ToolTrajectory:
     logprobs: list[float] = field(default_factory=list)
     turns: list[ToolTurn] = field(default_factory=list)
     finish_reason: FinishReason | None = None
-    error: str = ""  # set with finish_reason "error": our infrastructure failed; the sample must not be scored
-    _segment_start: int = 0  # index in token_ids where the current model segment (since the last tool turn) starts
+    error: str = (
+        ""  # set with finish_reason "error": our infrastructure failed; the sample must not be scored
+    )
+    _segment_start: int = (
+        0  # index in token_ids where the current model segment (since the last tool turn) starts
+    )
 
     def add(self, ids: list[int], logprobs: list[float] | None) -> None:
         self.token_ids += ids
@@ -75,8 +79,15 @@ class ToolTrajectory:
         self.logprobs += logprobs if logprobs is not None else [0.0] * len(ids)
 
 
-async def run_tool_rollouts(engine: RolloutEngine, prompts: list[list[int]], tools: Mapping[str, Tool],
-                            tokenizer: Tokenizer, config: ToolRolloutConfig, *, n: int = 1) -> list[ToolTrajectory]:
+async def run_tool_rollouts(
+    engine: RolloutEngine,
+    prompts: list[list[int]],
+    tools: Mapping[str, Tool],
+    tokenizer: Tokenizer,
+    config: ToolRolloutConfig,
+    *,
+    n: int = 1,
+) -> list[ToolTrajectory]:
     """``n`` trajectories per prompt, ordered by (prompt_index, sample_index)."""
     fmt = make_format(config.format)
     trajs = [ToolTrajectory(i, j, list(p)) for i, p in enumerate(prompts) for j in range(n)]
@@ -86,8 +97,14 @@ async def run_tool_rollouts(engine: RolloutEngine, prompts: list[list[int]], too
 
 
 class _Run:
-    def __init__(self, engine: RolloutEngine, tools: Mapping[str, Tool], tokenizer: Tokenizer,
-                 config: ToolRolloutConfig, fmt: CallFormat) -> None:
+    def __init__(
+        self,
+        engine: RolloutEngine,
+        tools: Mapping[str, Tool],
+        tokenizer: Tokenizer,
+        config: ToolRolloutConfig,
+        fmt: CallFormat,
+    ) -> None:
         self.engine, self.tools, self.tok, self.cfg, self.fmt = engine, tools, tokenizer, config, fmt
         self.stop = tuple(dict.fromkeys((*config.sampling.stop, *fmt.stop)))
         self.run_id = uuid.uuid4().hex[:12]
@@ -100,7 +117,9 @@ class _Run:
         self.ready = list(trajs)
         loop = asyncio.get_running_loop()
         try:
-            with ThreadPoolExecutor(1, thread_name_prefix="rollout-engine") as gen:  # the engine is not thread-safe
+            with ThreadPoolExecutor(
+                1, thread_name_prefix="rollout-engine"
+            ) as gen:  # the engine is not thread-safe
                 while any(t.finish_reason is None for t in trajs):
                     if not self.ready:
                         await self.wake.wait()
@@ -109,9 +128,12 @@ class _Run:
                     wave, self.ready = self.ready, []
                     for cap, group in _by_cap(wave, self.cfg).items():
                         sampling = self.cfg.sampling.model_copy(
-                            update={"max_tokens": cap, "stop": list(self.stop), "seed": self._seed()})
+                            update={"max_tokens": cap, "stop": list(self.stop), "seed": self._seed()}
+                        )
                         contexts = [t.prompt_ids + t.token_ids for t in group]
-                        completions = await loop.run_in_executor(gen, self.engine.generate, contexts, sampling)
+                        completions = await loop.run_in_executor(
+                            gen, self.engine.generate, contexts, sampling
+                        )
                         for t, c in zip(group, completions, strict=True):
                             self._after_generate(t, c)
         finally:  # normally every session has ended already; not after an engine failure
@@ -126,9 +148,9 @@ class _Run:
         return None if base is None else base + (self.calls - 1) * _SEED_STRIDE
 
     def _after_generate(self, t: ToolTrajectory, c: Completion) -> None:
-        before = len(self.tok.decode(t.token_ids[t._segment_start:], skip_special_tokens=False))
+        before = len(self.tok.decode(t.token_ids[t._segment_start :], skip_special_tokens=False))
         t.add(list(c.token_ids), list(c.logprobs) if c.logprobs else [0.0] * len(c.token_ids))
-        text = self.tok.decode(t.token_ids[t._segment_start:], skip_special_tokens=False)
+        text = self.tok.decode(t.token_ids[t._segment_start :], skip_special_tokens=False)
         call = self.fmt.find(text)
         if call is not None and call.end > before:
             if len(t.turns) >= self.cfg.max_turns:
@@ -174,8 +196,10 @@ class _Run:
             return ToolResult(f"Error: {call.error}", "invalid_call")
         tool = self.tools.get(call.name)
         if tool is None:
-            return ToolResult(f"Error: unknown tool {call.name!r}; available: {', '.join(sorted(self.tools))}",
-                              "invalid_call")
+            return ToolResult(
+                f"Error: unknown tool {call.name!r}; available: {', '.join(sorted(self.tools))}",
+                "invalid_call",
+            )
         try:
             return await tool.call(call.arguments, session=self._session(t), budget_s=self.cfg.tool_budget_s)
         except Exception as exc:  # noqa: BLE001 - a tool that raises is broken infrastructure: the sample is `error`

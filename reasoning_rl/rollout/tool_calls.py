@@ -101,12 +101,15 @@ class HermesFormat:
         the rendering of [assistant, tool] + generation prompt, minus the rendering up to the assistant's text."""
         assistant = {"role": "assistant", "content": _SENTINEL}
         conv = [{"role": "user", "content": "u"}, assistant]
-        with_tool = tokenizer.apply_chat_template([*conv, {"role": "tool", "content": output}], tokenize=False,
-                                                  add_generation_prompt=True)
+        with_tool = tokenizer.apply_chat_template(
+            [*conv, {"role": "tool", "content": output}], tokenize=False, add_generation_prompt=True
+        )
         cut = with_tool.find(_SENTINEL)
         if cut < 0:
-            raise ValueError("the chat template does not render assistant content verbatim; cannot place tool turns")
-        return list(tokenizer.encode(with_tool[cut + len(_SENTINEL):], add_special_tokens=False))
+            raise ValueError(
+                "the chat template does not render assistant content verbatim; cannot place tool turns"
+            )
+        return list(tokenizer.encode(with_tool[cut + len(_SENTINEL) :], add_special_tokens=False))
 
 
 FORMATS: dict[str, type[FencedFormat] | type[HermesFormat]] = {"fenced": FencedFormat, "hermes": HermesFormat}

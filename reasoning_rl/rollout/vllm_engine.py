@@ -44,7 +44,9 @@ class VLLMEngine:
         on_gpu = torch.cuda.is_available()
         self.sleep_enabled = on_gpu if enable_sleep_mode is None else enable_sleep_mode
         if self.sleep_enabled and not on_gpu:
-            raise RolloutError("enable_sleep_mode=True needs a CUDA device; vLLM's CPU backend has no sleep mode")
+            raise RolloutError(
+                "enable_sleep_mode=True needs a CUDA device; vLLM's CPU backend has no sleep mode"
+            )
         if not on_gpu:
             dtype = "float32" if dtype == "auto" else dtype
             kw.setdefault("enforce_eager", True)
@@ -105,7 +107,9 @@ class VLLMEngine:
             for j in range(sampling.n):
                 self._counter += 1
                 rid = f"rrl-{self._counter}"
-                engine.add_request(rid, TokensPrompt(prompt_token_ids=list(prompt)), self._params(sampling, j))
+                engine.add_request(
+                    rid, TokensPrompt(prompt_token_ids=list(prompt)), self._params(sampling, j)
+                )
                 where[rid] = (i, j)
         pending = set(where)
         try:
@@ -134,7 +138,9 @@ class VLLMEngine:
 
         check_prompts(sequences, self.max_model_len)
         params = SamplingParams(max_tokens=1, temperature=0.0, prompt_logprobs=0)
-        outs = self.llm.generate([TokensPrompt(prompt_token_ids=list(s)) for s in sequences], params, use_tqdm=False)
+        outs = self.llm.generate(
+            [TokensPrompt(prompt_token_ids=list(s)) for s in sequences], params, use_tqdm=False
+        )
         result = []
         for seq, p, out in zip(sequences, prompt_lens, outs, strict=True):
             steps = out.prompt_logprobs or []
@@ -151,8 +157,10 @@ class VLLMEngine:
         """Checksums of the weights vLLM computes with, under its own (fused) names; see ``_fingerprint_model``."""
         found = self.llm.apply_model(_fingerprint_model)
         if len(found) != 1:  # tensor-parallel shards would need per-shard bookkeeping of replicated params
-            raise RolloutError(f"the freshness check reads one model per engine; this engine has {len(found)} "
-                               "workers (tensor parallel): set rollout.freshness_check=false")
+            raise RolloutError(
+                f"the freshness check reads one model per engine; this engine has {len(found)} "
+                "workers (tensor parallel): set rollout.freshness_check=false"
+            )
         fingerprints, packed = found[0]
         return EngineWeights(fingerprints, packed)
 
@@ -234,20 +242,32 @@ def _refresh_tied_head(model: torch.nn.Module) -> bool:
     from vllm.model_executor.layers.vocab_parallel_embedding import ParallelLMHead, VocabParallelEmbedding
 
     embeds = [
-        m for m in model.modules() if isinstance(m, VocabParallelEmbedding) and not isinstance(m, ParallelLMHead)
+        m
+        for m in model.modules()
+        if isinstance(m, VocabParallelEmbedding) and not isinstance(m, ParallelLMHead)
     ]
     if len(embeds) != 1:
-        raise RolloutError(f"tied LM head but {len(embeds)} input embeddings found; cannot re-tie after reload")
+        raise RolloutError(
+            f"tied LM head but {len(embeds)} input embeddings found; cannot re-tie after reload"
+        )
     head.tie_weights(embeds[0])
     head.quant_method.process_weights_after_loading(head)
     return True
 
 
-def _to_completion(out: Any, prompt_index: int, sample_index: int, prompt_ids: list[int], tokenizer: Any) -> Completion:
+def _to_completion(
+    out: Any, prompt_index: int, sample_index: int, prompt_ids: list[int], tokenizer: Any
+) -> Completion:
     (seq,) = out.outputs
     token_ids = list(seq.token_ids)
-    text = seq.text or tokenizer.decode(token_ids, skip_special_tokens=True)  # not detokenized without stop strings
-    logprobs = [float(step[tok].logprob) for step, tok in zip(seq.logprobs, token_ids, strict=True)] if seq.logprobs else []
+    text = seq.text or tokenizer.decode(
+        token_ids, skip_special_tokens=True
+    )  # not detokenized without stop strings
+    logprobs = (
+        [float(step[tok].logprob) for step, tok in zip(seq.logprobs, token_ids, strict=True)]
+        if seq.logprobs
+        else []
+    )
     return Completion(
         prompt_index=prompt_index,
         sample_index=sample_index,

@@ -2,13 +2,25 @@
 
 from reasoning_rl.tools.base import FunctionTool, Tool, ToolResult, ToolStatus, schema, tool
 from reasoning_rl.tools.registry import (
-           ENTRY_POINT_GROUP,
-           UnknownToolError,
-           available,
-           make,
-           register,
-           unregister,
+    ENTRY_POINT_GROUP,
+    UnknownToolError,
+    available,
+    make,
+    register,
+    unregister,
 )
 
-__all__ = ["ENTRY_POINT_GROUP", "FunctionTool", "Tool", "ToolResult", "ToolStatus", "UnknownToolError", "available",
-           "make", "register", "schema", "tool", "unregister"]
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "FunctionTool",
+    "Tool",
+    "ToolResult",
+    "ToolStatus",
+    "UnknownToolError",
+    "available",
+    "make",
+    "register",
+    "schema",
+    "tool",
+    "unregister",
+]

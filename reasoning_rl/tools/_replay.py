@@ -41,8 +41,11 @@ def main():
     scope = {"__name__": "__main__", "__builtins__": __builtins__}
     for src in cells[:-1]:
         # the model already saw this cell's output and error: replay it silently
-        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()), \
-                contextlib.suppress(BaseException):
+        with (
+            contextlib.redirect_stdout(io.StringIO()),
+            contextlib.redirect_stderr(io.StringIO()),
+            contextlib.suppress(BaseException),
+        ):
             _run(src, scope)
     try:
         _run(cells[-1], scope)

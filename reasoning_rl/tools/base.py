@@ -44,8 +44,10 @@ class Tool(Protocol):
 
 def schema(tool: Tool) -> dict[str, Any]:
     """The OpenAI/Hermes function schema chat templates render into the system prompt."""
-    return {"type": "function",
-            "function": {"name": tool.name, "description": tool.description, "parameters": tool.parameters}}
+    return {
+        "type": "function",
+        "function": {"name": tool.name, "description": tool.description, "parameters": tool.parameters},
+    }
 
 
 class FunctionTool:
@@ -67,8 +69,9 @@ class FunctionTool:
         try:
             value = await asyncio.wait_for(asyncio.to_thread(self.fn, *bound.args, **bound.kwargs), budget_s)
         except TimeoutError:
-            return ToolResult(f"Error: {self.name} timed out after {budget_s:g} s", "timeout",
-                              time.monotonic() - started)
+            return ToolResult(
+                f"Error: {self.name} timed out after {budget_s:g} s", "timeout", time.monotonic() - started
+            )
         except Exception as exc:  # noqa: BLE001 - the tool's failure is shown to the model and counted
             return ToolResult(f"Error: {type(exc).__name__}: {exc}", "error", time.monotonic() - started)
         return ToolResult(str(value), "ok", time.monotonic() - started)
@@ -85,14 +88,18 @@ def _parameters(sig: inspect.Signature, name: str) -> dict[str, Any]:
         if isinstance(annotation, str):  # postponed annotations: only the builtin scalar names are supported
             annotation = {"int": int, "float": float, "str": str, "bool": bool}.get(annotation, annotation)
         if annotation not in _JSON_TYPES:
-            raise TypeError(f"tool {name!r}: parameter {p.name!r} has type {annotation!r}; use int/float/str/bool")
+            raise TypeError(
+                f"tool {name!r}: parameter {p.name!r} has type {annotation!r}; use int/float/str/bool"
+            )
         props[p.name] = {"type": _JSON_TYPES[annotation]}
         if p.default is inspect.Parameter.empty:
             required.append(p.name)
     return {"type": "object", "properties": props, "required": required}
 
 
-def tool(name: str | None = None, description: str | None = None) -> Callable[[Callable[..., Any]], FunctionTool]:
+def tool(
+    name: str | None = None, description: str | None = None
+) -> Callable[[Callable[..., Any]], FunctionTool]:
     """Decorator: ``@tool()`` turns ``def f(x: int) -> str`` into a ``Tool`` named ``f`` (docstring = description)."""
 
     def deco(fn: Callable[..., Any]) -> FunctionTool:

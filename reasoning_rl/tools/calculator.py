@@ -23,10 +23,44 @@ from reasoning_rl.tools.base import FunctionTool
 
 MAX_CHARS = 500
 MAX_EXPONENT = 10_000
-_FUNCTIONS = ("sqrt", "cbrt", "root", "exp", "log", "ln", "sin", "cos", "tan", "asin", "acos", "atan", "sinh",
-              "cosh", "tanh", "factorial", "binomial", "gcd", "lcm", "floor", "ceiling", "Abs", "Rational",
-              "simplify", "expand", "factor", "diff", "solve", "oo", "pi", "E", "I",
-              "Integer", "Float", "Symbol", "mod")
+_FUNCTIONS = (
+    "sqrt",
+    "cbrt",
+    "root",
+    "exp",
+    "log",
+    "ln",
+    "sin",
+    "cos",
+    "tan",
+    "asin",
+    "acos",
+    "atan",
+    "sinh",
+    "cosh",
+    "tanh",
+    "factorial",
+    "binomial",
+    "gcd",
+    "lcm",
+    "floor",
+    "ceiling",
+    "Abs",
+    "Rational",
+    "simplify",
+    "expand",
+    "factor",
+    "diff",
+    "solve",
+    "oo",
+    "pi",
+    "E",
+    "I",
+    "Integer",
+    "Float",
+    "Symbol",
+    "mod",
+)
 _NAMES: dict[str, Any] = {n: getattr(sympy, n) for n in _FUNCTIONS if hasattr(sympy, n)}
 
 
@@ -43,11 +77,18 @@ def _bounded(fn: Any) -> Any:
     return call
 
 
-_NAMES.update(ln=sympy.log, mod=sympy.Mod, abs=sympy.Abs, factorial=_bounded(sympy.factorial),
-              binomial=_bounded(sympy.binomial))
+_NAMES.update(
+    ln=sympy.log,
+    mod=sympy.Mod,
+    abs=sympy.Abs,
+    factorial=_bounded(sympy.factorial),
+    binomial=_bounded(sympy.binomial),
+)
 # What ``parse_expr(evaluate=False)`` emits; not user-visible names (the screen allows only ``_NAMES``).
-_PARSER_NAMES: dict[str, Any] = {n: getattr(sympy, n) for n in ("Add", "Mul", "Pow", "Integer", "Float", "Rational",
-                                                                  "Symbol", "Function", "Mod")}
+_PARSER_NAMES: dict[str, Any] = {
+    n: getattr(sympy, n)
+    for n in ("Add", "Mul", "Pow", "Integer", "Float", "Rational", "Symbol", "Function", "Mod")
+}
 _ALLOWED = re.compile(r"^[0-9A-Za-z\s+\-*/^().,=<>!%]*$")
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _TRANSFORMS = (*standard_transformations, implicit_multiplication_application, convert_xor)
@@ -88,11 +129,20 @@ def _check_sizes(expr: Any) -> None:
     for node in sympy.preorder_traversal(expr):
         if isinstance(node, sympy.Pow) and node.exp.is_Number and abs(node.exp) > MAX_EXPONENT:
             raise ValueError(f"exponent {node.exp} is larger than {MAX_EXPONENT}")
-        if isinstance(node, sympy.Pow) and not node.exp.is_Number and node.base.is_Number and abs(node.base) > 1:
+        if (
+            isinstance(node, sympy.Pow)
+            and not node.exp.is_Number
+            and node.base.is_Number
+            and abs(node.base) > 1
+        ):
             _check_sizes(node.exp)
             if node.exp.is_number and abs(sympy.N(node.exp, 5)) > MAX_EXPONENT:
                 raise ValueError("exponent too large")
-        if isinstance(node, sympy.factorial) and node.args[0].is_number and abs(sympy.N(node.args[0], 5)) > MAX_EXPONENT:
+        if (
+            isinstance(node, sympy.factorial)
+            and node.args[0].is_number
+            and abs(sympy.N(node.args[0], 5)) > MAX_EXPONENT
+        ):
             raise ValueError(f"factorial argument larger than {MAX_EXPONENT}")
 
 

@@ -54,14 +54,29 @@ class _Session:
 
 class PythonTool:
     name = "python"
-    description = "Run Python 3 code; printed output (and a trailing expression's value) is returned. " \
-                  "Variables persist between calls."
-    parameters: dict[str, Any] = {"type": "object", "properties": {"code": {"type": "string"}}, "required": ["code"]}
+    description = (
+        "Run Python 3 code; printed output (and a trailing expression's value) is returned. "
+        "Variables persist between calls."
+    )
+    parameters: dict[str, Any] = {
+        "type": "object",
+        "properties": {"code": {"type": "string"}},
+        "required": ["code"],
+    }
 
-    def __init__(self, sandbox: Sandbox | str = "auto", *, pool_size: int = 4, memory_mb: int = 512,
-                 output_bytes: int = 1 << 20, max_output_chars: int = 2000) -> None:
+    def __init__(
+        self,
+        sandbox: Sandbox | str = "auto",
+        *,
+        pool_size: int = 4,
+        memory_mb: int = 512,
+        output_bytes: int = 1 << 20,
+        max_output_chars: int = 2000,
+    ) -> None:
         if isinstance(sandbox, str):
-            sandbox = open_sandbox(sandbox, pool_size=pool_size) if sandbox != "local" else open_sandbox("local")
+            sandbox = (
+                open_sandbox(sandbox, pool_size=pool_size) if sandbox != "local" else open_sandbox("local")
+            )
             self._owns_sandbox = True
         else:
             self._owns_sandbox = False
@@ -94,16 +109,22 @@ class PythonTool:
                 state.cells.append(code)
                 state.wall_s.append(result.wall_s)
         status, text = self._render(result, wall)
-        return ToolResult(text, status, latency, f"{result.stopped_by} exit={result.exit_code} {result.detail}")
+        return ToolResult(
+            text, status, latency, f"{result.stopped_by} exit={result.exit_code} {result.detail}"
+        )
 
     def _render(self, r: RunResult, wall_s: float) -> tuple[ToolStatus, str]:
         out = (r.stdout + r.stderr).decode(errors="replace")
         if r.stopped_by == "sandbox_error":
             return "infra_error", "Error: the sandbox failed (not your code's fault)"
         if r.stopped_by == "timeout":
-            return "timeout", self._clip(out) + f"\nError: the code ran longer than {wall_s:.1f} s and was stopped"
+            return "timeout", self._clip(
+                out
+            ) + f"\nError: the code ran longer than {wall_s:.1f} s and was stopped"
         if r.stopped_by == "memory":
-            return "error", self._clip(out) + f"\nError: the code used more than {self.memory_mb} MB and was stopped"
+            return "error", self._clip(
+                out
+            ) + f"\nError: the code used more than {self.memory_mb} MB and was stopped"
         if r.stopped_by == "output_limit":
             return "error", self._clip(out) + "\nError: the code printed too much output and was stopped"
         return ("ok" if r.exit_code == 0 else "error"), self._clip(out)
@@ -112,7 +133,7 @@ class PythonTool:
         n = self.max_output_chars
         if len(text) <= n:
             return text
-        return f"{text[: n // 2]}\n... [{len(text) - n} characters cut] ...\n{text[-n // 2:]}"
+        return f"{text[: n // 2]}\n... [{len(text) - n} characters cut] ...\n{text[-n // 2 :]}"
 
     def end_session(self, session: str) -> None:
         with self._lock:

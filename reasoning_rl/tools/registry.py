@@ -51,7 +51,9 @@ def make(name: str, **options: Any) -> Tool:
     """A tool instance. Entry points name a ``Tool`` class/factory (called with ``options``) or an instance."""
     if name in _registered:
         if options:
-            raise ValueError(f"tool {name!r} is a registered instance; it takes no options, got {sorted(options)}")
+            raise ValueError(
+                f"tool {name!r} is a registered instance; it takes no options, got {sorted(options)}"
+            )
         return _registered[name]
     targets = _targets()
     if name not in targets:

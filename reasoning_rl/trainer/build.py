@@ -48,19 +48,34 @@ def load_data(cfg: Config, tokenizer: Any, console: Console) -> tuple[list[Promp
     known = frozenset(graders.available())
     report = LoadReport()
     train = load_examples(cfg.data.train, cfg.data, seed=cfg.run.seed, known_graders=known, report=report)
-    val = load_examples(cfg.data.val, cfg.data, seed=cfg.run.seed + 1, known_graders=known, report=report) \
-        if cfg.data.val else []
+    val = (
+        load_examples(cfg.data.val, cfg.data, seed=cfg.run.seed + 1, known_graders=known, report=report)
+        if cfg.data.val
+        else []
+    )
     skip = cfg.data.on_bad_row == "skip"
-    train_prompts, n_long = render_all(tokenizer, train, chat_template=cfg.data.chat_template,
-                                       max_prompt_tokens=cfg.data.max_prompt_tokens, skip_long=skip)
-    val_prompts, n_long_val = render_all(tokenizer, val, chat_template=cfg.data.chat_template,
-                                         max_prompt_tokens=cfg.data.max_prompt_tokens, skip_long=skip)
+    train_prompts, n_long = render_all(
+        tokenizer,
+        train,
+        chat_template=cfg.data.chat_template,
+        max_prompt_tokens=cfg.data.max_prompt_tokens,
+        skip_long=skip,
+    )
+    val_prompts, n_long_val = render_all(
+        tokenizer,
+        val,
+        chat_template=cfg.data.chat_template,
+        max_prompt_tokens=cfg.data.max_prompt_tokens,
+        skip_long=skip,
+    )
     sources = ", ".join(f"{k}: {v}" for k, v in report.kept.items())
     console.print(f"data: {len(train_prompts)} train / {len(val_prompts)} val prompts ({sources})")
     skipped = len(report.skipped) + n_long + n_long_val
     if skipped:
-        console.print(f"[yellow]skipped {skipped} malformed or too-long rows[/yellow] (first: "
-                      f"{report.skipped[0] if report.skipped else 'prompt over data.max_prompt_tokens'})")
+        console.print(
+            f"[yellow]skipped {skipped} malformed or too-long rows[/yellow] (first: "
+            f"{report.skipped[0] if report.skipped else 'prompt over data.max_prompt_tokens'})"
+        )
     return train_prompts, val_prompts
 
 
@@ -91,8 +106,9 @@ class Components:
     # --------------------------------------------------------------------------------- generation
     def sampling(self, seed: int) -> SamplingConfig:
         """The engine request of a training step: ``rollout.*``, and log-probs exactly when the plan uses them."""
-        return SamplingConfig.of(self.cfg.rollout, seed=seed if self.seed_per_sample else None,
-                                 logprobs=self.plan.engine_logprobs)
+        return SamplingConfig.of(
+            self.cfg.rollout, seed=seed if self.seed_per_sample else None, logprobs=self.plan.engine_logprobs
+        )
 
     def engine_ready(self) -> None:
         """Awake and holding the policy's current weights (a sleep for the update drops them)."""
@@ -116,11 +132,15 @@ class Components:
         start = time.time()
         stats = push_weights(self.policy, self.engine, gate=self.freshness, step=step)
         if trace is not None:
-            trace.add_span("handoff", step, start, start + stats.seconds, tensors=stats.tensors, bytes=stats.bytes)
+            trace.add_span(
+                "handoff", step, start, start + stats.seconds, tensors=stats.tensors, bytes=stats.bytes
+            )
             trace.counter("handoff_bytes", step, stats.bytes)
             if stats.check is not None:
                 end = start + stats.seconds
-                trace.add_span("handoff_check", step, end, end + stats.check.seconds, probe_gap=stats.check.probe_gap)
+                trace.add_span(
+                    "handoff_check", step, end, end + stats.check.seconds, probe_gap=stats.check.probe_gap
+                )
         return stats.as_metrics()
 
     def policy_export(self, out_dir: Path) -> Path:
@@ -140,8 +160,10 @@ class Components:
         if self.models.critic is not None:
             path = directory / CRITIC_FILE
             if not path.exists():
-                raise ConfigError(f"{directory} has no {CRITIC_FILE}: it was not saved by a PPO run, so it cannot "
-                                  "resume one (algorithm.name=ppo needs the critic's state)")
+                raise ConfigError(
+                    f"{directory} has no {CRITIC_FILE}: it was not saved by a PPO run, so it cannot "
+                    "resume one (algorithm.name=ppo needs the critic's state)"
+                )
             self.models.critic.load_checkpoint_state(torch.load(path, weights_only=False))
 
     def close(self) -> None:
@@ -162,9 +184,16 @@ def build_components(cfg: Config, run_dir: Path, *, console: Console) -> Compone
     console.print(f"model: {model_dir} on {device} ({dtype}{', compiled' if compiled else ''})")
     fsdp = {"auto": None, "on": True, "off": False}[cfg.model.fsdp]
     trainable: dict[str, Any] = dict(  # what the policy and the critic share; each brings its own lr
-        dtype=dtype, device=device, fsdp=fsdp, weight_decay=o.weight_decay, betas=o.betas, grad_clip=o.grad_clip,
-        warmup_steps=o.warmup_steps, total_steps=cfg.trainer.steps if o.schedule == "cosine" else None,
-        activation_checkpointing=cfg.model.gradient_checkpointing, compile_layers=compiled,
+        dtype=dtype,
+        device=device,
+        fsdp=fsdp,
+        weight_decay=o.weight_decay,
+        betas=o.betas,
+        grad_clip=o.grad_clip,
+        warmup_steps=o.warmup_steps,
+        total_steps=cfg.trainer.steps if o.schedule == "cosine" else None,
+        activation_checkpointing=cfg.model.gradient_checkpointing,
+        compile_layers=compiled,
         micro_batch_tokens=cfg.algorithm.micro_batch_tokens,
     )
     policy = Policy.from_pretrained(str(model_dir), lr=o.lr, **trainable)
@@ -172,9 +201,14 @@ def build_components(cfg: Config, run_dir: Path, *, console: Console) -> Compone
     if cfg.algorithm.kl_coef > 0:
         from reasoning_rl.policy import ReferencePolicy
 
-        ref = ReferencePolicy.from_pretrained(str(model_dir), dtype=dtype, device=device, fsdp=fsdp,
-                                              offload=cfg.model.ref_offload,
-                                              micro_batch_tokens=cfg.algorithm.micro_batch_tokens)
+        ref = ReferencePolicy.from_pretrained(
+            str(model_dir),
+            dtype=dtype,
+            device=device,
+            fsdp=fsdp,
+            offload=cfg.model.ref_offload,
+            micro_batch_tokens=cfg.algorithm.micro_batch_tokens,
+        )
     critic = None
     if cfg.algorithm.name == "ppo":
         from reasoning_rl.policy import Critic
@@ -182,37 +216,87 @@ def build_components(cfg: Config, run_dir: Path, *, console: Console) -> Compone
         critic = Critic.from_pretrained(str(model_dir), lr=o.critic_lr, **trainable)
     r = cfg.rollout
     console.print(f"rollout: {rollout_kind(cfg)} engine, n={r.n}, max_tokens={r.max_tokens}")
-    engine = build_engine(cfg, model_dir, device, train + val, max(r.max_tokens, cfg.eval.max_tokens or 0),
-                          dtype=dtype, sleep=r.sleep)
+    engine = build_engine(
+        cfg,
+        model_dir,
+        device,
+        train + val,
+        max(r.max_tokens, cfg.eval.max_tokens or 0),
+        dtype=dtype,
+        sleep=r.sleep,
+    )
     g = cfg.grading
     cache_path = run_dir / "grades.sqlite" if g.cache else None
-    pool = GradingPool(workers=g.workers, backend=g.backend, ray_address=g.ray_address, timeout_s=g.timeout_s,
-                       retries=g.retries, cache_path=cache_path, max_in_flight=g.max_in_flight)
+    pool = GradingPool(
+        workers=g.workers,
+        backend=g.backend,
+        ray_address=g.ray_address,
+        timeout_s=g.timeout_s,
+        retries=g.retries,
+        cache_path=cache_path,
+        max_in_flight=g.max_in_flight,
+    )
     used = [p.example.grader for p in train + val]
     if g.selftest:
         selftest_or_raise(used, pool, console)
-    meta = {"run": cfg.run.name, "device": device, "world_size": 1, "model": _model_shape(policy, dtype),
-            "graders": run_graders(used)}
-    gate = FreshnessGate.for_run(engine, [p.token_ids for p in train], r.freshness_probe_tol) \
-        if r.freshness_check else None
+    meta = {
+        "run": cfg.run.name,
+        "device": device,
+        "world_size": 1,
+        "model": _model_shape(policy, dtype),
+        "graders": run_graders(used),
+    }
+    gate = (
+        FreshnessGate.for_run(engine, [p.token_ids for p in train], r.freshness_probe_tol)
+        if r.freshness_check
+        else None
+    )
     pad = getattr(tokenizer, "pad_token_id", None)
     plan = step_plan(cfg, pad_id=int(pad if pad is not None else 0))
     console.print(f"old log-probs: {plan.old_source}")
-    return Components(cfg, device, model_dir, tokenizer, Models(policy, ref, critic), engine, pool, train, val,
-                      cache_path, seeded, plan, meta, freshness=gate)
+    return Components(
+        cfg,
+        device,
+        model_dir,
+        tokenizer,
+        Models(policy, ref, critic),
+        engine,
+        pool,
+        train,
+        val,
+        cache_path,
+        seeded,
+        plan,
+        meta,
+        freshness=gate,
+    )
 
 
-def build_engine(cfg: Config, model_dir: Path, device: str, prompts: list[Prompt], max_tokens: int, *,
-                 dtype: str, sleep: bool | None) -> RolloutEngine:
+def build_engine(
+    cfg: Config,
+    model_dir: Path,
+    device: str,
+    prompts: list[Prompt],
+    max_tokens: int,
+    *,
+    dtype: str,
+    sleep: bool | None,
+) -> RolloutEngine:
     """The rollout engine of ``cfg.rollout`` (training and ``rrl eval`` alike), sized for these prompts."""
     r = cfg.rollout
     kind = rollout_kind(cfg)
     extra = dict(r.engine_args) if kind == "vllm" else {}
     try:
-        return make_engine(kind, str(model_dir), dtype=dtype, seed=cfg.run.seed,
-                           gpu_memory_utilization=r.gpu_memory_utilization or (0.5 if device == "cuda" else 0.2),
-                           max_model_len=model_max_len(model_dir, prompts, max_tokens), enable_sleep_mode=sleep,
-                           **extra)
+        return make_engine(
+            kind,
+            str(model_dir),
+            dtype=dtype,
+            seed=cfg.run.seed,
+            gpu_memory_utilization=r.gpu_memory_utilization or (0.5 if device == "cuda" else 0.2),
+            max_model_len=model_max_len(model_dir, prompts, max_tokens),
+            enable_sleep_mode=sleep,
+            **extra,
+        )
     except TypeError as e:  # vLLM names the unknown argument
         if not extra:
             raise
@@ -235,8 +319,10 @@ def model_max_len(model_dir: Path, prompts: list[Prompt], max_tokens: int) -> in
     conf = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
     limit = conf.get("max_position_embeddings")
     if limit is not None and need > int(limit):
-        raise ConfigError(f"longest prompt + rollout.max_tokens = {need} tokens exceeds the model's "
-                          f"max_position_embeddings={limit}; lower rollout.max_tokens or data.max_prompt_tokens")
+        raise ConfigError(
+            f"longest prompt + rollout.max_tokens = {need} tokens exceeds the model's "
+            f"max_position_embeddings={limit}; lower rollout.max_tokens or data.max_prompt_tokens"
+        )
     return need
 
 
@@ -255,5 +341,10 @@ def _model_shape(policy: Any, dtype: str) -> dict[str, Any]:
     if conf is None:
         return {"dtype": dtype}
     params = sum(p.numel() for p in model.parameters()) if model is not None else None
-    return {"params": params, "layers": getattr(conf, "num_hidden_layers", None),
-            "hidden": getattr(conf, "hidden_size", None), "vocab": getattr(conf, "vocab_size", None), "dtype": dtype}
+    return {
+        "params": params,
+        "layers": getattr(conf, "num_hidden_layers", None),
+        "hidden": getattr(conf, "hidden_size", None),
+        "vocab": getattr(conf, "vocab_size", None),
+        "dtype": dtype,
+    }

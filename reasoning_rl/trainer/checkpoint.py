@@ -34,8 +34,11 @@ class CheckpointInfo:
 
 
 def rng_state() -> dict[str, Any]:
-    state: dict[str, Any] = {"python": random.getstate(), "numpy": np.random.get_state(),
-                             "torch": torch.get_rng_state()}
+    state: dict[str, Any] = {
+        "python": random.getstate(),
+        "numpy": np.random.get_state(),
+        "torch": torch.get_rng_state(),
+    }
     if torch.cuda.is_available():
         state["cuda"] = torch.cuda.get_rng_state_all()
     return state
@@ -82,14 +85,15 @@ class CheckpointManager:
         with atomic_dir(final) as tmp:
             write_payload(tmp)
             torch.save(rng_state(), tmp / RNG_FILE)
-            (tmp / STATE_FILE).write_text(json.dumps({"step": step, **trainer_state}, indent=2, default=str),
-                                          encoding="utf-8")
+            (tmp / STATE_FILE).write_text(
+                json.dumps({"step": step, **trainer_state}, indent=2, default=str), encoding="utf-8"
+            )
             (tmp / MARKER).write_text(str(step), encoding="utf-8")
         self._prune()
         return final
 
     def _prune(self) -> None:
-        for info in self.list()[:-self.keep]:
+        for info in self.list()[: -self.keep]:
             shutil.rmtree(info.path, ignore_errors=True)
 
     @staticmethod
@@ -110,5 +114,7 @@ class CheckpointManager:
         path = Path(resume)
         m = _STEP_DIR.match(path.name)
         if not (path / MARKER).exists() or m is None:
-            raise FileNotFoundError(f"trainer.resume={resume!r} is not a complete checkpoint dir (step_N/{MARKER})")
+            raise FileNotFoundError(
+                f"trainer.resume={resume!r} is not a complete checkpoint dir (step_N/{MARKER})"
+            )
         return CheckpointInfo(int(m.group(1)), path)

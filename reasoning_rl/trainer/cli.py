@@ -31,7 +31,9 @@ def _fail(exc: Exception, code: int = 2) -> int:
     broken guarantee (freshness gate, grader selftest). Escaped: tensor names and paths may hold ``[...]``."""
     from rich.markup import escape
 
-    Console(stderr=True, soft_wrap=True).print(f"[bold red]error:[/bold red] {escape(str(exc))}", highlight=False)
+    Console(stderr=True, soft_wrap=True).print(
+        f"[bold red]error:[/bold red] {escape(str(exc))}", highlight=False
+    )
     return code
 
 
@@ -48,10 +50,12 @@ def single_process_error() -> str | None:
     world = os.environ.get("WORLD_SIZE", "1")
     if not world.isdigit() or int(world) <= 1:
         return None
-    return (f"rrl train runs as a single training process, but WORLD_SIZE={world} (torchrun?): every rank would "
-            "train a full copy of the run into the same run dir. Multi-rank training is coming through Ray "
-            "placement, not torchrun; today run `rrl train CONFIG` without torchrun (one process drives the "
-            "device; grading.workers and grading.backend=ray scale the grading)")
+    return (
+        f"rrl train runs as a single training process, but WORLD_SIZE={world} (torchrun?): every rank would "
+        "train a full copy of the run into the same run dir. Multi-rank training is coming through Ray "
+        "placement, not torchrun; today run `rrl train CONFIG` without torchrun (one process drives the "
+        "device; grading.workers and grading.backend=ray scale the grading)"
+    )
 
 
 def prepare(cfg: Config) -> None:
@@ -61,12 +65,15 @@ def prepare(cfg: Config) -> None:
         # hand-off, which are harmless: see VLLMEngine.load_weights) would bury the run's own lines.
         os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
         warnings.filterwarnings("ignore", category=FutureWarning, module=r"vllm\.")  # torch API deprecations
-        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # transformers' load/save bars, every hand-in
+        os.environ.setdefault(
+            "HF_HUB_DISABLE_PROGRESS_BARS", "1"
+        )  # transformers' load/save bars, every hand-in
     default_lean_launcher(cfg)
 
 
-def train_command(config_path: str, overrides: list[str], *, print_config: bool = False,
-                  dry_run: bool = False) -> int:
+def train_command(
+    config_path: str, overrides: list[str], *, print_config: bool = False, dry_run: bool = False
+) -> int:
     """``rrl train``; ``print_config``: the resolved config as YAML, then exit; ``dry_run``: check, no training."""
     refused = single_process_error()
     if refused is not None:
@@ -100,14 +107,18 @@ def train_command(config_path: str, overrides: list[str], *, print_config: bool 
         summary = Trainer(cfg, console=console).run()
     except _user_errors() as exc:
         return _fail(exc)
-    except (WeightSyncError, SelftestError) as exc:  # a broken guarantee, not a user mistake: exit 1, still one line
+    except (
+        WeightSyncError,
+        SelftestError,
+    ) as exc:  # a broken guarantee, not a user mistake: exit 1, still one line
         return _fail(exc, code=1)
     console.print(f"done: {summary.steps} steps, run dir {summary.run_dir}")
     return 0
 
 
-def _eval_config(config_path: str | None, overrides: list[str], model: str | None, data: str | None,
-                 n: int | None) -> Config:
+def _eval_config(
+    config_path: str | None, overrides: list[str], model: str | None, data: str | None, n: int | None
+) -> Config:
     base: dict[str, Any] = {}
     if config_path is None:
         if model is None or data is None:
@@ -123,8 +134,16 @@ def _eval_config(config_path: str | None, overrides: list[str], model: str | Non
     return load_config(config_path, extra, base=base)
 
 
-def eval_command(config_path: str | None, overrides: list[str], *, model: str | None, data: str | None,
-                 n: int | None, out: str | None, step: int | None = None) -> int:
+def eval_command(
+    config_path: str | None,
+    overrides: list[str],
+    *,
+    model: str | None,
+    data: str | None,
+    n: int | None,
+    out: str | None,
+    step: int | None = None,
+) -> int:
     console = make_console()
     if config_path is not None and "=" in config_path and not Path(config_path).exists():
         overrides, config_path = [config_path, *overrides], None  # `rrl eval --model M --data D key=value`
@@ -137,8 +156,10 @@ def eval_command(config_path: str | None, overrides: list[str], *, model: str | 
             if config_path is None and data is None:  # the run's own config and data, results in the run dir
                 config_path, overrides = str(run / "config.yaml"), [f"run.dir={run}", *overrides]
         elif step is not None:
-            raise ConfigError(f"--step picks a checkpoint of a run: --model must be a run directory (with "
-                              f"config.yaml and checkpoints/), got {model!r}")
+            raise ConfigError(
+                f"--step picks a checkpoint of a run: --model must be a run directory (with "
+                f"config.yaml and checkpoints/), got {model!r}"
+            )
         cfg = _eval_config(config_path, overrides, model, data, n)
         prepare(cfg)
         from reasoning_rl.trainer.eval import run_eval
@@ -154,13 +175,19 @@ def eval_command(config_path: str | None, overrides: list[str], *, model: str | 
     for row in result.rows:
         counts[row["data_source"]] = counts.get(row["data_source"], 0) + 1
     for src, stats in sorted(result.by_source.items()):
-        table.add_row(src, str(counts.get(src, 0)), *(f"{stats.get(c, float('nan')):.3f}" for c in
-                                                      ("accuracy", f"pass@{k}", f"maj@{k}")),
-                      f"{stats.get('errors', 0):.0f}")
+        table.add_row(
+            src,
+            str(counts.get(src, 0)),
+            *(f"{stats.get(c, float('nan')):.3f}" for c in ("accuracy", f"pass@{k}", f"maj@{k}")),
+            f"{stats.get('errors', 0):.0f}",
+        )
     m = result.metrics
-    table.add_row("[bold]all", str(len(result.rows)), *(f"{m.get('eval/' + c, float('nan')):.3f}" for c in
-                                                        ("accuracy", f"pass@{k}", f"maj@{k}")),
-                  f"{m.get('eval/errors', 0):.0f}")
+    table.add_row(
+        "[bold]all",
+        str(len(result.rows)),
+        *(f"{m.get('eval/' + c, float('nan')):.3f}" for c in ("accuracy", f"pass@{k}", f"maj@{k}")),
+        f"{m.get('eval/errors', 0):.0f}",
+    )
     console.print(table)
     console.print(f"per-prompt results: {path}")
     return 0

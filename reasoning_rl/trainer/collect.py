@@ -15,9 +15,17 @@ from reasoning_rl.trace import TraceWriter
 from reasoning_rl.trainer.records import Rollouts, Sample
 
 
-def collect(engine: RolloutEngine, pool: GradingPool, prompts: Sequence[Prompt], sampling: SamplingConfig, *,
-            grader_options: dict[str, dict[str, Any]], trace: TraceWriter | None = None,
-            step: int = 0, group_offset: int = 0) -> Rollouts:
+def collect(
+    engine: RolloutEngine,
+    pool: GradingPool,
+    prompts: Sequence[Prompt],
+    sampling: SamplingConfig,
+    *,
+    grader_options: dict[str, dict[str, Any]],
+    trace: TraceWriter | None = None,
+    step: int = 0,
+    group_offset: int = 0,
+) -> Rollouts:
     """Samples in (prompt, sample) order, each with its grade; prompt k is group ``group_offset + k``."""
     completions: dict[tuple[int, int], Completion] = {}
     grades: dict[tuple[int, int], Grade] = {}
@@ -26,7 +34,9 @@ def collect(engine: RolloutEngine, pool: GradingPool, prompts: Sequence[Prompt],
         key = (comp.prompt_index, comp.sample_index)
         completions[key] = comp
         ex = prompts[comp.prompt_index].example
-        pool.submit(GradeRequest(ex.grader, comp.text, ex.ground_truth, grader_options.get(ex.grader, {}), id=key))
+        pool.submit(
+            GradeRequest(ex.grader, comp.text, ex.ground_truth, grader_options.get(ex.grader, {}), id=key)
+        )
         for req, grade in pool.poll(0.0):
             grades[req.id] = grade
     t1 = time.time()
@@ -36,10 +46,20 @@ def collect(engine: RolloutEngine, pool: GradingPool, prompts: Sequence[Prompt],
     t2 = time.time()
     if trace is not None:
         trace.add_span("generate", step, t0, t1, prompts=len(prompts), samples=len(completions))
-        trace.add_span("grade_wait", step, t1, t2, graded_during_generation=graded_during_generation,
-                        outstanding_at_generation_end=len(completions) - graded_during_generation)
+        trace.add_span(
+            "grade_wait",
+            step,
+            t1,
+            t2,
+            graded_during_generation=graded_during_generation,
+            outstanding_at_generation_end=len(completions) - graded_during_generation,
+        )
     missing = set(completions) - set(grades)
     if missing:
         raise RuntimeError(f"grading pool returned no grade for {len(missing)} samples (e.g. {min(missing)})")
-    return Rollouts([Sample(group_offset + k[0], prompts[k[0]].example, completions[k], grades[k])
-                     for k in sorted(completions)])
+    return Rollouts(
+        [
+            Sample(group_offset + k[0], prompts[k[0]].example, completions[k], grades[k])
+            for k in sorted(completions)
+        ]
+    )

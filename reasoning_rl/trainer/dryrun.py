@@ -41,8 +41,9 @@ def dry_run(cfg: Config, console: Console) -> None:
     from reasoning_rl.trainer.build import load_data
 
     check_model_path(cfg.model.path, cfg.model.gguf_file)
-    tokenizer = load_tokenizer(cfg.model.path, gguf_file=cfg.model.gguf_file,
-                               require_chat_template=cfg.data.chat_template is True)
+    tokenizer = load_tokenizer(
+        cfg.model.path, gguf_file=cfg.model.gguf_file, require_chat_template=cfg.data.chat_template is True
+    )
     console.print(f"model: {cfg.model.path} (tokenizer loads)")
     train, val = load_data(cfg, tokenizer, console)
     specs = _check_graders(cfg, [p.example for p in train + val])

@@ -61,14 +61,21 @@ def summarise(samples: Sequence[Sample], k: int, checks: Checks | None = None) -
         line = {"grades": [g.to_dict() for g in grades], "maj": score.maj}
         overall.add(line)
         per_source[ex.data_source].add(line)
-        rows.append({
-            "id": ex.uid, "data_source": ex.data_source, **identity_fields(ex.grader),
-            "prompt": prompt_messages(ex), "ground_truth": ex.ground_truth,
-            "accuracy": sum(g.score for g in grades) / len(grades),
-            f"pass@{k}": float(score.passed), f"maj@{k}": float(bool(score.maj)),
-            "majority_answer": score.majority_answer, "errors": score.n_error,
-            "responses": [{"text": s.completion.text, **s.grade.to_dict()} for s in group],
-        })
+        rows.append(
+            {
+                "id": ex.uid,
+                "data_source": ex.data_source,
+                **identity_fields(ex.grader),
+                "prompt": prompt_messages(ex),
+                "ground_truth": ex.ground_truth,
+                "accuracy": sum(g.score for g in grades) / len(grades),
+                f"pass@{k}": float(score.passed),
+                f"maj@{k}": float(bool(score.maj)),
+                "majority_answer": score.majority_answer,
+                "errors": score.n_error,
+                "responses": [{"text": s.completion.text, **s.grade.to_dict()} for s in group],
+            }
+        )
     by_source = {src: _numbers(g) for src, g in sorted(per_source.items())}
     metrics: dict[str, float] = {}
     for src, summary in by_source.items():
@@ -88,7 +95,9 @@ def _numbers(group: Group) -> dict[str, float]:
     return out
 
 
-def equivalence(pool: GradingPool, samples: Sequence[Sample], grader_options: dict[str, dict[str, Any]]) -> Checks:
+def equivalence(
+    pool: GradingPool, samples: Sequence[Sample], grader_options: dict[str, dict[str, Any]]
+) -> Checks:
     """Grade the maj@k equivalence checks of every prompt (different extracted answers, judged by the grader)."""
     groups: dict[int, list[Sample]] = defaultdict(list)
     for s in samples:
@@ -99,18 +108,34 @@ def equivalence(pool: GradingPool, samples: Sequence[Sample], grader_options: di
         keys = answer_keys([s.grade for s in group], [s.completion.text for s in group])
         planned[gid] = equivalence_checks(keys)
         ex = group[0].example
-        requests += [GradeRequest(ex.grader, group[i].completion.text, answer, grader_options.get(ex.grader, {}))
-                     for i, answer in planned[gid]]
+        requests += [
+            GradeRequest(ex.grader, group[i].completion.text, answer, grader_options.get(ex.grader, {}))
+            for i, answer in planned[gid]
+        ]
     grades = iter(pool.grade_batch(requests)) if requests else iter(())
     return {gid: (checks, [next(grades) for _ in checks]) for gid, checks in planned.items()}
 
 
-def evaluate(engine: RolloutEngine, pool: GradingPool, prompts: Sequence[Prompt], cfg: EvalConfig, *,
-             max_tokens: int, stop: Sequence[str],
-             grader_options: dict[str, dict[str, Any]], seed: int) -> EvalResult:
+def evaluate(
+    engine: RolloutEngine,
+    pool: GradingPool,
+    prompts: Sequence[Prompt],
+    cfg: EvalConfig,
+    *,
+    max_tokens: int,
+    stop: Sequence[str],
+    grader_options: dict[str, dict[str, Any]],
+    seed: int,
+) -> EvalResult:
     limit = cfg.max_prompts or len(prompts)
-    sampling = SamplingConfig(n=cfg.n, temperature=cfg.temperature, max_tokens=cfg.max_tokens or max_tokens,
-                              stop=list(stop), seed=seed, logprobs=False)  # grading needs only the text
+    sampling = SamplingConfig(
+        n=cfg.n,
+        temperature=cfg.temperature,
+        max_tokens=cfg.max_tokens or max_tokens,
+        stop=list(stop),
+        seed=seed,
+        logprobs=False,
+    )  # grading needs only the text
     rollouts = collect(engine, pool, prompts[:limit], sampling, grader_options=grader_options)
     return summarise(rollouts.samples, cfg.n, equivalence(pool, rollouts.samples, grader_options))
 
@@ -133,13 +158,34 @@ def run_eval(cfg: Config, *, out: Path | None, console: Console) -> tuple[EvalRe
     train, val = load_data(cfg, tokenizer, console)
     prompts = val or train
     r = cfg.rollout
-    engine = build_engine(cfg, model_dir, device, prompts, cfg.eval.max_tokens or r.max_tokens,
-                          dtype=cfg.model.dtype, sleep=False)
+    engine = build_engine(
+        cfg,
+        model_dir,
+        device,
+        prompts,
+        cfg.eval.max_tokens or r.max_tokens,
+        dtype=cfg.model.dtype,
+        sleep=False,
+    )
     g = cfg.grading
-    with GradingPool(workers=g.workers, backend=g.backend, ray_address=g.ray_address, timeout_s=g.timeout_s,
-                     retries=g.retries, max_in_flight=g.max_in_flight) as pool:
-        result = evaluate(engine, pool, prompts, cfg.eval, max_tokens=r.max_tokens, stop=r.stop,
-                          grader_options=g.options, seed=cfg.run.seed)
+    with GradingPool(
+        workers=g.workers,
+        backend=g.backend,
+        ray_address=g.ray_address,
+        timeout_s=g.timeout_s,
+        retries=g.retries,
+        max_in_flight=g.max_in_flight,
+    ) as pool:
+        result = evaluate(
+            engine,
+            pool,
+            prompts,
+            cfg.eval,
+            max_tokens=r.max_tokens,
+            stop=r.stop,
+            grader_options=g.options,
+            seed=cfg.run.seed,
+        )
     path = out or cfg.run_dir / "eval" / "results.jsonl"
     write_rows(path, result.rows)
     return result, path

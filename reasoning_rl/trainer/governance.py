@@ -26,7 +26,10 @@ def identity_fields(spec: str) -> dict[str, str]:
 
 def run_graders(specs: Iterable[str]) -> dict[str, dict[str, str]]:
     """The run metadata's ``graders``: spec -> {name, version} for every grader the run routes to."""
-    return {spec: dict(zip(("name", "version"), grader_identity(spec), strict=True)) for spec in sorted(set(specs))}
+    return {
+        spec: dict(zip(("name", "version"), grader_identity(spec), strict=True))
+        for spec in sorted(set(specs))
+    }
 
 
 def selftest_or_raise(specs: Iterable[str], pool: GradingPool, console: Console) -> None:

@@ -66,20 +66,31 @@ class Trainer:
     def _resume_point(self) -> Any:
         stale = self.ckpt.clean_stale()
         if stale:
-            self.console.print(f"removed {len(stale)} incomplete checkpoint dir(s) left by an interrupted save")
+            self.console.print(
+                f"removed {len(stale)} incomplete checkpoint dir(s) left by an interrupted save"
+            )
         info = self.ckpt.resolve(self.cfg.trainer.resume)
-        if info is None and self.cfg.trainer.resume == "never" and self.ckpt.list() and not self.cfg.trainer.overwrite:
+        if (
+            info is None
+            and self.cfg.trainer.resume == "never"
+            and self.ckpt.list()
+            and not self.cfg.trainer.overwrite
+        ):
             raise TrainError(
                 f"{self.run_dir} already has checkpoints; continue it with trainer.resume=auto, "
                 "or start over with trainer.overwrite=true (or pick another run.name)"
             )
         if info is None and self.cfg.trainer.resume == "auto":
-            self.console.print(f"trainer.resume=auto: no complete checkpoint in {self.ckpt.root}, starting fresh")
+            self.console.print(
+                f"trainer.resume=auto: no complete checkpoint in {self.ckpt.root}, starting fresh"
+            )
         return info
 
     def _note_forced(self, changes: list[str]) -> None:
         for change in changes:
-            self.console.print(f"[yellow]warning:[/yellow] resuming with --force although {change}", highlight=False)
+            self.console.print(
+                f"[yellow]warning:[/yellow] resuming with --force although {change}", highlight=False
+            )
 
     def run(self) -> RunSummary:
         cfg = self.cfg
@@ -110,8 +121,15 @@ class Trainer:
         # only now: until the resume checks pass, config.yaml keeps describing the run's checkpoints
         save_config(cfg, self.run_dir / "config.yaml")
         trace = StepTrace(self.run_dir / "trace.jsonl", meta=parts.trace_meta, append=info is not None)
-        log = MetricsLogger(self.run_dir, cfg.logging, total_steps=cfg.trainer.steps, start_step=start_step,
-                            run_name=cfg.run.name, config=cfg.model_dump(mode="json"), console=self.console)
+        log = MetricsLogger(
+            self.run_dir,
+            cfg.logging,
+            total_steps=cfg.trainer.steps,
+            start_step=start_step,
+            run_name=cfg.run.name,
+            config=cfg.model_dump(mode="json"),
+            console=self.console,
+        )
         summary = RunSummary(self.run_dir, start_step, start_step if info is not None else None)
         status = "crashed"
         try:
@@ -152,8 +170,14 @@ class Trainer:
         batch, batch_metrics = make_train_batch(rollouts, parts.models, parts.plan, trace=trace, step=step)
         trained = update(parts.models, batch, parts.plan, trace=trace, step=step)  # policy (+ critic) steps
         handoff = parts.push_weights(step=step, trace=trace)  # new weights into the engine
-        return {**self._rollout_metrics(rollouts), **batch_metrics, **trained, **handoff,
-                **self._timings(trace, step, t_step, rollouts), "optim/lr": parts.lr()}
+        return {
+            **self._rollout_metrics(rollouts),
+            **batch_metrics,
+            **trained,
+            **handoff,
+            **self._timings(trace, step, t_step, rollouts),
+            "optim/lr": parts.lr(),
+        }
 
     def _gather(self, parts: Components, sampler: PromptSampler, trace: StepTrace, step: int) -> Rollouts:
         """Generate + grade a batch; with dynamic sampling, refill until enough groups carry signal."""
@@ -164,8 +188,16 @@ class Trainer:
         while True:
             idx = sampler.next_batch(wanted if rounds == 0 else wanted - len(kept.groups))
             seed = cfg.run.seed * 1_000_003 + step * 10_007 + rounds * 101 * cfg.rollout.n
-            new = collect(parts.engine, parts.pool, [parts.train_prompts[i] for i in idx], parts.sampling(seed),
-                          grader_options=cfg.grading.options, trace=trace, step=step, group_offset=rounds * wanted)
+            new = collect(
+                parts.engine,
+                parts.pool,
+                [parts.train_prompts[i] for i in idx],
+                parts.sampling(seed),
+                grader_options=cfg.grading.options,
+                trace=trace,
+                step=step,
+                group_offset=rounds * wanted,
+            )
             trace.counter("tokens_generated", step, new.tokens)
             self._trace_grade_latency(parts, trace, step)
             if not cfg.algorithm.dynamic_sampling:
@@ -178,43 +210,66 @@ class Trainer:
 
     def _trace_grade_latency(self, parts: Components, trace: StepTrace, step: int) -> None:
         for name, stats in parts.pool.metrics().get("graders", {}).items():
-            p50 = stats.get("latency_ms", {}).get("p50") if isinstance(stats.get("latency_ms"), dict) else None
+            p50 = (
+                stats.get("latency_ms", {}).get("p50") if isinstance(stats.get("latency_ms"), dict) else None
+            )
             if p50 is not None:
                 trace.counter("grade_latency_ms", step, p50, grader=name, stat="p50")
 
     def _write_samples(self, step: int, rollouts: Rollouts) -> None:
         """The step's samples as rows: kept for TensorBoard / W&B (``log_samples``), written to samples/."""
         self._sample_rows = [
-            {"id": s.example.uid, "group": s.group, "sample": s.completion.sample_index,
-             "data_source": s.example.data_source, "prompt": prompt_messages(s.example),
-             "ground_truth": s.example.ground_truth, "response": s.completion.text,
-             "finish_reason": s.completion.finish_reason, **identity_fields(s.example.grader),
-             **s.grade.to_dict()} for s in rollouts]
+            {
+                "id": s.example.uid,
+                "group": s.group,
+                "sample": s.completion.sample_index,
+                "data_source": s.example.data_source,
+                "prompt": prompt_messages(s.example),
+                "ground_truth": s.example.ground_truth,
+                "response": s.completion.text,
+                "finish_reason": s.completion.finish_reason,
+                **identity_fields(s.example.grader),
+                **s.grade.to_dict(),
+            }
+            for s in rollouts
+        ]
         if self.cfg.logging.samples:
             write_rows(self.run_dir / "samples" / f"step_{step}.jsonl", self._sample_rows)
 
     def _rollout_metrics(self, rollouts: Rollouts) -> dict[str, float]:
         """Reward / verdict / length statistics over every sample of the step (judged ones for rewards)."""
-        rewards, judged = rewards_and_mask(rollouts.samples, max_tokens=self.cfg.rollout.max_tokens,
-                                           overlong=self.cfg.algorithm.overlong)
+        rewards, judged = rewards_and_mask(
+            rollouts.samples, max_tokens=self.cfg.rollout.max_tokens, overlong=self.cfg.algorithm.overlong
+        )
         return {**sample_metrics(rollouts.samples, rewards, judged), "grading/masked": float((~judged).sum())}
 
     @staticmethod
     def _timings(trace: StepTrace, step: int, t_step: float, rollouts: Rollouts) -> dict[str, float]:
         spans = trace.stage_seconds(step)
         gen_s = spans.get("time/generate_s", 0.0)
-        return {**spans, "time/step_s": time.time() - t_step,
-                "throughput/gen_tokens_per_s": rollouts.tokens / gen_s if gen_s > 0 else 0.0}
+        return {
+            **spans,
+            "time/step_s": time.time() - t_step,
+            "throughput/gen_tokens_per_s": rollouts.tokens / gen_s if gen_s > 0 else 0.0,
+        }
 
     # ------------------------------------------------------------------------------ eval / checkpoint
-    def _eval(self, parts: Components, trace: StepTrace, log: MetricsLogger, step: int,
-              summary: RunSummary) -> EvalResult:
+    def _eval(
+        self, parts: Components, trace: StepTrace, log: MetricsLogger, step: int, summary: RunSummary
+    ) -> EvalResult:
         cfg = self.cfg
         with trace.span("eval", step) as attrs:
             parts.engine_ready()
-            result = evaluate(parts.engine, parts.pool, parts.val_prompts, cfg.eval,
-                              max_tokens=cfg.rollout.max_tokens, stop=cfg.rollout.stop,
-                              grader_options=cfg.grading.options, seed=cfg.run.seed)
+            result = evaluate(
+                parts.engine,
+                parts.pool,
+                parts.val_prompts,
+                cfg.eval,
+                max_tokens=cfg.rollout.max_tokens,
+                stop=cfg.rollout.stop,
+                grader_options=cfg.grading.options,
+                seed=cfg.run.seed,
+            )
             attrs["prompts"] = len(result.rows)
         write_rows(self.run_dir / "eval" / f"step_{step}.jsonl", result.rows)
         log.log(step, result.metrics)
@@ -223,18 +278,28 @@ class Trainer:
         log.note(f"eval @ step {step}: accuracy {acc:.3f} on {len(result.rows)} prompts")
         return result
 
-    def _checkpoint(self, parts: Components, sampler: PromptSampler, trace: StepTrace, step: int,
-                    log: MetricsLogger) -> None:
+    def _checkpoint(
+        self, parts: Components, sampler: PromptSampler, trace: StepTrace, step: int, log: MetricsLogger
+    ) -> None:
         with trace.span("checkpoint", step) as attrs:
+
             def payload(directory: Path) -> None:
                 parts.save_checkpoint(directory)
-                save_model_files(directory, parts.policy.lm, parts.tokenizer)  # self-contained: exportable anywhere
+                save_model_files(
+                    directory, parts.policy.lm, parts.tokenizer
+                )  # self-contained: exportable anywhere
 
-            path = self.ckpt.save(step, payload, {
-                "data": sampler.state(), "grader_cache": str(parts.cache_path) if parts.cache_path else None,
-                "config": self.cfg.model_dump(mode="json"), "model_dir": str(parts.model_dir.resolve()),
-                "data_fingerprint": data_fingerprint([p.example for p in parts.train_prompts]),
-            })
+            path = self.ckpt.save(
+                step,
+                payload,
+                {
+                    "data": sampler.state(),
+                    "grader_cache": str(parts.cache_path) if parts.cache_path else None,
+                    "config": self.cfg.model_dump(mode="json"),
+                    "model_dir": str(parts.model_dir.resolve()),
+                    "data_fingerprint": data_fingerprint([p.example for p in parts.train_prompts]),
+                },
+            )
             attrs["path"] = str(path)
         log.note(f"checkpoint saved: {path}")
 
@@ -249,7 +314,9 @@ class StepTrace(TraceWriter):
     def _write(self, record: dict[str, Any]) -> None:
         super()._write(record)
         if record.get("type") == "span":
-            self.totals[int(record["step"])][str(record["stage"])] += float(record["end"]) - float(record["start"])
+            self.totals[int(record["step"])][str(record["stage"])] += float(record["end"]) - float(
+                record["start"]
+            )
 
     def stage_seconds(self, step: int) -> dict[str, float]:
         return {f"time/{stage}_s": seconds for stage, seconds in self.totals.pop(step, {}).items()}

@@ -65,7 +65,9 @@ def _truncate_after(path: Path, step: int) -> None:
 def check_wandb(cfg: LoggingConfig) -> None:
     """``logging.wandb=true`` needs the wandb package: say so before a run loads anything."""
     if cfg.wandb and importlib.util.find_spec("wandb") is None:
-        raise ConfigError("logging.wandb=true but wandb is not installed: pip install wandb, or set logging.wandb=false")
+        raise ConfigError(
+            "logging.wandb=true but wandb is not installed: pip install wandb, or set logging.wandb=false"
+        )
 
 
 class MetricsLogger:
@@ -73,9 +75,17 @@ class MetricsLogger:
     line per step when the console is not one (a log file, nohup, SLURM): a live display would only be drawn
     when the run ends."""
 
-    def __init__(self, run_dir: Path, cfg: LoggingConfig, *, total_steps: int, start_step: int = 0,
-                 run_name: str = "run", config: dict[str, Any] | None = None,
-                 console: Console | None = None) -> None:
+    def __init__(
+        self,
+        run_dir: Path,
+        cfg: LoggingConfig,
+        *,
+        total_steps: int,
+        start_step: int = 0,
+        run_name: str = "run",
+        config: dict[str, Any] | None = None,
+        console: Console | None = None,
+    ) -> None:
         self.path = run_dir / "metrics.jsonl"
         self.cfg = cfg
         self.console = console or Console(stderr=False)
@@ -88,7 +98,9 @@ class MetricsLogger:
         if cfg.tensorboard:
             from torch.utils.tensorboard import SummaryWriter
 
-            self._tb = SummaryWriter(str(run_dir / "tensorboard"), purge_step=start_step + 1 if start_step else None)
+            self._tb = SummaryWriter(
+                str(run_dir / "tensorboard"), purge_step=start_step + 1 if start_step else None
+            )
         self._wandb: Any = None
         if cfg.wandb:
             self._wandb = _wandb_run(run_dir, cfg, run_name, config, resuming=start_step > 0)
@@ -98,9 +110,15 @@ class MetricsLogger:
         self._task: Any = None
         self._plain = cfg.console == "plain" or (cfg.console == "rich" and not self.console.is_terminal)
         if cfg.console == "rich" and not self._plain:
-            self._progress = Progress(TextColumn("[bold]train"), BarColumn(), MofNCompleteColumn(),
-                                      TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn(),
-                                      console=self.console)
+            self._progress = Progress(
+                TextColumn("[bold]train"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                TextColumn("eta"),
+                TimeRemainingColumn(),
+                console=self.console,
+            )
             self._task = self._progress.add_task("train", total=total_steps, completed=start_step)
             self._live = Live(self._render(), console=self.console, refresh_per_second=2, transient=False)
             self._live.start()
@@ -123,7 +141,9 @@ class MetricsLogger:
         record = {"step": step, **metrics}
         self._fh.write(json.dumps(record, default=float) + "\n")
         self._fh.flush()
-        scalars = {k: float(v) for k, v in metrics.items() if isinstance(v, int | float) and not isinstance(v, bool)}
+        scalars = {
+            k: float(v) for k, v in metrics.items() if isinstance(v, int | float) and not isinstance(v, bool)
+        }
         if self._tb is not None:
             for k, v in scalars.items():
                 self._tb.add_scalar(k, v, step)
@@ -137,8 +157,11 @@ class MetricsLogger:
                 self._progress.update(self._task, completed=step)
             self._live.update(self._render())
         elif self._plain and not k_is_eval(metrics):
-            shown = " ".join(f"{label}={row}" for key, label, fmt in CONSOLE_COLUMNS
-                             if (row := _fmt(metrics.get(key), fmt)) is not None)
+            shown = " ".join(
+                f"{label}={row}"
+                for key, label, fmt in CONSOLE_COLUMNS
+                if (row := _fmt(metrics.get(key), fmt)) is not None
+            )
             self.console.print(f"step {step}: {shown}", highlight=False, soft_wrap=True)
 
     def log_samples(self, step: int, rows: list[dict[str, Any]]) -> None:
@@ -175,8 +198,9 @@ class MetricsLogger:
 WANDB_ID_FILE = "wandb_run_id"
 
 
-def _wandb_run(run_dir: Path, cfg: LoggingConfig, run_name: str, config: dict[str, Any] | None, *,
-               resuming: bool) -> Any:
+def _wandb_run(
+    run_dir: Path, cfg: LoggingConfig, run_name: str, config: dict[str, Any] | None, *, resuming: bool
+) -> Any:
     """A W&B run; a resumed training run continues the W&B run it started (its id is kept in the run dir)."""
     import wandb
 

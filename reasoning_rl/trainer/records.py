@@ -128,10 +128,15 @@ class TrainBatch:
             return None if x is None else x[idx, :width]
 
         return replace(
-            self, tokens=tokens, sample_ids=[self.sample_ids[i] for i in idx], group_ids=self.group_ids[idx],
+            self,
+            tokens=tokens,
+            sample_ids=[self.sample_ids[i] for i in idx],
+            group_ids=self.group_ids[idx],
             rewards=self.rewards[idx],
             advantages=self.advantages[idx] if self.advantages.dim() == 1 else self.advantages[idx, :width],
-            recomputed_logprobs=per_token(self.recomputed_logprobs), ref_logprobs=per_token(self.ref_logprobs),
-            values=per_token(self.values), returns=per_token(self.returns),
+            recomputed_logprobs=per_token(self.recomputed_logprobs),
+            ref_logprobs=per_token(self.ref_logprobs),
+            values=per_token(self.values),
+            returns=per_token(self.returns),
             correction_weights=per_token(self.correction_weights),
         )

@@ -19,15 +19,35 @@ from reasoning_rl.data import Example
 
 # Dotted keys (or prefixes ending in '.') that may change between a checkpoint and its resume.
 RESUMABLE: tuple[str, ...] = (
-    "run.name", "run.dir", "run.doctor",
-    "trainer.steps", "trainer.resume", "trainer.overwrite", "trainer.force_resume", "trainer.checkpoint_every",
-    "trainer.keep_checkpoints", "trainer.export",
-    "logging.", "eval.", "data.val",
-    "grading.workers", "grading.backend", "grading.ray_address", "grading.max_in_flight", "grading.cache",
-    "grading.timeout_s", "grading.retries",  # budgets: a grade that misses one is masked, never scored
-    "grading.options.lean.lean", "grading.options.lean.project", "grading.options.lean.lean_path",  # where, not what
-    "rollout.gpu_memory_utilization", "rollout.engine_args", "rollout.sleep",
-    "model.compile", "model.gradient_checkpointing", "model.ref_offload",
+    "run.name",
+    "run.dir",
+    "run.doctor",
+    "trainer.steps",
+    "trainer.resume",
+    "trainer.overwrite",
+    "trainer.force_resume",
+    "trainer.checkpoint_every",
+    "trainer.keep_checkpoints",
+    "trainer.export",
+    "logging.",
+    "eval.",
+    "data.val",
+    "grading.workers",
+    "grading.backend",
+    "grading.ray_address",
+    "grading.max_in_flight",
+    "grading.cache",
+    "grading.timeout_s",
+    "grading.retries",  # budgets: a grade that misses one is masked, never scored
+    "grading.options.lean.lean",
+    "grading.options.lean.project",
+    "grading.options.lean.lean_path",  # where, not what
+    "rollout.gpu_memory_utilization",
+    "rollout.engine_args",
+    "rollout.sleep",
+    "model.compile",
+    "model.gradient_checkpointing",
+    "model.ref_offload",
 )
 
 
@@ -99,29 +119,39 @@ def data_fingerprint(examples: Sequence[Example]) -> dict[str, Any]:
     """The training rows as the trainer sees them (ids, prompts, ground truths, graders), hashed."""
     digest = hashlib.sha256()
     for ex in examples:
-        digest.update(json.dumps([ex.uid, list(ex.messages), ex.ground_truth, ex.grader], default=str,
-                                 sort_keys=True).encode())
+        digest.update(
+            json.dumps(
+                [ex.uid, list(ex.messages), ex.ground_truth, ex.grader], default=str, sort_keys=True
+            ).encode()
+        )
         digest.update(b"\n")
     return {"prompts": len(examples), "sha256": digest.hexdigest()}
 
 
-def check_data(saved: Mapping[str, Any] | None, examples: Sequence[Example], cfg: Config,
-               checkpoint: Path) -> list[str]:
+def check_data(
+    saved: Mapping[str, Any] | None, examples: Sequence[Example], cfg: Config, checkpoint: Path
+) -> list[str]:
     """Refuse to resume on different training rows (the sampler's position would point at other prompts)."""
     if saved is None:  # checkpoints written before fingerprints: the sampler's size check is all there is
         return []
     now = data_fingerprint(examples)
     if now == dict(saved):
         return []
-    what = (f"{saved.get('prompts')} -> {now['prompts']} prompts" if saved.get("prompts") != now["prompts"]
-            else f"same count ({now['prompts']}) but different rows")
+    what = (
+        f"{saved.get('prompts')} -> {now['prompts']} prompts"
+        if saved.get("prompts") != now["prompts"]
+        else f"same count ({now['prompts']}) but different rows"
+    )
     if cfg.trainer.force_resume and saved.get("prompts") == now["prompts"]:
         return [f"training data: {what}"]
     raise TrainError(
         f"cannot resume {checkpoint}: the training data changed since that checkpoint ({what}); restore the data, "
         "or start a new run (another run.name)"
-        + ("; --force cannot continue with a different number of prompts" if cfg.trainer.force_resume else
-           ", or continue anyway with --force (same number of prompts only)")
+        + (
+            "; --force cannot continue with a different number of prompts"
+            if cfg.trainer.force_resume
+            else ", or continue anyway with --force (same number of prompts only)"
+        )
     )
 
 

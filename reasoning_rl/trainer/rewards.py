@@ -13,8 +13,9 @@ from reasoning_rl.config import OverlongConfig
 from reasoning_rl.trainer.records import Sample
 
 
-def rewards_and_mask(samples: Sequence[Sample], *, max_tokens: int,
-                     overlong: OverlongConfig) -> tuple[torch.Tensor, torch.Tensor]:
+def rewards_and_mask(
+    samples: Sequence[Sample], *, max_tokens: int, overlong: OverlongConfig
+) -> tuple[torch.Tensor, torch.Tensor]:
     """[N] rewards (grade score minus any overlong penalty) and [N] mask (False where verdict == error)."""
     rewards = torch.tensor([s.grade.score for s in samples], dtype=torch.float32)
     if overlong.enabled:

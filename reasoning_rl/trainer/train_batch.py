@@ -24,8 +24,9 @@ from reasoning_rl.trainer.records import Rollouts, TrainBatch
 from reasoning_rl.trainer.rewards import rewards_and_mask
 
 
-def make_train_batch(rollouts: Rollouts, models: Models, plan: StepPlan, *, trace: TraceWriter,
-                     step: int) -> tuple[TrainBatch | None, dict[str, float]]:
+def make_train_batch(
+    rollouts: Rollouts, models: Models, plan: StepPlan, *, trace: TraceWriter, step: int
+) -> tuple[TrainBatch | None, dict[str, float]]:
     """The judged samples (masked ones are dropped entirely: no gradient, no share of any normaliser) with
     everything the update needs, and the batch's metrics; None when no sample was judged."""
     a = plan.algorithm
@@ -35,8 +36,14 @@ def make_train_batch(rollouts: Rollouts, models: Models, plan: StepPlan, *, trac
         return None, {}
     samples = [rollouts.samples[i] for i in keep]
     tokens = build_batch([s.completion for s in samples], pad_id=plan.pad_id)
-    batch = TrainBatch(tokens, [s.id for s in samples], torch.tensor([s.group for s in samples]), rewards[keep],
-                       advantages=torch.zeros(len(keep)), old_source=plan.old_source)
+    batch = TrainBatch(
+        tokens,
+        [s.id for s in samples],
+        torch.tensor([s.group for s in samples]),
+        rewards[keep],
+        advantages=torch.zeros(len(keep)),
+        old_source=plan.old_source,
+    )
     out: dict[str, float] = {}
     if plan.old_source == "recompute":
         with trace.span("old_logprobs", step):
@@ -57,7 +64,9 @@ def make_train_batch(rollouts: Rollouts, models: Models, plan: StepPlan, *, trac
         out.update(critic_metrics(batch.values, batch.returns, mask))
     else:
         if kl_ref is not None:
-            batch.rewards = kl_penalized_rewards(batch.rewards, _old(batch), kl_ref, mask, a.kl_coef, a.kl_estimator)
+            batch.rewards = kl_penalized_rewards(
+                batch.rewards, _old(batch), kl_ref, mask, a.kl_coef, a.kl_estimator
+            )
         batch.advantages = compute_advantages(a.advantage, batch.rewards, batch.group_ids)
     adv = batch.advantages
     out["advantage/abs_mean"] = float(adv.abs()[mask].mean() if adv.dim() == 2 else adv.abs().mean())
@@ -77,23 +86,32 @@ def logprob_gap(batch: TrainBatch, threshold: float) -> dict[str, float]:
     if batch.rollout_logprobs is None or batch.recomputed_logprobs is None:
         return {}
     diff = (batch.recomputed_logprobs.float() - batch.rollout_logprobs.float()).abs()[batch.loss_mask]
-    return {"rollout/logprob_diff_mean": float(diff.mean()), "rollout/logprob_diff_max": float(diff.max()),
-            **mismatch_metrics(batch.recomputed_logprobs, batch.rollout_logprobs, batch.loss_mask, threshold)}
+    return {
+        "rollout/logprob_diff_mean": float(diff.mean()),
+        "rollout/logprob_diff_max": float(diff.max()),
+        **mismatch_metrics(batch.recomputed_logprobs, batch.rollout_logprobs, batch.loss_mask, threshold),
+    }
 
 
 def correct_mismatch(batch: TrainBatch, cfg: RolloutCorrectionConfig) -> dict[str, float]:
     """Set the batch's TIS/MIS loss weights from its recomputed vs rollout log-probs (the plan recomputes
     whenever the correction is on); what the weights did."""
     if batch.recomputed_logprobs is None or batch.rollout_logprobs is None:
-        raise RuntimeError("algorithm.rollout_correction needs the engine's sampling log-probs and the trainer's "
-                           "recompute (the engine returned none for this batch)")
-    batch.correction_weights, stats = correction_weights(batch.recomputed_logprobs, batch.rollout_logprobs,
-                                                         batch.loss_mask, cfg)
+        raise RuntimeError(
+            "algorithm.rollout_correction needs the engine's sampling log-probs and the trainer's "
+            "recompute (the engine returned none for this batch)"
+        )
+    batch.correction_weights, stats = correction_weights(
+        batch.recomputed_logprobs, batch.rollout_logprobs, batch.loss_mask, cfg
+    )
     return stats
 
 
 def critic_metrics(values: Tensor, returns: Tensor, mask: Tensor) -> dict[str, float]:
-    out = {"critic/values_mean": float(values[mask].mean()), "critic/returns_mean": float(returns[mask].mean())}
+    out = {
+        "critic/values_mean": float(values[mask].mean()),
+        "critic/returns_mean": float(returns[mask].mean()),
+    }
     ev = explained_variance(values, returns, mask)
     if math.isfinite(ev):
         out["critic/explained_variance"] = ev

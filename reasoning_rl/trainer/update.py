@@ -10,8 +10,9 @@ from reasoning_rl.trainer.plan import Models, StepPlan
 from reasoning_rl.trainer.records import TrainBatch
 
 
-def update(models: Models, batch: TrainBatch | None, plan: StepPlan, *, trace: TraceWriter,
-           step: int) -> dict[str, float]:
+def update(
+    models: Models, batch: TrainBatch | None, plan: StepPlan, *, trace: TraceWriter, step: int
+) -> dict[str, float]:
     """Train on ``batch``; the mean of each optimizer step's metrics (``policy/*``, ``critic/*``)."""
     if batch is None:
         return {"update/skipped": 1.0}
@@ -23,10 +24,16 @@ def update(models: Models, batch: TrainBatch | None, plan: StepPlan, *, trace: T
         for epoch in range(a.epochs):
             order = torch.randperm(n).tolist() if epoch and a.epochs > 1 else list(range(n))
             for start in range(0, n, size):
-                mini = batch.select(order[start:start + size])
-                m = models.policy.train_step(mini.tokens, mini.advantages, mini.old_logprobs, mini.ref_logprobs, a,
-                                             max_response_len=plan.max_tokens,
-                                             token_weights=mini.correction_weights)
+                mini = batch.select(order[start : start + size])
+                m = models.policy.train_step(
+                    mini.tokens,
+                    mini.advantages,
+                    mini.old_logprobs,
+                    mini.ref_logprobs,
+                    a,
+                    max_response_len=plan.max_tokens,
+                    token_weights=mini.correction_weights,
+                )
                 _add(stats, "policy", m)
                 if models.critic is not None:
                     assert mini.returns is not None and mini.values is not None  # GAE filled them

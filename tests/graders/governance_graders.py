@@ -18,8 +18,10 @@ class Contains:
         return Grade.correct("found") if str(ground_truth) in response else Grade.incorrect("not found")
 
     def golden_cases(self) -> list[dict[str, Any]]:
-        return [{"response": "it is 42", "ground_truth": "42", "verdict": "correct"},
-                {"response": "it is 41", "ground_truth": "42", "verdict": "incorrect"}]
+        return [
+            {"response": "it is 42", "ground_truth": "42", "verdict": "correct"},
+            {"response": "it is 41", "ground_truth": "42", "verdict": "incorrect"},
+        ]
 
 
 class WrongGolden(Contains):
@@ -28,8 +30,10 @@ class WrongGolden(Contains):
     name = "wrong_golden"
 
     def golden_cases(self) -> list[dict[str, Any]]:
-        return [{"response": "it is 42", "ground_truth": "42", "verdict": "correct"},
-                {"response": "it is 41", "ground_truth": "42", "verdict": "correct", "note": "mislabelled"}]
+        return [
+            {"response": "it is 42", "ground_truth": "42", "verdict": "correct"},
+            {"response": "it is 41", "ground_truth": "42", "verdict": "correct", "note": "mislabelled"},
+        ]
 
 
 class Versioned:

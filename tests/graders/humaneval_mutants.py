@@ -6,7 +6,7 @@ from typing import Any
 
 MUTANTS = ("return_none", "off_by_one", "raising", "wrong_type")
 
-_PERTURB = '''
+_PERTURB = """
 def _perturb(v):
     if type(v) is bool:
         return not v
@@ -19,7 +19,7 @@ def _perturb(v):
     if type(v) is dict:
         return {**v, "extra": 1}
     return 0
-'''
+"""
 
 
 def ground_truth(problem: dict[str, Any]) -> dict[str, str]:
@@ -36,11 +36,15 @@ def mutant(problem: dict[str, Any], kind: str) -> str:
         return problem["prompt"] + "    return None\n"
     if kind == "raising":
         return problem["prompt"] + "    raise ValueError('mutant')\n"
-    wrap = "_perturb(_canonical(*args, **kwargs))" if kind == "off_by_one" else "[_canonical(*args, **kwargs)]"
+    wrap = (
+        "_perturb(_canonical(*args, **kwargs))" if kind == "off_by_one" else "[_canonical(*args, **kwargs)]"
+    )
     if kind not in ("off_by_one", "wrong_type"):
         raise ValueError(f"unknown mutant kind {kind!r}")
-    return (canonical(problem) + "\n" + _PERTURB + f"\n_canonical = {ep}\n\n"
-            f"def {ep}(*args, **kwargs):\n    return {wrap}\n")
+    return (
+        canonical(problem) + "\n" + _PERTURB + f"\n_canonical = {ep}\n\n"
+        f"def {ep}(*args, **kwargs):\n    return {wrap}\n"
+    )
 
 
 def fenced(code: str) -> str:

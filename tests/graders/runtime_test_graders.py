@@ -126,7 +126,10 @@ class SpawningGrader:
     def grade(self, response: str, ground_truth: Any, **options: Any) -> Grade:
         child = subprocess.Popen(["sleep", "600"], start_new_session=True)
         daemon = subprocess.run(
-            ["sh", "-c", "setsid sleep 600 >/dev/null 2>&1 & echo $!"], capture_output=True, text=True, check=True
+            ["sh", "-c", "setsid sleep 600 >/dev/null 2>&1 & echo $!"],
+            capture_output=True,
+            text=True,
+            check=True,
         ).stdout.strip()
         with open(options["pid_file"], "a") as fh:
             fh.write(f"{child.pid}\n{daemon}\n")

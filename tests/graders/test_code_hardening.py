@@ -29,7 +29,10 @@ def grader() -> CodeGrader:
 
 
 def check(body: str, entry: str = "f") -> dict[str, str]:
-    return {"entry_point": entry, "test": "def check(candidate):\n" + "".join(f"    {line}\n" for line in body.split("\n"))}
+    return {
+        "entry_point": entry,
+        "test": "def check(candidate):\n" + "".join(f"    {line}\n" for line in body.split("\n")),
+    }
 
 
 # -- 1. the submission's exception never reaches trusted code as its own class ---------------------------------
@@ -41,10 +44,16 @@ ABSORBING_CHECKS = {
     "except_value": check("try:\n    assert candidate(1) == 2\nexcept (ValueError, TypeError):\n    pass"),
     "except_exception": check("try:\n    assert candidate(1) == 2\nexcept Exception:\n    pass"),
     "bare_except": check("try:\n    assert candidate(1) == 2\nexcept:\n    pass"),
-    "suppress": check("import contextlib\nwith contextlib.suppress(ArithmeticError, LookupError):\n"
-                      "    assert candidate(1) == 2"),
+    "suppress": check(
+        "import contextlib\nwith contextlib.suppress(ArithmeticError, LookupError):\n"
+        "    assert candidate(1) == 2"
+    ),
     "next_default": check("assert next(iter([candidate(1)]), 2) == 2"),
-    "mbpp_style": {"test_list": ["try:\n    assert f(1) == 2\nexcept (KeyError, IndexError, ValueError, ZeroDivisionError):\n    pass"]},
+    "mbpp_style": {
+        "test_list": [
+            "try:\n    assert f(1) == 2\nexcept (KeyError, IndexError, ValueError, ZeroDivisionError):\n    pass"
+        ]
+    },
 }
 RAISERS = {
     "stop_iteration": "def f(x):\n    raise StopIteration",
@@ -57,7 +66,7 @@ RAISERS = {
     "generator_exit": "def f(x):\n    raise GeneratorExit",
     "keyboard_interrupt": "def f(x):\n    raise KeyboardInterrupt",
     "system_exit": "def f(x):\n    raise SystemExit(0)",
-    "forged_malformed_value": "import os\ndef f(x):\n    os.write(3, b'{\"value\": {\"float\": \"1.5\"}}\\n')\n    os._exit(0)",
+    "forged_malformed_value": 'import os\ndef f(x):\n    os.write(3, b\'{"value": {"float": "1.5"}}\\n\')\n    os._exit(0)',
     "unserialisable": "def f(x):\n    return object()",
     "timeout": "def f(x):\n    while True:\n        pass",
 }
@@ -85,8 +94,15 @@ RESPONSE_FAULTS = {
 
 
 @pytest.mark.parametrize("fault", sorted(RESPONSE_FAULTS))
-@pytest.mark.parametrize("gt", [{"inputs": ["1\n"], "outputs": ["2\n"]}, {"fn_name": "f", "inputs": [[1]], "outputs": [2]},
-                                check("assert candidate(1) == 2")], ids=["stdio", "call", "check"])
+@pytest.mark.parametrize(
+    "gt",
+    [
+        {"inputs": ["1\n"], "outputs": ["2\n"]},
+        {"fn_name": "f", "inputs": [[1]], "outputs": [2]},
+        check("assert candidate(1) == 2"),
+    ],
+    ids=["stdio", "call", "check"],
+)
 def test_response_faults_are_incorrect(grader: CodeGrader, sb: Sandbox, fault: str, gt: dict) -> None:
     code = RESPONSE_FAULTS[fault]
     response = "I am not sure." if code is None else fenced(code + "\ndef f(x):\n    return 2 * x\nprint(2)")
@@ -123,8 +139,10 @@ def test_sandbox_that_cannot_start_is_an_error(grader: CodeGrader, monkeypatch: 
 
 
 # -- 4. hash floods: the parent never builds an attacker's colliding set --------------------------------------
-FORGE = ("import os, json\nM = 2 ** 61 - 1\ndef f(*a):\n    os.write(3, json.dumps({{'value': {value}}}).encode() + b'\\n')\n"
-         "    os._exit(0)\n")
+FORGE = (
+    "import os, json\nM = 2 ** 61 - 1\ndef f(*a):\n    os.write(3, json.dumps({{'value': {value}}}).encode() + b'\\n')\n"
+    "    os._exit(0)\n"
+)
 FLOODS = {
     "set": "{'set': [i * M for i in range(30000)]}",
     "frozenset": "{'frozenset': [i * M for i in range(30000)]}",
@@ -136,11 +154,18 @@ FLOODS = {
 
 
 @pytest.mark.parametrize("flood", sorted(FLOODS))
-@pytest.mark.parametrize("gt", [{"fn_name": "f", "inputs": [[1]], "outputs": [[1, 2]]},
-                                check("assert len(set(candidate(1))) == 2"),
-                                check("assert {x for row in candidate(1) for x in row} == {1, 2}")],
-                         ids=["call", "check_set", "check_flatten"])
-def test_hash_flooding_results_are_cheap_and_incorrect(grader: CodeGrader, sb: Sandbox, flood: str, gt: dict) -> None:
+@pytest.mark.parametrize(
+    "gt",
+    [
+        {"fn_name": "f", "inputs": [[1]], "outputs": [[1, 2]]},
+        check("assert len(set(candidate(1))) == 2"),
+        check("assert {x for row in candidate(1) for x in row} == {1, 2}"),
+    ],
+    ids=["call", "check_set", "check_flatten"],
+)
+def test_hash_flooding_results_are_cheap_and_incorrect(
+    grader: CodeGrader, sb: Sandbox, flood: str, gt: dict
+) -> None:
     started = time.monotonic()
     g = grader.grade(fenced(FORGE.format(value=FLOODS[flood])), gt, sandbox=sb, **FAST)
     # the old decoder spent 12.4 s on one such set (quadratic); bounded decoding takes well under 1 s on a quiet
@@ -149,10 +174,21 @@ def test_hash_flooding_results_are_cheap_and_incorrect(grader: CodeGrader, sb: S
 
 
 # -- 5. lone surrogates never escape graders.grade --------------------------------------------------------------
-@pytest.mark.parametrize("gt", [{"inputs": ["1\n"], "outputs": ["1\n"]}, {"fn_name": "f", "inputs": [["\ud83d"]], "outputs": ["\ud83d"]},
-                                check("assert candidate('\\ud83d') == '\\ud83d'")], ids=["stdio", "call", "check"])
+@pytest.mark.parametrize(
+    "gt",
+    [
+        {"inputs": ["1\n"], "outputs": ["1\n"]},
+        {"fn_name": "f", "inputs": [["\ud83d"]], "outputs": ["\ud83d"]},
+        check("assert candidate('\\ud83d') == '\\ud83d'"),
+    ],
+    ids=["stdio", "call", "check"],
+)
 def test_lone_surrogates_in_the_response(sb: Sandbox, gt: dict) -> None:
-    for code in ("print(input())  # \ud83d", "def f(x):\n    return '\ud83d'", "s = '\ud83d'\ndef f(x):\n    return x\nprint(1)"):
+    for code in (
+        "print(input())  # \ud83d",
+        "def f(x):\n    return '\ud83d'",
+        "s = '\ud83d'\ndef f(x):\n    return x\nprint(1)",
+    ):
         g = graders.grade("code", fenced(code) + "\ud800", gt, sandbox=sb, **FAST)
         assert g.verdict in ("correct", "incorrect"), g
         g.to_dict()["reason"].encode("utf-8")  # writable as it is
@@ -164,34 +200,59 @@ def test_lone_surrogates_in_the_response(sb: Sandbox, gt: dict) -> None:
 def test_lone_surrogates_in_the_ground_truth(sb: Sandbox) -> None:
     g = graders.grade("code", fenced("print(1)"), {"inputs": ["1\n"], "outputs": ["\ud83d\n"]}, sandbox=sb)
     assert g.verdict == "error" and "outputs[0]" in g.reason
-    g = graders.grade("code", fenced("def f(x):\n    return x"), {"test_list": ["assert f('\udc00') == 1"]}, sandbox=sb)
+    g = graders.grade(
+        "code", fenced("def f(x):\n    return x"), {"test_list": ["assert f('\udc00') == 1"]}, sandbox=sb
+    )
     assert g.verdict in ("error", "incorrect"), g
 
 
 # -- 6. correct programs that used to be rejected ---------------------------------------------------------------
 CORRECT = {
     "in_place_sort": (check("a = [3, 1, 2]\ncandidate(a)\nassert a == [1, 2, 3]"), "def f(a):\n    a.sort()"),
-    "in_place_dict": (check("d = {'a': 1}\nassert candidate(d) is None\nassert d == {'a': 1, 'b': 2}"),
-                      "def f(d):\n    d['b'] = 2"),
-    "ten_dependent_calls": (check("x = 0\nfor _ in range(10):\n    x = candidate(x)\nassert x == 10"),
-                            "def f(x):\n    return x + 1"),
-    "counter": (check("from collections import Counter\nassert candidate('aab') == Counter('aab')\n"
-                      "assert candidate('aab').most_common(1) == [('a', 2)]"),
-                "from collections import Counter\ndef f(s):\n    return Counter(s)"),
-    "defaultdict": (check("assert candidate('ab') == {'a': [0], 'b': [1]}\nassert candidate('ab')['z'] == []"),
-                    "from collections import defaultdict\ndef f(s):\n    d = defaultdict(list)\n"
-                    "    for i, c in enumerate(s):\n        d[c].append(i)\n    return d"),
-    "ordereddict": (check("from collections import OrderedDict\nassert candidate() == OrderedDict([('b', 1), ('a', 2)])"),
-                    "from collections import OrderedDict\ndef f():\n    return OrderedDict([('b', 1), ('a', 2)])"),
-    "namedtuple": (check("p = candidate(1, 2)\nassert p == (1, 2) and p.y == 2"),
-                   "from collections import namedtuple\nP = namedtuple('P', 'x y')\ndef f(a, b):\n    return P(a, b)"),
-    "call_counter": ({"fn_name": "f", "inputs": [["aab"]], "outputs": [{"a": 2, "b": 1}]},
-                     "from collections import Counter\ndef f(s):\n    return Counter(s)"),
-    "call_namedtuple": ({"fn_name": "f", "inputs": [[1, 2]], "outputs": [[1, 2]]},
-                        "from typing import NamedTuple\nclass P(NamedTuple):\n    x: int\n    y: int\ndef f(a, b):\n    return P(a, b)"),
-    "big_stdout": ({"inputs": ["3\n"], "outputs": ["7" * (3 << 20) + "\n"]}, "print('7' * (int(input()) << 20))"),
-    "big_call_result": ({"fn_name": "f", "inputs": [[300000]], "outputs": [list(range(300000))]},
-                        "def f(n):\n    return list(range(n))"),
+    "in_place_dict": (
+        check("d = {'a': 1}\nassert candidate(d) is None\nassert d == {'a': 1, 'b': 2}"),
+        "def f(d):\n    d['b'] = 2",
+    ),
+    "ten_dependent_calls": (
+        check("x = 0\nfor _ in range(10):\n    x = candidate(x)\nassert x == 10"),
+        "def f(x):\n    return x + 1",
+    ),
+    "counter": (
+        check(
+            "from collections import Counter\nassert candidate('aab') == Counter('aab')\n"
+            "assert candidate('aab').most_common(1) == [('a', 2)]"
+        ),
+        "from collections import Counter\ndef f(s):\n    return Counter(s)",
+    ),
+    "defaultdict": (
+        check("assert candidate('ab') == {'a': [0], 'b': [1]}\nassert candidate('ab')['z'] == []"),
+        "from collections import defaultdict\ndef f(s):\n    d = defaultdict(list)\n"
+        "    for i, c in enumerate(s):\n        d[c].append(i)\n    return d",
+    ),
+    "ordereddict": (
+        check("from collections import OrderedDict\nassert candidate() == OrderedDict([('b', 1), ('a', 2)])"),
+        "from collections import OrderedDict\ndef f():\n    return OrderedDict([('b', 1), ('a', 2)])",
+    ),
+    "namedtuple": (
+        check("p = candidate(1, 2)\nassert p == (1, 2) and p.y == 2"),
+        "from collections import namedtuple\nP = namedtuple('P', 'x y')\ndef f(a, b):\n    return P(a, b)",
+    ),
+    "call_counter": (
+        {"fn_name": "f", "inputs": [["aab"]], "outputs": [{"a": 2, "b": 1}]},
+        "from collections import Counter\ndef f(s):\n    return Counter(s)",
+    ),
+    "call_namedtuple": (
+        {"fn_name": "f", "inputs": [[1, 2]], "outputs": [[1, 2]]},
+        "from typing import NamedTuple\nclass P(NamedTuple):\n    x: int\n    y: int\ndef f(a, b):\n    return P(a, b)",
+    ),
+    "big_stdout": (
+        {"inputs": ["3\n"], "outputs": ["7" * (3 << 20) + "\n"]},
+        "print('7' * (int(input()) << 20))",
+    ),
+    "big_call_result": (
+        {"fn_name": "f", "inputs": [[300000]], "outputs": [list(range(300000))]},
+        "def f(n):\n    return list(range(n))",
+    ),
 }
 
 

@@ -43,14 +43,22 @@ def _grade_all(sb: Sandbox, jobs: list[tuple[str, str, dict[str, str]]]) -> list
 def test_all_canonical_solutions_score_one(problems: dict[str, dict[str, Any]], sb: Sandbox) -> None:
     assert len(problems) == 164
     results = _grade_all(sb, [(k, canonical(p), ground_truth(p)) for k, p in problems.items()])
-    failed = [(k, g.verdict, g.reason, g.details) for k, g in results if g.score != 1.0 or g.verdict != "correct"]
+    failed = [
+        (k, g.verdict, g.reason, g.details) for k, g in results if g.score != 1.0 or g.verdict != "correct"
+    ]
     assert not failed, failed
 
 
 def test_mutants_score_zero(problems: dict[str, dict[str, Any]], sb: Sandbox) -> None:
     """Every 4th problem x 4 mutant kinds (all 656 were checked once when the grader was written; see report)."""
     sample = list(problems)[::4]
-    jobs = [(f"{k}:{kind}", mutant(problems[k], kind), ground_truth(problems[k])) for k in sample for kind in MUTANTS]
+    jobs = [
+        (f"{k}:{kind}", mutant(problems[k], kind), ground_truth(problems[k]))
+        for k in sample
+        for kind in MUTANTS
+    ]
     results = _grade_all(sb, jobs)
-    survivors = [(name, g.verdict, g.reason) for name, g in results if g.score != 0.0 or g.verdict != "incorrect"]
+    survivors = [
+        (name, g.verdict, g.reason) for name, g in results if g.score != 0.0 or g.verdict != "incorrect"
+    ]
     assert not survivors, survivors

@@ -30,7 +30,9 @@ def sb() -> Iterator[Sandbox]:
     yield from docker_sandbox(pool_size=WORKERS)
 
 
-def _grade_many(sb: Sandbox, jobs: list[tuple[str, str, dict[str, Any], dict[str, Any]]]) -> list[tuple[str, Grade]]:
+def _grade_many(
+    sb: Sandbox, jobs: list[tuple[str, str, dict[str, Any], dict[str, Any]]]
+) -> list[tuple[str, Grade]]:
     grader = CodeGrader()
     with ThreadPoolExecutor(WORKERS) as ex:
         return list(ex.map(lambda j: (j[0], grader.grade(fenced(j[1]), j[2], sandbox=sb, **j[3])), jobs))
@@ -49,10 +51,20 @@ def test_suite_shape(suite: str) -> None:
 def test_reference_solutions_pass_and_wrong_ones_fail(sb: Sandbox, suite: str) -> None:
     problems = _load(suite)
     jobs = [(f"{p['name']}:ref", p["reference"], p["ground_truth"], p["options"]) for p in problems]
-    jobs += [(f"{p['name']}:wrong{i}", w, p["ground_truth"], p["options"]) for p in problems for i, w in enumerate(p["wrong"])]
+    jobs += [
+        (f"{p['name']}:wrong{i}", w, p["ground_truth"], p["options"])
+        for p in problems
+        for i, w in enumerate(p["wrong"])
+    ]
     results = dict(_grade_many(sb, jobs))
-    bad_refs = {k: (g.verdict, g.reason, g.details) for k, g in results.items() if k.endswith(":ref") and g.verdict != "correct"}
-    passing_wrong = {k: g.reason for k, g in results.items() if ":wrong" in k and (g.verdict != "incorrect" or g.score)}
+    bad_refs = {
+        k: (g.verdict, g.reason, g.details)
+        for k, g in results.items()
+        if k.endswith(":ref") and g.verdict != "correct"
+    }
+    passing_wrong = {
+        k: g.reason for k, g in results.items() if ":wrong" in k and (g.verdict != "incorrect" or g.score)
+    }
     assert not bad_refs
     assert not passing_wrong
 
@@ -62,7 +74,10 @@ def test_options_change_the_verdict(sb: Sandbox) -> None:
     grader = CodeGrader()
     prime = problems["is_prime"]
     upper = prime["reference"].replace("'no'", "'NO'")
-    assert grader.grade(fenced(upper), prime["ground_truth"], sandbox=sb, case="insensitive").verdict == "correct"
+    assert (
+        grader.grade(fenced(upper), prime["ground_truth"], sandbox=sb, case="insensitive").verdict
+        == "correct"
+    )
     assert grader.grade(fenced(upper), prime["ground_truth"], sandbox=sb).verdict == "incorrect"
     avg = problems["average"]
     rounded = avg["reference"].replace("print(sum(xs) / len(xs))", "print('%.9f' % (sum(xs) / len(xs)))")

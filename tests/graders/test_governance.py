@@ -19,10 +19,18 @@ HERE = Path(__file__).resolve().parent
 LAUNCHER = REPO / ".cache" / "lean" / "bin" / "lean"
 
 
-def rrl(*args: str, env: dict[str, str] | None = None, timeout: float = 240) -> subprocess.CompletedProcess[str]:
+def rrl(
+    *args: str, env: dict[str, str] | None = None, timeout: float = 240
+) -> subprocess.CompletedProcess[str]:
     full = {**os.environ, "PYTHONPATH": f"{HERE}{os.pathsep}{REPO}", **(env or {})}
-    return subprocess.run([sys.executable, "-m", "reasoning_rl.cli", *args], cwd=REPO, env=full,
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "reasoning_rl.cli", *args],
+        cwd=REPO,
+        env=full,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +63,10 @@ def test_wrong_golden_case_is_listed(pool):
     assert [r.ok for r in results] == [True, False]
     message = failures_message(results)
     assert message is not None
-    assert "wrong_golden 1 [WrongGolden.golden_cases()] case 2 (mislabelled): expected correct, got incorrect" in message
+    assert (
+        "wrong_golden 1 [WrongGolden.golden_cases()] case 2 (mislabelled): expected correct, got incorrect"
+        in message
+    )
 
 
 @pytest.mark.slow
@@ -78,22 +89,38 @@ def test_cli_selftest_passes_for_builtins_and_fails_for_a_bad_plugin():
 
 @pytest.mark.slow
 def test_regrade_lists_verdicts_flipped_by_a_new_grader_version(tmp_path: Path):
-    rows = [{"id": "a", "response": "the answer is 7", "ground_truth": "7"},
-            {"id": "b", "response": "7", "ground_truth": "7"},
-            {"id": "c", "responses": ["7", "so 7", "8"], "ground_truth": "7"},
-            {"id": "d", "response": "8", "ground_truth": "7"}]
+    rows = [
+        {"id": "a", "response": "the answer is 7", "ground_truth": "7"},
+        {"id": "b", "response": "7", "ground_truth": "7"},
+        {"id": "c", "responses": ["7", "so 7", "8"], "ground_truth": "7"},
+        {"id": "d", "response": "8", "ground_truth": "7"},
+    ]
     src = tmp_path / "rows.jsonl"
     src.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    old = tmp_path / "old.jsonl"  # a module:attr grader is routed by --grader (a row's `grader` names a registered one)
-    proc = rrl("grade", str(src), "-o", str(old), "--grader", "governance_graders:Versioned", "--no-progress",
-               "--workers", "1", env={"GOV_VERSION": "1"})
+    old = (
+        tmp_path / "old.jsonl"
+    )  # a module:attr grader is routed by --grader (a row's `grader` names a registered one)
+    proc = rrl(
+        "grade",
+        str(src),
+        "-o",
+        str(old),
+        "--grader",
+        "governance_graders:Versioned",
+        "--no-progress",
+        "--workers",
+        "1",
+        env={"GOV_VERSION": "1"},
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert {json.loads(line)["grader_version"] for line in old.read_text().splitlines()} == {"1"}
     with old.open("a") as fh:
         fh.write("not json\n")  # a damaged line is reported, not dropped
 
     report = tmp_path / "regrade.html"
-    proc = rrl("grade", "--regrade", str(old), "--report", str(report), "--workers", "1", env={"GOV_VERSION": "2"})
+    proc = rrl(
+        "grade", "--regrade", str(old), "--report", str(report), "--workers", "1", env={"GOV_VERSION": "2"}
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     out = proc.stdout
     # row 1 ("the answer is 7") and row 3 response 1 ("so 7") were correct under v1, incorrect under v2

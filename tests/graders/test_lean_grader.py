@@ -122,7 +122,9 @@ def test_non_terminating_elaboration_is_incorrect_within_budget(grader: LeanGrad
     assert (result.verdict, result.reason) == ("incorrect", "timeout"), result
     assert result.details["response_fault"] is True
     assert elapsed < 3 + 6, f"took {elapsed:.1f} s for a 3 s budget"
-    masked = grader.grade(":= inst", truth, lean=lean, sandbox="local", timeout_s=3, mask_response_faults=True)
+    masked = grader.grade(
+        ":= inst", truth, lean=lean, sandbox="local", timeout_s=3, mask_response_faults=True
+    )
     assert (masked.verdict, masked.reason) == ("error", "timeout"), masked
 
 
@@ -136,10 +138,17 @@ def test_header_that_times_out_is_an_error(grader: LeanGrader, lean: str) -> Non
 
 
 def test_header_that_does_not_compile_is_an_error(grader: LeanGrader, lean: str) -> None:
-    truth = {"statement": "theorem le_succ (n : N) : Le n (N.succ n)", "header": NAT + "\ntheorem broken : N := Le.refl\n"}
+    truth = {
+        "statement": "theorem le_succ (n : N) : Le n (N.succ n)",
+        "header": NAT + "\ntheorem broken : N := Le.refl\n",
+    }
     result = grade(grader, lean, ":= Le.step (Le.refl n)", truth)
     assert (result.verdict, result.reason) == ("error", "the ground truth's header does not compile"), result
-    helper = grade(grader, lean, "theorem h : N := Le.refl\ntheorem le_succ (n : N) : Le n (N.succ n) := Le.step (Le.refl n)")
+    helper = grade(
+        grader,
+        lean,
+        "theorem h : N := Le.refl\ntheorem le_succ (n : N) : Le n (N.succ n) := Le.step (Le.refl n)",
+    )
     assert (helper.verdict, helper.reason) == ("incorrect", "lean error"), helper  # the response's own helper
 
 
@@ -234,7 +243,10 @@ def test_example_statements_are_checked_under_a_fresh_name(grader: LeanGrader, l
 
 def test_private_and_namespaced_statements_are_audited(grader: LeanGrader, lean: str) -> None:
     """The audit run names the theorem from its own module: header namespaces are followed, `private` dropped."""
-    truth = {"statement": "private theorem le_succ (n : N) : Le n (N.succ n)", "header": NAT + "\nnamespace A.B\n"}
+    truth = {
+        "statement": "private theorem le_succ (n : N) : Le n (N.succ n)",
+        "header": NAT + "\nnamespace A.B\n",
+    }
     result = grade(grader, lean, ":= Le.step (Le.refl n)", truth)
     assert result.verdict == "correct", result
 
@@ -329,7 +341,7 @@ def test_axiom_audit_is_not_forgeable_by_the_compile_run(lean: str, tmp_path: Pa
     fake = '{"severity":"information","data":"\'zero_eq_one\' does not depend on any axioms","pos":{"line":1,"column":0}}'
     wrapper = tmp_path / "lean"
     wrapper.write_text(
-        f"#!/bin/sh\ncase \" $* \" in *\" -o \"*)\n  setsid sh {forge} </dev/null >/dev/null 2>&1 &\n"
+        f'#!/bin/sh\ncase " $* " in *" -o "*)\n  setsid sh {forge} </dev/null >/dev/null 2>&1 &\n'
         f"  echo '{fake}'\n  sleep 0.2\nesac\nexec {lean} \"$@\"\n"
     )
     wrapper.chmod(0o755)
@@ -337,7 +349,9 @@ def test_axiom_audit_is_not_forgeable_by_the_compile_run(lean: str, tmp_path: Pa
     truth = {"statement": "theorem zero_eq_one : Eq N.zero (N.succ N.zero)", "header": header}
     proof = ":= False.rec (motive := fun _ => Eq N.zero (N.succ N.zero)) cheat"
     grader = LeanGrader()
-    result = grader.grade(proof, truth, lean_in_sandbox=str(wrapper), sandbox=HostSandbox(tmp_path), timeout_s=20)
+    result = grader.grade(
+        proof, truth, lean_in_sandbox=str(wrapper), sandbox=HostSandbox(tmp_path), timeout_s=20
+    )
     assert (result.verdict, result.reason) == ("incorrect", "disallowed axioms"), result
     assert result.details["disallowed"] == ["cheat"]
 

@@ -115,13 +115,13 @@ INTERPOLATED = [
     ('by exact f!"{"a" ++ s!"{"}"}"} {IO.getEnv "HOME"}"', "IO at elaboration time"),
     ('by exact logInfo "{(fun _ => "}") 1} {sorry}"', "string interpolation the guard cannot read"),
     ('by exact s!"{x"', "unparsable response"),
-    ('set_option maxHeartbeats 0x0 in\nby simp', "set_option maxHeartbeats 0"),
-    ('set_option maxHeartbeats 0b0 in\nby simp', "set_option maxHeartbeats 0"),
-    ('set_option maxHeartbeats 0o00 in\nby simp', "set_option maxHeartbeats 0"),
-    ('set_option maxHeartbeats 0_000 in\nby simp', "set_option maxHeartbeats 0"),
-    ('set_option «maxHeartbeats» 0 in\nby simp', "set_option maxHeartbeats 0"),
-    ('set_option synthInstance.«maxHeartbeats» 0X0 in\nby simp', "set_option maxHeartbeats 0"),
-    ('set_option «debug».byAsSorry true in\nby simp', "set_option «debug».byAsSorry"),
+    ("set_option maxHeartbeats 0x0 in\nby simp", "set_option maxHeartbeats 0"),
+    ("set_option maxHeartbeats 0b0 in\nby simp", "set_option maxHeartbeats 0"),
+    ("set_option maxHeartbeats 0o00 in\nby simp", "set_option maxHeartbeats 0"),
+    ("set_option maxHeartbeats 0_000 in\nby simp", "set_option maxHeartbeats 0"),
+    ("set_option «maxHeartbeats» 0 in\nby simp", "set_option maxHeartbeats 0"),
+    ("set_option synthInstance.«maxHeartbeats» 0X0 in\nby simp", "set_option maxHeartbeats 0"),
+    ("set_option «debug».byAsSorry true in\nby simp", "set_option «debug».byAsSorry"),
 ]
 
 
@@ -251,10 +251,8 @@ def test_statement_preamble_joins_the_header() -> None:
     )
     assert stmt.preamble == "import Mathlib\nopen Real\n\nlemma helper : True := trivial\n\n"
     text = build_file("", stmt, extract_proof(":= trivial", stmt)).text
-    assert text.startswith(
-        "import Mathlib\nopen Real\n\nlemma helper : True := trivial\n\n"
-    )
-    assert text.endswith('\n@[simp] theorem foo : True := trivial\n')
+    assert text.startswith("import Mathlib\nopen Real\n\nlemma helper : True := trivial\n\n")
+    assert text.endswith("\n@[simp] theorem foo : True := trivial\n")
 
 
 def test_statement_without_declaration_is_a_clear_error() -> None:
@@ -355,7 +353,10 @@ def test_helpers_before_the_restated_theorem_are_kept_in_their_own_namespace() -
 def test_helpers_cannot_reach_the_statement_scope(helpers: str, reason: str) -> None:
     found = guard.check(helpers, allow_commands=True)
     assert found is not None and found.reason == reason
-    assert guard.check("namespace X\ntheorem a : True := trivial\nend X\nmutual\nend", allow_commands=True) is None
+    assert (
+        guard.check("namespace X\ntheorem a : True := trivial\nend X\nmutual\nend", allow_commands=True)
+        is None
+    )
 
 
 @pytest.mark.parametrize(
@@ -391,7 +392,9 @@ def test_axiom_report_of_the_audit_run() -> None:
     out = _msg("'«my thm»' does not depend on any axioms", 3).encode()
     assert axiom_report(parse_messages(out), "my thm") == ()
     # A report about another theorem, or more than one report, is no report.
-    assert axiom_report(parse_messages(_msg("'bar' does not depend on any axioms", 3).encode()), "foo") is None
+    assert (
+        axiom_report(parse_messages(_msg("'bar' does not depend on any axioms", 3).encode()), "foo") is None
+    )
     two = "\n".join([_msg("'foo' does not depend on any axioms", 3)] * 2).encode()
     assert axiom_report(parse_messages(two), "foo") is None
 

@@ -33,7 +33,10 @@ MATH_VERIFY_DISAGREEMENTS = {
 
 # Qwen2.5-Math responses: (problem index, response index) -> reason.
 QWEN_DISAGREEMENTS = {
-    (72, 7): "label is wrong: the response boxes '10{,}000' for gold '10000' (thousands separator); the shared "
+    (
+        72,
+        7,
+    ): "label is wrong: the response boxes '10{,}000' for gold '10000' (thousands separator); the shared "
     "README records this as the one known bad label.",
 }
 
@@ -69,7 +72,9 @@ def test_math_verify_suite_agreement(grader: MathGrader) -> None:
             disagreements[i] = f"label {label}, got {result.verdict}: {result.details}"
     unexpected = {i: why for i, why in disagreements.items() if i not in MATH_VERIFY_DISAGREEMENTS}
     assert not unexpected, f"new disagreements with Math-Verify labels: {unexpected}"
-    assert set(disagreements) == set(MATH_VERIFY_DISAGREEMENTS), "a listed disagreement disappeared: update the list"
+    assert set(disagreements) == set(MATH_VERIFY_DISAGREEMENTS), (
+        "a listed disagreement disappeared: update the list"
+    )
     assert len(pairs) - len(disagreements) >= 262
 
 

@@ -48,7 +48,10 @@ NEVER_ACCEPT = [
     ("3", "\\boxed{\\{0, 1, 2, 3\\}}"),
     ("2, 3", "\\boxed{1, 2, 3}"),
     ("C", "\\boxed{A, B, C, D}"),
-    ("C", "The answer is A or B or C or D", ),
+    (
+        "C",
+        "The answer is A or B or C or D",
+    ),
     ("7", "\\boxed{}"),  # empty box
     ("7", "\\boxed{ }"),
     ("7", "\\boxed{\\text{}}"),

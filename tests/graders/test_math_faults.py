@@ -61,8 +61,12 @@ def test_an_ungradable_gold_is_an_error(grader: MathGrader, gold: str, reason: s
 def test_a_gold_that_does_not_parse_is_an_error(grader: MathGrader, gold: str) -> None:
     """No prediction can be judged against it: `error` (masked), not a zero for every sample."""
     result = grader.grade("\\boxed{x+1}", gold, timeout_s=5.0)
-    assert (result.verdict, result.reason) == ("error", "could not judge: ground truth does not parse"), result
-    assert grader.grade("\\boxed{\\frac{1}{}", "x+1", timeout_s=5.0).verdict == "incorrect"  # a bad prediction
+    assert (result.verdict, result.reason) == ("error", "could not judge: ground truth does not parse"), (
+        result
+    )
+    assert (
+        grader.grade("\\boxed{\\frac{1}{}", "x+1", timeout_s=5.0).verdict == "incorrect"
+    )  # a bad prediction
 
 
 def test_a_gold_that_alone_exhausts_the_budget_is_an_error(grader: MathGrader) -> None:
@@ -79,7 +83,9 @@ def test_a_timeout_while_every_helper_is_busy_is_load_not_the_answer() -> None:
     grader = MathGrader(max_workers=1)
     grader.pool.warm(1)
     try:
-        blocker = threading.Thread(target=grader.grade, args=("\\boxed{(x+y+z+w)^{40}}", "5"), kwargs={"timeout_s": 3.0})
+        blocker = threading.Thread(
+            target=grader.grade, args=("\\boxed{(x+y+z+w)^{40}}", "5"), kwargs={"timeout_s": 3.0}
+        )
         blocker.start()
         time.sleep(0.5)  # the only helper is now expanding the blow-up
         result = grader.grade("\\boxed{\\sin^2 x + \\cos^2 x}", "1", timeout_s=0.5)

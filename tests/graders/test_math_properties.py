@@ -14,14 +14,19 @@ from graders.math import MathGrader
 GRADER = MathGrader(max_workers=2)
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
-rationals = st.fractions(min_value=-10**6, max_value=10**6, max_denominator=10**4)
+rationals = st.fractions(min_value=-(10**6), max_value=10**6, max_denominator=10**4)
 
 
 def _forms(value: Fraction) -> list[str]:
     """Ways a person writes ``value`` exactly."""
     p, q = value.numerator, value.denominator
     sign = "-" if p < 0 else ""
-    forms = [f"\\frac{{{p}}}{{{q}}}", f"{p}/{q}", f"\\dfrac{{{p}}}{{{q}}}", f"{sign}\\frac{{{abs(p)}}}{{{q}}}"]
+    forms = [
+        f"\\frac{{{p}}}{{{q}}}",
+        f"{p}/{q}",
+        f"\\dfrac{{{p}}}{{{q}}}",
+        f"{sign}\\frac{{{abs(p)}}}{{{q}}}",
+    ]
     if q == 1:
         forms += [str(p), f"{p}.0", f"{p:,}", f"{p:,}".replace(",", "{,}")]
     else:
@@ -63,8 +68,25 @@ def test_distinct_rationals_are_incorrect(a: Fraction, b: Fraction, data: st.Dat
 
 
 TOKENS = list("0123456789+-*/^_=<>()[]{},.;:!|$% abcxyzABC\n\\") + [
-    "\\frac", "\\boxed", "\\sqrt", "\\pi", "\\text", "\\left(", "\\right)", "\\cup", "\\pm", "</think>",
-    "<think>", "\\infty", "\\begin{pmatrix}", "\\end{pmatrix}", "&", "\\\\", "\\le", "\\in", "\\mathrm{e}",
+    "\\frac",
+    "\\boxed",
+    "\\sqrt",
+    "\\pi",
+    "\\text",
+    "\\left(",
+    "\\right)",
+    "\\cup",
+    "\\pm",
+    "</think>",
+    "<think>",
+    "\\infty",
+    "\\begin{pmatrix}",
+    "\\end{pmatrix}",
+    "&",
+    "\\\\",
+    "\\le",
+    "\\in",
+    "\\mathrm{e}",
 ]
 LATEXISH = st.lists(st.sampled_from(TOKENS), max_size=40).map("".join)
 

@@ -89,7 +89,9 @@ def test_worker_dying_while_sending_results_charges_attempts_and_ends() -> None:
 def test_timed_out_worker_takes_its_setsid_children_and_daemons(tmp_path: Path) -> None:
     pid_file = tmp_path / "pids"
     with GradingPool(workers=1, backend="process", timeout_s=3.0) as pool:
-        (grade,) = pool.grade_batch([GradeRequest(SPAWNING, "x", None, {"pid_file": str(pid_file), "hang": 1})])
+        (grade,) = pool.grade_batch(
+            [GradeRequest(SPAWNING, "x", None, {"pid_file": str(pid_file), "hang": 1})]
+        )
         assert grade.reason.startswith("timeout")
         spawned = _read_pids(pid_file)
         assert len(spawned) == 2
@@ -118,7 +120,9 @@ def test_externally_killed_worker_takes_its_descendants(tmp_path: Path) -> None:
 def test_close_leaves_no_process_behind(tmp_path: Path) -> None:
     pid_file = tmp_path / "pids"
     with GradingPool(workers=2, backend="process", timeout_s=30.0) as pool:
-        grades = pool.grade_batch([GradeRequest(SPAWNING, str(i), None, {"pid_file": str(pid_file)}) for i in range(4)])
+        grades = pool.grade_batch(
+            [GradeRequest(SPAWNING, str(i), None, {"pid_file": str(pid_file)}) for i in range(4)]
+        )
         assert all(g.verdict == "correct" for g in grades)
         workers = [w["pid"] for w in pool.metrics()["workers"]]
         tree = [p.pid for w in workers for p in psutil.Process(w).children(recursive=True)]
@@ -166,7 +170,9 @@ def test_garbage_on_the_result_channel_fails_only_that_task() -> None:
     # the writer's garbage may land in its own worker's channel or in the other's (both are reachable
     # from inside a worker only if the runtime leaks them): either way at most the writer fails
     innocent = [g for i, g in enumerate(grades) if i != 15]
-    assert all(g.verdict == "correct" for g in innocent), [g.reason for g in innocent if g.verdict != "correct"]
+    assert all(g.verdict == "correct" for g in innocent), [
+        g.reason for g in innocent if g.verdict != "correct"
+    ]
     assert grades[15].verdict in ("correct", "error")
     assert all(g.verdict == "correct" for g in again)
 
@@ -203,7 +209,9 @@ def test_timed_out_workers_warm_containers_are_removed(tmp_path: Path) -> None:
     with GradingPool(workers=1, backend="process", timeout_s=30.0) as pool:
         (warm,) = pool.grade_batch([GradeRequest(docker_user, "w", None, {"pid_file": str(pid_file)})])
         assert warm.verdict == "correct", warm  # the sandbox is up: the next grade hangs at once
-        (grade,) = pool.grade_batch([GradeRequest(docker_user, "x", None, {"pid_file": str(pid_file), "hang": 1})])
+        (grade,) = pool.grade_batch(
+            [GradeRequest(docker_user, "x", None, {"pid_file": str(pid_file), "hang": 1})]
+        )
         assert grade.reason.startswith("timeout")
         worker = pid_file.read_text()
         deadline = time.monotonic() + 30

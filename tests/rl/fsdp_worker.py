@@ -49,7 +49,12 @@ def run(model_dir: str, *, micro_batch_tokens: int, agg: str = "token-mean") -> 
         engine = HFEngine(model_dir, dtype="float32", device="cpu")
     stats = push_weights(policy, engine, bucket_bytes=64 << 10)
     full = {name: t.clone() for bucket in policy.iter_full_params() for name, t in bucket}
-    out: dict[str, Any] = {"metrics": metrics, "params": full, "handoff_tensors": stats.tensors, "world": world}
+    out: dict[str, Any] = {
+        "metrics": metrics,
+        "params": full,
+        "handoff_tensors": stats.tensors,
+        "world": world,
+    }
     if engine is not None:
         out["engine_params"] = {n: p.detach().clone() for n, p in engine.model.named_parameters()}
     return out

@@ -24,7 +24,9 @@ S3 = math.sqrt(1 / 3)
 
 
 def close(a, b, tol=1e-5):
-    assert torch.allclose(torch.as_tensor(a, dtype=torch.float32), torch.as_tensor(b, dtype=torch.float32), atol=tol), (a, b)
+    assert torch.allclose(
+        torch.as_tensor(a, dtype=torch.float32), torch.as_tensor(b, dtype=torch.float32), atol=tol
+    ), (a, b)
 
 
 # ---- advantages ------------------------------------------------------------------------------------
@@ -39,7 +41,9 @@ def test_grpo_hand_values_and_masked_sample_ignored():
 
 
 def test_masked_sample_does_not_shift_group_stats():
-    with_err = compute_advantages("grpo", torch.tensor([1.0, 0.0, 1.0, 99.0]), torch.zeros(4), torch.tensor([1, 1, 1, 0]).bool())
+    with_err = compute_advantages(
+        "grpo", torch.tensor([1.0, 0.0, 1.0, 99.0]), torch.zeros(4), torch.tensor([1, 1, 1, 0]).bool()
+    )
     without = compute_advantages("grpo", torch.tensor([1.0, 0.0, 1.0]), torch.zeros(3))
     close(with_err[:3], without)
     assert with_err[3] == 0
@@ -58,13 +62,18 @@ def test_reinforce_pp_batch_whitening():
     r = torch.tensor([1.0, 0.0, 1.0, 0.0, 7.0])
     m = torch.tensor([1, 1, 1, 1, 0]).bool()
     # valid mean 0.5, unbiased std sqrt(1/3)
-    close(compute_advantages("reinforce_pp", r, torch.arange(5), m), [0.5 / S3, -0.5 / S3, 0.5 / S3, -0.5 / S3, 0.0])
+    close(
+        compute_advantages("reinforce_pp", r, torch.arange(5), m),
+        [0.5 / S3, -0.5 / S3, 0.5 / S3, -0.5 / S3, 0.0],
+    )
 
 
 def test_reinforce_pp_baseline_group_then_batch():
     # group-centred: [.5, -.5, 0, 0]; batch mean 0, unbiased var (0.25+0.25)/3
     std = math.sqrt(0.5 / 3)
-    out = compute_advantages("reinforce_pp_baseline", torch.tensor([1.0, 0.0, 1.0, 1.0]), torch.tensor([0, 0, 1, 1]))
+    out = compute_advantages(
+        "reinforce_pp_baseline", torch.tensor([1.0, 0.0, 1.0, 1.0]), torch.tensor([0, 0, 1, 1])
+    )
     close(out, [0.5 / std, -0.5 / std, 0.0, 0.0])
 
 
@@ -92,7 +101,11 @@ def test_gae_hand_values():
 
 def test_gae_skips_masked_positions():
     adv, ret = compute_gae(
-        torch.tensor([[0.0, 9.0, 1.0]]), torch.tensor([[0.5, 9.0, 0.7]]), torch.tensor([[1.0, 0.0, 1.0]]), 0.9, 0.8
+        torch.tensor([[0.0, 9.0, 1.0]]),
+        torch.tensor([[0.5, 9.0, 0.7]]),
+        torch.tensor([[1.0, 0.0, 1.0]]),
+        0.9,
+        0.8,
     )
     close(adv, [[0.13 + 0.72 * 0.3, 0.0, 0.3]])  # t=0 bootstraps from t=2's value 0.7
     assert ret[0, 1] == 0
@@ -125,7 +138,15 @@ def test_aggregation_hand_values():
     close(aggregate(V, VM, "token-mean"), 10 / 4)
     close(aggregate(V, VM, "seq-mean-token-mean"), (2 + 4) / 2)
     close(aggregate(V, VM, "seq-mean-token-sum-norm"), 10 / (2 * 3))
-    close(aggregate(V, VM, "seq-mean-token-sum-norm", compute_normalizer("seq-mean-token-sum-norm", VM, max_response_len=4)), 10 / 8)
+    close(
+        aggregate(
+            V,
+            VM,
+            "seq-mean-token-sum-norm",
+            compute_normalizer("seq-mean-token-sum-norm", VM, max_response_len=4),
+        ),
+        10 / 8,
+    )
     with pytest.raises(ValueError, match="unknown loss aggregation"):
         aggregate(V, VM, "mean")  # type: ignore[arg-type]
 
@@ -175,21 +196,33 @@ def test_gspo_sequence_ratio_and_gradient():
 
 def test_entropy_bonus_and_kl_term():
     cfg = LossConfig(entropy_coef=0.01, kl_coef=0.1, kl_estimator="k1")
-    loss, m = policy_loss(one(0.0), one(0.0), torch.tensor([1.0]), one(1.0), cfg, ref_logprobs=one(-0.5), entropy=one(2.0))
+    loss, m = policy_loss(
+        one(0.0), one(0.0), torch.tensor([1.0]), one(1.0), cfg, ref_logprobs=one(-0.5), entropy=one(2.0)
+    )
     close(loss, -1.0 - 0.01 * 2.0 + 0.1 * 0.5)
     close(m["kl"], 0.5)
     close(m["entropy"], 2.0)
     with pytest.raises(ValueError, match="needs ref_logprobs"):
         policy_loss(one(0.0), one(0.0), torch.tensor([1.0]), one(1.0), cfg)
     # KL in the reward: no loss term, but still reported
-    loss, m = policy_loss(one(0.0), one(0.0), torch.tensor([1.0]), one(1.0), LossConfig(kl_coef=0.1, kl_mode="reward", kl_estimator="k1"), ref_logprobs=one(-0.5))
+    loss, m = policy_loss(
+        one(0.0),
+        one(0.0),
+        torch.tensor([1.0]),
+        one(1.0),
+        LossConfig(kl_coef=0.1, kl_mode="reward", kl_estimator="k1"),
+        ref_logprobs=one(-0.5),
+    )
     close(loss, -1.0)
     close(m["kl"], 0.5)
 
 
 def test_value_loss_clipped():
     v = torch.tensor([[1.0]])
-    close(value_loss(v, torch.tensor([[0.0]]), torch.tensor([[2.0]]), torch.ones(1, 1), clip=0.2), 0.5 * (2.0 - 0.2) ** 2)
+    close(
+        value_loss(v, torch.tensor([[0.0]]), torch.tensor([[2.0]]), torch.ones(1, 1), clip=0.2),
+        0.5 * (2.0 - 0.2) ** 2,
+    )
     close(value_loss(v, torch.tensor([[0.0]]), torch.tensor([[2.0]]), torch.ones(1, 1), clip=None), 0.5)
 
 
@@ -223,8 +256,14 @@ def test_loss_and_grad_invariant_to_micro_batches_and_dp_shards(agg, level):
     for rows in ([0, 1], [2, 3], [4], [5, 6]):
         width = int(mask[rows].sum(-1).max())
         part, _ = policy_loss(
-            split_lp[rows, :width], old[rows, :width], adv[rows], mask[rows, :width], cfg,
-            ref_logprobs=ref[rows, :width], entropy=ent[rows, :width], normalizer=norm,
+            split_lp[rows, :width],
+            old[rows, :width],
+            adv[rows],
+            mask[rows, :width],
+            cfg,
+            ref_logprobs=ref[rows, :width],
+            entropy=ent[rows, :width],
+            normalizer=norm,
         )
         part.backward()
         total = total + part.detach()
@@ -250,7 +289,9 @@ def test_whiten_hand_values_valid_entries_only():
     mask = torch.tensor([[1, 1, 0], [1, 1, 1]], dtype=torch.bool)
     # valid: 1, 2, 3, 4, 5 -> mean 3, unbiased std sqrt(10 / 4)
     std = math.sqrt(2.5)
-    close(whiten(x, mask), [[-2 / (std + EPS), -1 / (std + EPS), 0.0], [0.0, 1 / (std + EPS), 2 / (std + EPS)]])
+    close(
+        whiten(x, mask), [[-2 / (std + EPS), -1 / (std + EPS), 0.0], [0.0, 1 / (std + EPS), 2 / (std + EPS)]]
+    )
     close(whiten(torch.tensor([7.0, 9.0]), torch.tensor([True, False])), [0.0, 0.0])  # one entry: no spread
 
 

@@ -63,8 +63,9 @@ def _run_steps(policy, engine, gate, steps, broken_at, breaker):
 def test_fused_engine_params_compare_as_the_sum_of_their_pieces():
     g = torch.Generator().manual_seed(0)
     q, k, v = (torch.randn(4, 3, generator=g) for _ in range(3))
-    sent = fingerprint_tensors([("l.0.attn.q_proj.weight", q), ("l.0.attn.k_proj.weight", k),
-                                ("l.0.attn.v_proj.weight", v)])
+    sent = fingerprint_tensors(
+        [("l.0.attn.q_proj.weight", q), ("l.0.attn.k_proj.weight", k), ("l.0.attn.v_proj.weight", v)]
+    )
     packed = {"qkv_proj": ["q_proj", "k_proj", "v_proj"]}
     assert engine_name("l.0.attn.k_proj.weight", packed) == "l.0.attn.qkv_proj.weight"
     fused = torch.cat([q, k, v, torch.zeros(2, 3)])  # zero padding (vLLM pads vocab rows) changes nothing
@@ -82,9 +83,15 @@ def test_tolerance_follows_the_engine_dtype():
     w = torch.randn(64, 64, generator=torch.Generator().manual_seed(1))
     sent = fingerprint_tensors([("w", w)])
     assert compare_fingerprints(sent, EngineWeights(fingerprint_tensors([("w", w.bfloat16())]))) is None
-    assert compare_fingerprints(sent, EngineWeights(fingerprint_tensors([("w", (w * 1.01).bfloat16())]))) is not None
+    assert (
+        compare_fingerprints(sent, EngineWeights(fingerprint_tensors([("w", (w * 1.01).bfloat16())])))
+        is not None
+    )
     # the same float32 rounding is NOT accepted from a float32 engine (there nothing may be lost)
-    assert compare_fingerprints(sent, EngineWeights(fingerprint_tensors([("w", w.bfloat16().float())]))) is not None
+    assert (
+        compare_fingerprints(sent, EngineWeights(fingerprint_tensors([("w", w.bfloat16().float())])))
+        is not None
+    )
     assert "no parameter 'w'" in (compare_fingerprints(sent, EngineWeights({})) or "")
 
 
@@ -172,8 +179,11 @@ def test_vllm_renamed_and_dropped_tensors_fail_and_correct_passes(tiny_model_dir
     src, dst = "model.layers.0.self_attn.k_proj.weight", "model.layers.1.self_attn.k_proj.weight"
     _train(policy, 3)
     engine.load_weights = lambda it: good(((dst if n == src else n), t) for n, t in it if n != dst)
-    with pytest.raises(WeightSyncError, match=r"step 3: tensor model\.layers\.0\.self_attn\.qkv_proj\.weight "
-                                              r"\(from .*k_proj"):
+    with pytest.raises(
+        WeightSyncError,
+        match=r"step 3: tensor model\.layers\.0\.self_attn\.qkv_proj\.weight "
+        r"\(from .*k_proj",
+    ):
         push_weights(policy, engine, gate=gate, step=3)
     _train(policy, 4)
     engine.load_weights = lambda it: good((n, t) for n, t in it if n != "model.norm.weight")
@@ -198,8 +208,18 @@ def test_per_rank_handoff_every_rank_checks_its_engine_and_all_stop_together(tin
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(here.parents[1])}
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", str(port),
-           str(here / "freshness_worker.py"), str(tiny_model_dir), str(tmp_path)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc_per_node",
+        "2",
+        "--master_port",
+        str(port),
+        str(here / "freshness_worker.py"),
+        str(tiny_model_dir),
+        str(tmp_path),
+    ]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stderr[-4000:]
     r0, r1 = (json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1))

@@ -38,8 +38,17 @@ def test_two_process_fsdp2_step_matches_single_process(tiny_model_dir, tmp_path,
     out = tmp_path / "dp2.pt"
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
     cmd = [
-        sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", str(_free_port()),
-        str(HERE / "fsdp_worker.py"), str(tiny_model_dir), str(out), "20",  # 20-token budget: several micro-batches
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc_per_node",
+        "2",
+        "--master_port",
+        str(_free_port()),
+        str(HERE / "fsdp_worker.py"),
+        str(tiny_model_dir),
+        str(out),
+        "20",  # 20-token budget: several micro-batches
     ]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=180)
     assert proc.returncode == 0, proc.stderr[-4000:]
@@ -67,7 +76,12 @@ def test_two_process_fsdp2_step_matches_single_process(tiny_model_dir, tmp_path,
 def test_single_process_step_moves_weights(tiny_model_dir, single):
     from transformers import AutoModelForCausalLM
 
-    init = {n: p.detach() for n, p in AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32).named_parameters()}
+    init = {
+        n: p.detach()
+        for n, p in AutoModelForCausalLM.from_pretrained(
+            tiny_model_dir, dtype=torch.float32
+        ).named_parameters()
+    }
     delta = max(float((single["params"][n] - init[n]).abs().max()) for n in init)
     assert 1e-4 < delta < 1e-2  # one AdamW step at lr 1e-3
 
@@ -81,8 +95,15 @@ def test_two_ranks_each_with_vllm_get_the_sharded_weights(tiny_model_dir):
 
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
     cmd = [
-        sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", str(_free_port()),
-        str(HERE / "vllm_dp_worker.py"), str(tiny_model_dir),
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc_per_node",
+        "2",
+        "--master_port",
+        str(_free_port()),
+        str(HERE / "vllm_dp_worker.py"),
+        str(tiny_model_dir),
     ]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stderr[-4000:]

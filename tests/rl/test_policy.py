@@ -63,7 +63,9 @@ def test_compiled_layers_match_eager(tiny_model_dir):
     adv = torch.linspace(-1, 1, 8)
     out = []
     for compiled in (False, True):
-        policy = Policy.from_pretrained(str(tiny_model_dir), lr=1e-3, micro_batch_tokens=40, compile_layers=compiled)
+        policy = Policy.from_pretrained(
+            str(tiny_model_dir), lr=1e-3, micro_batch_tokens=40, compile_layers=compiled
+        )
         old, _ = policy.logprobs(batch)
         m = policy.train_step(batch, adv, old, None, LossConfig())
         new, _ = policy.logprobs(batch)
@@ -123,8 +125,12 @@ def _step(model_dir, budget: int, agg: str, sgd: bool = False, **kw):
         policy.optimizer = torch.optim.SGD(policy.module.parameters(), lr=1e-2)
     batch = batch_of(8, seed=1)
     old, _ = policy.logprobs(batch)
-    adv = compute_advantages("rloo", torch.rand(8, generator=torch.Generator().manual_seed(2)), torch.arange(8) // 4)
-    m = policy.train_step(batch, adv, old - 0.3 * batch.response_mask, old + 0.1, LossConfig(loss_agg=agg, kl_coef=0.1))
+    adv = compute_advantages(
+        "rloo", torch.rand(8, generator=torch.Generator().manual_seed(2)), torch.arange(8) // 4
+    )
+    m = policy.train_step(
+        batch, adv, old - 0.3 * batch.response_mask, old + 0.1, LossConfig(loss_agg=agg, kl_coef=0.1)
+    )
     return policy, m
 
 
@@ -147,7 +153,9 @@ def test_checkpoint_roundtrip_and_export(tiny_model_dir, tmp_path):
     policy, _ = _step(tiny_model_dir, 64, "token-mean", warmup_steps=2, total_steps=10)
     state = policy.state_dict_for_checkpoint()
     torch.save(state, tmp_path / "ckpt.pt")
-    fresh = Policy.from_pretrained(str(tiny_model_dir), lr=1e-3, micro_batch_tokens=64, warmup_steps=2, total_steps=10)
+    fresh = Policy.from_pretrained(
+        str(tiny_model_dir), lr=1e-3, micro_batch_tokens=64, warmup_steps=2, total_steps=10
+    )
     fresh.load_checkpoint_state(torch.load(tmp_path / "ckpt.pt", weights_only=False))
     assert fresh.step == 1 and fresh.optimizer.param_groups[0]["lr"] == policy.optimizer.param_groups[0]["lr"]
     batch = batch_of(4, seed=5)
@@ -229,7 +237,11 @@ def test_gguf_smollm2_loads_and_converts():
     out = smollm2_hf_dir()  # converted once from the GGUF, cached under <repo>/.cache
     assert (out / "config.json").is_file() and not list(out.parent.glob(out.name + ".tmp-*"))
     policy = Policy.from_pretrained(str(out), micro_batch_tokens=256)
-    ids = list(tok.apply_chat_template([{"role": "user", "content": "What is 2+2?"}], add_generation_prompt=True)["input_ids"])
+    ids = list(
+        tok.apply_chat_template([{"role": "user", "content": "What is 2+2?"}], add_generation_prompt=True)[
+            "input_ids"
+        ]
+    )
     answer = tok.encode("4", add_special_tokens=False)
     lp, _ = policy.logprobs(TokenBatch([torch.tensor(ids + answer)], [len(ids)]))
     assert lp.shape == (1, len(answer)) and torch.isfinite(lp).all() and float(lp.max()) <= 0
@@ -238,7 +250,9 @@ def test_gguf_smollm2_loads_and_converts():
 def test_activation_checkpointing_gives_the_same_step(tiny_model_dir):
     plain, m1 = _step(tiny_model_dir, 64, "token-mean", sgd=True)
     ckpt, m2 = _step(tiny_model_dir, 64, "token-mean", sgd=True, activation_checkpointing=True)
-    assert m1["loss"] == pytest.approx(m2["loss"], abs=1e-7) and m1["grad_norm"] == pytest.approx(m2["grad_norm"], rel=1e-6)
+    assert m1["loss"] == pytest.approx(m2["loss"], abs=1e-7) and m1["grad_norm"] == pytest.approx(
+        m2["grad_norm"], rel=1e-6
+    )
     for (n, a), (_, b) in zip(plain.lm.named_parameters(), ckpt.lm.named_parameters(), strict=True):
         assert torch.allclose(a, b, atol=1e-7), n
 

@@ -60,7 +60,9 @@ def test_vllm_without_logprobs_same_tokens_and_text(vllm_engine, prompts, tok):
     without = vllm_engine.generate(prompts, SamplingConfig(temperature=0.0, max_tokens=12, logprobs=False))
     assert [c.token_ids for c in without] == [c.token_ids for c in with_lp]
     assert [c.text for c in without] == [c.text for c in with_lp]
-    assert all(c.logprobs == [] for c in without) and all(len(c.logprobs) == len(c.token_ids) for c in with_lp)
+    assert all(c.logprobs == [] for c in without) and all(
+        len(c.logprobs) == len(c.token_ids) for c in with_lp
+    )
 
 
 @pytest.mark.vllm
@@ -71,7 +73,9 @@ def test_hf_fallback_greedy_matches_vllm(vllm_engine, hf_engine, prompts, tok):
     assert [c.text for c in h] == [c.text for c in v]
     assert [c.token_ids for c in h] == [c.token_ids for c in v]
     assert all(c.text == tok.decode(c.token_ids, skip_special_tokens=True) for c in v)
-    gap = max(abs(a - b) for x, y in zip(h, v, strict=True) for a, b in zip(x.logprobs, y.logprobs, strict=True))
+    gap = max(
+        abs(a - b) for x, y in zip(h, v, strict=True) for a, b in zip(x.logprobs, y.logprobs, strict=True)
+    )
     assert gap < 1e-4
 
 
@@ -90,7 +94,9 @@ def test_vllm_sampling_contract(vllm_engine, prompts):
     again = vllm_engine.generate(prompts, cfg)
     assert [c.token_ids for c in again] == [c.token_ids for c in out]  # seeded: reproducible
     streamed = list(vllm_engine.stream(prompts, cfg))
-    assert sorted((c.prompt_index, c.sample_index) for c in streamed) == [(c.prompt_index, c.sample_index) for c in out]
+    assert sorted((c.prompt_index, c.sample_index) for c in streamed) == [
+        (c.prompt_index, c.sample_index) for c in out
+    ]
 
 
 @pytest.mark.vllm
@@ -129,8 +135,13 @@ def test_cpu_engine_takes_a_context_longer_than_one_step_budget(tiny_model_dir, 
         "out = engine.generate([prompt], SamplingConfig(n=2, temperature=1.0, max_tokens=3, seed=2))\n"
         "print('LENGTHS', [len(c.token_ids) for c in out])\n"
     )
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "VLLM_ENABLE_V1_MULTIPROCESSING": "0"})
+    proc = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "VLLM_ENABLE_V1_MULTIPROCESSING": "0"},
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     lengths = json.loads(proc.stdout.split("LENGTHS", 1)[1].strip().splitlines()[0])
     assert len(lengths) == 2 and all(1 <= n <= 3 for n in lengths)
@@ -145,7 +156,9 @@ def test_stop_strings_and_length(vllm_engine, hf_engine, prompts):
         assert first.finish_reason == "length" and len(first.token_ids) == free.max_tokens
         k = next(k for k in range(2, len(first.text)) if first.text[k] not in first.text[:k])
         stop = first.text[k]
-        c = engine.generate(prompts[:1], SamplingConfig(temperature=1.0, max_tokens=12, seed=5, stop=(stop,)))[0]
+        c = engine.generate(
+            prompts[:1], SamplingConfig(temperature=1.0, max_tokens=12, seed=5, stop=(stop,))
+        )[0]
         assert (c.finish_reason, c.text) == ("stop", first.text[:k])
         assert c.token_ids == first.token_ids[: len(c.token_ids)] and len(c.token_ids) < len(first.token_ids)
 
@@ -168,7 +181,9 @@ def test_ignore_eos_generates_exactly_max_tokens_in_both_engines(vllm_engine, hf
         lengths = [len(c.token_ids) for c in engine.generate(prompts, fixed)]
         assert lengths == [40] * len(lengths), (engine, lengths)
         assert all(c.finish_reason == "length" for c in engine.generate(prompts, fixed))
-    assert any(len(c.token_ids) < 40 for c in vllm_engine.generate(prompts, normal)), "test needs an early EOS"
+    assert any(len(c.token_ids) < 40 for c in vllm_engine.generate(prompts, normal)), (
+        "test needs an early EOS"
+    )
 
 
 @pytest.mark.vllm
@@ -202,7 +217,10 @@ def test_handoff_makes_vllm_match_trainer(tiny_model_dir, vllm_engine, hf_engine
 
     push_weights(policy, hf_engine)
     hf = hf_engine.generate(prompts, GREEDY)
-    ref = [policy.lm.generate(torch.tensor([p]), max_new_tokens=12, do_sample=False)[0, len(p):].tolist() for p in prompts]
+    ref = [
+        policy.lm.generate(torch.tensor([p]), max_new_tokens=12, do_sample=False)[0, len(p) :].tolist()
+        for p in prompts
+    ]
     assert [c.token_ids for c in gen] == [c.token_ids for c in hf] == ref
 
 
@@ -263,4 +281,3 @@ def test_handoff_untied_head(tmp_path):
     assert _max_diff(engine.score(seqs, plens), want) > 0.05
     push_weights(policy, engine)
     assert _max_diff(engine.score(seqs, plens), want) <= 1e-3
-

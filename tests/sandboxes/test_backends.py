@@ -21,21 +21,29 @@ def py(code: str, **kw: object) -> RunRequest:
 
 
 def test_files_stdin_and_exit_code(sb: Sandbox) -> None:
-    r = sb.run(RunRequest(
-        ["python3", "main.py"],
-        files={"main.py": "import sys\nprint(open('sub/in.txt').read() + sys.stdin.read())\nsys.exit(3)",
-               "sub/in.txt": "a"},
-        stdin=b"b"))
+    r = sb.run(
+        RunRequest(
+            ["python3", "main.py"],
+            files={
+                "main.py": "import sys\nprint(open('sub/in.txt').read() + sys.stdin.read())\nsys.exit(3)",
+                "sub/in.txt": "a",
+            },
+            stdin=b"b",
+        )
+    )
     assert (r.stdout, r.exit_code, r.stopped_by) == (b"ab\n", 3, "exit")
 
 
 def test_runs_unprivileged_without_network(sb: Sandbox) -> None:
-    r = sb.run(py(
-        "import os, socket\nprint(os.getuid())\n"
-        "try:\n    socket.create_connection(('1.1.1.1', 53), timeout=2)\n    print('connected')\n"
-        "except OSError as e:\n    print('blocked')\n"
-        "try:\n    socket.getaddrinfo('example.com', 80)\n    print('resolved')\n"
-        "except OSError:\n    print('no-dns')\n"))
+    r = sb.run(
+        py(
+            "import os, socket\nprint(os.getuid())\n"
+            "try:\n    socket.create_connection(('1.1.1.1', 53), timeout=2)\n    print('connected')\n"
+            "except OSError as e:\n    print('blocked')\n"
+            "try:\n    socket.getaddrinfo('example.com', 80)\n    print('resolved')\n"
+            "except OSError:\n    print('no-dns')\n"
+        )
+    )
     assert r.stdout.split() == [b"65534", b"blocked", b"no-dns"], r
 
 
@@ -50,35 +58,51 @@ def test_memory_limit(sb: Sandbox) -> None:
 
 
 def test_output_is_capped(sb: Sandbox) -> None:
-    r = sb.run(py("import sys\nwhile True: sys.stdout.write('x' * 65536)", limits=Limits(output_bytes=100_000)))
+    r = sb.run(
+        py("import sys\nwhile True: sys.stdout.write('x' * 65536)", limits=Limits(output_bytes=100_000))
+    )
     assert r.stopped_by == "output_limit" and len(r.stdout) <= 100_000
 
 
 def test_disk_is_bounded(sb: Sandbox) -> None:
-    r = sb.run(py("f = open('big', 'wb')\nfor _ in range(100): f.write(b'x' * (1 << 20))\nf.close()\nprint('wrote')",
-                  limits=Limits(disk_mb=8)))
+    r = sb.run(
+        py(
+            "f = open('big', 'wb')\nfor _ in range(100): f.write(b'x' * (1 << 20))\nf.close()\nprint('wrote')",
+            limits=Limits(disk_mb=8),
+        )
+    )
     assert b"wrote" not in r.stdout and r.exit_code != 0
 
 
 def test_read_only_root_and_mount(sb: Sandbox, tmp_path: Path) -> None:
     (tmp_path / "tool.txt").write_text("toolchain")
     tmp_path.chmod(0o755)  # the sandbox user must be able to read it, as a real toolchain dir would allow
-    r = sb.run(py(
-        "print(open('/opt/tool/tool.txt').read())\n"
-        "for p in ['/opt/tool/new', '/usr/x', '/etc/x']:\n"
-        "    try:\n        open(p, 'w')\n        print('wrote', p)\n    except OSError:\n        print('ro')\n",
-        mounts=(Mount(str(tmp_path), "/opt/tool"),)))
+    r = sb.run(
+        py(
+            "print(open('/opt/tool/tool.txt').read())\n"
+            "for p in ['/opt/tool/new', '/usr/x', '/etc/x']:\n"
+            "    try:\n        open(p, 'w')\n        print('wrote', p)\n    except OSError:\n        print('ro')\n",
+            mounts=(Mount(str(tmp_path), "/opt/tool"),),
+        )
+    )
     assert r.stdout.split() == [b"toolchain", b"ro", b"ro", b"ro"], r
 
 
 def test_nothing_survives_between_runs(sb: Sandbox) -> None:
-    first = sb.run(py(
-        "import os, subprocess\nopen('/tmp/left', 'w').write('x')\nopen('left', 'w').write('x')\n"
-        "subprocess.Popen(['sleep', '60'], start_new_session=True)\nprint('spawned')"))
+    first = sb.run(
+        py(
+            "import os, subprocess\nopen('/tmp/left', 'w').write('x')\nopen('left', 'w').write('x')\n"
+            "subprocess.Popen(['sleep', '60'], start_new_session=True)\nprint('spawned')"
+        )
+    )
     assert (first.stdout, first.stopped_by, first.exit_code) == (b"spawned\n", "exit", 0)
     assert first.wall_s < 5, "a background child holding the pipes must not stretch the run to the wall clock"
-    r = sb.run(py("import os\nprint(sorted(os.listdir('.')), os.listdir('/tmp'))\n"
-                  "print(sum(1 for p in os.listdir('/proc') if p.isdigit() and p != '1' and os.stat('/proc/' + p).st_uid == os.getuid()))"))
+    r = sb.run(
+        py(
+            "import os\nprint(sorted(os.listdir('.')), os.listdir('/tmp'))\n"
+            "print(sum(1 for p in os.listdir('/proc') if p.isdigit() and p != '1' and os.stat('/proc/' + p).st_uid == os.getuid()))"
+        )
+    )
     lines = r.stdout.decode().splitlines()
     assert lines[0] == "['main.py'] []"
     assert lines[1] == "2", "only the supervisor and this program may run as the sandbox user"

@@ -33,10 +33,13 @@ def test_containers_are_hardened(docker_sandbox: Sandbox) -> None:
 
 
 def test_stale_containers_of_dead_owners_are_removed() -> None:
-    dead_pid = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
-                              text=True, check=True).stdout.strip()
+    dead_pid = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True, check=True
+    ).stdout.strip()
     labels = {LABEL: "1", f"{LABEL}.pid": dead_pid, f"{LABEL}.host": socket.gethostname()}  # as after a crash
-    c = client().containers.run(DEFAULT_IMAGE, ["sleep", "infinity"], detach=True, network_mode="none", labels=labels)
+    c = client().containers.run(
+        DEFAULT_IMAGE, ["sleep", "infinity"], detach=True, network_mode="none", labels=labels
+    )
     alive = start_container(ContainerSpec(DEFAULT_IMAGE, 64, 16, 0.5, 8, ()))  # ours, owner alive: kept
     assert remove_stale(client()) >= 1
     with pytest.raises(Exception, match="No such container|404"):
@@ -57,18 +60,38 @@ def test_cold_mode_runs_and_leaves_nothing_behind() -> None:
 
 
 def test_cli_check_reports_ok_and_failure() -> None:
-    ok = subprocess.run([sys.executable, "-m", "reasoning_rl.cli", "sandbox", "check", "--backend", "docker"],
-                        capture_output=True, text=True)
+    ok = subprocess.run(
+        [sys.executable, "-m", "reasoning_rl.cli", "sandbox", "check", "--backend", "docker"],
+        capture_output=True,
+        text=True,
+    )
     assert ok.returncode == 0 and "OK: docker sandbox works" in ok.stdout
-    bad = subprocess.run([sys.executable, "-m", "reasoning_rl.cli", "sandbox", "check", "--backend", "docker",
-                          "--image", "reasoning-rl/no-such-image:0"], capture_output=True, text=True)
+    bad = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "reasoning_rl.cli",
+            "sandbox",
+            "check",
+            "--backend",
+            "docker",
+            "--image",
+            "reasoning-rl/no-such-image:0",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert bad.returncode == 1 and "rrl sandbox build" in bad.stdout
 
 
 def test_cli_lean_image_build_fails_clearly_without_internet() -> None:
     """The Lean + Mathlib image needs elan and the internet; offline it is one clear line and exit 1."""
-    out = subprocess.run([sys.executable, "-m", "reasoning_rl.cli", "sandbox", "build", "--lean"],
-                         capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        [sys.executable, "-m", "reasoning_rl.cli", "sandbox", "build", "--lean"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     if out.returncode == 0:
         pytest.skip("this machine reached the internet and built the Lean image")
     assert out.returncode == 1
@@ -82,7 +105,9 @@ def test_many_threads_share_a_small_pool() -> None:
     sb = sandboxes.open_sandbox("docker", pool_size=2)
     try:
         with ThreadPoolExecutor(6) as ex:
-            results = list(ex.map(lambda i: sb.run(RunRequest(["python3", "-c", f"print({i} * {i})"])), range(24)))
+            results = list(
+                ex.map(lambda i: sb.run(RunRequest(["python3", "-c", f"print({i} * {i})"])), range(24))
+            )
     finally:
         sb.close()
     assert [r.stdout for r in results] == [f"{i * i}\n".encode() for i in range(24)]

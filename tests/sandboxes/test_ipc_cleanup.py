@@ -13,7 +13,7 @@ from sandboxes.types import Sandbox
 
 pytestmark = pytest.mark.docker
 
-SYSV = r'''
+SYSV = r"""
 import ctypes
 libc = ctypes.CDLL(None, use_errno=True)
 libc.shmat.restype = ctypes.c_void_p
@@ -25,8 +25,8 @@ class Msg(ctypes.Structure):
 libc.msgsnd(msq, ctypes.byref(Msg(1, b"secret")), 16, 0)
 semid = libc.semget(0x5153, 1, 0o1666)
 print(min(shmid, msq, semid) >= 0)
-'''
-POSIX = r'''
+"""
+POSIX = r"""
 import ctypes, os
 from multiprocessing import shared_memory
 rt = ctypes.CDLL("librt.so.1", use_errno=True)
@@ -37,12 +37,12 @@ shm = shared_memory.SharedMemory("rrl-shm", create=True, size=8 << 20)
 shm.buf[:6] = b"secret"
 print(mq >= 0 and sem is not None, sorted(os.listdir("/dev/mqueue")), sorted(os.listdir("/dev/shm")), flush=True)
 os._exit(0)  # no resource-tracker clean-up: leave them behind on purpose
-'''
-LOOK = r'''
+"""
+LOOK = r"""
 import os
 print([len(open("/proc/sysvipc/" + k).read().splitlines()) - 1 for k in ("shm", "msg", "sem")],
       os.listdir("/dev/mqueue"), os.listdir("/dev/shm"))
-'''
+"""
 
 
 @pytest.fixture(scope="module")
@@ -72,5 +72,7 @@ def test_shared_memory_left_behind_does_not_starve_the_next_run(one_container: S
     limits = sandboxes.Limits(memory_mb=128)
     for _ in range(4):
         assert one_container.run(RunRequest(["python3", "-c", SYSV], limits=limits)).stdout == b"True\n"
-    honest = one_container.run(RunRequest(["python3", "-c", "x = bytearray(64 << 20)\nprint('ok')"], limits=limits))
+    honest = one_container.run(
+        RunRequest(["python3", "-c", "x = bytearray(64 << 20)\nprint('ok')"], limits=limits)
+    )
     assert (honest.stdout, honest.stopped_by) == (b"ok\n", "exit"), honest

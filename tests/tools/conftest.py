@@ -26,8 +26,13 @@ def bpe_tokenizer() -> Any:
         vocab.setdefault(a + b, len(vocab))
     tok = Tokenizer(models.BPE(vocab=vocab, merges=_MERGES, unk_token="<unk>"))
     tok.decoder = decoders.Fuse()
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", eos_token="<eos>", unk_token="<unk>",
-                                   additional_special_tokens=SPECIAL[3:])
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        pad_token="<pad>",
+        eos_token="<eos>",
+        unk_token="<unk>",
+        additional_special_tokens=SPECIAL[3:],
+    )
     fast.chat_template = CHAT_TEMPLATE
     return fast
 

@@ -21,7 +21,9 @@ def _cfg(**kw: Any) -> ToolRolloutConfig:
     return ToolRolloutConfig(sampling=SamplingConfig(max_tokens=kw.pop("per_call", 200)), **kw)
 
 
-def _run(engine: ScriptedEngine, prompts: list[str], tools: dict[str, Any], tok: Any, cfg: ToolRolloutConfig) -> Any:
+def _run(
+    engine: ScriptedEngine, prompts: list[str], tools: dict[str, Any], tok: Any, cfg: ToolRolloutConfig
+) -> Any:
     return asyncio.run(run_tool_rollouts(engine, [engine.prompt(p) for p in prompts], tools, tok, cfg))
 
 
@@ -31,10 +33,17 @@ def echo(code: str) -> str:
     return code[::-1]
 
 
-def test_tokens_are_exact_engine_ids_plus_tool_turn_ids_and_mask_marks_model_tokens(bpe_tokenizer: Any) -> None:
+def test_tokens_are_exact_engine_ids_plus_tool_turn_ids_and_mask_marks_model_tokens(
+    bpe_tokenizer: Any,
+) -> None:
     tok = bpe_tokenizer
     # "4","2" as two ids: decoding and re-tokenising would give the single merged id for "42" (drift).
-    unmerged = tok.encode(f"x=1\n{FENCE}python\nprint(") + tok.encode("4") + tok.encode("2") + tok.encode(f")\n{FENCE}\n")
+    unmerged = (
+        tok.encode(f"x=1\n{FENCE}python\nprint(")
+        + tok.encode("4")
+        + tok.encode("2")
+        + tok.encode(f")\n{FENCE}\n")
+    )
     assert tok.encode(tok.decode(unmerged)) != unmerged  # the drift this test is about
     final = tok.encode("done")
     engine = ScriptedEngine(tok, {"Q:": [unmerged, final]})
@@ -51,19 +60,29 @@ def test_tokens_are_exact_engine_ids_plus_tool_turn_ids_and_mask_marks_model_tok
 def test_hermes_calls_get_a_chat_template_tool_turn(bpe_tokenizer: Any) -> None:
     tok = bpe_tokenizer
     call = '<tool_call>{"name": "python", "arguments": {"code": "abc"}}</tool_call>'
-    engine = ScriptedEngine(tok, {"Q:": [call, lambda ctx: "saw " + ctx.split("<|tool|>")[1].split("<|end|>")[0]]})
+    engine = ScriptedEngine(
+        tok, {"Q:": [call, lambda ctx: "saw " + ctx.split("<|tool|>")[1].split("<|end|>")[0]]}
+    )
     (t,) = _run(engine, ["Q:"], {"python": echo}, tok, _cfg(format="hermes"))
     text = tok.decode(t.token_ids)
     assert text == call + "<|end|><|tool|>cba<|end|><|assistant|>saw cba<eos>"
     turn = tok.encode("<|end|><|tool|>cba<|end|><|assistant|>")
     start = len(tok.encode(call))
-    assert t.mask[start : start + len(turn)] == [0] * len(turn) and t.token_ids[start : start + len(turn)] == turn
+    assert (
+        t.mask[start : start + len(turn)] == [0] * len(turn)
+        and t.token_ids[start : start + len(turn)] == turn
+    )
 
 
 def test_bad_calls_are_shown_to_the_model_and_counted(bpe_tokenizer: Any) -> None:
     tok = bpe_tokenizer
-    engine = ScriptedEngine(tok, {"A": ["<tool_call>{not json}</tool_call>", "ok"],
-                                  "B": ['<tool_call>{"name": "nope", "arguments": {}}</tool_call>', "ok"]})
+    engine = ScriptedEngine(
+        tok,
+        {
+            "A": ["<tool_call>{not json}</tool_call>", "ok"],
+            "B": ['<tool_call>{"name": "nope", "arguments": {}}</tool_call>', "ok"],
+        },
+    )
     a, b = _run(engine, ["A", "B"], {"python": echo}, tok, _cfg(format="hermes"))
     assert a.turns[0].result.status == "invalid_call" and "not valid JSON" in tok.decode(a.token_ids)
     assert b.turns[0].result.status == "invalid_call" and "unknown tool 'nope'" in tok.decode(b.token_ids)
@@ -123,8 +142,10 @@ def test_a_slow_tool_does_not_block_other_trajectories(bpe_tokenizer: Any) -> No
             release.set()
         return f"{FENCE}python\nfast\n{FENCE}\n"
 
-    engine = ScriptedEngine(tok, {"A": [f"{FENCE}python\nslow\n{FENCE}\n", "a done"],
-                                  "B": [b_step, b_step, b_step, b_step, "b done"]})
+    engine = ScriptedEngine(
+        tok,
+        {"A": [f"{FENCE}python\nslow\n{FENCE}\n", "a done"], "B": [b_step, b_step, b_step, b_step, "b done"]},
+    )
     a, b = _run(engine, ["A", "B"], {"python": gated}, tok, _cfg(max_turns=5))
     assert a.finish_reason == b.finish_reason == "stop" and len(b.turns) == 4
     first_a_continuation = next(i for i, s in enumerate(engine.seen) if s.startswith("A") and "output" in s)
@@ -135,15 +156,24 @@ def test_a_slow_tool_does_not_block_other_trajectories(bpe_tokenizer: Any) -> No
 @pytest.mark.docker
 @pytest.mark.slow
 def test_scripted_policy_runs_python_in_the_sandbox_and_continues_from_its_output(
-        bpe_tokenizer: Any, python_tool: Any) -> None:
+    bpe_tokenizer: Any, python_tool: Any
+) -> None:
     tok = bpe_tokenizer
 
     def answer(ctx: str) -> str:
         return "The answer is " + ctx.rsplit(f"{FENCE}output\n", 1)[1].split("\n")[0]
 
-    engine = ScriptedEngine(tok, {"Q1:": [f"{FENCE}python\nx = 6 * 7\nx\n{FENCE}\n",
-                                          f"{FENCE}python\nprint(x + 1)\n{FENCE}\n", answer],
-                                  "Q2:": [f"{FENCE}python\nprint(x)\n{FENCE}\n", answer]})
+    engine = ScriptedEngine(
+        tok,
+        {
+            "Q1:": [
+                f"{FENCE}python\nx = 6 * 7\nx\n{FENCE}\n",
+                f"{FENCE}python\nprint(x + 1)\n{FENCE}\n",
+                answer,
+            ],
+            "Q2:": [f"{FENCE}python\nprint(x)\n{FENCE}\n", answer],
+        },
+    )
     q1, q2 = _run(engine, ["Q1:", "Q2:"], {"python": python_tool}, tok, _cfg())
     assert [turn.result.text for turn in q1.turns] == ["42\n", "43\n"]
     assert tok.decode(q1.token_ids).endswith("The answer is 43<eos>")
@@ -179,14 +209,18 @@ def test_each_trajectory_has_its_own_session_ended_when_it_finishes(bpe_tokenize
     assert len(set(rec.calls)) == 2 and rec.calls.count(rec.calls[0]) == 1  # A's one call, B's three
     assert set(rec.ended) == set(rec.calls)
     a_session, b_session = rec.calls[0], rec.calls[-1]
-    assert rec.events.index(("end", a_session)) < len(rec.events) - 1 - rec.events[::-1].index(("call", b_session))
+    assert rec.events.index(("end", a_session)) < len(rec.events) - 1 - rec.events[::-1].index(
+        ("call", b_session)
+    )
     # A's session ended while B was still making calls
 
 
 def test_an_engine_failure_propagates_and_ends_the_sessions(bpe_tokenizer: Any) -> None:
     tok = bpe_tokenizer
     rec = _SessionRecorder()
-    engine = ScriptedEngine(tok, {"A": [f"{FENCE}python\n1\n{FENCE}\n"]}, eos=False)  # no step left: IndexError
+    engine = ScriptedEngine(
+        tok, {"A": [f"{FENCE}python\n1\n{FENCE}\n"]}, eos=False
+    )  # no step left: IndexError
     with pytest.raises(IndexError):
         _run(engine, ["A"], {"python": rec}, tok, _cfg())
     assert rec.ended == rec.calls and len(rec.calls) == 1
@@ -196,8 +230,15 @@ def test_a_set_seed_differs_per_generate_call(bpe_tokenizer: Any) -> None:
     tok = bpe_tokenizer
     block = f"{FENCE}python\n1\n{FENCE}\n"
     seeded = ScriptedEngine(tok, {"A": [block, block, "a"]})
-    asyncio.run(run_tool_rollouts(seeded, [seeded.prompt("A")], {"python": echo}, tok,
-                                  ToolRolloutConfig(sampling=SamplingConfig(seed=7))))
+    asyncio.run(
+        run_tool_rollouts(
+            seeded,
+            [seeded.prompt("A")],
+            {"python": echo},
+            tok,
+            ToolRolloutConfig(sampling=SamplingConfig(seed=7)),
+        )
+    )
     assert seeded.seeds[0] == 7 and len(set(seeded.seeds)) == len(seeded.seeds) == 3
     unseeded = ScriptedEngine(tok, {"A": [block, "a"]})
     _run(unseeded, ["A"], {"python": echo}, tok, _cfg())

@@ -31,21 +31,26 @@ def test_state_persists_within_a_trajectory(python_tool: PythonTool) -> None:
 
 
 def test_nothing_is_shared_between_trajectories(python_tool: PythonTool) -> None:
-    setup = ("import subprocess\nsecret = 1\nopen('/tmp/leak', 'w').write('x')\nopen('leak2', 'w').write('x')\n"
-             "p = subprocess.Popen(['sleep', '300'])")
+    setup = (
+        "import subprocess\nsecret = 1\nopen('/tmp/leak', 'w').write('x')\nopen('leak2', 'w').write('x')\n"
+        "p = subprocess.Popen(['sleep', '300'])"
+    )
     assert _call(python_tool, setup, "owner").ok
-    probe_code = ("import os\n"
-                  "print('secret' in globals(), os.path.exists('/tmp/leak'), os.path.exists('leak2'))\n"
-                  "for pid in filter(str.isdigit, os.listdir('/proc')):\n"
-                  "    try:\n"
-                  "        print(open(f'/proc/{pid}/cmdline', 'rb').read().replace(b'\\0', b' ').decode())\n"
-                  "    except OSError:\n"
-                  "        pass")
+    probe_code = (
+        "import os\n"
+        "print('secret' in globals(), os.path.exists('/tmp/leak'), os.path.exists('leak2'))\n"
+        "for pid in filter(str.isdigit, os.listdir('/proc')):\n"
+        "    try:\n"
+        "        print(open(f'/proc/{pid}/cmdline', 'rb').read().replace(b'\\0', b' ').decode())\n"
+        "    except OSError:\n"
+        "        pass"
+    )
     for i in range(3):  # every warm container of the pool (the owner's is reused first: idle list is LIFO)
         probe = _call(python_tool, probe_code, f"other-{i}")
         assert probe.ok, probe.text
         assert probe.text.splitlines()[0] == "False False False"
         assert "sleep 300" not in probe.text and "python3" in probe.text  # the listing itself works
+
 
 def test_errors_are_returned_to_the_model(python_tool: PythonTool) -> None:
     r = _call(python_tool, "def g():\n    return 1 / 0\ng()", "err")
@@ -56,8 +61,11 @@ def test_errors_are_returned_to_the_model(python_tool: PythonTool) -> None:
 
 HOSTILE = {
     "infinite loop": ("while True:\n    pass", "timeout"),
-    "fork bomb": ("import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass", "timeout"),
-    "memory bomb": ("x = bytearray(1 << 30)\nx[::4096] = b\"m\" * len(x[::4096])", "error"),
+    "fork bomb": (
+        "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass",
+        "timeout",
+    ),
+    "memory bomb": ('x = bytearray(1 << 30)\nx[::4096] = b"m" * len(x[::4096])', "error"),
     "huge output": ("while True:\n    print('y' * 10000)", "error"),
     "network": ("import socket\nsocket.create_connection(('1.1.1.1', 80), timeout=2)", "error"),
 }

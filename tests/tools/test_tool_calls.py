@@ -26,7 +26,11 @@ def test_hermes_parses_json_calls_and_reports_malformed_ones() -> None:
     assert ok is not None and (ok.name, ok.arguments, ok.error) == ("calculator", {"expression": "1+1"}, "")
     encoded = fmt.find('<tool_call>{"name": "p", "arguments": "{\\"code\\": \\"1\\"}"}</tool_call>')
     assert encoded is not None and encoded.arguments == {"code": "1"}
-    for bad, why in [("{oops}", "not valid JSON"), ('["a"]', "needs"), ('{"name": "p", "arguments": 3}', "object")]:
+    for bad, why in [
+        ("{oops}", "not valid JSON"),
+        ('["a"]', "needs"),
+        ('{"name": "p", "arguments": 3}', "object"),
+    ]:
         call = fmt.find(f"<tool_call>{bad}</tool_call>")
         assert call is not None and why in call.error
     assert fmt.find("<tool_call>{") is None
@@ -36,8 +40,10 @@ def test_tool_turns_are_the_formats_wrapping(bpe_tokenizer: Any) -> None:
     tok = bpe_tokenizer
     assert tok.decode(FencedFormat().tool_turn("42", tok)) == f"{F}output\n42\n{F}\n"
     assert tok.decode(FencedFormat().tool_turn("42\n", tok)) == f"{F}output\n42\n{F}\n"
-    assert tok.decode(HermesFormat().tool_turn("42", tok), skip_special_tokens=False) == \
-        "<|end|><|tool|>42<|end|><|assistant|>"
+    assert (
+        tok.decode(HermesFormat().tool_turn("42", tok), skip_special_tokens=False)
+        == "<|end|><|tool|>42<|end|><|assistant|>"
+    )
 
 
 def test_unknown_format_is_a_clear_error() -> None:

@@ -24,10 +24,18 @@ def add(a: int, b: int = 1) -> int:
 
 def test_decorator_builds_a_schema_and_calls_the_function() -> None:
     assert isinstance(add, Tool)
-    assert schema(add) == {"type": "function", "function": {
-        "name": "add", "description": "Add two integers.",
-        "parameters": {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
-                       "required": ["a"]}}}
+    assert schema(add) == {
+        "type": "function",
+        "function": {
+            "name": "add",
+            "description": "Add two integers.",
+            "parameters": {
+                "type": "object",
+                "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+                "required": ["a"],
+            },
+        },
+    }
     r = _call(add, {"a": 2, "b": 3})
     assert (r.text, r.status) == ("5", "ok") and _call(add, {"a": 2}).text == "3"
     bad = _call(add, {"c": 1})
@@ -51,6 +59,7 @@ def test_function_tool_failures_are_results_not_exceptions() -> None:
 
 def test_decorator_rejects_unsupported_parameter_types() -> None:
     with pytest.raises(TypeError, match="parameter 'x' has type"):
+
         @tool()
         def f(x: list) -> str:  # type: ignore[type-arg]
             return ""
@@ -84,21 +93,41 @@ def test_pyproject_declares_the_builtin_entry_points() -> None:
     assert meta["project"]["entry-points"][ENTRY_POINT_GROUP] == BUILTIN
 
 
-@pytest.mark.parametrize(("expr", "value"), [
-    ("2^10 - sqrt(16)", "1020"), ("1/3 + 1/6", "1/2 ≈ 0.500000000000000"), ("factor(x^2 - 1)", "(x - 1)*(x + 1)"),
-    ("10!", "3628800"), ("solve(x^2 - 4, x)", "[-2, 2]"), ("7 % 3", "1"), ("2 x + 3 x", "5*x"),
-])
+@pytest.mark.parametrize(
+    ("expr", "value"),
+    [
+        ("2^10 - sqrt(16)", "1020"),
+        ("1/3 + 1/6", "1/2 ≈ 0.500000000000000"),
+        ("factor(x^2 - 1)", "(x - 1)*(x + 1)"),
+        ("10!", "3628800"),
+        ("solve(x^2 - 4, x)", "[-2, 2]"),
+        ("7 % 3", "1"),
+        ("2 x + 3 x", "5*x"),
+    ],
+)
 def test_calculator_values(expr: str, value: str) -> None:
     assert evaluate(expr) == value
     assert _call(calculator, {"expression": expr}).text == value
 
 
-@pytest.mark.parametrize(("expr", "why"), [
-    ("__import__('os').system('id')", "only numbers"), ("(1).__class__", "only numbers"), ("x.real", "only numbers"),
-    ("open(1)", "unknown name"), ("9^9^9", "exponent too large"), ("2**(10**6)", "exponent too large"),
-    ("(10**5)!", "factorial argument"), ("factorial(10000000)", "factorial argument"), ("10000000!", "factorial"),
-    ("binomial(10**9, 10**8)", "binomial argument"), ("integrate(x, x)", "unknown name"), ("1" * 600, "longer than"), ("", "empty"),
-])
+@pytest.mark.parametrize(
+    ("expr", "why"),
+    [
+        ("__import__('os').system('id')", "only numbers"),
+        ("(1).__class__", "only numbers"),
+        ("x.real", "only numbers"),
+        ("open(1)", "unknown name"),
+        ("9^9^9", "exponent too large"),
+        ("2**(10**6)", "exponent too large"),
+        ("(10**5)!", "factorial argument"),
+        ("factorial(10000000)", "factorial argument"),
+        ("10000000!", "factorial"),
+        ("binomial(10**9, 10**8)", "binomial argument"),
+        ("integrate(x, x)", "unknown name"),
+        ("1" * 600, "longer than"),
+        ("", "empty"),
+    ],
+)
 def test_calculator_refuses_unsafe_or_unbounded_input(expr: str, why: str) -> None:
     with pytest.raises(ValueError, match=why):
         evaluate(expr)

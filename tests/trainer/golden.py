@@ -32,18 +32,38 @@ RUNS: dict[str, dict[str, dict[str, Any]]] = {
     "grpo": {
         "recompute": {},
         "auto_kl_loss": {"algorithm": {"old_logprobs": "auto", "kl_coef": 0.05}},
-        "rollout_kl_reward_epochs": {"algorithm": {"old_logprobs": "rollout", "kl_coef": 0.05, "kl_mode": "reward",
-                                                   "advantage": "rloo", "epochs": 2, "mini_batch_size": 16}},
+        "rollout_kl_reward_epochs": {
+            "algorithm": {
+                "old_logprobs": "rollout",
+                "kl_coef": 0.05,
+                "kl_mode": "reward",
+                "advantage": "rloo",
+                "epochs": 2,
+                "mini_batch_size": 16,
+            }
+        },
     },
     "ppo": {
-        "gae": {"algorithm": {"name": "ppo", "old_logprobs": "auto"}, "optim": {"lr": 0.01, "critic_lr": 0.001}},
+        "gae": {
+            "algorithm": {"name": "ppo", "old_logprobs": "auto"},
+            "optim": {"lr": 0.01, "critic_lr": 0.001},
+        },
     },
 }
 # What is pinned per step: reward, loss, grad norm (and the critic's for PPO), plus the quantities between
 # them, so a mismatch points at the stage that moved.
 THREADS = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}  # set in the environment the runs inherit
-KEYS = ("reward/mean", "advantage/abs_mean", "policy/loss", "policy/pg_loss", "policy/grad_norm", "policy/kl",
-        "critic/value_loss", "critic/grad_norm", "critic/returns_mean")
+KEYS = (
+    "reward/mean",
+    "advantage/abs_mean",
+    "policy/loss",
+    "policy/pg_loss",
+    "policy/grad_norm",
+    "policy/kl",
+    "critic/value_loss",
+    "critic/grad_norm",
+    "critic/returns_mean",
+)
 
 
 def golden_path(algo: str) -> Path:
@@ -62,10 +82,16 @@ def run_variant(tmp_path: Path, model: Path, algo: str, variant: str) -> list[di
 
 
 def record(algo: str, tmp_path: Path, model: Path) -> dict[str, Any]:
-    out = {"regenerate": "PYTHONPATH=$PWD .venv/bin/python -m tests.trainer.golden " + algo,
-           "base": BASE, "variants": {}}
+    out = {
+        "regenerate": "PYTHONPATH=$PWD .venv/bin/python -m tests.trainer.golden " + algo,
+        "base": BASE,
+        "variants": {},
+    }
     for variant, overrides in RUNS[algo].items():
-        out["variants"][variant] = {"overrides": overrides, "steps": run_variant(tmp_path, model, algo, variant)}
+        out["variants"][variant] = {
+            "overrides": overrides,
+            "steps": run_variant(tmp_path, model, algo, variant),
+        }
     return out
 
 

@@ -38,5 +38,7 @@ class MislabelledContains(ContainsAnswer):
     name = "mislabelled_contains"
 
     def golden_cases(self) -> list[dict[str, Any]]:
-        return [{"response": "7", "ground_truth": "7", "verdict": "correct"},
-                {"response": "8", "ground_truth": "7", "verdict": "correct", "note": "mislabelled on purpose"}]
+        return [
+            {"response": "7", "ground_truth": "7", "verdict": "correct"},
+            {"response": "8", "ground_truth": "7", "verdict": "correct", "note": "mislabelled on purpose"},
+        ]

@@ -10,8 +10,10 @@ from reasoning_rl.config import SourceConfig, load_config
 from reasoning_rl.data import DataError, load_examples, render_all
 from tests.trainer.test_train_e2e import config
 
-TEMPLATE = ("{% for m in messages %}[{{ m['role'] }}] {{ m['content'] }}\n{% endfor %}"
-            "{% if add_generation_prompt %}[assistant] {% endif %}")
+TEMPLATE = (
+    "{% for m in messages %}[{{ m['role'] }}] {{ m['content'] }}\n{% endfor %}"
+    "{% if add_generation_prompt %}[assistant] {% endif %}"
+)
 
 
 @pytest.fixture
@@ -24,9 +26,12 @@ def tok(tiny_model_dir: Path):  # type: ignore[no-untyped-def]
 def _rendered(tok, tmp_path: Path, *overrides: str) -> str:  # type: ignore[no-untyped-def]
     cfg = load_config(config(tmp_path, tmp_path, "t"), [*overrides, "data.system_prompt=Be brief."])
     examples = load_examples([SourceConfig(generator="fixed_digit", size=1)], cfg.data, seed=0)
-    prompts, _ = render_all(tok, examples, chat_template=cfg.data.chat_template, max_prompt_tokens=4096,
-                            skip_long=False)
-    return "".join(tok.convert_ids_to_tokens(prompts[0].token_ids))  # the tiny char tokenizer has no whitespace tokens
+    prompts, _ = render_all(
+        tok, examples, chat_template=cfg.data.chat_template, max_prompt_tokens=4096, skip_long=False
+    )
+    return "".join(
+        tok.convert_ids_to_tokens(prompts[0].token_ids)
+    )  # the tiny char tokenizer has no whitespace tokens
 
 
 def test_inline_template_from_an_unquoted_override(tok, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

@@ -28,10 +28,18 @@ def hf_config(tmp_path: Path, model: Path | str, name: str, **sections: Any) -> 
     return config(tmp_path, Path(model), name, **sections)
 
 
-def run(cmd: list[str], *, cwd: Path = REPO, extra_env: dict[str, str] | None = None,
-        timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(cmd, cwd=cwd, env={**env(), **(extra_env or {})}, capture_output=True, text=True,
-                          timeout=timeout, preexec_fn=lambda: os.umask(0o022))
+def run(
+    cmd: list[str], *, cwd: Path = REPO, extra_env: dict[str, str] | None = None, timeout: float = 300
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        cmd,
+        cwd=cwd,
+        env={**env(), **(extra_env or {})},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        preexec_fn=lambda: os.umask(0o022),
+    )
 
 
 def ok(proc: subprocess.CompletedProcess[str]) -> subprocess.CompletedProcess[str]:
@@ -62,11 +70,15 @@ def test_user_errors_go_to_stderr(tmp_path: Path, tiny_model_dir: Path) -> None:
     """Before: `rrl train` / `rrl eval` printed their errors to stdout."""
     cfg = hf_config(tmp_path, tiny_model_dir, "typo")
     user_error(run(train_cmd(cfg, "rollout.temprature=2")), "rollout.temprature: unknown key")
-    user_error(run([sys.executable, "-m", "reasoning_rl.cli", "eval", "--model", str(tiny_model_dir)]),
-               "needs CONFIG.yaml, or both --model and --data")
+    user_error(
+        run([sys.executable, "-m", "reasoning_rl.cli", "eval", "--model", str(tiny_model_dir)]),
+        "needs CONFIG.yaml, or both --model and --data",
+    )
 
 
-@pytest.mark.skipif(__import__("importlib.util").util.find_spec("wandb") is not None, reason="wandb is installed")
+@pytest.mark.skipif(
+    __import__("importlib.util").util.find_spec("wandb") is not None, reason="wandb is installed"
+)
 def test_missing_wandb_fails_before_loading_the_model(tmp_path: Path, tiny_model_dir: Path) -> None:
     """Before: a RuntimeError traceback, after the model, engine and data were loaded."""
     proc = run(train_cmd(hf_config(tmp_path, tiny_model_dir, "wb"), "logging.wandb=true"))
@@ -84,11 +96,17 @@ def test_resume_refuses_changed_data_and_keys_and_keeps_config(tmp_path: Path, t
     run_dir = tmp_path / "res"
     before = (run_dir / "config.yaml").read_bytes()
 
-    user_error(run(train_cmd(cfg, "trainer.resume=auto", "trainer.steps=3", "optim.lr=0.02", "run.seed=3")),
-               "optim.lr: 0.01 -> 0.02", "run.seed: 0 -> 3", "--force")
+    user_error(
+        run(train_cmd(cfg, "trainer.resume=auto", "trainer.steps=3", "optim.lr=0.02", "run.seed=3")),
+        "optim.lr: 0.01 -> 0.02",
+        "run.seed: 0 -> 3",
+        "--force",
+    )
     rows.write_text("".join(json.dumps({"question": f"say {i}", "answer": "8"}) + "\n" for i in range(8)))
-    user_error(run(train_cmd(cfg, "trainer.resume=auto", "trainer.steps=3")),
-               "the training data changed since that checkpoint (same count (8) but different rows)")
+    user_error(
+        run(train_cmd(cfg, "trainer.resume=auto", "trainer.steps=3")),
+        "the training data changed since that checkpoint (same count (8) but different rows)",
+    )
     assert (run_dir / "config.yaml").read_bytes() == before  # still describes the checkpoints
 
     forced = ok(run(train_cmd(cfg, "trainer.resume=auto", "trainer.steps=3", "optim.lr=0.02", "--force")))
@@ -98,7 +116,9 @@ def test_resume_refuses_changed_data_and_keys_and_keeps_config(tmp_path: Path, t
     assert [r["step"] for r in metrics(run_dir) if "reward/mean" in r] == [1, 2, 3]
 
 
-def test_resume_auto_without_checkpoint_says_so_and_keeps_metrics(tmp_path: Path, tiny_model_dir: Path) -> None:
+def test_resume_auto_without_checkpoint_says_so_and_keeps_metrics(
+    tmp_path: Path, tiny_model_dir: Path
+) -> None:
     """Before: it started fresh silently and deleted the crashed run's metrics.jsonl."""
     cfg = hf_config(tmp_path, tiny_model_dir, "crashed")
     run_dir = tmp_path / "crashed"
@@ -111,7 +131,9 @@ def test_resume_auto_without_checkpoint_says_so_and_keeps_metrics(tmp_path: Path
     assert (run_dir / "metrics.1.jsonl").read_text() == '{"step": 1, "reward/mean": 0.25}\n'
 
 
-def test_exports_are_self_contained_identical_in_layout_and_readable(tmp_path: Path, tiny_model_dir: Path) -> None:
+def test_exports_are_self_contained_identical_in_layout_and_readable(
+    tmp_path: Path, tiny_model_dir: Path
+) -> None:
     """Before: `rrl export` rebuilt the model from the config's relative base-model path (so it failed from
     another directory), the two exports differed (use_cache false vs true, export/ vs export/step_N), and
     export and checkpoint dirs were 0700."""
@@ -142,11 +164,19 @@ def test_exports_are_self_contained_identical_in_layout_and_readable(tmp_path: P
         assert stat.S_IMODE(d.stat().st_mode) == 0o755, d
 
 
-def test_final_eval_at_last_step_and_rows_carry_prompt_and_truth(tmp_path: Path, tiny_model_dir: Path) -> None:
+def test_final_eval_at_last_step_and_rows_carry_prompt_and_truth(
+    tmp_path: Path, tiny_model_dir: Path
+) -> None:
     """Before: no eval at the last step unless trainer.steps % eval.every == 0; samples/ and eval rows had
     neither the prompt (unrecoverable for generator data) nor the ground truth."""
-    cfg = hf_config(tmp_path, tiny_model_dir, "ev", trainer={"steps": 3},
-                    data={"val": {"generator": "fixed_digit", "size": 3}}, eval={"every": 2})
+    cfg = hf_config(
+        tmp_path,
+        tiny_model_dir,
+        "ev",
+        trainer={"steps": 3},
+        data={"val": {"generator": "fixed_digit", "size": 3}},
+        eval={"every": 2},
+    )
     ok(run(train_cmd(cfg)))
     run_dir = tmp_path / "ev"
     assert sorted(p.name for p in (run_dir / "eval").iterdir()) == ["step_2.jsonl", "step_3.jsonl"]
@@ -161,8 +191,9 @@ def test_progress_on_a_pipe_is_one_unwrapped_line_per_step(tmp_path: Path, tiny_
     """Before: with stdout not a terminal the default rich console showed nothing until the run ended, and
     wrapped lines at 80 columns."""
     cfg = hf_config(tmp_path, tiny_model_dir, "pipe", trainer={"steps": 12}, logging={"console": "rich"})
-    proc = subprocess.Popen(train_cmd(cfg), cwd=REPO, env=env(), stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL, text=True)
+    proc = subprocess.Popen(
+        train_cmd(cfg), cwd=REPO, env=env(), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+    )
     assert proc.stdout is not None
     seen: list[str] = []
     running_at_first_step = None

@@ -17,20 +17,39 @@ from tests.test_report import make_run
 
 
 def _row(i: int, score: float, verdict: str, reason: str, response: str | None = None) -> dict[str, Any]:
-    return {"id": f"q{i}", "group": i, "sample": 0, "data_source": "arith",
-            "prompt": [{"role": "user", "content": f"What is {i}+{i}?"}], "ground_truth": str(2 * i),
-            "response": response if response is not None else f"answer {i}", "finish_reason": "stop",
-            "score": score, "verdict": verdict, "reason": reason, "details": {}}
+    return {
+        "id": f"q{i}",
+        "group": i,
+        "sample": 0,
+        "data_source": "arith",
+        "prompt": [{"role": "user", "content": f"What is {i}+{i}?"}],
+        "ground_truth": str(2 * i),
+        "response": response if response is not None else f"answer {i}",
+        "finish_reason": "stop",
+        "score": score,
+        "verdict": verdict,
+        "reason": reason,
+        "details": {},
+    }
 
 
-ROWS = [_row(1, 0.0, "incorrect", "not equivalent"), _row(2, 1.0, "correct", "equivalent"),
-        _row(3, 0.0, "error", "sandbox down"), _row(4, 0.5, "correct", "partial | half"),
-        _row(5, 0.0, "incorrect", "no box", response="a <script>alert(1)</script>\nline two")]
+ROWS = [
+    _row(1, 0.0, "incorrect", "not equivalent"),
+    _row(2, 1.0, "correct", "equivalent"),
+    _row(3, 0.0, "error", "sandbox down"),
+    _row(4, 0.5, "correct", "partial | half"),
+    _row(5, 0.0, "incorrect", "no box", response="a <script>alert(1)</script>\nline two"),
+]
 
 
 def test_pick_takes_best_worst_and_errored_in_turn() -> None:
     picked = pick(ROWS, 4)
-    assert [(k, r["id"]) for k, r in picked] == [("best", "q2"), ("worst", "q5"), ("errored", "q3"), ("best", "q4")]
+    assert [(k, r["id"]) for k, r in picked] == [
+        ("best", "q2"),
+        ("worst", "q5"),
+        ("errored", "q3"),
+        ("best", "q4"),
+    ]
     assert len({r["id"] for _, r in pick(ROWS, 99)}) == len(ROWS)  # each sample once, none lost
     assert pick(ROWS, 0) == [] and pick([], 5) == []
 
@@ -45,7 +64,9 @@ def _text_events(tb_dir: Path) -> dict[int, str]:
 
 
 def test_tensorboard_gets_the_samples_as_text(tmp_path: Path) -> None:
-    log = MetricsLogger(tmp_path, LoggingConfig(console="none", tensorboard=True, log_completions=3), total_steps=2)
+    log = MetricsLogger(
+        tmp_path, LoggingConfig(console="none", tensorboard=True, log_completions=3), total_steps=2
+    )
     log.log_samples(1, ROWS)
     log.log_samples(2, ROWS[:1])
     log.close()
@@ -60,7 +81,9 @@ def test_tensorboard_gets_the_samples_as_text(tmp_path: Path) -> None:
 
 
 def test_no_completions_logged_when_off(tmp_path: Path) -> None:
-    log = MetricsLogger(tmp_path, LoggingConfig(console="none", tensorboard=True, log_completions=0), total_steps=1)
+    log = MetricsLogger(
+        tmp_path, LoggingConfig(console="none", tensorboard=True, log_completions=0), total_steps=1
+    )
     log.log_samples(1, ROWS)
     log.log(1, {"reward/mean": 0.5})
     log.close()
@@ -83,10 +106,12 @@ def test_wandb_gets_a_table(tmp_path: Path) -> None:
         def finish(self) -> None:
             pass
 
-    log = MetricsLogger(tmp_path, LoggingConfig(console="none", tensorboard=False, log_completions=2), total_steps=1)
+    log = MetricsLogger(
+        tmp_path, LoggingConfig(console="none", tensorboard=False, log_completions=2), total_steps=1
+    )
     log._wandb = Run()
     log.log_samples(3, ROWS)
-    (data, step), = Run.logged
+    ((data, step),) = Run.logged
     assert step == 3 and isinstance(data["samples"], wandb.Table)
     assert list(data["samples"].columns) == list(COLUMNS) and len(data["samples"].data) == 2
 
@@ -97,7 +122,7 @@ def test_report_has_a_searchable_samples_section(tmp_path: Path) -> None:
     for step, rows in ((1, ROWS), (2, ROWS[:2])):
         (run / "samples" / f"step_{step}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     page = write_report(run).html.read_text()
-    section = page[page.index("<h2>Samples</h2>"):]
+    section = page[page.index("<h2>Samples</h2>") :]
     assert 'id="sample-search"' in section and "rrlSampleSearch" in section
     assert "step 1: 5 samples, 1 errored" in section and "step 2: 2 samples, 0 errored" in section
     assert section.count('<tr class="sample">') == 5 + 2

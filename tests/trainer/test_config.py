@@ -26,8 +26,17 @@ def test_defaults_and_single_source_shorthand(tmp_path: Path) -> None:
 
 
 def test_dotted_overrides_typed_and_list_items(tmp_path: Path) -> None:
-    cfg = load_config(write(tmp_path, MINIMAL), ["rollout.n=4", "optim.lr=3e-4", "trainer.resume=auto",
-                                                 "rollout.stop=[a, b]", "data.train.0.size=12", "run.name=x"])
+    cfg = load_config(
+        write(tmp_path, MINIMAL),
+        [
+            "rollout.n=4",
+            "optim.lr=3e-4",
+            "trainer.resume=auto",
+            "rollout.stop=[a, b]",
+            "data.train.0.size=12",
+            "run.name=x",
+        ],
+    )
     assert cfg.rollout.n == 4 and cfg.optim.lr == 3e-4 and cfg.trainer.resume == "auto"
     assert cfg.rollout.stop == ["a", "b"] and cfg.data.train[0].size == 12
     assert cfg.run_dir == Path("runs/x")
@@ -58,14 +67,18 @@ def test_missing_required_and_bad_types(tmp_path: Path) -> None:
 
 def test_batch_and_algorithm_consistency(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="mini_batch_size=5 must divide"):
-        load_config(write(tmp_path, MINIMAL), ["trainer.batch_size=2", "rollout.n=4", "algorithm.mini_batch_size=5"])
+        load_config(
+            write(tmp_path, MINIMAL), ["trainer.batch_size=2", "rollout.n=4", "algorithm.mini_batch_size=5"]
+        )
     assert load_config(write(tmp_path, MINIMAL), ["algorithm.name=ppo"]).algorithm.advantage == "gae"
     with pytest.raises(ConfigError, match="gae"):
         load_config(write(tmp_path, MINIMAL), ["algorithm.advantage=gae"])
 
 
 def test_engine_args_pass_through_but_not_over_owned_keys(tmp_path: Path) -> None:
-    cfg = load_config(write(tmp_path, MINIMAL), ["rollout.engine_args={max_num_seqs: 4, async_scheduling: true}"])
+    cfg = load_config(
+        write(tmp_path, MINIMAL), ["rollout.engine_args={max_num_seqs: 4, async_scheduling: true}"]
+    )
     assert cfg.rollout.engine_args == {"max_num_seqs": 4, "async_scheduling": True}
     with pytest.raises(ConfigError, match=r"rollout.engine_args.*\['seed'\] are set from other keys"):
         load_config(write(tmp_path, MINIMAL), ["rollout.engine_args={seed: 1}"])
@@ -122,5 +135,7 @@ def test_indexing_an_empty_list_names_the_list(tmp_path: Path) -> None:
     path = write(tmp_path, MINIMAL)
     with pytest.raises(ConfigError, match=r"data\.val has no items to index .*data\.val=\[\{path: FILE\}\]"):
         load_config(path, ["data.val.0.limit=2"])
-    with pytest.raises(ConfigError, match=r"override index data\.train\.3 is out of range \(list has 1 items\)"):
+    with pytest.raises(
+        ConfigError, match=r"override index data\.train\.3 is out of range \(list has 1 items\)"
+    ):
         load_config(path, ["data.train.3.limit=2"])

@@ -10,8 +10,13 @@ import pytest
 from reasoning_rl.config import DataConfig, SourceConfig
 from reasoning_rl.data import DataError, LoadReport, PromptSampler, arithmetic, load_examples, render_prompt
 
-VERL_ROW = {"data_source": "gsm8k", "prompt": [{"role": "user", "content": "1+1?"}], "ability": "math",
-            "reward_model": {"style": "rule", "ground_truth": "2"}, "extra_info": {"index": 3}}
+VERL_ROW = {
+    "data_source": "gsm8k",
+    "prompt": [{"role": "user", "content": "1+1?"}],
+    "ability": "math",
+    "reward_model": {"style": "rule", "ground_truth": "2"},
+    "extra_info": {"index": 3},
+}
 SIMPLE_ROW = {"question": "What is 2+3?", "answer": "5"}
 
 
@@ -35,8 +40,12 @@ def test_verl_and_simple_schema(tmp_path: Path) -> None:
 
 
 def test_grader_routing_explicit_source_ability_default(tmp_path: Path) -> None:
-    rows = [{**SIMPLE_ROW, "grader": "code"}, {**SIMPLE_ROW, "data_source": "apps"},
-            {**SIMPLE_ROW, "ability": "lean"}, SIMPLE_ROW]
+    rows = [
+        {**SIMPLE_ROW, "grader": "code"},
+        {**SIMPLE_ROW, "data_source": "apps"},
+        {**SIMPLE_ROW, "ability": "lean"},
+        SIMPLE_ROW,
+    ]
     cfg = data_cfg(grader_map={"apps": "code", "lean": "lean"})
     ex = load_examples([SourceConfig(path=str(jsonl(tmp_path / "r.jsonl", rows)))], cfg, seed=0)
     assert [e.grader for e in ex] == ["code", "code", "lean", "math"]
@@ -79,7 +88,7 @@ def test_generator_is_seeded_and_correct() -> None:
     assert a == b and a != arithmetic(50, 4, word_problems=0.5)
     for row in a:
         if row["question"].startswith("What is"):
-            expr = row["question"][len("What is "):-1]
+            expr = row["question"][len("What is ") : -1]
             assert str(eval(expr)) == row["answer"]  # noqa: S307 - our own generated expression
 
 
@@ -117,13 +126,21 @@ def test_reasoning_gym_recipe_rows_load_and_grade(tmp_path: Path) -> None:
     recipe = Path(__file__).resolve().parents[2] / "datasets" / "recipes" / "gym_tasks.py"
     out = tmp_path / "gsm.jsonl"
     for path in (out, tmp_path / "again.jsonl"):
-        subprocess.run([sys.executable, str(recipe), "gsm_symbolic", str(path), "--size", "5", "--seed", "3"],
-                       check=True, capture_output=True, text=True)
+        subprocess.run(
+            [sys.executable, str(recipe), "gsm_symbolic", str(path), "--size", "5", "--seed", "3"],
+            check=True,
+            capture_output=True,
+            text=True,
+        )
     assert out.read_text() == (tmp_path / "again.jsonl").read_text()  # seeded: same rows
     ex = load_examples([SourceConfig(path=str(out))], data_cfg(), seed=0)
     assert len(ex) == 5 and all(e.data_source == "rg_gsm_symbolic" for e in ex)
-    assert all(graders.grade("math", f"\\boxed{{{e.ground_truth}}}", e.ground_truth).verdict == "correct" for e in ex)
-    bad = subprocess.run([sys.executable, str(recipe), "gsm_symbolc", str(out)], capture_output=True, text=True)
+    assert all(
+        graders.grade("math", f"\\boxed{{{e.ground_truth}}}", e.ground_truth).verdict == "correct" for e in ex
+    )
+    bad = subprocess.run(
+        [sys.executable, str(recipe), "gsm_symbolc", str(out)], capture_output=True, text=True
+    )
     assert bad.returncode != 0 and "unknown reasoning-gym dataset 'gsm_symbolc'" in bad.stderr
     assert "Traceback" not in bad.stderr
 
@@ -135,28 +152,49 @@ def test_decontaminate_recipe_drops_templated_copies_only(tmp_path: Path) -> Non
     import sys
 
     recipe = Path(__file__).resolve().parents[2] / "datasets" / "recipes" / "decontaminate.py"
-    train, test, out, report = (tmp_path / n for n in ("train.jsonl", "test.jsonl", "out.jsonl", "report.jsonl"))
-    train.write_text(json.dumps({"question": "Liam hid 10 dozen eggs in the yard for the Easter egg hunt. Oliver "
-                                 "finds 14 eggs. Noah finds 2 times as many as Oliver. How many eggs are still "
-                                 "hidden in the yard?", "answer": "78"}) + "\n")
-    copy = ("Cole hid 3 dozen eggs in the yard for the Easter egg hunt. Lamar finds 5 eggs. Stacy finds twice as "
-            "many as Lamar. How many eggs are still hidden in the yard?")
+    train, test, out, report = (
+        tmp_path / n for n in ("train.jsonl", "test.jsonl", "out.jsonl", "report.jsonl")
+    )
+    train.write_text(
+        json.dumps(
+            {
+                "question": "Liam hid 10 dozen eggs in the yard for the Easter egg hunt. Oliver "
+                "finds 14 eggs. Noah finds 2 times as many as Oliver. How many eggs are still "
+                "hidden in the yard?",
+                "answer": "78",
+            }
+        )
+        + "\n"
+    )
+    copy = (
+        "Cole hid 3 dozen eggs in the yard for the Easter egg hunt. Lamar finds 5 eggs. Stacy finds twice as "
+        "many as Lamar. How many eggs are still hidden in the yard?"
+    )
     other = "A robe takes 2 bolts of blue fiber and half that much white fiber. How many bolts in total does it take?"
-    test.write_text(json.dumps({"question": copy, "answer": "21"}) + "\n"
-                    + json.dumps({"prompt": [{"role": "user", "content": other}], "answer": "3"}) + "\n")
-    proc = subprocess.run([sys.executable, str(recipe), str(train), str(test), str(out), "--report", str(report)],
-                          capture_output=True, text=True)
+    test.write_text(
+        json.dumps({"question": copy, "answer": "21"})
+        + "\n"
+        + json.dumps({"prompt": [{"role": "user", "content": other}], "answer": "3"})
+        + "\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, str(recipe), str(train), str(test), str(out), "--report", str(report)],
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 0, proc.stderr
     assert [json.loads(line)["answer"] for line in out.read_text().splitlines()] == ["3"]
     assert [json.loads(line)["eval"] for line in report.read_text().splitlines()] == [copy]
     assert "kept 1 of 2 rows" in proc.stdout
     test.write_text('{"question": "ok"}\nnot json\n')
-    bad = subprocess.run([sys.executable, str(recipe), str(train), str(test), str(out)], capture_output=True,
-                         text=True)
+    bad = subprocess.run(
+        [sys.executable, str(recipe), str(train), str(test), str(out)], capture_output=True, text=True
+    )
     assert bad.returncode != 0 and f"{test}:2: not JSON" in bad.stderr and "Traceback" not in bad.stderr
     test.write_text('{"question": "ok"}\n{"answer": "3"}\n')
-    bad = subprocess.run([sys.executable, str(recipe), str(train), str(test), str(out)], capture_output=True,
-                         text=True)
+    bad = subprocess.run(
+        [sys.executable, str(recipe), str(train), str(test), str(out)], capture_output=True, text=True
+    )
     assert bad.returncode != 0 and f"{test}:2: no 'question'" in bad.stderr and "Traceback" not in bad.stderr
 
 
@@ -166,7 +204,9 @@ def test_unknown_default_grader_is_named_even_when_skipping_bad_rows(tmp_path: P
     path = tmp_path / "rows.jsonl"
     path.write_text('{"question": "1+1?", "answer": "2"}\n')
     data = DataConfig(train=[SourceConfig(path=str(path))], default_grader="mathz", on_bad_row="skip")
-    with pytest.raises(DataError, match=r"data\.default_grader='mathz' is not an installed grader; available: .*math"):
+    with pytest.raises(
+        DataError, match=r"data\.default_grader='mathz' is not an installed grader; available: .*math"
+    ):
         load_examples(data.train, data, seed=0, known_graders=frozenset({"math", "code"}))
     data = DataConfig(train=[SourceConfig(path=str(path))], grader_map={"gsm8k": "maht"}, on_bad_row="skip")
     with pytest.raises(DataError, match=r"data\.grader_map\.gsm8k='maht'"):

@@ -29,9 +29,30 @@ def test_eval_a_moved_run_dir_by_step_from_anywhere(tmp_path: Path, tiny_model_d
     cwd = tmp_path / "somewhere"
     cwd.mkdir()
     cli = [sys.executable, "-m", "reasoning_rl.cli", "eval"]
-    proc = ok(run([*cli, "--model", str(moved), "--step", "1", "--data", str(data), "--n", "2", "-o", str(out),
-                   "rollout.engine=hf", "rollout.max_tokens=4", "eval.temperature=1.0", "run.doctor=false", f"run.dir={tmp_path / 'ev'}",
-                   "data.default_grader=task_graders:ContainsAnswer"], cwd=cwd))
+    proc = ok(
+        run(
+            [
+                *cli,
+                "--model",
+                str(moved),
+                "--step",
+                "1",
+                "--data",
+                str(data),
+                "--n",
+                "2",
+                "-o",
+                str(out),
+                "rollout.engine=hf",
+                "rollout.max_tokens=4",
+                "eval.temperature=1.0",
+                "run.doctor=false",
+                f"run.dir={tmp_path / 'ev'}",
+                "data.default_grader=task_graders:ContainsAnswer",
+            ],
+            cwd=cwd,
+        )
+    )
     assert (moved / "export" / "step_1" / "config.json").is_file()
     assert not (moved / "export" / "step_2").exists()  # only the step asked for
     rows = [json.loads(line) for line in out.read_text().splitlines()]
@@ -39,5 +60,7 @@ def test_eval_a_moved_run_dir_by_step_from_anywhere(tmp_path: Path, tiny_model_d
     assert "pass@2" in proc.stdout
     err = user_error(run([*cli, "--model", str(moved), "--step", "9", "--data", str(data)], cwd=cwd))
     assert "no complete checkpoint for step 9" in err and "[1, 2]" in err
-    err = user_error(run([*cli, "--model", str(data.parent / "q.jsonl"), "--step", "1", "--data", str(data)], cwd=cwd))
+    err = user_error(
+        run([*cli, "--model", str(data.parent / "q.jsonl"), "--step", "1", "--data", str(data)], cwd=cwd)
+    )
     assert "--model must be a run directory" in err

@@ -24,10 +24,13 @@ RTOL, ATOL = 1e-3, 1e-5
 
 
 @pytest.mark.parametrize(("algo", "variant"), [(a, v) for a, vs in RUNS.items() for v in vs])
-def test_golden_trajectory(algo: str, variant: str, tmp_path: Path, tiny_model_dir: Path,
-                           monkeypatch: pytest.MonkeyPatch) -> None:
+def test_golden_trajectory(
+    algo: str, variant: str, tmp_path: Path, tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     golden = json.loads(golden_path(algo).read_text())["variants"][variant]
-    assert golden["overrides"] == RUNS[algo][variant], "the run changed: regenerate (see tests/trainer/golden.py)"
+    assert golden["overrides"] == RUNS[algo][variant], (
+        "the run changed: regenerate (see tests/trainer/golden.py)"
+    )
     for key, value in THREADS.items():
         monkeypatch.setenv(key, value)
     got = run_variant(tmp_path, tiny_model_dir, algo, variant)

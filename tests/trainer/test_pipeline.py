@@ -25,8 +25,12 @@ from reasoning_rl.trainer.records import Rollouts, Sample
 from reasoning_rl.trainer.train_batch import make_train_batch
 from reasoning_rl.trainer.update import update
 
-BASE: dict[str, Any] = {"model": {"path": "m"}, "data": {"train": {"generator": "fixed_digit", "size": 4}},
-                        "trainer": {"batch_size": 2}, "rollout": {"n": 4}}
+BASE: dict[str, Any] = {
+    "model": {"path": "m"},
+    "data": {"train": {"generator": "fixed_digit", "size": 4}},
+    "trainer": {"batch_size": 2},
+    "rollout": {"n": 4},
+}
 
 
 def cfg_with(**algorithm: Any) -> Config:
@@ -34,21 +38,28 @@ def cfg_with(**algorithm: Any) -> Config:
 
 
 # ---- one decision of the old log-probs -------------------------------------------------------------
-@pytest.mark.parametrize(("algorithm", "source"), [
-    ({}, "policy"),                                             # one update, the loss is the only user
-    ({"kl_coef": 0.1}, "policy"),                               # KL as a loss term needs only ref log-probs
-    ({"kl_coef": 0.1, "kl_mode": "reward"}, "engine"),          # KL in the reward needs the numbers
-    ({"name": "ppo"}, "engine"),                                # GAE's token rewards too
-    ({"epochs": 2}, "recompute"),                               # several updates: a fixed denominator
-    ({"mini_batch_size": 4}, "recompute"),
-    ({"mini_batch_size": 8}, "policy"),                         # one mini-batch of the whole batch
-    ({"old_logprobs": "rollout", "epochs": 2}, "engine"),
-    ({"old_logprobs": "recompute"}, "recompute"),
-    ({"rollout_correction": {"enabled": True}}, "recompute"),   # TIS/MIS weigh the trainer's against the engine's
-    ({"rollout_correction": {"enabled": True}, "kl_coef": 0.1, "kl_mode": "reward"}, "recompute"),
-])
-def test_old_logprob_source_is_decided_once_and_drives_the_engine_request(algorithm: dict[str, Any],
-                                                                          source: str) -> None:
+@pytest.mark.parametrize(
+    ("algorithm", "source"),
+    [
+        ({}, "policy"),  # one update, the loss is the only user
+        ({"kl_coef": 0.1}, "policy"),  # KL as a loss term needs only ref log-probs
+        ({"kl_coef": 0.1, "kl_mode": "reward"}, "engine"),  # KL in the reward needs the numbers
+        ({"name": "ppo"}, "engine"),  # GAE's token rewards too
+        ({"epochs": 2}, "recompute"),  # several updates: a fixed denominator
+        ({"mini_batch_size": 4}, "recompute"),
+        ({"mini_batch_size": 8}, "policy"),  # one mini-batch of the whole batch
+        ({"old_logprobs": "rollout", "epochs": 2}, "engine"),
+        ({"old_logprobs": "recompute"}, "recompute"),
+        (
+            {"rollout_correction": {"enabled": True}},
+            "recompute",
+        ),  # TIS/MIS weigh the trainer's against the engine's
+        ({"rollout_correction": {"enabled": True}, "kl_coef": 0.1, "kl_mode": "reward"}, "recompute"),
+    ],
+)
+def test_old_logprob_source_is_decided_once_and_drives_the_engine_request(
+    algorithm: dict[str, Any], source: str
+) -> None:
     cfg = cfg_with(**algorithm)
     assert old_logprob_source(cfg) == source
     parts = _components(cfg, engine=None)
@@ -71,7 +82,9 @@ def test_loss_defaults_are_the_algorithm_defaults_and_what_the_loss_does() -> No
     one = torch.tensor([[0.0]])
     up, _ = policy_loss(torch.tensor([[math.log(1.5)]]), one, torch.tensor([1.0]), torch.ones(1, 1), default)
     assert float(up) == pytest.approx(-(1.0 + default.clip_high))
-    down, _ = policy_loss(torch.tensor([[math.log(0.5)]]), one, torch.tensor([-1.0]), torch.ones(1, 1), default)
+    down, _ = policy_loss(
+        torch.tensor([[math.log(0.5)]]), one, torch.tensor([-1.0]), torch.ones(1, 1), default
+    )
     assert float(down) == pytest.approx(1.0 - default.clip_low)
     lp = torch.zeros(2, 3)
     mask = torch.tensor([[1, 1, 1], [1, 0, 0]], dtype=torch.bool)
@@ -101,10 +114,17 @@ def test_default_estimator_is_grpo() -> None:
 
 # ---- Rollouts -> TrainBatch ----------------------------------------------------------------------------
 def sample(group: int, uid: str, j: int, score: float, tokens: list[int], verdict: str = "") -> Sample:
-    ex = Example(uid=uid, data_source="s", messages=({"role": "user", "content": "q"},), ground_truth="1",
-                 grader="math")
+    ex = Example(
+        uid=uid,
+        data_source="s",
+        messages=({"role": "user", "content": "q"},),
+        ground_truth="1",
+        grader="math",
+    )
     comp = Completion(group, j, [1, 2], tokens, [-0.5] * len(tokens), "t", "stop")
-    grade = Grade.error("boom") if verdict == "error" else (Grade.correct("") if score else Grade.incorrect(""))
+    grade = (
+        Grade.error("boom") if verdict == "error" else (Grade.correct("") if score else Grade.incorrect(""))
+    )
     return Sample(group, ex, comp, grade)
 
 
@@ -135,9 +155,17 @@ def trace(tmp_path: Path) -> Iterator[TraceWriter]:
 
 
 def test_make_train_batch_drops_masked_samples_and_keeps_ids_with_rows(trace: TraceWriter) -> None:
-    rollouts = Rollouts([sample(0, "a", 0, 1.0, [5, 6]), sample(0, "a", 1, 0.0, [5]),
-                         sample(0, "a", 2, 0.0, [7], verdict="error"), sample(1, "b", 0, 1.0, [8, 8, 8])])
-    cfg = cfg_with(old_logprobs="recompute", kl_coef=0.1, kl_mode="reward", kl_estimator="k1", advantage="drgrpo")
+    rollouts = Rollouts(
+        [
+            sample(0, "a", 0, 1.0, [5, 6]),
+            sample(0, "a", 1, 0.0, [5]),
+            sample(0, "a", 2, 0.0, [7], verdict="error"),
+            sample(1, "b", 0, 1.0, [8, 8, 8]),
+        ]
+    )
+    cfg = cfg_with(
+        old_logprobs="recompute", kl_coef=0.1, kl_mode="reward", kl_estimator="k1", advantage="drgrpo"
+    )
     policy, ref = PolicyScorer(-0.5), Scorer(-1.0)
     batch, metrics = make_train_batch(rollouts, Models(policy, ref), step_plan(cfg, 0), trace=trace, step=1)
     assert batch is not None and policy.calls == 1 and ref.calls == 1
@@ -145,7 +173,9 @@ def test_make_train_batch_drops_masked_samples_and_keeps_ids_with_rows(trace: Tr
     assert batch.old_logprobs is batch.recomputed_logprobs
     # KL in the reward, k1 = -0.5 - (-1) = 0.5 per token: rewards 1 - 0.1*2*0.5, 0 - 0.1*0.5, 1 - 0.1*3*0.5
     torch.testing.assert_close(batch.rewards, torch.tensor([0.9, -0.05, 0.85]))
-    torch.testing.assert_close(batch.advantages, torch.tensor([0.475, -0.475, 0.0]))  # Dr.GRPO: r - group mean
+    torch.testing.assert_close(
+        batch.advantages, torch.tensor([0.475, -0.475, 0.0])
+    )  # Dr.GRPO: r - group mean
     assert metrics["rollout/logprob_diff_max"] == pytest.approx(0.0)
     sub = batch.select([2, 0])
     assert sub.sample_ids == ["b#0", "a#0"] and sub.loss_mask.shape == (2, 3)
@@ -156,12 +186,18 @@ def test_make_train_batch_drops_masked_samples_and_keeps_ids_with_rows(trace: Tr
 def test_make_train_batch_uses_the_engines_logprobs_without_a_pass(trace: TraceWriter) -> None:
     rollouts = Rollouts([sample(0, "a", 0, 1.0, [5]), sample(0, "a", 1, 0.0, [6])])
     policy = PolicyScorer(-9.0)
-    batch, _ = make_train_batch(rollouts, Models(policy), step_plan(cfg_with(old_logprobs="rollout"), 0),
-                                trace=trace, step=1)
+    batch, _ = make_train_batch(
+        rollouts, Models(policy), step_plan(cfg_with(old_logprobs="rollout"), 0), trace=trace, step=1
+    )
     assert batch is not None and policy.calls == 0
     assert batch.old_logprobs is not None and batch.old_logprobs.tolist() == [[-0.5], [-0.5]]
-    none, _ = make_train_batch(Rollouts([sample(0, "a", 0, 1.0, [5], verdict="error")]), Models(policy),
-                               step_plan(cfg_with(), 0), trace=trace, step=1)
+    none, _ = make_train_batch(
+        Rollouts([sample(0, "a", 0, 1.0, [5], verdict="error")]),
+        Models(policy),
+        step_plan(cfg_with(), 0),
+        trace=trace,
+        step=1,
+    )
     assert none is None  # nothing judged: the update is skipped
 
 
@@ -176,18 +212,24 @@ def test_registered_plugin_names_validate_and_are_used(tmp_path: Path) -> None:
     ENGINES.register("scripted_test")(scripted)
     ESTIMATORS.register("constant_test")(constant)
     try:
-        cfg = Config.model_validate({**BASE, "rollout": {"engine": "scripted_test"},
-                                     "algorithm": {"advantage": "constant_test"}})
+        cfg = Config.model_validate(
+            {**BASE, "rollout": {"engine": "scripted_test"}, "algorithm": {"advantage": "constant_test"}}
+        )
         from reasoning_rl.rollout import make_engine
 
         assert make_engine(cfg.rollout.engine, str(tmp_path)) == f"engine for {tmp_path}"
-        assert compute_advantages(cfg.algorithm.advantage, torch.ones(2), torch.zeros(2)).tolist() == [0.25, 0.25]
+        assert compute_advantages(cfg.algorithm.advantage, torch.ones(2), torch.zeros(2)).tolist() == [
+            0.25,
+            0.25,
+        ]
     finally:
         ENGINES.unregister("scripted_test")
         ESTIMATORS.unregister("constant_test")
     path = tmp_path / "c.yaml"
     path.write_text("model: {path: m}\ndata: {train: {generator: fixed_digit}}\n")
-    with pytest.raises(ConfigError, match=r"rollout.engine: .*unknown rollout engine 'scripted_test'.*'hf', 'vllm'"):
+    with pytest.raises(
+        ConfigError, match=r"rollout.engine: .*unknown rollout engine 'scripted_test'.*'hf', 'vllm'"
+    ):
         load_config(path, ["rollout.engine=scripted_test"])
     with pytest.raises(ConfigError, match=r"unknown advantage estimator 'constant_test'.*'drgrpo'"):
         load_config(path, ["algorithm.advantage=constant_test"])
@@ -195,8 +237,9 @@ def test_registered_plugin_names_validate_and_are_used(tmp_path: Path) -> None:
 
 def test_entry_point_plugins_are_known_without_import(monkeypatch: pytest.MonkeyPatch) -> None:
     ep = EntryPoint("ep_test", "reasoning_rl.algorithms.advantages:rloo", "reasoning_rl.advantages")
-    monkeypatch.setattr("reasoning_rl.registry.entry_points",
-                        lambda group: [ep] if group == "reasoning_rl.advantages" else [])
+    monkeypatch.setattr(
+        "reasoning_rl.registry.entry_points", lambda group: [ep] if group == "reasoning_rl.advantages" else []
+    )
     try:
         assert AlgorithmConfig(advantage="ep_test").advantage == "ep_test"
         out = compute_advantages("ep_test", torch.tensor([1.0, 0.0]), torch.zeros(2))
@@ -255,8 +298,20 @@ def test_engine_sleep_state_has_one_owner(sleep_mode: bool) -> None:
 
 
 def _components(cfg: Config, *, engine: Any) -> Components:
-    return Components(cfg, "cpu", Path("m"), None, Models(TinyPolicy()), engine, None, [], [],  # type: ignore[arg-type]
-                      None, True, step_plan(cfg, pad_id=0))
+    return Components(
+        cfg,
+        "cpu",
+        Path("m"),
+        None,
+        Models(TinyPolicy()),
+        engine,
+        None,
+        [],
+        [],  # type: ignore[arg-type]
+        None,
+        True,
+        step_plan(cfg, pad_id=0),
+    )
 
 
 # ---- layering ----------------------------------------------------------------------------------------
@@ -266,15 +321,28 @@ def test_algorithms_are_pure_tensor_modules() -> None:
     import ast
     import sys
 
-    allowed = ("torch", "reasoning_rl.algorithms", "reasoning_rl.config", "reasoning_rl.registry", "__future__")
+    allowed = (
+        "torch",
+        "reasoning_rl.algorithms",
+        "reasoning_rl.config",
+        "reasoning_rl.registry",
+        "__future__",
+    )
     root = Path(__file__).resolve().parents[2] / "reasoning_rl" / "algorithms"
     for path in sorted(root.glob("*.py")):
         for node in ast.walk(ast.parse(path.read_text())):
-            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
-                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else []
+            )
             for name in names:
                 top = name.split(".")[0]
-                assert top in sys.stdlib_module_names or name.startswith(allowed), f"{path.name} imports {name}"
+                assert top in sys.stdlib_module_names or name.startswith(allowed), (
+                    f"{path.name} imports {name}"
+                )
 
 
 def test_builtin_names_are_exactly_what_their_modules_register() -> None:
@@ -317,7 +385,9 @@ def test_make_train_batch_sets_the_rollout_correction_weights_from_the_recompute
 
     for mis, row1 in ((False, 2.0), (True, 0.0)):
         cfg = cfg_with(rollout_correction={"enabled": True, "mis": mis})
-        batch, metrics = make_train_batch(rollouts, Models(Drifted(0.0)), step_plan(cfg, 0), trace=trace, step=1)
+        batch, metrics = make_train_batch(
+            rollouts, Models(Drifted(0.0)), step_plan(cfg, 0), trace=trace, step=1
+        )
         assert batch is not None and batch.old_logprobs is batch.recomputed_logprobs
         assert batch.correction_weights is not None
         torch.testing.assert_close(batch.correction_weights, torch.tensor([[1.5, 1.5, 0.0], [row1] * 3]))
@@ -326,8 +396,9 @@ def test_make_train_batch_sets_the_rollout_correction_weights_from_the_recompute
         mini = batch.select([0])
         assert mini.correction_weights is not None
         torch.testing.assert_close(mini.correction_weights, torch.tensor([[1.5, 1.5]]))
-    off, _ = make_train_batch(rollouts, Models(Drifted(0.0)), step_plan(cfg_with(old_logprobs="recompute"), 0),
-                              trace=trace, step=1)
+    off, _ = make_train_batch(
+        rollouts, Models(Drifted(0.0)), step_plan(cfg_with(old_logprobs="recompute"), 0), trace=trace, step=1
+    )
     assert off is not None and off.correction_weights is None  # off by default: weight 1
 
 
@@ -339,7 +410,9 @@ def test_update_hands_each_mini_batch_its_correction_weights(trace: TraceWriter)
     class Recorder(PolicyScorer):
         seen: list[Any] = []
 
-        def train_step(self, tokens: Any, adv: Any, old: Any, ref: Any, a: Any, **kw: Any) -> dict[str, float]:
+        def train_step(
+            self, tokens: Any, adv: Any, old: Any, ref: Any, a: Any, **kw: Any
+        ) -> dict[str, float]:
             self.seen.append(kw["token_weights"])
             return {"loss": 0.0}
 

@@ -20,10 +20,27 @@ def _components(model: Path, seed: int) -> Any:
     torch.manual_seed(seed)  # the value head's init comes from the global RNG
     policy = Policy.from_pretrained(str(model), lr=1e-3)
     critic = Critic.from_pretrained(str(model), lr=1e-2)
-    cfg = Config.model_validate({"model": {"path": str(model)}, "algorithm": {"name": "ppo"},
-                                 "data": {"train": {"generator": "fixed_digit", "size": 4}}})
-    return Components(cfg, "cpu", model, None, Models(policy, None, critic), None, None, [], [], None, True,
-                      step_plan(cfg, pad_id=0))
+    cfg = Config.model_validate(
+        {
+            "model": {"path": str(model)},
+            "algorithm": {"name": "ppo"},
+            "data": {"train": {"generator": "fixed_digit", "size": 4}},
+        }
+    )
+    return Components(
+        cfg,
+        "cpu",
+        model,
+        None,
+        Models(policy, None, critic),
+        None,
+        None,
+        [],
+        [],
+        None,
+        True,
+        step_plan(cfg, pad_id=0),
+    )
 
 
 def test_checkpoint_round_trip_restores_critic(tmp_path: Path, tiny_model_dir: Path) -> None:
@@ -34,7 +51,9 @@ def test_checkpoint_round_trip_restores_critic(tmp_path: Path, tiny_model_dir: P
     batch = TokenBatch([torch.randint(7, 90, (6 + i,), generator=g) for i in range(4)], [3] * 4)
     returns = batch.response_mask.float()
     a = _components(tiny_model_dir, seed=0)
-    a.models.critic.train_step(batch, returns, a.models.critic.values(batch))  # optimizer moments + scheduler step to restore
+    a.models.critic.train_step(
+        batch, returns, a.models.critic.values(batch)
+    )  # optimizer moments + scheduler step to restore
     a.save_checkpoint(tmp_path)
     assert (tmp_path / "policy.pt").exists() and (tmp_path / "critic.pt").exists()
 
@@ -57,8 +76,15 @@ def test_checkpoint_round_trip_restores_critic(tmp_path: Path, tiny_model_dir: P
 def test_ppo_learns_tiny_task_and_critic_fits(tmp_path: Path, tiny_model_dir: Path) -> None:
     """PPO (critic + GAE, HF engine) must lift 'answer contains 7' from chance to >= 0.9 while the critic's
     value loss falls; the final checkpoint carries the critic."""
-    cfg = config(tmp_path, tiny_model_dir, "ppo", algorithm={"name": "ppo"}, optim={"lr": 0.01, "critic_lr": 0.001},
-                 rollout={"engine": "hf", "n": 16, "max_tokens": 6}, trainer={"steps": 15, "batch_size": 4})
+    cfg = config(
+        tmp_path,
+        tiny_model_dir,
+        "ppo",
+        algorithm={"name": "ppo"},
+        optim={"lr": 0.01, "critic_lr": 0.001},
+        rollout={"engine": "hf", "n": 16, "max_tokens": 6},
+        trainer={"steps": 15, "batch_size": 4},
+    )
     train(cfg, timeout=600)
     rows = [r for r in metrics(tmp_path / "ppo") if "reward/mean" in r]
     rewards = [r["reward/mean"] for r in rows]
@@ -70,5 +96,7 @@ def test_ppo_learns_tiny_task_and_critic_fits(tmp_path: Path, tiny_model_dir: Pa
     assert any("critic/explained_variance" in r for r in rows)
     assert all(r["critic/grad_norm"] > 0 for r in rows)
     assert (tmp_path / "ppo" / "checkpoints" / "step_15" / "critic.pt").exists()
-    print(f"PPO: reward >= 0.9 at step {reached}; curve {[round(x, 2) for x in rewards]}; "
-          f"value loss {[round(x, 3) for x in losses]}")
+    print(
+        f"PPO: reward >= 0.9 at step {reached}; curve {[round(x, 2) for x in rewards]}; "
+        f"value loss {[round(x, 3) for x in losses]}"
+    )

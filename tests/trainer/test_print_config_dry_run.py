@@ -27,24 +27,43 @@ def _qa_file(tmp_path: Path, rows: list[dict[str, Any]] | None = None, name: str
 def test_override_string_needs_no_yaml_quoting(tmp_path: Path) -> None:
     """Before: YAML read `{question} Answer:` as a mapping (or failed), so the override was refused."""
     cfg_path = config(tmp_path, tmp_path, "q")
-    cfg = load_config(cfg_path, ["data.prompt_template={question} Answer:", "data.system_prompt={be brief}",
-                                 "run.name=123", "data.grader_map.openai/gsm8k=math"])
+    cfg = load_config(
+        cfg_path,
+        [
+            "data.prompt_template={question} Answer:",
+            "data.system_prompt={be brief}",
+            "run.name=123",
+            "data.grader_map.openai/gsm8k=math",
+        ],
+    )
     assert cfg.data.prompt_template == "{question} Answer:"
     assert cfg.data.system_prompt == "{be brief}"
     assert cfg.run.name == "123" and cfg.data.grader_map == {"openai/gsm8k": "math"}
     # Quoted values are still unquoted; null still clears an optional string; typed keys stay YAML.
-    cfg = load_config(cfg_path, ["data.prompt_template='{question} A:'", "data.system_prompt=null",
-                                 "rollout.n=4", "rollout.stop=[x, y]", "data.val=[{generator: fixed_digit}]"])
+    cfg = load_config(
+        cfg_path,
+        [
+            "data.prompt_template='{question} A:'",
+            "data.system_prompt=null",
+            "rollout.n=4",
+            "rollout.stop=[x, y]",
+            "data.val=[{generator: fixed_digit}]",
+        ],
+    )
     assert cfg.data.prompt_template == "{question} A:" and cfg.data.system_prompt is None
-    assert cfg.rollout.n == 4 and cfg.rollout.stop == ["x", "y"] and cfg.data.val[0].generator == "fixed_digit"
+    assert (
+        cfg.rollout.n == 4 and cfg.rollout.stop == ["x", "y"] and cfg.data.val[0].generator == "fixed_digit"
+    )
     with pytest.raises(ConfigError, match="rollout.n"):
         load_config(cfg_path, ["rollout.n={x}"])
 
 
 def test_print_config_prints_the_resolved_config_and_exits(tmp_path: Path) -> None:
     cfg_path = config(tmp_path, tmp_path / "no-model-needed", "printed")
-    res = runner.invoke(app, ["train", str(cfg_path), "--print-config", "data.prompt_template={question} Answer:",
-                              "rollout.n=2"])
+    res = runner.invoke(
+        app,
+        ["train", str(cfg_path), "--print-config", "data.prompt_template={question} Answer:", "rollout.n=2"],
+    )
     assert res.exit_code == 0, res.output
     printed = yaml.safe_load(res.stdout)
     expected = load_config(cfg_path, ["data.prompt_template={question} Answer:", "rollout.n=2"])
@@ -75,8 +94,12 @@ def test_dry_run_checks_everything_and_trains_nothing(tmp_path: Path, tiny_model
     assert "grading.options.math" in refused("grading.options={math: {mode: bogus}}")
     assert "does not exist" in refused(f"model.path={tmp_path / 'missing'}")
     assert "prompt_template refers to 'nope'" in refused("data.prompt_template={nope}")
-    bad_rows = config(tmp_path, tiny_model_dir, "dry2",
-                      data={"train": {"path": str(_qa_file(tmp_path, [{"question": "1+1"}], "bad"))}})
+    bad_rows = config(
+        tmp_path,
+        tiny_model_dir,
+        "dry2",
+        data={"train": {"path": str(_qa_file(tmp_path, [{"question": "1+1"}], "bad"))}},
+    )
     assert "ground truth" in refused(cfg=bad_rows)
     assert "data.max_prompt_tokens=3" in refused("data.max_prompt_tokens=3")
     assert not (tmp_path / "dry").exists() and not (tmp_path / "dry2").exists()

@@ -24,11 +24,25 @@ def _cfg(*overrides: str) -> Any:
 
 def test_trajectory_keys_are_refused_bookkeeping_keys_are_not() -> None:
     saved = _cfg().model_dump(mode="json")
-    moved = _cfg("model.path=other", "run.seed=1", "rollout.n=4", "optim.lr=0.01", "trainer.steps=500",
-                 "logging.console=plain", "grading.workers=4", "trainer.resume=auto", "eval.every=5",
-                 "grading.options={lean: {lean: /opt/lean}, math: {mode: lenient}}")
-    assert [k for k, _, _ in changed_keys(saved, moved)] == ["grading.options.math.mode", "model.path", "optim.lr",
-                                                              "rollout.n", "run.seed"]
+    moved = _cfg(
+        "model.path=other",
+        "run.seed=1",
+        "rollout.n=4",
+        "optim.lr=0.01",
+        "trainer.steps=500",
+        "logging.console=plain",
+        "grading.workers=4",
+        "trainer.resume=auto",
+        "eval.every=5",
+        "grading.options={lean: {lean: /opt/lean}, math: {mode: lenient}}",
+    )
+    assert [k for k, _, _ in changed_keys(saved, moved)] == [
+        "grading.options.math.mode",
+        "model.path",
+        "optim.lr",
+        "rollout.n",
+        "run.seed",
+    ]
     with pytest.raises(TrainError) as err:
         check_config(saved, moved, Path("runs/x/checkpoints/step_4"))
     message = str(err.value)
@@ -36,13 +50,19 @@ def test_trajectory_keys_are_refused_bookkeeping_keys_are_not() -> None:
     assert "grading.options.math.mode: (unset) -> 'lenient'" in message
     assert "trainer.steps" not in message and "grading.workers" not in message and "/opt/lean" not in message
     assert [k for k, _, _ in changed_keys(moved.model_dump(mode="json"), _cfg())] == [
-        "grading.options.math.mode", "model.path", "optim.lr", "rollout.n", "run.seed"]  # removed entries too
+        "grading.options.math.mode",
+        "model.path",
+        "optim.lr",
+        "rollout.n",
+        "run.seed",
+    ]  # removed entries too
     forced = _cfg("model.path=other", "trainer.force_resume=true")
     assert check_config(saved, forced, Path("ckpt")) == ["model.path: 'm' -> 'other'"]
     # extending a cosine-scheduled run changes every learning rate after the checkpoint
     cosine = _cfg("optim.schedule=cosine").model_dump(mode="json")
-    assert [k for k, _, _ in changed_keys(cosine, _cfg("optim.schedule=cosine", "trainer.steps=200"))] == \
-        ["trainer.steps"]
+    assert [k for k, _, _ in changed_keys(cosine, _cfg("optim.schedule=cosine", "trainer.steps=200"))] == [
+        "trainer.steps"
+    ]
     # a key the checkpoint's (older) config did not have is not a change
     older = {k: v for k, v in saved.items() if k != "logging"}
     older["trainer"] = {k: v for k, v in saved["trainer"].items() if k != "force_resume"}
@@ -50,7 +70,10 @@ def test_trajectory_keys_are_refused_bookkeeping_keys_are_not() -> None:
 
 
 def _examples(*truths: str) -> list[Example]:
-    return [Example(f"{i}", "src", ({"role": "user", "content": f"q{i}"},), t, "math") for i, t in enumerate(truths)]
+    return [
+        Example(f"{i}", "src", ({"role": "user", "content": f"q{i}"},), t, "math")
+        for i, t in enumerate(truths)
+    ]
 
 
 def test_changed_training_rows_are_refused() -> None:
@@ -108,7 +131,9 @@ def test_missing_wandb_is_a_config_error(monkeypatch: pytest.MonkeyPatch) -> Non
     import importlib.util
 
     real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "wandb" else real(name, *a))
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "wandb" else real(name, *a)
+    )
     with pytest.raises(ConfigError, match="logging.wandb=true but wandb is not installed"):
         check_wandb(LoggingConfig(wandb=True))
     check_wandb(LoggingConfig(wandb=False))

@@ -16,8 +16,13 @@ from reasoning_rl.trainer.rewards import informative_groups, rewards_and_mask, s
 
 
 def sample(group: int, grade: Grade, text: str = "x", tokens: int = 3, source: str = "s") -> Sample:
-    ex = Example(uid=f"p{group}", data_source=source, messages=({"role": "user", "content": "q"},),
-                 ground_truth="1", grader="math")
+    ex = Example(
+        uid=f"p{group}",
+        data_source=source,
+        messages=({"role": "user", "content": "q"},),
+        ground_truth="1",
+        grader="math",
+    )
     comp = Completion(group, 0, [1], list(range(tokens)), [0.0] * tokens, text, "stop")
     return Sample(group, ex, comp, grade)
 
@@ -33,14 +38,21 @@ def test_errors_masked_not_zero_and_counted() -> None:
 
 def test_overlong_penalty_is_linear_in_the_buffer() -> None:
     s = [sample(0, Grade.correct(), tokens=n) for n in (6, 8, 10)]
-    rewards, _ = rewards_and_mask(s, max_tokens=10, overlong=OverlongConfig(enabled=True, buffer=4, penalty=1.0))
+    rewards, _ = rewards_and_mask(
+        s, max_tokens=10, overlong=OverlongConfig(enabled=True, buffer=4, penalty=1.0)
+    )
     assert torch.allclose(rewards, torch.tensor([1.0, 0.5, 0.0]))
 
 
 def test_dynamic_sampling_keeps_groups_with_signal() -> None:
-    s = [sample(0, Grade.correct()), sample(0, Grade.correct()),
-         sample(1, Grade.correct()), sample(1, Grade.incorrect()),
-         sample(2, Grade.incorrect()), sample(2, Grade.error("x"))]
+    s = [
+        sample(0, Grade.correct()),
+        sample(0, Grade.correct()),
+        sample(1, Grade.correct()),
+        sample(1, Grade.incorrect()),
+        sample(2, Grade.incorrect()),
+        sample(2, Grade.error("x")),
+    ]
     assert informative_groups(s) == {1}
 
 
@@ -48,8 +60,14 @@ def test_pass_and_majority_at_k() -> None:
     def g(ok: bool, ans: str) -> Grade:
         return Grade(1.0 if ok else 0.0, "correct" if ok else "incorrect", "", {"extracted": [ans]})
 
-    s = [sample(0, g(True, "4")), sample(0, g(False, "5")), sample(0, g(False, "5")),  # pass, majority wrong
-         sample(1, g(True, "2"), source="t"), sample(1, g(True, "2"), source="t"), sample(1, g(False, "3"), source="t")]
+    s = [
+        sample(0, g(True, "4")),
+        sample(0, g(False, "5")),
+        sample(0, g(False, "5")),  # pass, majority wrong
+        sample(1, g(True, "2"), source="t"),
+        sample(1, g(True, "2"), source="t"),
+        sample(1, g(False, "3"), source="t"),
+    ]
     r = summarise(s, 3)
     assert r.metrics["eval/pass@3"] == 1.0 and r.metrics["eval/maj@3"] == 0.5
     assert math.isclose(r.metrics["eval/accuracy"], (1 / 3 + 2 / 3) / 2)
@@ -74,9 +92,28 @@ def test_evaluate_asks_the_engine_for_text_only() -> None:
 
     from reasoning_rl.data import Prompt
 
-    prompts = [Prompt(Example(uid=f"p{i}", data_source="s", messages=({"role": "user", "content": "q"},),
-                              ground_truth="1", grader="math"), [1, 2]) for i in range(3)]
+    prompts = [
+        Prompt(
+            Example(
+                uid=f"p{i}",
+                data_source="s",
+                messages=({"role": "user", "content": "q"},),
+                ground_truth="1",
+                grader="math",
+            ),
+            [1, 2],
+        )
+        for i in range(3)
+    ]
     with GradingPool(workers=1) as pool:
-        result = evaluate(Engine(), pool, prompts, EvalConfig(n=2, temperature=0.5), max_tokens=8,  # type: ignore[arg-type]
-                          stop=(), grader_options={}, seed=0)
+        result = evaluate(
+            Engine(),
+            pool,
+            prompts,
+            EvalConfig(n=2, temperature=0.5),
+            max_tokens=8,  # type: ignore[arg-type]
+            stop=(),
+            grader_options={},
+            seed=0,
+        )
     assert [s.logprobs for s in asked] == [False] and result.metrics["eval/accuracy"] == 1.0

@@ -27,7 +27,10 @@ def config(tmp_path: Path, model: Path, name: str, **sections: Any) -> Path:
     base: dict[str, Any] = {
         "run": {"name": name, "dir": str(tmp_path / name), "doctor": False, "seed": 0},
         "model": {"path": str(model)},
-        "data": {"train": {"generator": "fixed_digit", "size": 32}, "default_grader": "task_graders:ContainsAnswer"},
+        "data": {
+            "train": {"generator": "fixed_digit", "size": 32},
+            "default_grader": "task_graders:ContainsAnswer",
+        },
         "rollout": {"n": 8, "max_tokens": 6, "temperature": 1.0},
         "optim": {"lr": 0.01},
         "algorithm": {"old_logprobs": "recompute"},
@@ -51,8 +54,9 @@ def train_cmd(cfg: Path, *overrides: str) -> list[str]:
 
 
 def train(cfg: Path, *overrides: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run(train_cmd(cfg, *overrides), cwd=REPO, env=env(), capture_output=True, text=True,
-                          timeout=timeout)
+    proc = subprocess.run(
+        train_cmd(cfg, *overrides), cwd=REPO, env=env(), capture_output=True, text=True, timeout=timeout
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return proc
 
@@ -62,7 +66,9 @@ def metrics(run: Path) -> list[dict[str, Any]]:
 
 
 def sampled_ids(run: Path, step: int) -> list[str]:
-    return [json.loads(line)["id"] for line in (run / "samples" / f"step_{step}.jsonl").read_text().splitlines()]
+    return [
+        json.loads(line)["id"] for line in (run / "samples" / f"step_{step}.jsonl").read_text().splitlines()
+    ]
 
 
 def weights(path: Path) -> dict[str, Any]:
@@ -74,8 +80,13 @@ def weights(path: Path) -> dict[str, Any]:
 def test_learning_tiny_model_reaches_09(tmp_path: Path, tiny_model_dir: Path) -> None:
     """GRPO must lift the reward of 'answer contains 7' from chance (~5%) to >= 0.9. Breaking the advantage
     sign, the loss sign or the hand-off (vLLM would keep sampling the initial weights) keeps it at chance."""
-    cfg = config(tmp_path, tiny_model_dir, "learn", trainer={"steps": 15, "batch_size": 4},
-                 rollout={"n": 16, "max_tokens": 6})
+    cfg = config(
+        tmp_path,
+        tiny_model_dir,
+        "learn",
+        trainer={"steps": 15, "batch_size": 4},
+        rollout={"n": 16, "max_tokens": 6},
+    )
     train(cfg, "trainer.export=true", timeout=600)
     rows = [r for r in metrics(tmp_path / "learn") if "reward/mean" in r]
     rewards = [r["reward/mean"] for r in rows]
@@ -97,8 +108,9 @@ def test_resume_after_kill_matches_uninterrupted(tmp_path: Path, tiny_model_dir:
     train(full)
 
     cut = config(tmp_path, tiny_model_dir, "cut", **common)
-    proc = subprocess.Popen(train_cmd(cut), cwd=REPO, env=env(), stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        train_cmd(cut), cwd=REPO, env=env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     marker = tmp_path / "cut" / "checkpoints" / "step_4" / "COMPLETE"
     deadline = time.time() + 300
     while not marker.exists() and proc.poll() is None and time.time() < deadline:
@@ -123,8 +135,14 @@ def test_resume_after_kill_matches_uninterrupted(tmp_path: Path, tiny_model_dir:
     assert not any(p.name.startswith(".tmp-") for p in (tmp_path / "cut" / "checkpoints").iterdir())
 
     # on-demand export of a checkpoint: a plain HF dir with exactly the checkpoint's weights
-    proc = subprocess.run([sys.executable, "-m", "reasoning_rl.cli", "export", str(tmp_path / "cut"), "--step", "6"],
-                          cwd=REPO, env=env(), capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "reasoning_rl.cli", "export", str(tmp_path / "cut"), "--step", "6"],
+        cwd=REPO,
+        env=env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     from transformers import AutoModelForCausalLM
 
@@ -134,47 +152,111 @@ def test_resume_after_kill_matches_uninterrupted(tmp_path: Path, tiny_model_dir:
 
 
 def test_grader_errors_are_masked_and_counted(tmp_path: Path, tiny_model_dir: Path) -> None:
-    cfg = config(tmp_path, tiny_model_dir, "flaky", trainer={"steps": 2, "batch_size": 4},
-                 data={"default_grader": "task_graders:FlakyContains"}, rollout={"n": 8, "max_tokens": 12})
+    cfg = config(
+        tmp_path,
+        tiny_model_dir,
+        "flaky",
+        trainer={"steps": 2, "batch_size": 4},
+        data={"default_grader": "task_graders:FlakyContains"},
+        rollout={"n": 8, "max_tokens": 12},
+    )
     train(cfg)
     rows = [r for r in metrics(tmp_path / "flaky") if "reward/mean" in r]
     assert len(rows) == 2
     errors = sum(r["grading/error"] for r in rows)
     assert errors > 0 and all(r["grading/masked"] == r["grading/error"] for r in rows)
-    assert all(r["grading/correct"] + r["grading/incorrect"] + r["grading/error"] == r["samples"] for r in rows)
-    dumped = [json.loads(line) for line in (tmp_path / "flaky" / "samples" / "step_1.jsonl").read_text().splitlines()]
+    assert all(
+        r["grading/correct"] + r["grading/incorrect"] + r["grading/error"] == r["samples"] for r in rows
+    )
+    dumped = [
+        json.loads(line)
+        for line in (tmp_path / "flaky" / "samples" / "step_1.jsonl").read_text().splitlines()
+    ]
     assert all(d["verdict"] == "error" for d in dumped if "e" in d["response"])
     assert any(k.startswith("grading/error_reason/") for k in rows[0])
 
 
 def test_bad_config_and_data_fail_cleanly(tmp_path: Path, tiny_model_dir: Path) -> None:
     cfg = config(tmp_path, tiny_model_dir, "bad")
-    proc = subprocess.run(train_cmd(cfg, "rollout.temprature=2"), cwd=REPO, env=env(), capture_output=True,
-                          text=True, timeout=120)
+    proc = subprocess.run(
+        train_cmd(cfg, "rollout.temprature=2"),
+        cwd=REPO,
+        env=env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 2 and "rollout.temprature: unknown key" in proc.stderr
     assert "Traceback" not in proc.stdout + proc.stderr
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"question": "1+1?", "answer": "2"}\n{"question": "no answer"}\n')
-    proc = subprocess.run(train_cmd(cfg, f"data.train=[{{path: '{bad}'}}]"), cwd=REPO, env=env(),
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        train_cmd(cfg, f"data.train=[{{path: '{bad}'}}]"),
+        cwd=REPO,
+        env=env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 2 and "bad.jsonl:row 2: needs a ground truth" in proc.stderr.replace("\n", "")
     assert "Traceback" not in proc.stdout + proc.stderr
-    proc = subprocess.run(train_cmd(cfg, "rollout.engine_args={max_num_seqz: 4}"), cwd=REPO, env=env(),
-                          capture_output=True, text=True, timeout=180)
+    proc = subprocess.run(
+        train_cmd(cfg, "rollout.engine_args={max_num_seqz: 4}"),
+        cwd=REPO,
+        env=env(),
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     out = proc.stderr.replace("\n", "")
-    assert proc.returncode == 2 and "rollout.engine_args ['max_num_seqz']: vLLM rejected them" in out, out[-2000:]
+    assert proc.returncode == 2 and "rollout.engine_args ['max_num_seqz']: vLLM rejected them" in out, out[
+        -2000:
+    ]
     assert "Traceback" not in proc.stdout + proc.stderr
 
 
 def test_rrl_eval_reports_pass_and_majority(tmp_path: Path, tiny_model_dir: Path) -> None:
     data = tmp_path / "digits.jsonl"
-    data.write_text("".join(json.dumps({"question": f"Say {i}", "answer": "7", "data_source": "digits",
-                                        "grader": "task_graders:ContainsAnswer"}) + "\n" for i in range(6)))
+    data.write_text(
+        "".join(
+            json.dumps(
+                {
+                    "question": f"Say {i}",
+                    "answer": "7",
+                    "data_source": "digits",
+                    "grader": "task_graders:ContainsAnswer",
+                }
+            )
+            + "\n"
+            for i in range(6)
+        )
+    )
     out = tmp_path / "eval.jsonl"
-    proc = subprocess.run([sys.executable, "-m", "reasoning_rl.cli", "eval", "--model", str(tiny_model_dir),
-                           "--data", str(data), "--n", "4", "-o", str(out), "eval.temperature=1.0",
-                           "rollout.max_tokens=6", "run.doctor=false", f"run.dir={tmp_path / 'ev'}"],
-                          cwd=REPO, env=env(), capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "reasoning_rl.cli",
+            "eval",
+            "--model",
+            str(tiny_model_dir),
+            "--data",
+            str(data),
+            "--n",
+            "4",
+            "-o",
+            str(out),
+            "eval.temperature=1.0",
+            "rollout.max_tokens=6",
+            "run.doctor=false",
+            f"run.dir={tmp_path / 'ev'}",
+        ],
+        cwd=REPO,
+        env=env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert len(rows) == 6 and all(len(r["responses"]) == 4 for r in rows)
@@ -182,12 +264,30 @@ def test_rrl_eval_reports_pass_and_majority(tmp_path: Path, tiny_model_dir: Path
         assert r["pass@4"] == float(any("7" in x["text"] for x in r["responses"]))
     assert "pass@4" in proc.stdout and "maj@4" in proc.stdout and "digits" in proc.stdout
     # rrl eval builds its engine like training does: rollout.engine_args reach vLLM (and a typo is named)
-    proc = subprocess.run([sys.executable, "-m", "reasoning_rl.cli", "eval", "--model", str(tiny_model_dir),
-                           "--data", str(data), "rollout.engine_args={max_num_seqz: 4}", "run.doctor=false",
-                           f"run.dir={tmp_path / 'ev'}"], cwd=REPO, env=env(), capture_output=True, text=True,
-                          timeout=300)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "reasoning_rl.cli",
+            "eval",
+            "--model",
+            str(tiny_model_dir),
+            "--data",
+            str(data),
+            "rollout.engine_args={max_num_seqz: 4}",
+            "run.doctor=false",
+            f"run.dir={tmp_path / 'ev'}",
+        ],
+        cwd=REPO,
+        env=env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     out_text = proc.stderr.replace("\n", "")
-    assert proc.returncode == 2 and "rollout.engine_args ['max_num_seqz']: vLLM rejected them" in out_text, out_text[-2000:]
+    assert proc.returncode == 2 and "rollout.engine_args ['max_num_seqz']: vLLM rejected them" in out_text, (
+        out_text[-2000:]
+    )
     assert "Traceback" not in proc.stdout + proc.stderr
 
 
@@ -200,6 +300,8 @@ def test_engine_logs_are_quiet_unless_asked_for(tmp_path: Path, tiny_model_dir: 
     text = quiet.stdout + quiet.stderr
     assert "Failed to load weights" not in text and " INFO " not in text, text[-3000:]
     assert not [line for line in text.splitlines() if "(MainProcess" in line], text[-3000:]
-    assert all(r["rollout/logprob_diff_max"] < 1e-3 for r in metrics(tmp_path / "quiet") if "reward/mean" in r)
+    assert all(
+        r["rollout/logprob_diff_max"] < 1e-3 for r in metrics(tmp_path / "quiet") if "reward/mean" in r
+    )
     loud = train(cfg, "--verbose", "trainer.overwrite=true")
     assert "RotaryEmbedding: Failed to load weights" in loud.stdout + loud.stderr

@@ -33,4 +33,6 @@ def test_ships_golden_cases_that_it_agrees_with():
     cases, where = golden_cases(grader)
     assert where == "rrl_exact_answer/selftest.jsonl" and len(cases) == 4
     for case in cases:
-        assert grader.grade(case.response, case.ground_truth, **case.options).verdict == case.verdict, case.note
+        assert grader.grade(case.response, case.ground_truth, **case.options).verdict == case.verdict, (
+            case.note
+        )

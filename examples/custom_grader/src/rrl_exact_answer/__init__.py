@@ -20,7 +20,9 @@ def normalise(text: str) -> str:
 class ExactAnswerGrader:
     name = "exact_answer"
     version = "0.1.0"
-    selftest_file = "selftest.jsonl"  # golden cases shipped as package data: `rrl graders selftest exact_answer`
+    selftest_file = (
+        "selftest.jsonl"  # golden cases shipped as package data: `rrl graders selftest exact_answer`
+    )
 
     def grade(self, response: str, ground_truth: Any, **options: Any) -> Grade:
         if options:

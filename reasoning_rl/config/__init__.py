@@ -1,0 +1,69 @@
+"""The one typed config of a run: YAML file + dotted ``a.b=c`` overrides, validated with pydantic.
+
+Every section forbids unknown keys so a typo is an error naming the key and the keys that exist, instead of a
+silently ignored setting. The resolved config (defaults filled in) is saved as ``run_dir/config.yaml``.
+``base`` holds what every section shares, ``algorithm`` the algorithm section, ``sections`` the others and
+``Config``, ``load`` the YAML/override loading; this module is their public face.
+"""
+
+from reasoning_rl.config.algorithm import (
+    GROUP_BASELINE_ESTIMATORS,
+    AggMode,
+    AlgorithmConfig,
+    KLEstimator,
+    LossConfig,
+    OverlongConfig,
+    RolloutCorrectionConfig,
+)
+from reasoning_rl.config.base import ConfigError
+from reasoning_rl.config.load import (
+    config_text,
+    format_validation_error,
+    load_config,
+    parse_overrides,
+    save_config,
+)
+from reasoning_rl.config.sections import (
+    Config,
+    DataConfig,
+    EvalConfig,
+    GradingConfig,
+    LoggingConfig,
+    ModelConfig,
+    OptimConfig,
+    RolloutConfig,
+    RowConfig,
+    RunConfig,
+    SamplingParams,
+    SourceConfig,
+    TrainerConfig,
+)
+
+__all__ = [
+    "GROUP_BASELINE_ESTIMATORS",
+    "AggMode",
+    "AlgorithmConfig",
+    "Config",
+    "ConfigError",
+    "DataConfig",
+    "EvalConfig",
+    "GradingConfig",
+    "KLEstimator",
+    "LoggingConfig",
+    "LossConfig",
+    "ModelConfig",
+    "OptimConfig",
+    "OverlongConfig",
+    "RolloutConfig",
+    "RolloutCorrectionConfig",
+    "RowConfig",
+    "RunConfig",
+    "SamplingParams",
+    "SourceConfig",
+    "TrainerConfig",
+    "config_text",
+    "format_validation_error",
+    "load_config",
+    "parse_overrides",
+    "save_config",
+]
