@@ -1,4 +1,5 @@
-"""Name -> implementation registries for the trainer's pluggable parts (rollout engines, advantage estimators).
+"""Name -> implementation registries for the trainer's pluggable parts (rollout engines, advantage estimators,
+rollout tools).
 
 Honestly open: a name is valid when it is built in, registered in-process (``@ENGINES.register("mine")``)
 or published by an installed package under the registry's entry-point group, and the config validates its
@@ -80,4 +81,10 @@ ESTIMATORS: Registry[Callable[..., Any]] = Registry(
         name: "reasoning_rl.algorithms.advantages"
         for name in ("grpo", "drgrpo", "rloo", "reinforce_pp", "reinforce_pp_baseline")
     },
+)
+# Tools are registered as a ``Tool`` instance or a factory called with the tool's options (reasoning_rl.tools.make).
+TOOLS: Registry[Any] = Registry(
+    "tool",
+    "reasoning_rl.tools",
+    {"python": "reasoning_rl.tools.python_tool", "calculator": "reasoning_rl.tools.calculator"},
 )

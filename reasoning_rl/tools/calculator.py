@@ -19,6 +19,7 @@ from sympy.parsing.sympy_parser import (
     standard_transformations,
 )
 
+from reasoning_rl.registry import TOOLS
 from reasoning_rl.tools.base import FunctionTool
 
 MAX_CHARS = 500
@@ -155,3 +156,4 @@ calculator = FunctionTool(
     "calculator",
     "Evaluate one math expression exactly with SymPy, e.g. '2^10 - sqrt(16)' or 'factor(x^2 - 1)'.",
 )
+TOOLS.register("calculator")(calculator)

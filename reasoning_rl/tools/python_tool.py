@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from reasoning_rl.registry import TOOLS
 from reasoning_rl.tools.base import ToolResult, ToolStatus
 from sandboxes import Limits, RunRequest, RunResult, Sandbox, open_sandbox
 
@@ -143,3 +144,6 @@ class PythonTool:
         self._executor.shutdown(wait=False, cancel_futures=True)
         if self._owns_sandbox:
             self.sandbox.close()
+
+
+TOOLS.register("python")(PythonTool)
