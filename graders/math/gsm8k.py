@@ -29,6 +29,7 @@ class GSM8KGrader:
 
     name = "gsm8k"
     version = "1.0.0"
+    selftest_file = "gsm8k_selftest.jsonl"  # its own golden cases (the math grader's selftest.jsonl sits beside it)
 
     def __init__(self) -> None:
         self._math = MathGrader(max_workers=1)

@@ -74,7 +74,7 @@ def test_wrong_golden_case_is_listed(pool):
 def test_cli_selftest_passes_for_builtins_and_fails_for_a_bad_plugin():
     proc = rrl("graders", "selftest", env={"RRL_LEAN": str(LAUNCHER)})
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    for name in ("math", "code", "lean"):
+    for name in ("math", "gsm8k", "code", "lean"):  # each built-in with its own golden cases
         assert f"│ {name}" in proc.stdout
     assert "FAIL" not in proc.stdout
 
