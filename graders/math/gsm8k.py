@@ -29,7 +29,8 @@ class GSM8KGrader:
 
     name = "gsm8k"
     version = "1.0.0"
-    selftest_file = "gsm8k_selftest.jsonl"  # its own golden cases (the math grader's selftest.jsonl sits beside it)
+    # its own golden cases: the math grader's selftest.jsonl sits beside it
+    selftest_file = "gsm8k_selftest.jsonl"
 
     def __init__(self) -> None:
         self._math = MathGrader(max_workers=1)
