@@ -58,16 +58,24 @@ def single_process_error() -> str | None:
     )
 
 
+# What a quiet run sets; ``logging.engine_logs`` (``--verbose``) clears these values again, since an earlier quiet
+# command in the same process (or a parent that inherited them) would otherwise keep the engine silent.
+QUIET_ENV = {"VLLM_LOGGING_LEVEL": "ERROR", "HF_HUB_DISABLE_PROGRESS_BARS": "1"}
+
+
 def prepare(cfg: Config) -> None:
     """Process-wide settings a command applies before anything heavy is imported."""
     if not cfg.logging.engine_logs:
         # vLLM's ~50 INFO/WARNING lines per run (engine config, compile, and two "Failed to load weights" per
-        # hand-off, which are harmless: see VLLMEngine.load_weights) would bury the run's own lines.
-        os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
+        # hand-off, which are harmless: see VLLMEngine.load_weights) and transformers' load/save bars would bury
+        # the run's own lines.
+        for key, value in QUIET_ENV.items():
+            os.environ.setdefault(key, value)
         warnings.filterwarnings("ignore", category=FutureWarning, module=r"vllm\.")  # torch API deprecations
-        os.environ.setdefault(
-            "HF_HUB_DISABLE_PROGRESS_BARS", "1"
-        )  # transformers' load/save bars, every hand-in
+    else:
+        for key, value in QUIET_ENV.items():
+            if os.environ.get(key) == value:
+                del os.environ[key]
     default_lean_launcher(cfg)
 
 
