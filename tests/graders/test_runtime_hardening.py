@@ -124,7 +124,8 @@ def test_close_leaves_no_process_behind(tmp_path: Path) -> None:
             [GradeRequest(SPAWNING, str(i), None, {"pid_file": str(pid_file)}) for i in range(4)]
         )
         assert all(g.verdict == "correct" for g in grades)
-        workers = [w["pid"] for w in pool.metrics()["workers"]]
+        # a worker still starting has no pid yet (None: psutil would read that as this very process)
+        workers = [w["pid"] for w in pool.metrics()["workers"] if w["pid"] is not None]
         tree = [p.pid for w in workers for p in psutil.Process(w).children(recursive=True)]
     assert _gone([*workers, *tree, *_read_pids(pid_file)]) == []
 
