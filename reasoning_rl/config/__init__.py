@@ -23,6 +23,7 @@ from reasoning_rl.config.load import (
     parse_overrides,
     save_config,
 )
+from reasoning_rl.config.resources import ResourcesConfig
 from reasoning_rl.config.sections import (
     Config,
     DataConfig,
@@ -56,6 +57,7 @@ __all__ = [
     "OverlongConfig",
     "RolloutConfig",
     "RolloutCorrectionConfig",
+    "ResourcesConfig",
     "RowConfig",
     "RunConfig",
     "SamplingParams",

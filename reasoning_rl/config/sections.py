@@ -13,6 +13,7 @@ from pydantic import (
 
 from reasoning_rl.config.algorithm import GROUP_BASELINE_ESTIMATORS, AlgorithmConfig
 from reasoning_rl.config.base import _Section
+from reasoning_rl.config.resources import ResourcesConfig
 from reasoning_rl.registry import ENGINES
 
 
@@ -267,6 +268,7 @@ class Config(_Section):
     eval: EvalConfig = Field(default_factory=EvalConfig)
     trainer: TrainerConfig = Field(default_factory=TrainerConfig)
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
+    resources: ResourcesConfig = Field(default_factory=ResourcesConfig)
 
     @model_validator(mode="after")
     def _batch_fits(self) -> Config:
