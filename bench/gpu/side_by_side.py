@@ -42,18 +42,17 @@ def write_prompts(path: Path, vocab: int, steps: int) -> None:
             fh.write(json.dumps({"id": i, "question": text, "answer": "0"}) + "\n")
 
 
-def run_ours(shape: str, steps: int, work: Path) -> dict[str, Any]:
+def anchor_config(shape: str, steps: int, work: Path) -> Any:
+    """The fixed-length anchor as one of our run configs (``floors.py`` builds the same components from it)."""
     import torch
 
     from reasoning_rl.config import load_config
-    from reasoning_rl.trainer.loop import Trainer
-    from reasoning_rl.trainer.metrics import read_metrics
 
     model = build_random_model(shape, work / f"model_{shape}")
     data = work / f"prompts_{shape}.jsonl"
     write_prompts(data, SHAPES[shape]["vocab_size"], steps)
     run_dir = work / f"run_{shape}"
-    cfg = load_config(
+    return load_config(
         None,
         base={
             "run": {"name": f"sbs_{shape}", "dir": str(run_dir), "doctor": False},
@@ -94,6 +93,16 @@ def run_ours(shape: str, steps: int, work: Path) -> dict[str, Any]:
             "logging": {"console": "plain", "tensorboard": False, "samples": False},
         },
     )
+
+
+def run_ours(shape: str, steps: int, work: Path) -> dict[str, Any]:
+    import torch
+
+    from reasoning_rl.trainer.loop import Trainer
+    from reasoning_rl.trainer.metrics import read_metrics
+
+    cfg = anchor_config(shape, steps, work)
+    run_dir = cfg.run_dir
     if torch.cuda.is_available():
         torch.cuda.reset_peak_memory_stats()
     Trainer(cfg).run()
@@ -129,6 +138,10 @@ def run_ours(shape: str, steps: int, work: Path) -> dict[str, Any]:
         "handoff_s": round(med("handoff/seconds"), 3),
         "handoff_gbps": round(med("handoff/gbps"), 2),
         "handoff_bytes": med("handoff/bytes"),
+        "spans_s": {
+            k: round(med(k), 4)
+            for k in sorted({k for r in rows for k in r if k.startswith("time/") and k != "time/step_s"})
+        },
         "peak_mem_gib": round(torch.cuda.max_memory_allocated() / 2**30, 1)
         if torch.cuda.is_available()
         else None,

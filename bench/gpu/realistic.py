@@ -1,0 +1,257 @@
+"""Issue 20: a realistic reasoning workload, ours (the real ``Trainer``, as ``rrl train`` runs it) vs TRL 1.16.
+
+    python bench/gpu/realistic.py --gguf DIR/FILE.gguf --data GSM8K.jsonl --trl bench/gpu/trl_realistic.py --out OUT.json
+
+SmolLM2-135M-Instruct (the GGUF, converted by our code path), its chat template, GSM8K test questions (the
+``datasets/recipes/gsm8k.py`` rows: question + "put the final answer in \\boxed{}"), ``REAL_PROMPTS`` (64)
+prompts x 8 samples per step, up to ``REAL_MAX_TOKENS`` (1024) new tokens with EOS honoured, temperature 1.0,
+the math grader (lenient) in the loop, one optimizer step per batch, beta = 0, vLLM colocated at 0.3 of the
+GPU and kept awake (as TRL runs it). Ours runs in a child process (the GPU is freed when it exits), then TRL's
+bench, back to back in the same call. Tokens/s counts real tokens (prompt + response of every sample).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+PROMPTS = int(os.environ.get("REAL_PROMPTS", 64))
+GENS = int(os.environ.get("REAL_GENS", 8))
+MAX_TOKENS = int(os.environ.get("REAL_MAX_TOKENS", 1024))
+MICRO_TOKENS = int(os.environ.get("OURS_MICRO_TOKENS", 32768))
+OURS_COMPILE = os.environ.get("OURS_COMPILE", "1") == "1"
+PEAK_FLOPS = 790e12  # bf16 dense matmul measured on this H200 kind (KINDS.md)
+SMOL = dict(  # SmolLM2-135M: the FLOP count of the update (6N + causal attention)
+    vocab=49152, hidden=576, inter=1536, layers=30, heads=9, kv_heads=3
+)
+
+
+def smol_params() -> int:
+    h, i, layers, v = SMOL["hidden"], SMOL["inter"], SMOL["layers"], SMOL["vocab"]
+    kv = SMOL["kv_heads"] * (h // SMOL["heads"])
+    return layers * (h * h * 2 + h * kv * 2 + 3 * h * i + 2 * h) + v * h + h
+
+
+def update_flops(tokens: float, seq_lens: list[int]) -> float:
+    """fwd+bwd FLOPs of real (unpadded) tokens: 6N per token (``tokens``: exact) + causal attention,
+    6·layers·hidden·len per token (``seq_lens``: re-tokenised lengths, only this ~5-10 % term uses them)."""
+    attention = sum(6.0 * SMOL["layers"] * SMOL["hidden"] * s * s for s in seq_lens)
+    return 6.0 * smol_params() * tokens + attention
+
+
+def real_config(gguf: Path, data: Path, run_dir: Path, steps: int, on_gpu: bool) -> Any:
+    """The realistic workload as one of our run configs (``rrl train`` would take the same keys as YAML)."""
+    from reasoning_rl.config import load_config
+
+    return load_config(
+        None,
+        base={
+            "run": {"name": "real", "dir": str(run_dir), "doctor": False},
+            "model": {
+                "path": str(gguf.parent),
+                "gguf_file": gguf.name,
+                "dtype": "bfloat16" if on_gpu else "float32",
+                "compile": OURS_COMPILE and on_gpu,
+            },
+            "data": {
+                "train": {"path": str(data), "limit": PROMPTS * (steps + 1)},
+                "chat_template": True,
+                "shuffle": False,
+                "max_prompt_tokens": 1024,
+                "grader_map": {"gsm8k": "math"},
+            },
+            "rollout": {
+                "n": GENS,
+                "max_tokens": MAX_TOKENS,
+                "temperature": 1.0,
+                "ignore_eos": False,
+                "gpu_memory_utilization": 0.3 if on_gpu else 0.2,
+                "seed_per_sample": False,
+                "engine_args": {"max_num_seqs": PROMPTS * GENS} if on_gpu else {},
+                "sleep": False,
+            },
+            "algorithm": {"micro_batch_tokens": MICRO_TOKENS, "mini_batch_size": PROMPTS * GENS},
+            "optim": {"lr": 1e-6},
+            "grading": {"workers": 8 if on_gpu else 2, "cache": False, "options": {"math": {"mode": "lenient"}}},
+            "trainer": {
+                "steps": steps + 1,
+                "batch_size": PROMPTS,
+                "checkpoint_every": 0,
+                "export": False,
+                "overwrite": True,
+            },
+            "logging": {"console": "plain", "tensorboard": False, "samples": True},
+        },
+    )
+
+
+def summarise_ours(run_dir: Path) -> dict[str, Any]:
+    import torch
+
+    from reasoning_rl.trainer.metrics import read_metrics
+
+    rows = [r for r in read_metrics(run_dir / "metrics.jsonl") if "time/step_s" in r][1:]  # 1st = warm-up
+
+    def med(key: str) -> float:
+        vals = [float(r[key]) for r in rows if key in r]
+        return statistics.median(vals) if vals else float("nan")
+
+    per_step = []
+    for r in rows:
+        toks = float(r["throughput/train_tokens"])  # prompt + response tokens of the batch (real, no padding)
+        per_step.append(
+            {
+                "step_s": round(float(r["time/step_s"]), 3),
+                "real_tokens": int(toks),
+                "tokens_per_s": round(toks / float(r["time/step_s"])),
+                "response_tokens": int(r.get("samples", 0) * r.get("response/length_mean", 0)),
+            }
+        )
+    step_s = med("time/step_s")
+    spans = {
+        k: round(med(k), 4)
+        for k in sorted({k for r in rows for k in r if k.startswith("time/") and k != "time/step_s"})
+    }
+    accounted = sum(v for v in spans.values() if v == v)
+    return {
+        "system": "reasoning-rl",
+        "prompts": PROMPTS,
+        "gens": GENS,
+        "max_tokens": MAX_TOKENS,
+        "micro_batch_tokens": MICRO_TOKENS,
+        "compile": OURS_COMPILE,
+        "steps": per_step,
+        "step_s_median": round(step_s, 3),
+        "real_tokens_median": round(med("throughput/train_tokens")),
+        "tokens_per_s": round(statistics.median([s["tokens_per_s"] for s in per_step])),
+        "gen_tokens_per_s": round(med("throughput/gen_tokens_per_s")),
+        "spans_s": spans,
+        "other_s": round(step_s - accounted, 4),
+        "grade_wait_share": round(med("time/grade_wait_s") / step_s, 4),
+        "update_mfu": round(
+            statistics.median(
+                update_flops(float(r["throughput/train_tokens"]), _lens(run_dir, int(r.get("step", i + 2))))
+                / float(r["time/update_s"])
+                / PEAK_FLOPS
+                for i, r in enumerate(rows)
+            ),
+            3,
+        )
+        if torch.cuda.is_available()
+        else None,
+        "handoff_s": round(med("handoff/seconds"), 3),
+        "handoff_gbps": round(med("handoff/gbps"), 2),
+        "response_len_mean": round(med("response/length_mean"), 1),
+        "response_len_max": max(float(r["response/length_max"]) for r in rows),
+        "truncation_rate": round(med("response/truncation_rate"), 4),
+        "reward_mean": round(med("reward/mean"), 4),
+        "peak_mem_gib": round(torch.cuda.max_memory_allocated() / 2**30, 1)
+        if torch.cuda.is_available()
+        else None,
+        "all_metrics_last_step": rows[-1] if rows else {},
+    }
+
+
+def _lens(run_dir: Path, step: int) -> list[int]:
+    return [int(x) for x in (run_dir / "seq_lens" / f"{step}.txt").read_text().split()]
+
+
+def record_lengths(run_dir: Path, tokenizer: Any) -> None:
+    """Per step, each sample's prompt + response token count (the update's FLOPs), re-tokenised from samples/
+    (+1 for the EOS the text drops; a decode/encode round trip can differ by a token or two)."""
+    out = run_dir / "seq_lens"
+    out.mkdir(exist_ok=True)
+    for path in sorted((run_dir / "samples").glob("step_*.jsonl")):
+        rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        lens = []
+        for row in rows:
+            text = tokenizer.apply_chat_template(row["prompt"], add_generation_prompt=True, tokenize=False)
+            both = tokenizer([text, row["response"]], add_special_tokens=False)["input_ids"]
+            lens.append(len(both[0]) + len(both[1]) + 1)
+        (out / f"{path.stem.split('_')[1]}.txt").write_text(" ".join(map(str, lens)))
+
+
+def run_ours(gguf: Path, data: Path, steps: int, work: Path) -> dict[str, Any]:
+    import torch
+
+    from reasoning_rl.policy.model import load_tokenizer
+    from reasoning_rl.trainer.build import resolve_model_dir
+    from reasoning_rl.trainer.loop import Trainer
+
+    on_gpu = torch.cuda.is_available()
+    cfg = real_config(gguf, data, work / "run_real", steps, on_gpu)
+    if on_gpu:
+        torch.cuda.reset_peak_memory_stats()
+    t0 = time.time()
+    Trainer(cfg).run()
+    wall = time.time() - t0
+    tok = load_tokenizer(str(resolve_model_dir(cfg)))
+    record_lengths(cfg.run_dir, tok)
+    out = summarise_ours(cfg.run_dir)
+    out["wall_s"] = round(wall, 1)
+    return out
+
+
+def run_trl(model_dir: Path, data: Path, steps: int, trl_bench: str, timeout: int) -> dict[str, Any]:
+    cmd = [sys.executable, trl_bench, str(model_dir), str(data), str(PROMPTS), str(GENS), str(MAX_TOKENS)]
+    cmd.append(str(steps + 1))
+    t = time.time()
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        text = out.stdout + out.stderr
+    except subprocess.TimeoutExpired as exc:
+        text = (exc.stdout or b"").decode() if isinstance(exc.stdout, bytes) else (exc.stdout or "")
+        text += "\nTIMEOUT"
+    Path("/tmp/rrl_real/trl.log").write_text(text)
+    for line in text.splitlines():
+        if line.startswith("RESULT "):
+            res: dict[str, Any] = json.loads(line[len("RESULT ") :])
+            res["wall_s"] = round(time.time() - t, 1)
+            return res
+    steps_seen = [line for line in text.splitlines() if line.startswith("STEP ")]
+    return {"system": "trl", "error": text[-3000:], "steps_seen": steps_seen}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--gguf", required=True, type=Path)
+    ap.add_argument("--data", required=True, type=Path)
+    ap.add_argument("--steps", type=int, default=4)
+    ap.add_argument("--trl", default=None, help="path to trl_realistic.py; omit to run ours only")
+    ap.add_argument("--trl-timeout", type=int, default=330)
+    ap.add_argument("--only-ours", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--out", required=True)
+    args = ap.parse_args()
+    work = Path("/tmp/rrl_real")
+    work.mkdir(parents=True, exist_ok=True)
+    if args.only_ours:  # child process: the GPU is all ours, and freed entirely when we exit
+        Path(args.out).write_text(json.dumps(run_ours(args.gguf, args.data, args.steps, work), default=str))
+        return
+    child = work / "ours.json"
+    cmd = [sys.executable, __file__, "--gguf", str(args.gguf), "--data", str(args.data)]
+    subprocess.run([*cmd, "--steps", str(args.steps), "--only-ours", "--out", str(child)], check=True)
+    result: dict[str, Any] = {"workload": "realistic", "ours": json.loads(child.read_text())}
+    if args.trl:
+        stem = args.gguf.stem.lower().replace(".", "-")
+        model_dir = Path(".cache") / "converted" / stem  # the dir our run converted (the same weights)
+        result["trl"] = run_trl(model_dir.resolve(), args.data, args.steps, args.trl, args.trl_timeout)
+        if "tokens_per_s" in result["trl"]:
+            result["ratio_tokens_per_s"] = round(
+                result["ours"]["tokens_per_s"] / result["trl"]["tokens_per_s"], 2
+            )
+    Path(args.out).write_text(json.dumps(result, indent=1, default=str))
+    short = {k: v for k, v in result["ours"].items() if k not in ("all_metrics_last_step",)}
+    print("OURS " + json.dumps(short, default=str)[:3000], flush=True)
+    print("TRL " + json.dumps(result.get("trl"), default=str)[:3000], flush=True)
+    print("RATIO", result.get("ratio_tokens_per_s"), flush=True)
+
+
+if __name__ == "__main__":
+    main()

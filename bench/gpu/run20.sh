@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Issue 20 ON the GPU machine (nvidia-h200), from the repo root:  bash bench/gpu/run20.sh PHASE
+# Here first: `bash bench/gpu/prepare.sh` (vLLM kit .gpu/c1..c6, wheels, the SmolLM2 GGUF in two parts, GSM8K).
+# The device calls, back to back (< 30 s apart; the machine goes back after 30 s idle):
+#   1-5  bash .gpu/cN/move.sh N                                                 carry [.gpu/cN]
+#   6    bash .gpu/c6/move.sh 6 && source .gpu/c6/install.sh && bash bench/gpu/run20.sh anchor
+#                                                            carry [.gpu/c6, .gpu_carry/whl, .gpu_carry/data]
+#   7    bash bench/gpu/run20.sh model1                                          carry [.gpu_carry/m1]
+#   8    source /tmp/vllm_kit/install.sh && bash bench/gpu/run20.sh real
+#                                                          carry [.gpu_carry/m2, .gpu_carry/whl, .gpu_carry/data]
+#   9    source /tmp/vllm_kit/install.sh && bash bench/gpu/run20.sh realfloors   carry [.gpu_carry/whl, .gpu_carry/data]
+# Phases:
+#   anchor      the fixed-length side by side (side_by_side.py qwen, ours vs TRL), then its stage floors (floors.py)
+#   model1      GGUF part 1 to /tmp/smol
+#   real        GGUF part 2, reassemble + check; the realistic workload, ours vs TRL (realistic.py)
+#   realfloors  the realistic workload's stage floors, update at three micro-batch budgets (floors.py real)
+set -uo pipefail
+export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+export PYTHONPATH=$PWD:${PYTHONPATH:-}
+GGUF=/tmp/smol/SmolLM2-135M-Instruct.Q4_1.gguf
+DATA=$PWD/.gpu_carry/data/gsm8k_test.jsonl
+quiet() { grep -vE "^(INFO|WARNING|DEBUG)|^\(MainProcess|it/s\]|s/it\]"; }
+wheels() {
+    if [ ! -f /tmp/site/.done ]; then
+        python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .gpu_carry/whl/*.whl && touch /tmp/site/.done
+    fi
+    export PYTHONPATH=/tmp/site:$PYTHONPATH
+}
+case "$1" in
+anchor)
+    cp .gpu/c6/install.sh /tmp/vllm_kit/install.sh
+    wheels
+    nvidia-smi --query-gpu=name,memory.total,power.limit,clocks.sm --format=csv
+    timeout 330 python3 bench/gpu/side_by_side.py qwen --steps 4 --trl .gpu_carry/data/trl_bench.py \
+        --out "$OUT/sbs_qwen.json" 2>&1 | quiet | tail -25
+    timeout 230 python3 bench/gpu/floors.py anchor --shape qwen --out "$OUT/floors_anchor.json" 2>&1 | quiet | tail -8
+    ;;
+model1)
+    mkdir -p /tmp/smol && mv .gpu_carry/m1/gg.0 /tmp/smol/ && ls -la /tmp/smol
+    ;;
+real)
+    wheels
+    if [ ! -f $GGUF ]; then
+        mv .gpu_carry/m2/gg.1 /tmp/smol/ && cat /tmp/smol/gg.0 /tmp/smol/gg.1 > $GGUF
+        echo "$(cat .gpu_carry/m2/sha256)  $GGUF" | sha256sum -c - || exit 1
+        rm -f /tmp/smol/gg.*
+    fi
+    python3 bench/gpu/realistic.py --gguf $GGUF --data "$DATA" --steps 4 --trl bench/gpu/trl_realistic.py \
+        --trl-timeout ${TRL_TIMEOUT:-330} --out "$OUT/real_pair.json" 2>&1 | quiet | tail -30
+    cp /tmp/rrl_real/run_real/trace.jsonl "$OUT/real_trace.jsonl"
+    tail -c 60000 /tmp/rrl_real/trl.log > "$OUT/real_trl.log"
+    ;;
+realfloors)
+    wheels
+    timeout 560 python3 bench/gpu/floors.py real --gguf $GGUF --data "$DATA" --micro ${MICRO_LIST:-16384,32768,65536} \
+        --out "$OUT/floors_real.json" 2>&1 | quiet | tail -8
+    ;;
+*) echo "unknown phase $1"; exit 2 ;;
+esac
