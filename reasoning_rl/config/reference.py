@@ -163,7 +163,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.check:
         current = args.out.read_text(encoding="utf-8") if args.out.is_file() else None
         if current != text:
-            print(f"{args.out} is out of date with reasoning_rl/config/*.py; run `{COMMAND}`", file=sys.stderr)
+            print(
+                f"{args.out} is out of date with reasoning_rl/config/*.py; run `{COMMAND}`", file=sys.stderr
+            )
             return 1
         return 0
     args.out.parent.mkdir(parents=True, exist_ok=True)

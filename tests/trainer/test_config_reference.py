@@ -15,7 +15,9 @@ from reasoning_rl.config.reference import COMMAND, DOC_PATH, keys, main, render,
 
 def test_committed_reference_matches_the_models() -> None:
     committed = DOC_PATH.read_text(encoding="utf-8") if DOC_PATH.is_file() else ""
-    assert committed == render(), f"docs/config.md is out of date with reasoning_rl/config/*.py: run `{COMMAND}`"
+    assert committed == render(), (
+        f"docs/config.md is out of date with reasoning_rl/config/*.py: run `{COMMAND}`"
+    )
 
 
 def test_every_key_has_a_description() -> None:
