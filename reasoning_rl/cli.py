@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import typer
 
 from reasoning_rl import __version__
@@ -166,17 +168,37 @@ def export(
     run_dir: str = typer.Argument(..., help="A run directory written by `rrl train`."),
     step: int = typer.Option(None, "--step", help="Checkpoint step [default: latest complete]."),
     out: str = typer.Option(None, "-o", "--out", help="Output dir [default: RUN_DIR/export/step_N]."),
+    push_to_hub: str = typer.Option(
+        None,
+        "--push-to-hub",
+        metavar="REPO",
+        help="Then upload the export to this Hugging Face Hub repo (NAME or OWNER/NAME; created if missing). "
+        "Token: HF_TOKEN or `hf auth login`; HF_ENDPOINT for another hub.",
+    ),
+    private: bool = typer.Option(False, "--private", help="With --push-to-hub: create the repo private."),
 ) -> None:
-    """Export a checkpoint as a plain HF model directory (safetensors + tokenizer)."""
+    """Export a checkpoint as a plain HF model directory (safetensors + tokenizer), optionally pushed to the Hub."""
+    from reasoning_rl.trainer.hub import HubPushError, HubTarget
+
+    try:  # before the export (and torch's import): a push that cannot happen is refused at once
+        if private and push_to_hub is None:
+            raise HubPushError("--private applies to the repo --push-to-hub creates; give --push-to-hub REPO")
+        target = HubTarget.resolve(push_to_hub, private=private) if push_to_hub is not None else None
+    except HubPushError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
     from reasoning_rl.policy.model import ModelLoadError
     from reasoning_rl.trainer.export import export_checkpoint
 
     try:
         path = export_checkpoint(run_dir, step=step, out=out)
-    except (FileNotFoundError, ModelLoadError) as exc:
+        typer.echo(f"exported: {path}")
+        if target is not None:
+            url = target.push(path, f"rrl export {Path(run_dir).resolve().name} ({path.name})")
+            typer.echo(f"pushed: {url}")
+    except (FileNotFoundError, ModelLoadError, HubPushError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc
-    typer.echo(f"exported: {path}")
 
 
 if __name__ == "__main__":

@@ -17,9 +17,11 @@ from reasoning_rl.registry import ESTIMATORS
 class OverlongConfig(_Section):
     """DAPO soft overlong punishment: linearly penalise responses in the last ``buffer`` tokens of the budget."""
 
-    enabled: bool = False
-    buffer: int = Field(default=64, ge=1)
-    penalty: float = Field(default=1.0, ge=0.0)
+    enabled: bool = Field(default=False, description="Subtract the overlong penalty from the rewards.")
+    buffer: int = Field(
+        default=64, ge=1, description="Last tokens of rollout.max_tokens over which the penalty grows from 0."
+    )
+    penalty: float = Field(default=1.0, ge=0.0, description="Penalty at the full budget (linear over the buffer).")
 
 
 class RolloutCorrectionConfig(_Section):
@@ -29,15 +31,15 @@ class RolloutCorrectionConfig(_Section):
     loss is weighted by min(exp(old - rollout), tis_cap); with ``mis`` sequences whose ratio leaves
     [mis_low, mis_high] are dropped. The mismatch metrics are logged whenever both log-probs exist."""
 
-    enabled: bool = False
+    enabled: bool = Field(default=False, description="Weigh the policy loss by the truncated trainer/engine ratio.")
     tis_cap: float | None = Field(default=2.0, gt=0.0, description="Token-level TIS cap C; None: no TIS.")
     mis: bool = Field(default=False, description="Sequence-level masking (MIS) on top of TIS.")
     mis_level: Literal["sequence", "geometric"] = Field(
         default="geometric",
         description="'sequence': product of token ratios; 'geometric': their geometric mean.",
     )
-    mis_low: float = Field(default=0.5, ge=0.0, lt=1.0)
-    mis_high: float = Field(default=2.0, gt=1.0)
+    mis_low: float = Field(default=0.5, ge=0.0, lt=1.0, description="MIS drops sequences whose ratio is below this.")
+    mis_high: float = Field(default=2.0, gt=1.0, description="MIS drops sequences whose ratio is above this.")
     mismatch_threshold: float = Field(
         default=0.5, gt=0.0, description="|delta log p| counted by mismatch/frac_over."
     )
@@ -51,7 +53,7 @@ class LossConfig(_Section):
     """How the policy loss is formed: the policy-loss keys of ``algorithm`` (which extends this), the one
     definition ``algorithms.policy_loss`` and ``Policy.train_step`` take."""
 
-    clip_low: float = Field(default=0.2, ge=0.0)
+    clip_low: float = Field(default=0.2, ge=0.0, description="PPO clip: the ratio is clipped below at 1 - clip_low.")
     clip_high: float = Field(default=0.2, ge=0.0, description="Clip-higher (DAPO) when > clip_low.")
     dual_clip: float | None = Field(
         default=None,
@@ -59,15 +61,19 @@ class LossConfig(_Section):
         description="c > 1: caps the loss of negative-advantage tokens at c * |A| (Ye et al.).",
     )
     ratio: Literal["token", "sequence"] = Field(default="token", description="'sequence' = GSPO.")
-    loss_agg: AggMode = "token-mean"
-    kl_coef: float = Field(default=0.0, ge=0.0)
-    kl_estimator: KLEstimator = "k3"
+    loss_agg: AggMode = Field(
+        default="token-mean",
+        description="How token losses reduce: mean over all tokens; mean of per-sequence means; "
+        "per-sequence sums over a constant length (Dr.GRPO).",
+    )
+    kl_coef: float = Field(default=0.0, ge=0.0, description="Weight of the KL to the reference policy; 0: no reference model.")
+    kl_estimator: KLEstimator = Field(default="k3", description="KL estimator per token (Schulman's k1, k2, k3).")
     kl_mode: Literal["loss", "reward"] = Field(
         default="loss",
         description="'loss': a KL term in the policy loss; "
         "'reward': subtracted from the rewards (no loss term).",
     )
-    entropy_coef: float = 0.0
+    entropy_coef: float = Field(default=0.0, description="Entropy bonus weight (subtracted from the loss); 0: off.")
 
     @property
     def uses_kl_loss(self) -> bool:
@@ -79,7 +85,9 @@ class LossConfig(_Section):
 
 
 class AlgorithmConfig(LossConfig):
-    name: Literal["grpo", "ppo"] = "grpo"
+    name: Literal["grpo", "ppo"] = Field(
+        default="grpo", description="grpo: outcome advantages, no critic; ppo: a critic and GAE."
+    )
     advantage: str = Field(
         default="grpo",
         description="An outcome estimator of the advantage registry "
@@ -90,7 +98,9 @@ class AlgorithmConfig(LossConfig):
     mini_batch_size: int | None = Field(
         default=None, ge=1, description="Samples per optimizer step; None: whole batch."
     )
-    micro_batch_tokens: int = Field(default=8192, ge=1)
+    micro_batch_tokens: int = Field(
+        default=8192, ge=1, description="Token budget of one packed forward/backward micro-batch (memory vs speed)."
+    )
     old_logprobs: Literal["auto", "recompute", "rollout"] = Field(
         default="auto",
         description="Where the PPO ratio's old log-probs come from, decided once when the run is "
@@ -99,14 +109,19 @@ class AlgorithmConfig(LossConfig):
         "needs them; a recompute by the trainer otherwise. 'recompute': always the trainer's pass. 'rollout': "
         "always the engine's.",
     )
-    gamma: float = Field(default=1.0, ge=0.0, le=1.0)
-    lam: float = Field(default=1.0, ge=0.0, le=1.0)
+    gamma: float = Field(default=1.0, ge=0.0, le=1.0, description="GAE discount (name=ppo).")
+    lam: float = Field(default=1.0, ge=0.0, le=1.0, description="GAE lambda (name=ppo).")
     dynamic_sampling: bool = Field(
         default=False, description="DAPO: drop groups whose rewards are all equal and refill."
     )
-    max_refill_rounds: int = Field(default=3, ge=0)
-    overlong: OverlongConfig = Field(default_factory=OverlongConfig)
-    rollout_correction: RolloutCorrectionConfig = Field(default_factory=RolloutCorrectionConfig)
+    max_refill_rounds: int = Field(
+        default=3, ge=0, description="Extra sampling rounds dynamic_sampling may take to fill a batch."
+    )
+    overlong: OverlongConfig = Field(default_factory=OverlongConfig, description="DAPO soft overlong punishment.")
+    rollout_correction: RolloutCorrectionConfig = Field(
+        default_factory=RolloutCorrectionConfig,
+        description="Importance sampling against the rollout/trainer mismatch.",
+    )
 
     @model_validator(mode="before")
     @classmethod

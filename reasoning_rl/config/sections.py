@@ -18,10 +18,12 @@ from reasoning_rl.registry import ENGINES
 
 
 class RunConfig(_Section):
-    name: str = "run"
+    name: str = Field(default="run", description="Run name: fills '{name}' in run.dir; shown in logs, the trace and W&B.")
     dir: str = Field(default="runs/{name}", description="Run directory; '{name}' is replaced by run.name.")
-    seed: int = 0
-    device: Literal["auto", "cpu", "cuda"] = "auto"
+    seed: int = Field(default=0, description="Seeds prompt order, sampling and model init; same seed + config = same run on CPU.")
+    device: Literal["auto", "cpu", "cuda"] = Field(
+        default="auto", description="Where the policy trains and the engine runs; auto: CUDA when visible, else CPU."
+    )
     doctor: bool = Field(default=True, description="Run `rrl doctor` checks before loading anything heavy.")
 
 
@@ -29,11 +31,20 @@ class ModelConfig(_Section):
     path: str = Field(
         description="Local HF model dir, hub name, or a dir holding a GGUF file (see gguf_file)."
     )
-    gguf_file: str | None = None
-    dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
-    gradient_checkpointing: bool = False
+    gguf_file: str | None = Field(
+        default=None,
+        description="A GGUF file inside model.path to load (converted once to an HF dir under .cache/converted/).",
+    )
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
+        default="auto", description="Weights and compute dtype of the trained models; auto: bfloat16 on CUDA, float32 on CPU."
+    )
+    gradient_checkpointing: bool = Field(
+        default=False, description="Recompute activations in the backward pass: less memory, a slower update."
+    )
     ref_offload: bool = Field(default=False, description="Keep the frozen reference policy on CPU.")
-    fsdp: Literal["auto", "on", "off"] = "auto"
+    fsdp: Literal["auto", "on", "off"] = Field(
+        default="auto", description="Wrap the trained models with FSDP2; auto: on with several ranks or on CUDA."
+    )
     compile: bool | None = Field(
         default=None,
         description="torch.compile each decoder layer and the log-prob head "
@@ -45,9 +56,13 @@ class ModelConfig(_Section):
 class SourceConfig(_Section):
     """One dataset: a file/dir/hub name (``path``) or a built-in seeded generator (``generator``)."""
 
-    path: str | None = None
-    split: str = "train"
-    generator: Literal["arithmetic", "fixed_digit"] | None = None
+    path: str | None = Field(
+        default=None, description="JSONL(.gz) or parquet file, HF dataset dir, or hub dataset name (set this or generator)."
+    )
+    split: str = Field(default="train", description="Split to read from a dataset dir or hub dataset.")
+    generator: Literal["arithmetic", "fixed_digit"] | None = Field(
+        default=None, description="A built-in seeded task generator instead of a path (seeded by run.seed)."
+    )
     size: int = Field(default=256, ge=1, description="Rows to generate (generator only).")
     options: dict[str, Any] = Field(default_factory=dict, description="Generator options.")
     limit: int | None = Field(default=None, ge=1, description="Use only the first N rows.")
@@ -67,17 +82,26 @@ class RowConfig(_Section):
         default="{question}",
         description="Python format string applied to simple rows ({question}, plus any column).",
     )
-    system_prompt: str | None = None
+    system_prompt: str | None = Field(
+        default=None, description="System message put before each prompt that has none; None: no system message."
+    )
     grader_map: dict[str, str] = Field(
         default_factory=dict,
         description="data_source or ability -> grader name (explicit row 'grader' wins).",
     )
-    default_grader: str = "math"
+    default_grader: str = Field(
+        default="math",
+        description="Grader of rows that neither name one nor match grader_map: a registered name or module:Class.",
+    )
 
 
 class DataConfig(RowConfig):
-    train: list[SourceConfig] = Field(min_length=1)
-    val: list[SourceConfig] = Field(default_factory=list)
+    train: list[SourceConfig] = Field(
+        min_length=1, description="Training sources (a single mapping or path is a one-source list)."
+    )
+    val: list[SourceConfig] = Field(
+        default_factory=list, description="Held-out sources for evaluation (eval.*); empty: no evaluation in training."
+    )
     chat_template: bool | str = Field(
         default=True,
         description="true: wrap prompts with the tokenizer's chat "
@@ -85,9 +109,12 @@ class DataConfig(RowConfig):
         "inline (contains '{%' or '{{') or a file path (relative to the working "
         "directory).",
     )
-    on_bad_row: Literal["error", "skip"] = "error"
-    max_prompt_tokens: int = Field(default=1024, ge=1)
-    shuffle: bool = True
+    on_bad_row: Literal["error", "skip"] = Field(
+        default="error",
+        description="A malformed or too-long row: 'error' stops naming file and row; 'skip' drops it and counts it.",
+    )
+    max_prompt_tokens: int = Field(default=1024, ge=1, description="Longest prompt, in tokens, after templating.")
+    shuffle: bool = Field(default=True, description="Shuffle the prompt order every epoch (seeded by run.seed).")
 
     @model_validator(mode="before")
     @classmethod
@@ -106,10 +133,10 @@ class SamplingParams(_Section):
     extends this) and of every engine request (``rollout.SamplingConfig``)."""
 
     n: int = Field(default=1, ge=1, description="Samples per prompt.")
-    temperature: float = Field(default=1.0, ge=0.0)
-    top_p: float = Field(default=1.0, gt=0.0, le=1.0)
-    max_tokens: int = Field(default=256, ge=1)
-    stop: list[str] = Field(default_factory=list)
+    temperature: float = Field(default=1.0, ge=0.0, description="Sampling temperature; 0: greedy.")
+    top_p: float = Field(default=1.0, gt=0.0, le=1.0, description="Nucleus sampling: keep the top tokens up to this mass.")
+    max_tokens: int = Field(default=256, ge=1, description="Most response tokens per sample.")
+    stop: list[str] = Field(default_factory=list, description="Strings that end a response (kept out of it).")
     ignore_eos: bool = Field(
         default=False, description="Generate exactly max_tokens (fixed-length benchmarks)."
     )
@@ -178,23 +205,36 @@ class RolloutConfig(SamplingParams):
 
 
 class OptimConfig(_Section):
-    lr: float = Field(default=1e-6, gt=0.0)
-    weight_decay: float = Field(default=0.0, ge=0.0)
-    betas: tuple[float, float] = (0.9, 0.999)
-    grad_clip: float | None = Field(default=1.0, gt=0.0)
-    schedule: Literal["constant", "cosine"] = "constant"
-    warmup_steps: int = Field(default=0, ge=0)
-    critic_lr: float = Field(default=1e-5, gt=0.0)
+    lr: float = Field(default=1e-6, gt=0.0, description="AdamW learning rate of the policy.")
+    weight_decay: float = Field(default=0.0, ge=0.0, description="AdamW weight decay.")
+    betas: tuple[float, float] = Field(default=(0.9, 0.999), description="AdamW betas (beta1, beta2).")
+    grad_clip: float | None = Field(default=1.0, gt=0.0, description="Clip the gradient's global norm to this; None: no clipping.")
+    schedule: Literal["constant", "cosine"] = Field(
+        default="constant", description="Learning-rate schedule after warmup; cosine decays over trainer.steps."
+    )
+    warmup_steps: int = Field(default=0, ge=0, description="Optimizer steps of linear learning-rate warmup.")
+    critic_lr: float = Field(default=1e-5, gt=0.0, description="AdamW learning rate of the critic (algorithm.name=ppo).")
 
 
 class GradingConfig(_Section):
-    workers: int = Field(default=2, ge=1)
-    backend: Literal["auto", "process", "ray"] = "auto"
-    ray_address: str | None = None
-    timeout_s: float = Field(default=10.0, gt=0.0)
-    retries: int = Field(default=1, ge=0)
-    cache: bool = True
-    max_in_flight: int = Field(default=256, ge=1)
+    workers: int = Field(default=2, ge=1, description="Grading worker processes (or Ray actors).")
+    backend: Literal["auto", "process", "ray"] = Field(
+        default="auto",
+        description="Where graders run; auto: Ray when ray_address or RAY_ADDRESS is set or Ray is running, else local processes.",
+    )
+    ray_address: str | None = Field(default=None, description="Ray cluster for the grading workers (backend ray/auto).")
+    timeout_s: float = Field(
+        default=10.0, gt=0.0, description="Hard budget per grade; a grade killed at it is an error (masked)."
+    )
+    retries: int = Field(
+        default=1, ge=0, description="Extra attempts after a worker failure (crash, bad result); timeouts are not retried."
+    )
+    cache: bool = Field(
+        default=True, description="Cache grades in run_dir/grades.sqlite, keyed by grader source, response and truth."
+    )
+    max_in_flight: int = Field(
+        default=256, ge=1, description="Most streamed samples queued or being graded at once (back-pressure)."
+    )
     options: dict[str, dict[str, Any]] = Field(
         default_factory=dict, description="grader name -> grade options."
     )
@@ -210,21 +250,23 @@ class EvalConfig(_Section):
         default=0, ge=0, description="Evaluate every k steps (0: only at the end when val is set)."
     )
     n: int = Field(default=1, ge=1, description="Samples per prompt (pass@k / maj@k use k = n).")
-    temperature: float = Field(default=0.0, ge=0.0)
-    max_tokens: int | None = Field(default=None, ge=1)
-    max_prompts: int | None = Field(default=None, ge=1)
-    at_start: bool = False
+    temperature: float = Field(default=0.0, ge=0.0, description="Sampling temperature for evaluation; 0: greedy.")
+    max_tokens: int | None = Field(default=None, ge=1, description="Most response tokens; None: rollout.max_tokens.")
+    max_prompts: int | None = Field(default=None, ge=1, description="Evaluate only the first N prompts; None: all.")
+    at_start: bool = Field(default=False, description="Also evaluate before step 1 (a fresh run, not a resume).")
 
 
 class TrainerConfig(_Section):
-    steps: int = Field(default=100, ge=0)
+    steps: int = Field(default=100, ge=0, description="Training steps (one batch of prompts, one policy update each).")
     batch_size: int = Field(default=8, ge=1, description="Prompts per step (each sampled rollout.n times).")
     checkpoint_every: int = Field(default=0, ge=0, description="0: only the final checkpoint.")
-    keep_checkpoints: int = Field(default=2, ge=1)
+    keep_checkpoints: int = Field(default=2, ge=1, description="Newest checkpoints kept on disk; older ones are deleted.")
     resume: str = Field(
         default="never", description="'never', 'auto' (latest checkpoint in run dir), or a checkpoint path."
     )
-    export: bool = True
+    export: bool = Field(
+        default=True, description="Export the final policy as an HF model dir to run_dir/export/step_N."
+    )
     overwrite: bool = Field(
         default=False, description="Allow starting fresh in a run dir that already has checkpoints."
     )
@@ -236,10 +278,13 @@ class TrainerConfig(_Section):
 
 
 class LoggingConfig(_Section):
-    console: Literal["rich", "plain", "none"] = "rich"
-    tensorboard: bool = True
-    wandb: bool = False
-    wandb_project: str = "reasoning-rl"
+    console: Literal["rich", "plain", "none"] = Field(
+        default="rich",
+        description="rich: a live table on a terminal (plain lines when redirected); plain: one line per step; none: quiet.",
+    )
+    tensorboard: bool = Field(default=True, description="Write metrics and completions to run_dir/tensorboard/.")
+    wandb: bool = Field(default=False, description="Log metrics and completions to Weights & Biases (needs wandb).")
+    wandb_project: str = Field(default="reasoning-rl", description="W&B project the run logs to.")
     samples: bool = Field(
         default=True, description="Write every step's prompts, responses and grades to samples/."
     )
@@ -258,17 +303,29 @@ class LoggingConfig(_Section):
 
 
 class Config(_Section):
-    run: RunConfig = Field(default_factory=RunConfig)
-    model: ModelConfig
-    data: DataConfig
-    rollout: RolloutConfig = Field(default_factory=RolloutConfig)
-    algorithm: AlgorithmConfig = Field(default_factory=AlgorithmConfig)
-    optim: OptimConfig = Field(default_factory=OptimConfig)
-    grading: GradingConfig = Field(default_factory=GradingConfig)
-    eval: EvalConfig = Field(default_factory=EvalConfig)
-    trainer: TrainerConfig = Field(default_factory=TrainerConfig)
-    logging: LoggingConfig = Field(default_factory=LoggingConfig)
-    resources: ResourcesConfig = Field(default_factory=ResourcesConfig)
+    run: RunConfig = Field(default_factory=RunConfig, description="Name, directory, seed and device of the run.")
+    model: ModelConfig = Field(description="The model to train (policy, reference and critic start from it).")
+    data: DataConfig = Field(description="Datasets and how their rows become prompts and pick a grader.")
+    rollout: RolloutConfig = Field(
+        default_factory=RolloutConfig, description="Generation during training: engine, sampling, weight hand-off checks."
+    )
+    algorithm: AlgorithmConfig = Field(
+        default_factory=AlgorithmConfig, description="Advantage estimator, policy loss, KL, rollout correction, shaping."
+    )
+    optim: OptimConfig = Field(default_factory=OptimConfig, description="Optimizer (AdamW) and learning-rate schedule.")
+    grading: GradingConfig = Field(
+        default_factory=GradingConfig, description="The grading runtime: workers, budgets, cache, grader options."
+    )
+    eval: EvalConfig = Field(default_factory=EvalConfig, description="Evaluation on data.val during training and in `rrl eval`.")
+    trainer: TrainerConfig = Field(
+        default_factory=TrainerConfig, description="Steps, batch size, checkpoints, resume and export."
+    )
+    logging: LoggingConfig = Field(
+        default_factory=LoggingConfig, description="Console, TensorBoard, W&B, samples and completions logging."
+    )
+    resources: ResourcesConfig = Field(
+        default_factory=ResourcesConfig, description="Training ranks, nodes and placement of the model work."
+    )
 
     @model_validator(mode="after")
     def _batch_fits(self) -> Config:
