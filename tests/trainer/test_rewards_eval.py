@@ -114,7 +114,7 @@ def test_evaluate_asks_the_engine_for_text_only() -> None:
             EvalConfig(n=2, temperature=0.5),
             max_tokens=8,  # type: ignore[arg-type]
             stop=(),
-            grader_options={},
+            rewards=RewardPlan(GradingConfig()),
             seed=0,
         )
     assert [s.logprobs for s in asked] == [False] and result.metrics["eval/accuracy"] == 1.0
