@@ -108,3 +108,16 @@ def test_format_grader_passes_its_golden_cases() -> None:
     with GradingPool(workers=1, backend="process", timeout_s=10) as pool:
         (result,) = run_selftests(["format"], pool)
     assert result.cases >= 5 and result.ok, result.disagreements
+
+
+def test_extra_info_must_be_an_object_and_absent_is_none() -> None:
+    from reasoning_rl.config import RowConfig
+    from reasoning_rl.data import normalize_row
+
+    def norm(row: dict) -> Example:
+        return normalize_row(row, where="f.jsonl:row 3", uid="u", default_source="s", rules=RowConfig())
+
+    assert norm({"question": "q", "answer": "1"}).extra_info is None  # a grader asking for it is refused
+    assert norm({"question": "q", "answer": "1", "extra_info": {"a": 1}}).extra_info == {"a": 1}
+    with pytest.raises(DataError, match=r"f.jsonl:row 3: 'extra_info' must be an object"):
+        norm({"question": "q", "answer": "1", "extra_info": "text"})

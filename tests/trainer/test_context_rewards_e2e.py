@@ -59,6 +59,7 @@ def test_a_composed_correctness_and_format_reward_trains(tmp_path: Path, tiny_mo
         tmp_path,
         tiny_model_dir,
         "composed",
+        data={"val": {"generator": "fixed_digit", "size": 3}},
         grading={
             "rewards": [
                 {"grader": "task_graders:ContainsAnswer", "name": "correct", "weight": 1.0},
@@ -84,3 +85,9 @@ def test_a_composed_correctness_and_format_reward_trains(tmp_path: Path, tiny_mo
             assert parts["format"]["verdict"] == graders.grade("format", s["response"], None).verdict
             assert s["reward"] == pytest.approx(parts["correct"]["score"] + 0.5 * parts["format"]["score"])
             assert s["verdict"] == parts["correct"]["verdict"]  # the first component's verdict
+    evals = [json.loads(x) for x in (run / "eval" / "step_3.jsonl").read_text().splitlines()]
+    assert len(evals) == 3
+    for row in evals:
+        for r in row["responses"]:
+            assert set(r["rewards"]) == {"correct", "format"} and r["verdict"] == r["rewards"]["correct"]["verdict"]
+        assert row["accuracy"] == sum(r["rewards"]["correct"]["score"] for r in row["responses"]) / len(row["responses"])
