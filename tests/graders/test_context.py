@@ -124,3 +124,18 @@ def test_rrl_grade_gives_context_graders_the_rows_columns(tmp_path: Path) -> Non
     assert lines[0]["grades"][0]["details"]["seen"]["prompt"] == "Say 3"
     assert lines[1]["grades"][0]["details"]["seen"]["prompt"] == "Say 4"  # question column
     assert "'extra_info'" in lines[2]["reason"] and "row 3" in lines[2]["reason"] and "no-extra" in lines[2]["reason"]
+
+
+def test_regrade_passes_the_stored_rows_context(tmp_path: Path) -> None:
+    from graders.evaluation.regrade import regrade
+
+    rows = [{"id": "a", "question": "Say 3", "extra_info": {"target": 3}, "response": "3", "ground_truth": 0}]
+    src, out = tmp_path / "rows.jsonl", tmp_path / "out.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    from reasoning_rl.cli import app
+
+    args = ["grade", str(src), "-o", str(out), "--grader", SEES, "--workers", "1", "--no-progress"]
+    assert CliRunner().invoke(app, args).exit_code == 0
+    with GradingPool(workers=1, backend="process") as p:
+        report = regrade(out, p)
+    assert report.flipped == 0 and not report.skipped  # before: every grade became missing_context
