@@ -21,6 +21,13 @@ class SeesContext:
             return Grade.correct("contains extra_info.target", seen=seen)
         return Grade.incorrect("no extra_info.target", seen=seen)
 
+    def golden_cases(self) -> list[dict[str, Any]]:
+        ctx = {"prompt": "Say 7", "extra_info": {"target": 7}}
+        return [
+            {"response": "7", "ground_truth": None, "verdict": "correct", "context": ctx},
+            {"response": "8", "ground_truth": None, "verdict": "incorrect", "context": ctx},
+        ]
+
 
 class NoContext:
     """Declares nothing: must never get a ``context`` keyword (it would land in ``options``)."""

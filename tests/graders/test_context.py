@@ -139,3 +139,15 @@ def test_regrade_passes_the_stored_rows_context(tmp_path: Path) -> None:
     with GradingPool(workers=1, backend="process") as p:
         report = regrade(out, p)
     assert report.flipped == 0 and not report.skipped  # before: every grade became missing_context
+
+
+def test_golden_cases_carry_a_context(pool: GradingPool) -> None:
+    """Before: a context grader's cases had no context, so each was an error and its selftest stopped the run."""
+    from graders.selftest import SelftestError, run_selftests
+
+    (result,) = run_selftests([SEES], pool)
+    assert result.cases == 2 and result.ok, [d.describe() for d in result.disagreements]
+    from graders.selftest import GoldenCase
+
+    with pytest.raises(SelftestError, match="unknown: prompts"):
+        GoldenCase.parse({"response": "", "ground_truth": 1, "verdict": "correct", "context": {"prompts": 1}}, "w")
