@@ -18,6 +18,7 @@ BUILTIN: dict[str, str] = {
     "code": "graders.code:CodeGrader",
     "lean": "graders.lean:LeanGrader",
     "format": "graders.format:FormatGrader",
+    "length": "graders.format:LengthGrader",
 }
 
 _registered: dict[str, Grader] = {}

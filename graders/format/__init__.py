@@ -1,5 +1,6 @@
-"""``format``: is the final answer written the way the prompt asked (``\\boxed{}`` or ``#### N``)?"""
+"""Shaping graders for composed rewards: ``format`` (the answer in ``\\boxed{}`` / ``#### N``) and ``length``."""
 
 from graders.format.grader import STYLES, FormatGrader
+from graders.format.length import LengthGrader
 
-__all__ = ["STYLES", "FormatGrader"]
+__all__ = ["STYLES", "FormatGrader", "LengthGrader"]

@@ -103,11 +103,20 @@ def test_rewards_mask_and_component_metrics_use_the_composition() -> None:
     assert not math.isnan(float(torch.tensor(out["reward/std"])))
 
 
-def test_format_grader_passes_its_golden_cases() -> None:
-    assert "format" in graders.available()
+def test_format_and_length_graders_pass_their_golden_cases() -> None:
+    assert {"format", "length"} <= set(graders.available())
     with GradingPool(workers=1, backend="process", timeout_s=10) as pool:
-        (result,) = run_selftests(["format"], pool)
-    assert result.cases >= 5 and result.ok, result.disagreements
+        fmt, length = run_selftests(["format", "length"], pool)
+    assert fmt.cases >= 5 and fmt.ok, fmt.disagreements
+    assert length.cases == 3 and length.ok, length.disagreements
+
+
+def test_a_length_penalty_is_a_negative_weight_on_the_length_grader() -> None:
+    terms = (RewardTerm("answer", "math", 1.0), RewardTerm("length", "length", -0.5, {"max_chars": 10}))
+    grades = [graders.grade("math", "\\boxed{1}", "1"), graders.grade("length", "\\boxed{1}", None, max_chars=10)]
+    got = compose(terms, grades)
+    assert grades[1].score == pytest.approx(0.9) and got.reward == pytest.approx(1.0 - 0.45)
+    assert got.grade.verdict == "correct"
 
 
 def test_extra_info_must_be_an_object_and_absent_is_none() -> None:
