@@ -6,16 +6,19 @@ from typing import Any
 
 from graders.registry import UnknownGraderError, available, get, register, unregister
 from graders.sources import KNOWN_SOURCES, known_source_grader
-from graders.types import VERDICTS, Grade, Grader, Verdict
+from graders.types import VERDICTS, ContextError, Grade, GradeContext, Grader, Verdict, context_fields
 
 __all__ = [
     "KNOWN_SOURCES",
     "VERDICTS",
+    "ContextError",
     "Grade",
+    "GradeContext",
     "Grader",
     "UnknownGraderError",
     "Verdict",
     "available",
+    "context_fields",
     "get",
     "grade",
     "known_source_grader",
@@ -24,6 +27,16 @@ __all__ = [
 ]
 
 
-def grade(name: str, response: str, ground_truth: Any, **options: Any) -> Grade:
-    """Grade one response in this process. For budgets, workers and caching use ``graders.runtime``."""
-    return get(name).grade(response, ground_truth, **options)
+def grade(
+    name: str, response: str, ground_truth: Any, *, context: GradeContext | None = None, **options: Any
+) -> Grade:
+    """Grade one response in this process. For budgets, workers and caching use ``graders.runtime``.
+    ``context`` reaches only a grader that declares ``context_fields`` (cut to them; ContextError when a
+    declared field is missing)."""
+    grader = get(name)
+    fields = context_fields(grader)
+    if not fields:
+        return grader.grade(response, ground_truth, **options)
+    if context is None:
+        raise ContextError(f"grader {name!r} needs context field(s) {', '.join(fields)}; pass context=")
+    return grader.grade(response, ground_truth, context=context.only(fields), **options)

@@ -17,6 +17,8 @@ BUILTIN: dict[str, str] = {
     "gsm8k": "graders.math.gsm8k:GSM8KGrader",
     "code": "graders.code:CodeGrader",
     "lean": "graders.lean:LeanGrader",
+    "format": "graders.format:FormatGrader",
+    "length": "graders.format:LengthGrader",
 }
 
 _registered: dict[str, Grader] = {}

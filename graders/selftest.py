@@ -7,7 +7,8 @@ A grader finds its cases in one of two places (first that applies):
   in the grader's package), by default ``selftest.jsonl``. Built-ins: graders/math|code|lean/selftest.jsonl.
 
 Each line: ``{"response": ..., "ground_truth": ..., "verdict": "correct"|"incorrect"|"error",
-"options": {...}, "note": "..."}``. A case passes when the grade's verdict equals ``verdict``. Cases are
+"options": {...}, "context": {...}, "note": "..."}``; ``context`` (for graders declaring ``context_fields``)
+takes ``prompt`` (text or chat messages), ``data_source``, ``extra_info`` and ``row_id``. A case passes when the grade's verdict equals ``verdict``. Cases are
 graded through the runtime (``GradingPool``: workers, hard budget), the same path training uses.
 """
 
@@ -19,7 +20,7 @@ from importlib import resources
 from typing import Any
 
 from graders.runtime import GradeRequest, GradingPool, resolve_grader
-from graders.types import VERDICTS, Grade, Grader
+from graders.types import VERDICTS, Grade, GradeContext, Grader
 
 DEFAULT_FILE = "selftest.jsonl"
 
@@ -35,6 +36,7 @@ class GoldenCase:
     verdict: str
     options: dict[str, Any] = field(default_factory=dict)
     note: str = ""
+    context: GradeContext | None = None
 
     @classmethod
     def parse(cls, data: Any, where: str) -> GoldenCase:
@@ -53,8 +55,30 @@ class GoldenCase:
         if not isinstance(options, dict):
             raise SelftestError(f"{where}: field `options` must be an object")
         return cls(
-            data["response"], data["ground_truth"], data["verdict"], options, str(data.get("note", ""))
+            data["response"],
+            data["ground_truth"],
+            data["verdict"],
+            options,
+            str(data.get("note", "")),
+            _case_context(data.get("context"), where),
         )
+
+
+def _case_context(data: Any, where: str) -> GradeContext | None:
+    if data is None:
+        return None
+    unknown = sorted(set(data) - {"prompt", "data_source", "extra_info", "row_id"}) if isinstance(data, dict) else []
+    if not isinstance(data, dict) or unknown:
+        raise SelftestError(
+            f"{where}: field `context` must be an object of prompt, data_source, extra_info, row_id"
+            + (f" (unknown: {', '.join(unknown)})" if unknown else "")
+        )
+    return GradeContext.from_messages(
+        data.get("prompt"),
+        data_source=data.get("data_source"),
+        extra_info=data.get("extra_info"),
+        row_id=data.get("row_id", where),
+    )
 
 
 @dataclass
@@ -131,7 +155,9 @@ def run_selftests(specs: list[str], pool: GradingPool) -> list[SelftestResult]:
         grader = resolve_grader(spec)
         cases, where = golden_cases(grader)
         plans.append((spec, grader, cases, where, len(requests)))
-        requests.extend(GradeRequest(spec, c.response, c.ground_truth, c.options) for c in cases)
+        requests.extend(
+            GradeRequest(spec, c.response, c.ground_truth, c.options, context=c.context) for c in cases
+        )
     grades = pool.grade_batch(requests) if requests else []
     results = []
     for spec, grader, cases, where, start in plans:

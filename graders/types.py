@@ -70,3 +70,78 @@ class Grader(Protocol):
     version: str
 
     def grade(self, response: str, ground_truth: Any, **options: Any) -> Grade: ...
+
+
+ContextField = Literal["prompt", "messages", "data_source", "extra_info", "row_id"]
+CONTEXT_FIELDS: tuple[ContextField, ...] = ("prompt", "messages", "data_source", "extra_info", "row_id")
+
+
+class ContextError(ValueError):
+    """A grader asked for a context field the row does not have (the message names the field and the row)."""
+
+
+@dataclass(frozen=True, slots=True)
+class GradeContext:
+    """What a grader may see of the row besides the response and the ground truth (verl's ``data_source`` /
+    ``extra_info``, TRL's prompt and dataset columns). A grader opts in with a class attribute
+    ``context_fields = ("prompt", "extra_info")`` and a ``context`` keyword in ``grade``; the runtime then sends
+    it exactly those fields (the rest are None) and only those enter its cache key. Graders without the
+    attribute never get a context. None means the row has no such field.
+
+    ``prompt`` is the text of the last user message (the question as the model was asked it), ``messages``
+    the whole chat as the model got it before templating, ``row_id`` the row's id (or its number).
+    """
+
+    prompt: str | None = None
+    messages: tuple[dict[str, str], ...] | None = None
+    data_source: str | None = None
+    extra_info: dict[str, Any] | None = None
+    row_id: str | None = None
+
+    @classmethod
+    def from_messages(
+        cls,
+        messages: Any,
+        *,
+        data_source: str | None = None,
+        extra_info: dict[str, Any] | None = None,
+        row_id: str | None = None,
+    ) -> GradeContext:
+        """A context from chat messages (a plain string prompt is one user message); ``prompt`` is derived."""
+        if isinstance(messages, str):
+            msgs: tuple[dict[str, str], ...] | None = ({"role": "user", "content": messages},)
+        elif messages is None:
+            msgs = None
+        else:
+            msgs = tuple({"role": str(m["role"]), "content": str(m["content"])} for m in messages)
+        users = [m["content"] for m in msgs or () if m["role"] == "user"]
+        return cls(users[-1] if users else None, msgs, data_source, extra_info, row_id)
+
+    def only(self, fields: tuple[ContextField, ...]) -> GradeContext:
+        """This context with every field outside ``fields`` cleared (what a grader declaring them receives);
+        ``ContextError`` naming the first declared field this row lacks."""
+        for name in fields:
+            if getattr(self, name) is None:
+                raise ContextError(
+                    f"the grader needs context field {name!r}, which row {self.row_id!r} does not have"
+                )
+        return GradeContext(**{name: getattr(self, name) for name in fields})
+
+    def key(self, fields: tuple[ContextField, ...]) -> dict[str, Any]:
+        """The declared fields as they enter a cache key."""
+        return {name: getattr(self, name) for name in fields}
+
+
+def context_fields(grader: object) -> tuple[ContextField, ...]:
+    """The context fields a grader declares (``context_fields`` class attribute), checked and in canonical
+    order; () for a grader that wants none. TypeError for an unknown name, so a typo fails at load."""
+    declared = getattr(grader, "context_fields", ())
+    if isinstance(declared, str) or not isinstance(declared, tuple | list | frozenset | set):
+        raise TypeError(f"grader {getattr(grader, 'name', grader)!r}: context_fields must be a tuple of names")
+    unknown = sorted(set(declared) - set(CONTEXT_FIELDS))
+    if unknown:
+        raise TypeError(
+            f"grader {getattr(grader, 'name', grader)!r} declares unknown context field(s) {unknown}; "
+            f"known: {', '.join(CONTEXT_FIELDS)}"
+        )
+    return tuple(f for f in CONTEXT_FIELDS if f in declared)

@@ -13,10 +13,12 @@ from typer.testing import CliRunner
 from graders.runtime import GradeRequest, GradingPool
 from graders.types import Grade
 from reasoning_rl.cli import app
+from reasoning_rl.config import GradingConfig
 from reasoning_rl.data import Example
 from reasoning_rl.rollout import Completion
 from reasoning_rl.trainer.collect import Sample
 from reasoning_rl.trainer.eval import equivalence, summarise
+from reasoning_rl.trainer.reward_plan import RewardPlan
 
 PROMPTS = [  # (data_source, ground truth, 3 responses)
     ("alg", "\\frac{1}{2}", ["\\boxed{3}", "\\boxed{0.5}", "\\boxed{\\frac12}"]),  # maj by equivalence only
@@ -94,7 +96,7 @@ def test_rrl_eval_and_rrl_grade_report_identical_numbers(tmp_path: Path, grader:
                 Sample(group, ex, Completion(group, i, [1], [2], [0.0], r, "stop"), g)
                 for i, (r, g) in enumerate(zip(responses, grades, strict=True))
             ]
-        result = summarise(samples, 3, equivalence(pool, samples, {}))
+        result = summarise(samples, 3, equivalence(pool, samples, RewardPlan(GradingConfig())))
 
     rates = [k for k in graded["overall"] if k.startswith(("accuracy", "pass@", "maj@"))]
     assert {"accuracy", "pass@1", "pass@3", "maj@3"} <= set(rates)

@@ -120,3 +120,34 @@ def test_gsm8k_grader_follows_verl_strict_rule() -> None:
     assert g.grade("<think>#### 5</think>#### 72", "72").verdict == "correct"
     assert g.grade("#### -3", "-3").verdict == "correct"
     assert g.grade("#### 72", "72", mode="lenient").verdict == "error"  # unknown option named
+
+
+@pytest.mark.slow
+def test_rrl_train_on_verl_gsm8k_parquet_grades_with_its_format_and_no_option(
+    tmp_path: Path, tiny_model_dir: Path
+) -> None:
+    """A few CPU training steps on verl's parquet as it is: every sample goes to the gsm8k grader (the row's
+    ``#### N`` rule), its verdict is that grader's on the same response and ground truth, and eval rows too."""
+    from tests.trainer.test_cli_runs import hf_config
+    from tests.trainer.test_train_e2e import metrics, train
+
+    path = str(_verl_parquet(tmp_path / "train.parquet"))
+    data = {"train": {"path": path}, "val": {"path": path}, "default_grader": "math"}  # the default
+    cfg = hf_config(tmp_path, tiny_model_dir, "verl", data=data, trainer={"steps": 2})
+    train(cfg)
+    run = tmp_path / "verl"
+    steps = [m for m in metrics(run) if "reward/mean" in m]
+    assert len(steps) == 2 and all(m["grading/masked"] == 0 for m in steps)
+    truths = {"72", "2400"}
+    for step in (1, 2):
+        rows = [json.loads(x) for x in (run / "samples" / f"step_{step}.jsonl").read_text().splitlines()]
+        assert len(rows) == 8 and {r["grader"] for r in rows} == {"gsm8k"}
+        assert {r["ground_truth"] for r in rows} <= truths
+        assert all(r["prompt"][-1]["content"].endswith(INSTRUCTION) for r in rows)
+        assert [r["verdict"] for r in rows] == [
+            graders.grade("gsm8k", r["response"], r["ground_truth"]).verdict for r in rows
+        ]
+        m = steps[step - 1]
+        assert m.get("grading/gsm8k/correct", 0) + m.get("grading/gsm8k/incorrect", 0) == 8
+    evals = [json.loads(x) for x in (run / "eval" / "step_2.jsonl").read_text().splitlines()]
+    assert {r["grader"] for r in evals} == {"gsm8k"} and {r["ground_truth"] for r in evals} == truths

@@ -118,7 +118,8 @@ def regrade(path: Path, pool: GradingPool, options: dict[str, Any] | None = None
             )
         )
         requests.extend(
-            GradeRequest(job.spec, r, job.ground_truth, dict(options or {})) for r in job.responses
+            GradeRequest(job.spec, r, job.ground_truth, dict(options or {}), context=job.context)
+            for r in job.responses
         )
     grades = pool.grade_batch(requests) if requests else []
     at = 0

@@ -10,7 +10,7 @@ from graders.evaluation.inputs import BadRow, Row
 from graders.evaluation.scoring import answer_keys, equivalence_checks, score_row
 from graders.runtime import resolve_grader
 from graders.sources import known_source_grader
-from graders.types import Grade, Grader
+from graders.types import ContextError, ContextField, Grade, GradeContext, Grader, context_fields
 
 # Keys ``rrl grade`` writes; an input field with one of these names is kept as "input_<name>".
 RESULT_KEYS = (
@@ -44,6 +44,7 @@ class Router:
     # Called once per grader spec, when it is first loaded (before any of its rows is written).
     on_load: Callable[[str, Grader], None] | None = None
     _identity: dict[str, tuple[str, str]] = field(default_factory=dict)
+    _fields: dict[str, tuple[ContextField, ...]] = field(default_factory=dict)
 
     def route(self, row: Row) -> str:
         own = row.get("grader")
@@ -74,7 +75,13 @@ class Router:
             if self.on_load is not None:
                 self.on_load(spec, grader)
             self._identity[spec] = (str(grader.name), str(grader.version))
+            self._fields[spec] = context_fields(grader)
         return self._identity[spec]
+
+    def context_fields(self, spec: str) -> tuple[ContextField, ...]:
+        """The context fields the grader behind ``spec`` declares (after ``identity`` loaded it)."""
+        self.identity(spec)
+        return self._fields[spec]
 
 
 @dataclass
@@ -85,6 +92,7 @@ class RowJob:
     responses: list[str]
     ground_truth: Any
     grades: list[Grade | None]
+    context: GradeContext | None = None  # the row's columns a context-declaring grader reads
     # Equivalence judgements for maj@k (see scoring.equivalence_checks), planned once the grades are in.
     checks: list[tuple[int, str]] = field(default_factory=list)
     check_grades: list[Grade | None] = field(default_factory=list)
@@ -121,7 +129,42 @@ def parse_row(number: int, row: Row, router: Router) -> RowJob:
         raise RowProblem("missing field `ground_truth` (or `reward_model.ground_truth`)")
     spec = router.route(row)
     router.identity(spec)
-    return RowJob(number, row, spec, list(responses), ground_truth, [None] * len(responses))
+    context = None
+    fields = router.context_fields(spec)
+    if fields:
+        try:
+            context = row_context(number, row).only(fields)
+        except ContextError as exc:
+            raise RowProblem(f"grader {spec!r}: {exc}") from None
+    return RowJob(number, row, spec, list(responses), ground_truth, [None] * len(responses), context)
+
+
+def _is_messages(value: Any) -> bool:
+    return isinstance(value, list) and all(
+        isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str)
+        for m in value
+    )
+
+
+def row_context(number: int, row: Row) -> GradeContext:
+    """An input row as a grader's context: ``prompt`` (text or chat messages, verl's schema) or
+    ``question``/``problem``, ``data_source``, ``extra_info`` (an object), ``id`` (else the row number)."""
+    prompt = row.get("prompt")
+    if prompt is None:
+        prompt = row.get("question", row.get("problem"))
+    if prompt is not None and not isinstance(prompt, str) and not _is_messages(prompt):
+        raise RowProblem("field `prompt` must be a string or a list of {role, content} chat messages")
+    extra = row.get("extra_info")
+    if extra is not None and not isinstance(extra, dict):
+        raise RowProblem(f"field `extra_info` must be an object, got {type(extra).__name__}")
+    source = row.get("data_source")
+    row_id = row.get("id")
+    return GradeContext.from_messages(
+        prompt,
+        data_source=source if isinstance(source, str) else None,
+        extra_info=extra,
+        row_id=str(row_id) if row_id is not None else str(number),
+    )
 
 
 def _carry(row: Row) -> dict[str, Any]:

@@ -239,7 +239,10 @@ def _submit(pool: GradingPool, job: RowJob, cfg: GradeRunConfig, kind: str) -> b
         slots = job.check_grades
     for index, (response, truth) in enumerate(work):
         try:
-            pool.submit(GradeRequest(job.spec, response, truth, cfg.options, id=(job.number, kind, index)))
+            request = GradeRequest(
+                job.spec, response, truth, cfg.options, id=(job.number, kind, index), context=job.context
+            )
+            pool.submit(request)
         except RuntimeError:
             raise
         except Exception as exc:  # this row's content, not the pool: the row's error, never the run's

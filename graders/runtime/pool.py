@@ -21,9 +21,11 @@ from graders.runtime.backend import Backend, TaskOutcome, WorkerLimits
 from graders.runtime.cache import GradeCache, cache_version
 from graders.runtime.metrics import GraderStats
 from graders.runtime.request import GradeRequest, Task, cache_key, resolve_grader
-from graders.types import Grade
+from graders.types import ContextError, ContextField, Grade, GradeContext, context_fields
 
 BackendName = Literal["auto", "process", "ray"]
+# A loaded grader as the pool sees it: (name, cache version, the context fields it declares).
+Identity = tuple[str, str, tuple[ContextField, ...]]
 # Where finished tasks go (each task carries its sink): called with a chunk of (task, grade) at a time.
 Sink = Callable[[list[tuple[Task, Grade]]], None]
 _WAIT_SLICE_S = 0.25  # how often blocked callers re-check for a broken backend
@@ -84,7 +86,7 @@ class GradingPool:
         self._seq = itertools.count()
         self._stats: dict[str, GraderStats] = {}
         self._nodes: Counter[str] = Counter()
-        self._identities: dict[str, tuple[str, str] | str] = {}
+        self._identities: dict[str, Identity | str] = {}
         self._out: queue.Queue[list[tuple[GradeRequest, Grade]]] = queue.Queue()
         self._stream_sink: Sink = self._to_stream  # one object, so _deliver can group a chunk by sink
         self._stream_outstanding = 0
@@ -201,13 +203,14 @@ class GradingPool:
         if self._backend.failure is not None:
             raise RuntimeError("the grading backend failed") from self._backend.failure
 
-    def _identity(self, spec: str) -> tuple[str, str] | str:
-        """(name, version) of the grader behind ``spec``, or the error message if it cannot be loaded."""
+    def _identity(self, spec: str) -> Identity | str:
+        """(name, version, context fields) of the grader behind ``spec``, or the error message if it cannot
+        be loaded."""
         ident = self._identities.get(spec)
         if ident is None:
             try:
                 grader = resolve_grader(spec)
-                ident = (str(grader.name), cache_version(grader))  # version + source hash
+                ident = (str(grader.name), cache_version(grader), context_fields(grader))  # version + source hash
             except Exception as exc:  # an unknown/broken grader fails its samples, not the pool
                 ident = f"unknown_grader: {exc}"
             self._identities[spec] = ident
@@ -239,15 +242,24 @@ class GradingPool:
             if isinstance(ident, str):
                 instant.append((Task(-1, req, req.grader, None, sink, index), Grade.error(ident)))
                 continue
+            name, version, fields = ident
+            context = None
+            if fields:
+                try:
+                    context = _declared_context(req, fields)
+                except ContextError as exc:
+                    missing = Grade.error(f"missing_context: {exc}")
+                    instant.append((Task(-1, req, name, None, sink, index), missing))
+                    continue
             key = None
             if cache is not None:
-                key = cache_key(ident[0], ident[1], req)
+                key = cache_key(name, version, req, context, fields)
                 hit = cache.get(key)
                 if hit is not None:
-                    hits[ident[0]] += 1
-                    instant.append((Task(-1, req, ident[0], key, sink, index), hit))
+                    hits[name] += 1
+                    instant.append((Task(-1, req, name, key, sink, index), hit))
                     continue
-            tasks.append(Task(next(self._seq), req, ident[0], key, sink, index))
+            tasks.append(Task(next(self._seq), req, name, key, sink, index, context=context))
         if instant:
             with self._lock:
                 for name, n in hits.items():
@@ -326,6 +338,16 @@ class GradingPool:
                 f"timeout: no grade within {self.timeout_s:g}s; worker killed", budget_s=self.timeout_s
             )
         return Grade.error(f"worker_lost: worker died while grading ({task.attempt + 1} attempts)")
+
+
+def _declared_context(req: GradeRequest, fields: tuple[ContextField, ...]) -> GradeContext:
+    """The request's context cut to the fields its grader declares; ContextError naming what is missing."""
+    if req.context is None:
+        raise ContextError(
+            f"grader {req.grader!r} needs context field(s) {', '.join(fields)}, "
+            f"but request {req.id!r} carries no context"
+        )
+    return req.context.only(fields)
 
 
 def _rebuild(task: Task, fields: Any) -> Grade:

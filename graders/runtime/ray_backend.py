@@ -18,7 +18,7 @@ import ray
 from ray.exceptions import GetTimeoutError, RayActorError, RayError
 
 from graders.runtime.backend import OnOutcomes, OutcomeKind, TaskOutcome, WorkerLimits
-from graders.runtime.request import Task, warm_grader
+from graders.runtime.request import Payload, Task, warm_grader
 from graders.runtime.worker import Outcome, run_one
 
 PREFETCH = 2  # calls queued per actor (Ray runs an actor's calls in order)
@@ -38,7 +38,7 @@ class GradeActor:
         for spec in specs:
             warm_grader(spec)
 
-    def grade(self, payload: tuple[int, str, str, Any, dict[str, Any]]) -> Outcome:
+    def grade(self, payload: Payload) -> Outcome:
         return run_one(payload)
 
 

@@ -9,18 +9,26 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from graders import registry
-from graders.types import Grader
+from graders.types import ContextField, GradeContext, Grader
+
+# What a worker needs for one grade: (seq, grader spec, response, ground truth, options, context or None).
+Payload = tuple[int, str, str, Any, dict[str, Any], GradeContext | None]
 
 
 @dataclass(frozen=True)
 class GradeRequest:
-    """One response to judge. ``grader`` is a registered name or a ``"module:attr"`` spec (see resolve_grader)."""
+    """One response to judge. ``grader`` is a registered name or a ``"module:attr"`` spec (see resolve_grader).
+
+    ``context`` is the row (prompt, data_source, extra_info, id): the pool sends a grader only the fields it
+    declares (``graders.types.context_fields``) and none to a grader that declares none.
+    """
 
     grader: str
     response: str
     ground_truth: Any
     options: dict[str, Any] = field(default_factory=dict)
     id: Any = None
+    context: GradeContext | None = None
 
 
 @dataclass(slots=True)
@@ -39,11 +47,12 @@ class Task:
     sink: Any = None
     index: int = 0
     attempt: int = 0
+    context: GradeContext | None = None  # the request's context cut to the grader's declared fields
 
-    def payload(self) -> tuple[int, str, str, Any, dict[str, Any]]:
+    def payload(self) -> Payload:
         """The picklable part a worker needs (never the caller's id, which may not pickle)."""
         req = self.request
-        return (self.seq, req.grader, req.response, req.ground_truth, req.options)
+        return (self.seq, req.grader, req.response, req.ground_truth, req.options, self.context)
 
 
 _spec_cache: dict[str, Grader] = {}
@@ -71,10 +80,20 @@ def resolve_grader(spec: str) -> Grader:
     return grader
 
 
-def cache_key(grader_name: str, grader_version: str, req: GradeRequest) -> str:
-    """sha256 of canonical JSON of everything that determines a judgement."""
+def cache_key(
+    grader_name: str,
+    grader_version: str,
+    req: GradeRequest,
+    context: GradeContext | None = None,
+    fields: tuple[ContextField, ...] = (),
+) -> str:
+    """sha256 of canonical JSON of everything that determines a judgement: with a context, only the fields
+    the grader declares (a column it does not read never invalidates its cached grades)."""
+    parts: list[Any] = [grader_name, grader_version, req.options, req.ground_truth, req.response]
+    if fields and context is not None:
+        parts.append(context.key(fields))
     blob = json.dumps(
-        [grader_name, grader_version, req.options, req.ground_truth, req.response],
+        parts,
         sort_keys=True,
         separators=(",", ":"),
         ensure_ascii=False,

@@ -8,7 +8,7 @@ import traceback
 from typing import Any
 
 from graders.registry import UnknownGraderError
-from graders.runtime.request import resolve_grader
+from graders.runtime.request import Payload, resolve_grader
 from graders.types import Grade, Verdict
 
 # A Grade on the wire: its fields as a plain tuple, which pickles and rebuilds far cheaper than a dict or
@@ -18,12 +18,17 @@ GradeFields = tuple[float, Verdict, str, dict[str, Any]]
 Outcome = tuple[int, GradeFields, float]
 
 
-def run_one(payload: tuple[int, str, str, Any, dict[str, Any]]) -> Outcome:
-    """Grade one payload; a grader that raises or returns garbage becomes ``Grade.error`` with the cause."""
-    seq, spec, response, ground_truth, options = payload
+def run_one(payload: Payload) -> Outcome:
+    """Grade one payload; a grader that raises or returns garbage becomes ``Grade.error`` with the cause.
+    A context (only for graders that declare fields) goes in as the ``context`` keyword."""
+    seq, spec, response, ground_truth, options, context = payload
     start = time.perf_counter()
     try:
-        grade = resolve_grader(spec).grade(response, ground_truth, **options)
+        grader = resolve_grader(spec)
+        if context is None:
+            grade = grader.grade(response, ground_truth, **options)
+        else:
+            grade = grader.grade(response, ground_truth, context=context, **options)
         if not isinstance(grade, Grade):
             grade = Grade.error(f"bad_return: grader {spec!r} returned {type(grade).__name__}, not Grade")
     except UnknownGraderError as exc:

@@ -216,6 +216,36 @@ class OptimConfig(_Section):
     critic_lr: float = Field(default=1e-5, gt=0.0, description="AdamW learning rate of the critic (algorithm.name=ppo).")
 
 
+class RewardTermConfig(_Section):
+    """One component of a composed reward (``grading.rewards``)."""
+
+    grader: str | None = Field(
+        default=None,
+        description="Grader name or module:Class; omitted: the row's own grader (data.grader_map / "
+        "data_source default / data.default_grader).",
+    )
+    weight: float = Field(default=1.0, allow_inf_nan=False, description="Its score's weight in the reward.")
+    name: str | None = Field(
+        default=None,
+        description="Metric name (reward/<name>/mean); default: the grader's name, 'answer' when omitted.",
+    )
+    options: dict[str, Any] = Field(
+        default_factory=dict, description="Grade options over grading.options of its grader."
+    )
+
+    @property
+    def label(self) -> str:
+        return self.name or self.grader or "answer"
+
+
+def _unique_labels(terms: list[RewardTermConfig], where: str) -> list[RewardTermConfig]:
+    labels = [t.label for t in terms]
+    twice = sorted({x for x in labels if labels.count(x) > 1})
+    if twice:
+        raise ValueError(f"{where}: component name(s) {twice} appear twice; give each a distinct `name`")
+    return terms
+
+
 class GradingConfig(_Section):
     workers: int = Field(default=2, ge=1, description="Grading worker processes (or Ray actors).")
     backend: Literal["auto", "process", "ray"] = Field(
@@ -243,6 +273,32 @@ class GradingConfig(_Section):
         description="Run the golden cases of the graders this run uses before "
         "step 1 (`rrl graders selftest`); a disagreement stops the run.",
     )
+    rewards: list[RewardTermConfig] = Field(
+        default_factory=list,
+        description="Composed reward for every row: [{grader, weight, options, name}, ...], reward = "
+        "sum of weight x score, an error in any component masks the sample; the first component is the "
+        "verdict accuracy/pass@k count. Empty: the row's grader alone (docs/rewards.md).",
+    )
+    source_rewards: dict[str, list[RewardTermConfig]] = Field(
+        default_factory=dict,
+        description="data_source -> its own composed reward (replaces grading.rewards for those rows).",
+    )
+
+    @field_validator("rewards")
+    @classmethod
+    def _rewards_unique(cls, v: list[RewardTermConfig]) -> list[RewardTermConfig]:
+        return _unique_labels(v, "grading.rewards")
+
+    @field_validator("source_rewards")
+    @classmethod
+    def _source_rewards_unique(
+        cls, v: dict[str, list[RewardTermConfig]]
+    ) -> dict[str, list[RewardTermConfig]]:
+        for source, terms in v.items():
+            if not terms:
+                raise ValueError(f"grading.source_rewards.{source}: give at least one component")
+            _unique_labels(terms, f"grading.source_rewards.{source}")
+        return v
 
 
 class EvalConfig(_Section):

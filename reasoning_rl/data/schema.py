@@ -8,7 +8,7 @@ explicit ``grader``. Rows that fit neither raise ``DataError`` naming the file a
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from graders import known_source_grader
@@ -30,7 +30,7 @@ class Example:
     messages: tuple[Mapping[str, str], ...]
     ground_truth: Any
     grader: str
-    extra_info: dict[str, Any] = field(default_factory=dict)
+    extra_info: dict[str, Any] | None = None  # None: the row has none (a grader asking for it is refused)
 
 
 def _messages(row: Mapping[str, Any], rules: RowConfig) -> list[dict[str, str]]:
@@ -112,11 +112,13 @@ def normalize_row(
             f"{where}: grader {grader!r} is not installed; available: {', '.join(sorted(known_graders))}"
         )
     extra = row.get("extra_info")
+    if extra is not None and not isinstance(extra, Mapping):
+        raise DataError(f"{where}: 'extra_info' must be an object, got {type(extra).__name__}")
     return Example(
         uid=uid,
         data_source=str(source),
         messages=tuple(messages),
         ground_truth=truth,
         grader=grader,
-        extra_info=dict(extra) if isinstance(extra, Mapping) else {},
+        extra_info=dict(extra) if extra is not None else None,
     )

@@ -21,6 +21,7 @@ from reasoning_rl.rollout import RolloutEngine, SamplingConfig, make_engine
 from reasoning_rl.trace import TraceWriter
 from reasoning_rl.trainer.governance import run_graders, selftest_or_raise
 from reasoning_rl.trainer.plan import Models, StepPlan, step_plan
+from reasoning_rl.trainer.reward_plan import RewardPlan
 
 CRITIC_FILE = "critic.pt"
 
@@ -225,6 +226,8 @@ def build_components(cfg: Config, run_dir: Path, *, console: Console) -> Compone
         dtype=dtype,
         sleep=r.sleep,
     )
+    rewards = RewardPlan(cfg.grading)
+    rewards.check(p.example for p in train + val)  # a grader's context fields exist in every row
     g = cfg.grading
     cache_path = run_dir / "grades.sqlite" if g.cache else None
     pool = GradingPool(
@@ -236,7 +239,7 @@ def build_components(cfg: Config, run_dir: Path, *, console: Console) -> Compone
         cache_path=cache_path,
         max_in_flight=g.max_in_flight,
     )
-    used = [p.example.grader for p in train + val]
+    used = sorted(rewards.graders(p.example for p in train + val))  # every reward component's grader
     if g.selftest:
         selftest_or_raise(used, pool, console)
     meta = {

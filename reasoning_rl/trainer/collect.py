@@ -7,12 +7,13 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from graders.runtime import GradeRequest, GradingPool
-from graders.types import Grade
+from graders.runtime import GradingPool
+from graders.types import Grade, GradeContext
 from reasoning_rl.data import Prompt
 from reasoning_rl.rollout import Completion, RolloutEngine, SamplingConfig
 from reasoning_rl.trace import TraceWriter
 from reasoning_rl.trainer.records import Rollouts, Sample
+from reasoning_rl.trainer.reward_plan import RewardPlan, example_context
 
 
 def collect(
@@ -21,28 +22,38 @@ def collect(
     prompts: Sequence[Prompt],
     sampling: SamplingConfig,
     *,
-    grader_options: dict[str, dict[str, Any]],
+    rewards: RewardPlan,
     trace: TraceWriter | None = None,
     step: int = 0,
     group_offset: int = 0,
 ) -> Rollouts:
-    """Samples in (prompt, sample) order, each with its grade; prompt k is group ``group_offset + k``."""
+    """Samples in (prompt, sample) order, each with its grade (every reward component of ``rewards``, with the
+    row as context); prompt k is group ``group_offset + k``."""
     completions: dict[tuple[int, int], Completion] = {}
-    grades: dict[tuple[int, int], Grade] = {}
+    parts: dict[tuple[int, int], list[Grade | None]] = {}
+    contexts: dict[int, GradeContext] = {}
     t0 = time.time()
+
+    def take(finished: list[tuple[Any, Grade]]) -> None:
+        for req, grade in finished:
+            key, component = req.id
+            parts[key][component] = grade
+
     for comp in engine.stream([p.token_ids for p in prompts], sampling):
         key = (comp.prompt_index, comp.sample_index)
         completions[key] = comp
         ex = prompts[comp.prompt_index].example
-        pool.submit(
-            GradeRequest(ex.grader, comp.text, ex.ground_truth, grader_options.get(ex.grader, {}), id=key)
-        )
-        for req, grade in pool.poll(0.0):
-            grades[req.id] = grade
+        if comp.prompt_index not in contexts:
+            contexts[comp.prompt_index] = example_context(ex)
+        requests = rewards.requests(ex, comp.text, contexts[comp.prompt_index], key)
+        parts[key] = [None] * len(requests)
+        for req in requests:
+            pool.submit(req)
+        take(pool.poll(0.0))
     t1 = time.time()
-    graded_during_generation = len(grades)
-    for req, grade in pool.results():
-        grades[req.id] = grade
+    graded_during_generation = sum(1 for got in parts.values() if None not in got)
+    take(list(pool.results()))
+    grades = {key: [g for g in got if g is not None] for key, got in parts.items() if None not in got}
     t2 = time.time()
     if trace is not None:
         trace.add_span("generate", step, t0, t1, prompts=len(prompts), samples=len(completions))
@@ -57,9 +68,9 @@ def collect(
     missing = set(completions) - set(grades)
     if missing:
         raise RuntimeError(f"grading pool returned no grade for {len(missing)} samples (e.g. {min(missing)})")
-    return Rollouts(
-        [
-            Sample(group_offset + k[0], prompts[k[0]].example, completions[k], grades[k])
-            for k in sorted(completions)
-        ]
-    )
+    samples = []
+    for k in sorted(completions):
+        ex = prompts[k[0]].example
+        grade, composed = rewards.combine(ex, grades[k])
+        samples.append(Sample(group_offset + k[0], ex, completions[k], grade, composed))
+    return Rollouts(samples)

@@ -16,12 +16,19 @@ from reasoning_rl.config import Config, ConfigError
 from reasoning_rl.data import Example
 from reasoning_rl.policy.model import check_model_path, load_tokenizer
 from reasoning_rl.trainer.resume import TrainError
+from reasoning_rl.trainer.reward_plan import RewardPlan
 
 
 def _check_graders(cfg: Config, examples: list[Example]) -> list[str]:
-    """Load each grader the data routes to and check its options (a bad option would mask every sample)."""
-    specs = sorted({ex.grader for ex in examples} | set(cfg.grading.options))
-    for spec in specs:
+    """Load each grader the data routes to (every reward component's) and check its options (a bad option
+    would mask every sample) and the context fields it declares (each row must have them)."""
+    rewards = RewardPlan(cfg.grading)
+    terms = {(t.name, t.grader): t for ex in examples for t in rewards.terms(ex)}
+    specs = sorted({t.grader for t in terms.values()} | set(cfg.grading.options))
+    checks = [(f"grading.options.{spec}", spec, cfg.grading.options.get(spec, {})) for spec in specs]
+    if rewards.composed:
+        checks += [(f"reward component {t.name!r} ({t.grader})", t.grader, t.options) for t in terms.values()]
+    for where, spec, options in checks:
         try:
             grader: Any = resolve_grader(spec)
         except Exception as exc:  # an import error in a plugin names the plugin, not a traceback
@@ -29,9 +36,10 @@ def _check_graders(cfg: Config, examples: list[Example]) -> list[str]:
         check = getattr(grader, "check_options", None)
         if check is not None:
             try:
-                check(dict(cfg.grading.options.get(spec, {})))
+                check(dict(options))
             except (ValueError, TypeError) as exc:
-                raise ConfigError(f"grading.options.{spec}: {exc}") from exc
+                raise ConfigError(f"{where}: {exc}") from exc
+    rewards.check(examples)
     return specs
 
 

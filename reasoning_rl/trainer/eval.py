@@ -25,6 +25,7 @@ from reasoning_rl.rollout import RolloutEngine, SamplingConfig
 from reasoning_rl.trainer.collect import collect
 from reasoning_rl.trainer.governance import identity_fields
 from reasoning_rl.trainer.records import Sample
+from reasoning_rl.trainer.reward_plan import RewardPlan, example_context
 
 
 @dataclass
@@ -73,7 +74,10 @@ def summarise(samples: Sequence[Sample], k: int, checks: Checks | None = None) -
                 f"maj@{k}": float(bool(score.maj)),
                 "majority_answer": score.majority_answer,
                 "errors": score.n_error,
-                "responses": [{"text": s.completion.text, **s.grade.to_dict()} for s in group],
+                "responses": [
+                    {"text": s.completion.text, **s.grade.to_dict(), **(s.composed.row() if s.composed else {})}
+                    for s in group
+                ],
             }
         )
     by_source = {src: _numbers(g) for src, g in sorted(per_source.items())}
@@ -95,10 +99,9 @@ def _numbers(group: Group) -> dict[str, float]:
     return out
 
 
-def equivalence(
-    pool: GradingPool, samples: Sequence[Sample], grader_options: dict[str, dict[str, Any]]
-) -> Checks:
-    """Grade the maj@k equivalence checks of every prompt (different extracted answers, judged by the grader)."""
+def equivalence(pool: GradingPool, samples: Sequence[Sample], rewards: RewardPlan) -> Checks:
+    """Grade the maj@k equivalence checks of every prompt (different extracted answers, judged by the grader
+    whose verdict the samples carry: the first reward component)."""
     groups: dict[int, list[Sample]] = defaultdict(list)
     for s in samples:
         groups[s.group].append(s)
@@ -108,8 +111,9 @@ def equivalence(
         keys = answer_keys([s.grade for s in group], [s.completion.text for s in group])
         planned[gid] = equivalence_checks(keys)
         ex = group[0].example
+        term, context = rewards.primary(ex), example_context(ex)
         requests += [
-            GradeRequest(ex.grader, group[i].completion.text, answer, grader_options.get(ex.grader, {}))
+            GradeRequest(term.grader, group[i].completion.text, answer, term.options, context=context)
             for i, answer in planned[gid]
         ]
     grades = iter(pool.grade_batch(requests)) if requests else iter(())
@@ -124,7 +128,7 @@ def evaluate(
     *,
     max_tokens: int,
     stop: Sequence[str],
-    grader_options: dict[str, dict[str, Any]],
+    rewards: RewardPlan,
     seed: int,
 ) -> EvalResult:
     limit = cfg.max_prompts or len(prompts)
@@ -136,8 +140,8 @@ def evaluate(
         seed=seed,
         logprobs=False,
     )  # grading needs only the text
-    rollouts = collect(engine, pool, prompts[:limit], sampling, grader_options=grader_options)
-    return summarise(rollouts.samples, cfg.n, equivalence(pool, rollouts.samples, grader_options))
+    rollouts = collect(engine, pool, prompts[:limit], sampling, rewards=rewards)
+    return summarise(rollouts.samples, cfg.n, equivalence(pool, rollouts.samples, rewards))
 
 
 def write_rows(path: Path, rows: list[dict[str, Any]]) -> None:
@@ -157,6 +161,8 @@ def run_eval(cfg: Config, *, out: Path | None, console: Console) -> tuple[EvalRe
     tokenizer = load_tokenizer(str(model_dir), require_chat_template=cfg.data.chat_template is True)
     train, val = load_data(cfg, tokenizer, console)
     prompts = val or train
+    rewards = RewardPlan(cfg.grading)
+    rewards.check(p.example for p in prompts)
     r = cfg.rollout
     engine = build_engine(
         cfg,
@@ -183,7 +189,7 @@ def run_eval(cfg: Config, *, out: Path | None, console: Console) -> tuple[EvalRe
             cfg.eval,
             max_tokens=r.max_tokens,
             stop=r.stop,
-            grader_options=g.options,
+            rewards=rewards,
             seed=cfg.run.seed,
         )
     path = out or cfg.run_dir / "eval" / "results.jsonl"

@@ -31,6 +31,7 @@ from reasoning_rl.trainer.governance import identity_fields
 from reasoning_rl.trainer.metrics import MetricsLogger, check_wandb
 from reasoning_rl.trainer.records import Rollouts
 from reasoning_rl.trainer.resume import TrainError, check_config, check_data, data_fingerprint, rotate
+from reasoning_rl.trainer.reward_plan import RewardPlan
 from reasoning_rl.trainer.rewards import informative_groups, rewards_and_mask, sample_metrics
 from reasoning_rl.trainer.train_batch import make_train_batch
 from reasoning_rl.trainer.update import update
@@ -61,6 +62,7 @@ class Trainer:
         self.console = console or Console()
         self.ckpt = CheckpointManager(self.run_dir / "checkpoints", keep=cfg.trainer.keep_checkpoints)
         self._sample_rows: list[dict[str, Any]] = []  # the last step's samples (samples/, TensorBoard, W&B)
+        self.rewards = RewardPlan(cfg.grading)  # each row's reward components (grading.rewards)
 
     # ------------------------------------------------------------------------------------------ setup
     def _resume_point(self) -> Any:
@@ -193,7 +195,7 @@ class Trainer:
                 parts.pool,
                 [parts.train_prompts[i] for i in idx],
                 parts.sampling(seed),
-                grader_options=cfg.grading.options,
+                rewards=self.rewards,
                 trace=trace,
                 step=step,
                 group_offset=rounds * wanted,
@@ -230,6 +232,7 @@ class Trainer:
                 "finish_reason": s.completion.finish_reason,
                 **identity_fields(s.example.grader),
                 **s.grade.to_dict(),
+                **(s.composed.row() if s.composed is not None else {}),
             }
             for s in rollouts
         ]
@@ -267,7 +270,7 @@ class Trainer:
                 cfg.eval,
                 max_tokens=cfg.rollout.max_tokens,
                 stop=cfg.rollout.stop,
-                grader_options=cfg.grading.options,
+                rewards=self.rewards,
                 seed=cfg.run.seed,
             )
             attrs["prompts"] = len(result.rows)

@@ -11,6 +11,7 @@ from typing import Literal
 
 from torch import Tensor
 
+from graders.compose import ComposedReward
 from graders.types import Grade
 from reasoning_rl.data import Example
 from reasoning_rl.policy.batch import TokenBatch
@@ -24,12 +25,19 @@ trainer pass over the batch before the update."""
 
 @dataclass(frozen=True)
 class Sample:
-    """One graded response. ``group`` is the prompt's position in the step (the GRPO group id)."""
+    """One graded response. ``group`` is the prompt's position in the step (the GRPO group id). With a composed
+    reward (``grading.rewards``), ``grade`` is the combined verdict and ``composed`` holds every component."""
 
     group: int
     example: Example
     completion: Completion
     grade: Grade
+    composed: ComposedReward | None = None
+
+    @property
+    def reward(self) -> float:
+        """The grader's reward: the weighted sum of a composed reward, else the grade's score."""
+        return self.composed.reward if self.composed is not None else self.grade.score
 
     @property
     def id(self) -> str:

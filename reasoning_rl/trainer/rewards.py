@@ -16,8 +16,9 @@ from reasoning_rl.trainer.records import Sample
 def rewards_and_mask(
     samples: Sequence[Sample], *, max_tokens: int, overlong: OverlongConfig
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """[N] rewards (grade score minus any overlong penalty) and [N] mask (False where verdict == error)."""
-    rewards = torch.tensor([s.grade.score for s in samples], dtype=torch.float32)
+    """[N] rewards (grade score, or a composed reward's weighted sum, minus any overlong penalty) and [N] mask
+    (False where verdict == error, which a composed reward's grade is when any component erred)."""
+    rewards = torch.tensor([s.reward for s in samples], dtype=torch.float32)
     if overlong.enabled:
         lengths = torch.tensor([len(s.completion.token_ids) for s in samples], dtype=torch.float32)
         rewards = rewards - overlong_penalty(lengths, max_tokens, overlong.buffer, overlong.penalty)
@@ -30,7 +31,7 @@ def informative_groups(samples: Sequence[Sample]) -> set[int]:
     scores: dict[int, set[float]] = {}
     for s in samples:
         if not s.masked:
-            scores.setdefault(s.group, set()).add(round(s.grade.score, 9))
+            scores.setdefault(s.group, set()).add(round(s.reward, 9))
     return {g for g, values in scores.items() if len(values) > 1}
 
 
@@ -56,4 +57,15 @@ def sample_metrics(samples: Sequence[Sample], rewards: torch.Tensor, mask: torch
     truncated = sum(1 for s in samples if s.completion.finish_reason == "length")
     out["response/truncation_rate"] = truncated / max(1, len(samples))
     out["samples"] = float(len(samples))
+    out.update(component_metrics(samples))
     return out
+
+
+def component_metrics(samples: Sequence[Sample]) -> dict[str, float]:
+    """``reward/<component>/mean`` of each composed reward component over the judged samples."""
+    totals: dict[str, list[float]] = {}
+    for s in samples:
+        if s.composed is not None and not s.masked:
+            for name, score in s.composed.scores().items():
+                totals.setdefault(name, []).append(score)
+    return {f"reward/{name}/mean": sum(v) / len(v) for name, v in totals.items()}

@@ -7,10 +7,12 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import context_test_graders as cg
 import pytest
 import runtime_test_graders as faulty
 
 from graders.runtime import GradeRequest, GradingPool
+from graders.types import GradeContext
 
 ECHO = f"{faulty.__name__}:EchoGrader"
 pytestmark = [pytest.mark.slow, pytest.mark.distributed]
@@ -112,3 +114,17 @@ def test_rrl_grade_on_the_ray_cluster(cluster_address: str, tmp_path: Path) -> N
     assert data["run"]["pool"]["backend"] == "ray"
     assert data["summary"]["overall"]["pass@2"] == 1.0
     assert data["summary"]["overall"]["accuracy"] == pytest.approx((10 + 40) / 80)
+
+
+def test_ray_actors_get_the_declared_context_only(cluster_address: str) -> None:
+    """The context crosses to Ray actors (it serialises) cut to the grader's declared fields."""
+    ctx = GradeContext.from_messages("Say 7", data_source="d", extra_info={"target": 7}, row_id="r")
+    with GradingPool(workers=1, ray_address=cluster_address) as pool:
+        seen, plain = pool.grade_batch(
+            [GradeRequest(f"{cg.__name__}:SeesContext", "7", None, context=ctx),
+             GradeRequest(f"{cg.__name__}:NoContext", "7", None, context=ctx)]
+        )
+        assert pool.metrics()["backend"] == "ray"
+    assert seen.verdict == "correct", seen.reason
+    assert seen.details["seen"]["extra_info"] == {"target": 7} and seen.details["seen"]["data_source"] is None
+    assert plain.verdict == "correct" and plain.details["options"] == []

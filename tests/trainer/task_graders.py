@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from graders.types import Grade
+from graders.types import Grade, GradeContext
 
 
 class ContainsAnswer:
@@ -42,3 +42,21 @@ class MislabelledContains(ContainsAnswer):
             {"response": "7", "ground_truth": "7", "verdict": "correct"},
             {"response": "8", "ground_truth": "7", "verdict": "correct", "note": "mislabelled on purpose"},
         ]
+
+
+class TargetFromContext:
+    """Reads the row: correct when the response contains ``extra_info["target"]``; an ``error`` when the prompt
+    it was sent is not the row's own question (``extra_info["question"]``), so a run that trains with no
+    masked sample proves every grade saw its own row's prompt and extra_info."""
+
+    name = "target_from_context"
+    version = "1"
+    context_fields = ("prompt", "extra_info")
+
+    def grade(self, response: str, ground_truth: Any, *, context: GradeContext, **options: Any) -> Grade:
+        info = context.extra_info or {}
+        if context.prompt != info.get("question"):
+            return Grade.error(f"prompt {context.prompt!r} is not the row's question {info.get('question')!r}")
+        if str(info["target"]) in response:
+            return Grade.correct("contains extra_info.target")
+        return Grade.incorrect("extra_info.target not in response")

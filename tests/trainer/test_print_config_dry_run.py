@@ -92,6 +92,10 @@ def test_dry_run_checks_everything_and_trains_nothing(tmp_path: Path, tiny_model
         return " ".join(out.stderr.split())
 
     assert "grading.options.math" in refused("grading.options={math: {mode: bogus}}")
+    composed = "grading.rewards=[{weight: 1}, {grader: format, options: {style: xml}}]"
+    assert "reward component 'format' (format): format grader: style" in refused(composed)
+    needs = refused("grading.rewards=[{grader: 'task_graders:TargetFromContext'}]")
+    assert "example '0:0'" in needs and "needs context field 'extra_info'" in needs  # the row lacks it
     assert "does not exist" in refused(f"model.path={tmp_path / 'missing'}")
     assert "prompt_template refers to 'nope'" in refused("data.prompt_template={nope}")
     bad_rows = config(

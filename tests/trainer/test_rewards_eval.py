@@ -7,11 +7,12 @@ import math
 import torch
 
 from graders.types import Grade
-from reasoning_rl.config import OverlongConfig
+from reasoning_rl.config import GradingConfig, OverlongConfig
 from reasoning_rl.data import Example
 from reasoning_rl.rollout import Completion
 from reasoning_rl.trainer.eval import summarise
 from reasoning_rl.trainer.records import Sample
+from reasoning_rl.trainer.reward_plan import RewardPlan
 from reasoning_rl.trainer.rewards import informative_groups, rewards_and_mask, sample_metrics
 
 
@@ -113,7 +114,7 @@ def test_evaluate_asks_the_engine_for_text_only() -> None:
             EvalConfig(n=2, temperature=0.5),
             max_tokens=8,  # type: ignore[arg-type]
             stop=(),
-            grader_options={},
+            rewards=RewardPlan(GradingConfig()),
             seed=0,
         )
     assert [s.logprobs for s in asked] == [False] and result.metrics["eval/accuracy"] == 1.0
