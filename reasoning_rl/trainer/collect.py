@@ -11,6 +11,7 @@ from graders.runtime import GradeRequest, GradingPool
 from graders.types import Grade
 from reasoning_rl.data import Prompt
 from reasoning_rl.rollout import Completion, RolloutEngine, SamplingConfig
+from reasoning_rl.rollout.toolset import ToolSet
 from reasoning_rl.trace import TraceWriter
 from reasoning_rl.trainer.records import Rollouts, Sample
 
@@ -25,8 +26,24 @@ def collect(
     trace: TraceWriter | None = None,
     step: int = 0,
     group_offset: int = 0,
+    tools: ToolSet | None = None,
 ) -> Rollouts:
-    """Samples in (prompt, sample) order, each with its grade; prompt k is group ``group_offset + k``."""
+    """Samples in (prompt, sample) order, each with its grade; prompt k is group ``group_offset + k``.
+    With ``tools`` (``rollout.tools``) each sample is a multi-turn tool rollout (``tool_collect``)."""
+    if tools is not None:
+        from reasoning_rl.trainer.tool_collect import collect_with_tools
+
+        return collect_with_tools(
+            engine,
+            pool,
+            prompts,
+            sampling,
+            tools,
+            grader_options=grader_options,
+            trace=trace,
+            step=step,
+            group_offset=group_offset,
+        )
     completions: dict[tuple[int, int], Completion] = {}
     grades: dict[tuple[int, int], Grade] = {}
     t0 = time.time()

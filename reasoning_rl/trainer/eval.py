@@ -22,7 +22,9 @@ from graders.types import Grade
 from reasoning_rl.config import Config, EvalConfig
 from reasoning_rl.data import Example, Prompt
 from reasoning_rl.rollout import RolloutEngine, SamplingConfig
+from reasoning_rl.rollout.toolset import ToolSet
 from reasoning_rl.trainer.collect import collect
+from reasoning_rl.trainer.tool_collect import turn_fields
 from reasoning_rl.trainer.governance import identity_fields
 from reasoning_rl.trainer.records import Sample
 
@@ -73,7 +75,9 @@ def summarise(samples: Sequence[Sample], k: int, checks: Checks | None = None) -
                 f"maj@{k}": float(bool(score.maj)),
                 "majority_answer": score.majority_answer,
                 "errors": score.n_error,
-                "responses": [{"text": s.completion.text, **s.grade.to_dict()} for s in group],
+                "responses": [
+                    {"text": s.completion.text, **turn_fields(s.completion), **s.grade.to_dict()} for s in group
+                ],
             }
         )
     by_source = {src: _numbers(g) for src, g in sorted(per_source.items())}
@@ -126,7 +130,9 @@ def evaluate(
     stop: Sequence[str],
     grader_options: dict[str, dict[str, Any]],
     seed: int,
+    tools: ToolSet | None = None,
 ) -> EvalResult:
+    """With ``tools`` every sample is a multi-turn tool rollout (the same loop as training)."""
     limit = cfg.max_prompts or len(prompts)
     sampling = SamplingConfig(
         n=cfg.n,
@@ -136,7 +142,7 @@ def evaluate(
         seed=seed,
         logprobs=False,
     )  # grading needs only the text
-    rollouts = collect(engine, pool, prompts[:limit], sampling, grader_options=grader_options)
+    rollouts = collect(engine, pool, prompts[:limit], sampling, grader_options=grader_options, tools=tools)
     return summarise(rollouts.samples, cfg.n, equivalence(pool, rollouts.samples, grader_options))
 
 
@@ -168,24 +174,30 @@ def run_eval(cfg: Config, *, out: Path | None, console: Console) -> tuple[EvalRe
         sleep=False,
     )
     g = cfg.grading
-    with GradingPool(
-        workers=g.workers,
-        backend=g.backend,
-        ray_address=g.ray_address,
-        timeout_s=g.timeout_s,
-        retries=g.retries,
-        max_in_flight=g.max_in_flight,
-    ) as pool:
-        result = evaluate(
-            engine,
-            pool,
-            prompts,
-            cfg.eval,
-            max_tokens=r.max_tokens,
-            stop=r.stop,
-            grader_options=g.options,
-            seed=cfg.run.seed,
-        )
+    tools = ToolSet.from_config(r, tokenizer)
+    try:
+        with GradingPool(
+            workers=g.workers,
+            backend=g.backend,
+            ray_address=g.ray_address,
+            timeout_s=g.timeout_s,
+            retries=g.retries,
+            max_in_flight=g.max_in_flight,
+        ) as pool:
+            result = evaluate(
+                engine,
+                pool,
+                prompts,
+                cfg.eval,
+                max_tokens=r.max_tokens,
+                stop=r.stop,
+                grader_options=g.options,
+                seed=cfg.run.seed,
+                tools=tools,
+            )
+    finally:
+        if tools is not None:
+            tools.close()
     path = out or cfg.run_dir / "eval" / "results.jsonl"
     write_rows(path, result.rows)
     return result, path

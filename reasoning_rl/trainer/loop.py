@@ -25,6 +25,7 @@ from reasoning_rl.trace import TraceWriter
 from reasoning_rl.trainer.build import Components, build_components
 from reasoning_rl.trainer.checkpoint import CheckpointManager
 from reasoning_rl.trainer.collect import collect
+from reasoning_rl.trainer.tool_collect import turn_fields
 from reasoning_rl.trainer.eval import EvalResult, evaluate, prompt_messages, write_rows
 from reasoning_rl.trainer.export import save_model_files
 from reasoning_rl.trainer.governance import identity_fields
@@ -197,6 +198,7 @@ class Trainer:
                 trace=trace,
                 step=step,
                 group_offset=rounds * wanted,
+                tools=parts.tools,
             )
             trace.counter("tokens_generated", step, new.tokens)
             self._trace_grade_latency(parts, trace, step)
@@ -228,6 +230,7 @@ class Trainer:
                 "ground_truth": s.example.ground_truth,
                 "response": s.completion.text,
                 "finish_reason": s.completion.finish_reason,
+                **turn_fields(s.completion),
                 **identity_fields(s.example.grader),
                 **s.grade.to_dict(),
             }
@@ -269,6 +272,7 @@ class Trainer:
                 stop=cfg.rollout.stop,
                 grader_options=cfg.grading.options,
                 seed=cfg.run.seed,
+                tools=parts.tools,
             )
             attrs["prompts"] = len(result.rows)
         write_rows(self.run_dir / "eval" / f"step_{step}.jsonl", result.rows)

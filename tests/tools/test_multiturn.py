@@ -5,13 +5,19 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from typing import Any
 
 import pytest
 from tools_testutil import ScriptedEngine
 
 from reasoning_rl.rollout.base import SamplingConfig
-from reasoning_rl.rollout.multiturn import ToolRolloutConfig, run_tool_rollouts, tool_stats
+from reasoning_rl.rollout.multiturn import (
+    ToolRolloutConfig,
+    run_tool_rollouts,
+    tool_stats,
+    trajectory_seed,
+)
 from reasoning_rl.tools import ToolResult, tool
 
 FENCE = "```"
@@ -239,7 +245,42 @@ def test_a_set_seed_differs_per_generate_call(bpe_tokenizer: Any) -> None:
             ToolRolloutConfig(sampling=SamplingConfig(seed=7)),
         )
     )
-    assert seeded.seeds[0] == 7 and len(set(seeded.seeds)) == len(seeded.seeds) == 3
+    assert seeded.seeds[0] == trajectory_seed(7, 0, 0, 1)
+    assert len(set(seeded.seeds)) == len(seeded.seeds) == 3
     unseeded = ScriptedEngine(tok, {"A": [block, "a"]})
     _run(unseeded, ["A"], {"python": echo}, tok, _cfg())
     assert unseeded.seeds == [None, None]
+
+
+@tool()
+def nap(code: str) -> str:
+    """Sleeps when the code says so: changes which trajectories share a generate call."""
+    time.sleep(0.3 if "slow" in code else 0.0)
+    return "ok"
+
+
+def test_seeds_belong_to_the_trajectory_not_to_its_wave(bpe_tokenizer: Any) -> None:
+    """Wave composition depends on tool timing; each trajectory's seeds must not (else a rerun of the same run
+    seed samples differently): A's and B's seeds are the same whichever tool call is slow."""
+    tok = bpe_tokenizer
+
+    def script(slow: str) -> dict[str, list[Any]]:
+        call = {p: f"{FENCE}python\n{'slow' if p == slow else 'fast'}\n{FENCE}\n" for p in "AB"}
+        return {p: [call[p], call[p], "x"] for p in "AB"}
+
+    seen = []
+    calls = []
+    for slow in "AB":
+        engine = ScriptedEngine(tok, script(slow))
+        cfg = ToolRolloutConfig(sampling=SamplingConfig(seed=3, max_tokens=50))
+        trajs = asyncio.run(
+            run_tool_rollouts(engine, [engine.prompt("A"), engine.prompt("B")], {"python": nap}, tok, cfg)
+        )
+        assert all(t.finish_reason == "stop" for t in trajs)
+        seen.append(engine.seeds_of)
+        calls.append(engine.calls)
+    assert calls == [5, 5]  # A and B never shared a call after their first: waves differed by timing
+    assert seen[0] == seen[1]
+    for p in "AB":
+        assert len(seen[0][p]) == 3 and len(set(seen[0][p])) == 3  # one per call, all distinct
+    assert not set(seen[0]["A"]) & set(seen[0]["B"])
