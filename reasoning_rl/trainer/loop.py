@@ -25,7 +25,7 @@ from reasoning_rl.trace import TraceWriter
 from reasoning_rl.trainer.build import Components, build_components
 from reasoning_rl.trainer.checkpoint import CheckpointManager
 from reasoning_rl.trainer.collect import collect
-from reasoning_rl.trainer.tool_collect import turn_fields
+from reasoning_rl.trainer.tool_collect import tool_metrics, turn_fields
 from reasoning_rl.trainer.eval import EvalResult, evaluate, prompt_messages, write_rows
 from reasoning_rl.trainer.export import save_model_files
 from reasoning_rl.trainer.governance import identity_fields
@@ -173,6 +173,7 @@ class Trainer:
         handoff = parts.push_weights(step=step, trace=trace)  # new weights into the engine
         return {
             **self._rollout_metrics(rollouts),
+            **tool_metrics(rollouts),
             **batch_metrics,
             **trained,
             **handoff,

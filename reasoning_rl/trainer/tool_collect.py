@@ -13,7 +13,7 @@ from graders.runtime import GradeRequest, GradingPool
 from graders.types import Grade
 from reasoning_rl.data import Prompt
 from reasoning_rl.rollout import Completion, RolloutEngine, SamplingConfig
-from reasoning_rl.rollout.multiturn import ToolTrajectory, run_tool_rollouts, tool_stats
+from reasoning_rl.rollout.multiturn import ToolTrajectory, run_tool_rollouts
 from reasoning_rl.rollout.toolset import ToolSet
 from reasoning_rl.trace import TraceWriter
 from reasoning_rl.trainer.records import Rollouts, Sample
@@ -90,15 +90,14 @@ def collect_with_tools(
 
 
 def trace_tools(trace: TraceWriter, step: int, trajs: list[ToolTrajectory]) -> None:
-    """One ``tool`` span per call (tool, status) and the step's tool counters, read by ``rrl report``."""
+    """Counters ``rrl report`` reads (docs/trace-schema.md): ``tool_latency_ms`` per call (tool, status) and
+    ``tool_turns`` per trajectory (its number of calls; finish reason). Counters, not spans: calls overlap
+    generation, and a span would count their time twice in the stage timeline."""
     for t in trajs:
         for turn in t.turns:
             r = turn.result
-            trace.add_span(
-                "tool", step, turn.started, turn.started + r.latency_s, tool=turn.name, status=r.status
-            )
-    for name, value in tool_stats(trajs).items():
-        trace.counter(name, step, value)
+            trace.counter("tool_latency_ms", step, r.latency_s * 1000, tool=turn.name, status=r.status)
+        trace.counter("tool_turns", step, len(t.turns), finish=t.finish_reason)
 
 
 def turn_fields(c: Completion) -> dict[str, Any]:
@@ -109,3 +108,17 @@ def turn_fields(c: Completion) -> dict[str, Any]:
     if c.error:
         out["rollout_error"] = c.error
     return out
+
+
+def tool_metrics(rollouts: Rollouts) -> dict[str, float]:
+    """The step's tool use for metrics.jsonl (empty without tools): calls per sample, errors, turns."""
+    comps = [s.completion for s in rollouts if s.completion.mask is not None]
+    if not comps:
+        return {}
+    turns = [turn for c in comps for turn in c.turns]
+    return {
+        "tools/calls_per_sample": len(turns) / len(comps),
+        "tools/errors": float(sum(t.result.status not in ("ok", "infra_error") for t in turns)),
+        "tools/infra_errors": float(sum(t.result.status == "infra_error" for t in turns)),
+        "tools/max_turns_reached": float(sum(c.finish_reason == "max_turns" for c in comps)),
+    }
