@@ -189,9 +189,11 @@ class _Run:
         return tuple(trajectory_seed(base, t.prompt_index, t.sample_index, t.generate_calls) for t in group)
 
     def _after_generate(self, t: ToolTrajectory, c: Completion) -> None:
-        before = len(self.tok.decode(t.token_ids[t._segment_start :], skip_special_tokens=False))
+        # a prompt that ends inside a call (e.g. an open ```python block) lends its tail to the first segment
+        lead = self.fmt.open_call(self.tok.decode(t.prompt_ids)) if t._segment_start == 0 else ""
+        before = len(lead + self.tok.decode(t.token_ids[t._segment_start :], skip_special_tokens=False))
         t.add(list(c.token_ids), list(c.logprobs) if c.logprobs else [0.0] * len(c.token_ids))
-        text = self.tok.decode(t.token_ids[t._segment_start :], skip_special_tokens=False)
+        text = lead + self.tok.decode(t.token_ids[t._segment_start :], skip_special_tokens=False)
         call = self.fmt.find(text)
         if call is not None and call.end > before:
             if len(t.turns) >= self.cfg.max_turns:

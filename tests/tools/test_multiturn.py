@@ -358,3 +358,21 @@ def test_hostile_cells_in_a_rollout_are_counted_tool_errors_and_spare_the_others
     after = ScriptedEngine(tok, {"Z:": [f"{FENCE}python\nimport os\nprint(len(os.listdir('.')) < 5)\n{FENCE}\n", "ok"]})
     (z,) = _run(after, ["Z:"], {"python": python_tool}, tok, cfg)
     assert z.turns[0].result.status == "ok" and z.turns[0].result.text == "True\n"
+
+
+@pytest.mark.parametrize("fmt", ["fenced", "hermes"])
+def test_a_prompt_ending_inside_a_call_is_closed_by_the_model(bpe_tokenizer: Any, fmt: str) -> None:
+    """The prompt opens the call and the model's first tokens close it: the call is the prompt's tail plus
+    the model's text (the way a real-engine test forces a call); an already closed call in the prompt is not one."""
+    tok = bpe_tokenizer
+    if fmt == "fenced":
+        prompt, close = f"Q:\n{FENCE}python\nprint(42)\n", f"{FENCE}\n"
+        done = f"Old:\n{FENCE}python\nprint(1)\n{FENCE}\n"
+    else:
+        prompt, close = 'Q:<tool_call>{"name": "python", "arguments": {"code": "print(42)"', "}}</tool_call>"
+        done = 'Old:<tool_call>{"name": "python", "arguments": {"code": "1"}}</tool_call>'
+    engine = ScriptedEngine(tok, {prompt: [close, "end"], done: ["plain"]})
+    opened, closed = _run(engine, [prompt, done], {"python": echo}, tok, _cfg(format=fmt))
+    assert [turn.arguments for turn in opened.turns] == [{"code": "print(42)"}]
+    assert ")24(tnirp" in tok.decode(opened.token_ids) and opened.finish_reason == "stop"
+    assert closed.turns == [] and closed.finish_reason == "stop"
