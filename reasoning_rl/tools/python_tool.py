@@ -31,7 +31,6 @@ fast ``MemoryError``), 64 processes, 1 CPU, 1 MiB output per stream, no network;
 from __future__ import annotations
 
 import asyncio
-import json
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -95,9 +94,10 @@ class PythonTool:
             state = self._sessions.setdefault(session, _Session())
             cells, walls = list(state.cells), list(state.wall_s)
         wall = min(budget_s + sum(walls), 4 * budget_s)
+        all_cells = [*cells, code]
         request = RunRequest(
-            ["python3", "-I", "runner.py", str(self.memory_mb)],
-            files={"runner.py": _RUNNER, "cells.json": json.dumps([*cells, code])},
+            ["python3", "-I", "-S", "runner.py", str(self.memory_mb), str(len(all_cells))],
+            files={"runner.py": _RUNNER, **{f"cell_{k}": src for k, src in enumerate(all_cells)}},
             env={"PYTHONHASHSEED": "0"},
             limits=Limits(wall_s=wall, memory_mb=self.memory_mb, output_bytes=self.output_bytes),
         )
