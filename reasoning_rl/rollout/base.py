@@ -60,7 +60,9 @@ class Completion:
     token_ids: list[int]
     logprobs: list[float]
     text: str
-    finish_reason: str  # "stop" (EOS or a stop string) | "length" (max_tokens reached); tools: | "max_turns" | "error"
+    finish_reason: (
+        str  # "stop" (EOS or a stop string) | "length" (max_tokens reached); tools: | "max_turns" | "error"
+    )
     mask: list[int] | None = None
     turns: list[ToolTurn] = field(default_factory=list)
     error: str = ""

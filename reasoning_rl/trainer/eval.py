@@ -24,9 +24,9 @@ from reasoning_rl.data import Example, Prompt
 from reasoning_rl.rollout import RolloutEngine, SamplingConfig
 from reasoning_rl.rollout.toolset import ToolSet
 from reasoning_rl.trainer.collect import collect
-from reasoning_rl.trainer.tool_collect import turn_fields
 from reasoning_rl.trainer.governance import identity_fields
 from reasoning_rl.trainer.records import Sample
+from reasoning_rl.trainer.tool_collect import turn_fields
 
 
 @dataclass
@@ -76,7 +76,8 @@ def summarise(samples: Sequence[Sample], k: int, checks: Checks | None = None) -
                 "majority_answer": score.majority_answer,
                 "errors": score.n_error,
                 "responses": [
-                    {"text": s.completion.text, **turn_fields(s.completion), **s.grade.to_dict()} for s in group
+                    {"text": s.completion.text, **turn_fields(s.completion), **s.grade.to_dict()}
+                    for s in group
                 ],
             }
         )

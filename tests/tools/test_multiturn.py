@@ -343,19 +343,25 @@ def test_hostile_cells_in_a_rollout_are_counted_tool_errors_and_spare_the_others
     def saw_error(ctx: str) -> str:
         return "saw error" if "Error" in ctx.rsplit(f"{FENCE}output\n", 1)[1] else "no error"
 
-    scripts: dict[str, list[Any]] = {p: [f"{FENCE}python\n{code}\n{FENCE}\n", saw_error] for p, code in hostile.items()}
+    scripts: dict[str, list[Any]] = {
+        p: [f"{FENCE}python\n{code}\n{FENCE}\n", saw_error] for p, code in hostile.items()
+    }
     scripts["G:"] = [f"{FENCE}python\nprint(6 * 7)\n{FENCE}\n", lambda ctx: "got " + ctx.rsplit("\n", 3)[-3]]
     engine = ScriptedEngine(tok, scripts)
     cfg = _cfg(tool_budget_s=2.0, max_tokens=8000)  # room for the 2000 characters of clipped output
     trajs = _run(engine, list(scripts), {"python": python_tool}, tok, cfg)
     *bad, good = trajs
     for t in bad:
-        assert t.finish_reason == "stop" and tok.decode(t.token_ids).endswith("saw error<eos>"), tok.decode(t.token_ids)
+        assert t.finish_reason == "stop" and tok.decode(t.token_ids).endswith("saw error<eos>"), tok.decode(
+            t.token_ids
+        )
         assert t.turns[0].result.status in ("error", "timeout") and t.turns[0].result.latency_s < 15
     assert [turn.result.text for turn in good.turns] == ["42\n"] and good.finish_reason == "stop"
     stats = tool_stats(trajs)
     assert stats["tool_errors"] == 4 and stats["tool_infra_errors"] == 0 and stats["samples_error"] == 0
-    after = ScriptedEngine(tok, {"Z:": [f"{FENCE}python\nimport os\nprint(len(os.listdir('.')) < 5)\n{FENCE}\n", "ok"]})
+    after = ScriptedEngine(
+        tok, {"Z:": [f"{FENCE}python\nimport os\nprint(len(os.listdir('.')) < 5)\n{FENCE}\n", "ok"]}
+    )
     (z,) = _run(after, ["Z:"], {"python": python_tool}, tok, cfg)
     assert z.turns[0].result.status == "ok" and z.turns[0].result.text == "True\n"
 

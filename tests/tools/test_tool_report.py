@@ -25,7 +25,9 @@ def _trajectories() -> list[ToolTrajectory]:
         t.finish_reason = "stop" if k < 5 else "length"
         for c in range(2 if k < 5 else 0):
             status = "timeout" if (k, c) == (0, 1) else "ok"
-            t.turns.append(ToolTurn("python", {"code": "1"}, ToolResult("", status, LAT_MS[2 * k + c] / 1000)))
+            t.turns.append(
+                ToolTurn("python", {"code": "1"}, ToolResult("", status, LAT_MS[2 * k + c] / 1000))
+            )
         trajs.append(t)
     t = ToolTrajectory(6, 0, [1])
     t.finish_reason = "error"

@@ -67,7 +67,13 @@ MASK = [1, 1, 0, 0, 0, 1, 1]  # model call, tool output (3 tokens), model answer
 
 
 def _sample(j: int, score: float, mask: list[int] | None) -> Sample:
-    ex = Example(uid="a", data_source="s", messages=({"role": "user", "content": "q"},), ground_truth="1", grader="math")
+    ex = Example(
+        uid="a",
+        data_source="s",
+        messages=({"role": "user", "content": "q"},),
+        ground_truth="1",
+        grader="math",
+    )
     ids = [5, 6, 7, 8, 9, 10, 11]
     lps = [-0.5 if m else 0.0 for m in (mask or [1] * 7)]
     comp = Completion(0, j, [1, 2], ids, lps, "t", "stop", mask=mask)
@@ -89,7 +95,15 @@ class _Scorer:
 def test_tool_tokens_are_out_of_the_loss_the_kl_and_the_advantages(tmp_path: Path) -> None:
     rollouts = Rollouts([_sample(0, 1.0, MASK), _sample(1, 0.0, MASK)])
     cfg = Config.model_validate(
-        {**BASE, "algorithm": {"old_logprobs": "recompute", "kl_coef": 0.1, "kl_mode": "reward", "kl_estimator": "k1"}}
+        {
+            **BASE,
+            "algorithm": {
+                "old_logprobs": "recompute",
+                "kl_coef": 0.1,
+                "kl_mode": "reward",
+                "kl_estimator": "k1",
+            },
+        }
     )
     trace = TraceWriter(tmp_path / "trace.jsonl")
     batch, _ = make_train_batch(

@@ -27,7 +27,10 @@ def test_vllm_closes_forced_blocks_runs_them_in_the_sandbox_and_continues(python
     tok = load_tokenizer(str(model))
     engine = make_engine("vllm", str(model), max_model_len=512, kv_cache_memory_bytes=64 << 20)
     prompts = [
-        tok.encode(f"Here is a Python program and what it prints.\n\n{FENCE}python\n{code}\n", add_special_tokens=False)
+        tok.encode(
+            f"Here is a Python program and what it prints.\n\n{FENCE}python\n{code}\n",
+            add_special_tokens=False,
+        )
         for code in PROGRAMS
     ]
     cfg = ToolRolloutConfig(

@@ -39,19 +39,27 @@ class ScriptedTIREngine:
         text = self.tok.decode(ctx, skip_special_tokens=False)
         outputs = _OUTPUT.findall(text)
         if outputs:
-            return [*self.tok.encode(f"The answer is \\boxed{{{outputs[-1].strip()}}}"), self.tok.eos_token_id]
+            return [
+                *self.tok.encode(f"The answer is \\boxed{{{outputs[-1].strip()}}}"),
+                self.tok.eos_token_id,
+            ]
         m = _QUESTION.search(text)
         expr = m.group(1).strip() if m else "0"
         wrong = random.Random(seed).random() < 1 / 3
         code = f"print({expr}{'+1' if wrong else ''})"
-        return list(self.tok.encode(f'<tool_call>{{"name":"python","arguments":{{"code":"{code}"}}}}</tool_call>'))
+        return list(
+            self.tok.encode(f'<tool_call>{{"name":"python","arguments":{{"code":"{code}"}}}}</tool_call>')
+        )
 
     def generate(self, prompts: list[list[int]], sampling: SamplingConfig) -> list[Completion]:
         self.calls += 1
         after = CRASH["after_loads"]
-        if after is not None and self.loads >= after:
-            if any(_OUTPUT.search(self.tok.decode(p)) for p in prompts):
-                raise SimulatedCrash(f"simulated crash at generate call {self.calls}")
+        if (
+            after is not None
+            and self.loads >= after
+            and any(_OUTPUT.search(self.tok.decode(p)) for p in prompts)
+        ):
+            raise SimulatedCrash(f"simulated crash at generate call {self.calls}")
         out = []
         for i, ctx in enumerate(prompts):
             ids = self._step(ctx, sampling.seed_for(i, 0))[: sampling.max_tokens]
