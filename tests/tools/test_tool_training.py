@@ -270,3 +270,33 @@ def test_grpo_with_the_python_tool_trains_checkpoints_and_resumes_mid_rollout(
     assert [m["step"] for m in resumed_metrics] == [1, 2, 3, 4]
     for a, b in zip(metrics, resumed_metrics, strict=True):
         assert a["reward/mean"] == b["reward/mean"]
+
+
+@pytest.mark.slow
+@pytest.mark.docker
+def test_rrl_eval_runs_the_same_tool_loop(tmp_path: Path, tiny_model_dir: Path, tir_engine: Any) -> None:
+    from reasoning_rl.trainer.eval import run_eval
+
+    cfg = _run_config(tmp_path, tiny_model_dir, "eval")
+    cfg = cfg.model_copy(update={"eval": cfg.eval.model_copy(update={"n": 2, "max_prompts": 3})})
+    result, path = run_eval(cfg, out=tmp_path / "eval.jsonl", console=Console(quiet=True))
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    assert len(rows) == 3 and result.metrics["eval/prompts"] == 3.0
+    for row in rows:
+        for resp in row["responses"]:
+            (turn,) = resp["turns"]  # the model's call, run in the sandbox, its output in the answer
+            assert turn["status"] == "ok" and resp["text"].endswith(f"\\boxed{{{turn['output'].strip()}}}")
+            assert resp["verdict"] == ("correct" if "+1)" not in turn["arguments"]["code"] else "incorrect")
+
+
+def test_per_prompt_seeds_make_the_hf_engine_sample_independent_of_the_batch(tiny_model_dir: Path) -> None:
+    """The multi-turn loop's waves mix trajectories; a prompt's sample must depend on its own seed only."""
+    from reasoning_rl.rollout import make_engine
+
+    engine = make_engine("hf", str(tiny_model_dir), max_model_len=64)
+    a, b = [5, 6, 7], [8, 9]
+    s = SamplingConfig(n=1, temperature=1.0, max_tokens=12, ignore_eos=True)
+    both = engine.generate([a, b], s.model_copy(update={"prompt_seeds": (11, 22)}))
+    alone = engine.generate([b], s.model_copy(update={"prompt_seeds": (22,)}))
+    other = engine.generate([b], s.model_copy(update={"prompt_seeds": (23,)}))
+    assert both[1].token_ids == alone[0].token_ids and other[0].token_ids != alone[0].token_ids

@@ -51,3 +51,10 @@ def test_vllm_closes_forced_blocks_runs_them_in_the_sandbox_and_continues(python
         assert inserted == f"{FENCE}output\n{OUTPUTS[k]}{FENCE}\n"
         assert after + 1 < len(t.token_ids) and all(t.mask[after + 1 :])
         assert len(t.logprobs) == len(t.token_ids)
+    # per-prompt seeds (what the loop passes for each trajectory's calls): a prompt's sample depends on its
+    # own seed, not on which other prompts share the request
+    s = SamplingConfig(temperature=1.0, max_tokens=16, ignore_eos=True, logprobs=False)
+    both = engine.generate(prompts[:2], s.model_copy(update={"prompt_seeds": (11, 22)}))
+    alone = engine.generate(prompts[1:2], s.model_copy(update={"prompt_seeds": (22,)}))
+    other = engine.generate(prompts[1:2], s.model_copy(update={"prompt_seeds": (23,)}))
+    assert both[1].token_ids == alone[0].token_ids != other[0].token_ids
