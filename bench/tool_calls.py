@@ -3,6 +3,9 @@
 - sequential: one trajectory at a time, the per-call service time (what one call costs when nothing queues);
   target: warm p50 <= 100 ms on this 2-core machine. ``bare_p50_ms``: a bare ``python3 -c`` run through the same
   sandbox, so ``p50_ms - bare_p50_ms`` is the tool's own cost (replay runner, output handling).
+- breakdown (warm only): where a warm call's time goes, p50 of ``true`` (the sandbox round trip: socket, supervisor,
+  clean-up), a bare ``python3 -I -S -c pass`` (interpreter start) and the tool's first call; the rest of a call
+  is the runner (replay harness) itself.
 - concurrent: TRAJECTORIES trajectories in flight at once (asyncio, as the rollout loop runs them): per-call latency
   including the wait for a free sandbox, and calls/s.
 Modes: ``warm`` (the Docker pool, POOL containers reused) and ``cold`` (``warm=False``: one container per call; run
@@ -57,15 +60,22 @@ async def _sequential(tool: PythonTool, n: int, budget_s: float) -> list[ToolRes
     return [r for i in range(n) for r in await _trajectory(tool, 10_000 + i, budget_s)]
 
 
-def _bare_p50_ms(sandbox: Sandbox, n: int) -> float:
+def _bare_p50_ms(sandbox: Sandbox, n: int, command: tuple[str, ...] = ("python3", "-c", "print(1)")) -> float:
     lat = []
     for _ in range(n):
         started = time.monotonic()
-        r = sandbox.run(RunRequest(["python3", "-c", "print(1)"], limits=Limits(wall_s=10)))
+        r = sandbox.run(RunRequest(list(command), limits=Limits(wall_s=10)))
         lat.append((time.monotonic() - started) * 1000)
         if not r.ok:
             raise SystemExit(f"bare sandbox run failed: {r}")
     return round(statistics.median(lat), 1)
+
+
+def _breakdown(sandbox: Sandbox, n: int) -> dict[str, float]:
+    return {
+        "sandbox_round_trip_p50_ms": _bare_p50_ms(sandbox, n, ("true",)),
+        "interpreter_start_p50_ms": _bare_p50_ms(sandbox, n, ("python3", "-I", "-S", "-c", "pass")),
+    }
 
 
 def _summary(results: list[ToolResult], wall_s: float | None = None) -> dict[str, Any]:
@@ -89,6 +99,7 @@ def bench(mode: str, trajectories: int, sequential: int, pool: int, budget_s: fl
     try:
         asyncio.run(_sequential(tool, 2, budget_s))  # first runs per container pay Python's cold caches
         bare = _bare_p50_ms(sandbox, sequential)
+        parts = _breakdown(sandbox, sequential) if mode == "warm" else {}
         seq = asyncio.run(_sequential(tool, sequential, budget_s))
         conc, wall = asyncio.run(_concurrent(tool, trajectories, budget_s))
     finally:
@@ -101,7 +112,7 @@ def bench(mode: str, trajectories: int, sequential: int, pool: int, budget_s: fl
         "mode": mode,
         "pool": pool,
         "trajectories": trajectories,
-        "sequential": {**_summary(seq), "bare_p50_ms": bare},
+        "sequential": {**_summary(seq), "bare_p50_ms": bare, **parts},
         "concurrent": _summary(conc, wall),
     }
 
@@ -116,13 +127,22 @@ def main() -> None:
     ap.add_argument("--modes", default="warm,cold")
     args = ap.parse_args()
     runs = []
+    load_before = os.getloadavg()
     for mode in args.modes.split(","):
         n = args.trajectories if mode == "warm" else args.cold_trajectories
         runs.append(bench(mode, n, args.sequential if mode == "warm" else 4, args.pool, args.budget_s))
         print(json.dumps(runs[-1]))
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text(
-        json.dumps({"machine": f"{platform.node()} {os.cpu_count()} cpus", "runs": runs}, indent=2)
+        json.dumps(
+            {
+                "machine": f"{platform.node()} {os.cpu_count()} cpus",
+                "load_average_before": load_before,
+                "load_average_after": os.getloadavg(),
+                "runs": runs,
+            },
+            indent=2,
+        )
     )
 
 

@@ -21,11 +21,13 @@ def token_rewards(
     """[B] sequence rewards on each response's last token, minus ``kl_coef`` x the per-token KL to the
     reference on every token (the standard PPO-RLHF reward) when reference log-probs are given."""
     b, t = response_mask.shape
-    lens = response_mask.sum(dim=-1)
-    if bool((lens < 1).any()):
+    mask = response_mask.bool()
+    if bool((mask.sum(dim=-1) < 1).any()):
         raise ValueError("every response needs at least one token to carry its reward")
+    # the last masked-in token (a tool rollout's mask has holes where tool output was inserted)
+    last = t - 1 - mask.flip(-1).int().argmax(dim=-1)
     out = torch.zeros(b, t)
-    out[torch.arange(b), lens - 1] = rewards.float()
+    out[torch.arange(b), last] = rewards.float()
     if ref_logprobs is not None and kl_coef > 0:
         if logprobs is None:
             raise ValueError("a KL penalty in the reward needs the policy's log-probs")

@@ -14,7 +14,7 @@ from pydantic import (
 from reasoning_rl.config.algorithm import GROUP_BASELINE_ESTIMATORS, AlgorithmConfig
 from reasoning_rl.config.base import _Section
 from reasoning_rl.config.resources import ResourcesConfig
-from reasoning_rl.registry import ENGINES
+from reasoning_rl.registry import ENGINES, TOOLS
 
 
 class RunConfig(_Section):
@@ -178,11 +178,47 @@ class RolloutConfig(SamplingParams):
         description="Extra vLLM engine arguments "
         "(``LLM(...)``: e.g. max_num_seqs, max_num_batched_tokens, async_scheduling).",
     )
+    tools: list[str] = Field(
+        default_factory=list,
+        description="Tools the model may call (names of the tool registry: python, calculator, or a "
+        "plugin's); non-empty turns on multi-turn rollouts, where max_tokens is the whole response budget "
+        "(model + tool tokens).",
+    )
+    tool_format: Literal["fenced", "hermes"] = Field(
+        default="fenced",
+        description="How calls are written: fenced ```python blocks (output comes back as an ```output "
+        "block) or the chat template's <tool_call> JSON (Qwen/Hermes; output as a tool message).",
+    )
+    max_turns: int = Field(default=4, ge=0, description="Tool calls per trajectory (tools only).")
+    turn_max_tokens: int | None = Field(
+        default=None, ge=1, description="Tokens per generation call between tool calls; None: max_tokens."
+    )
+    tool_timeout_s: float = Field(default=10.0, gt=0.0, description="Time budget of one tool call.")
+    tool_options: dict[str, dict[str, Any]] = Field(
+        default_factory=dict,
+        description="Per-tool constructor options, e.g. {python: {sandbox: docker, pool_size: 4}}.",
+    )
 
     @field_validator("engine")
     @classmethod
     def _known_engine(cls, v: str) -> str:
         return v if v == "auto" else ENGINES.check(v)
+
+    @field_validator("tools")
+    @classmethod
+    def _known_tools(cls, v: list[str]) -> list[str]:
+        if len(set(v)) != len(v):
+            raise ValueError(f"tools are listed more than once: {v}")
+        return [TOOLS.check(name) for name in v]
+
+    @model_validator(mode="after")
+    def _tool_options_for_listed_tools(self) -> RolloutConfig:
+        stray = sorted(set(self.tool_options) - set(self.tools))
+        if stray:
+            raise ValueError(f"tool_options for {stray}, which are not in rollout.tools {self.tools}")
+        if self.tools and self.tool_format == "fenced" and "python" not in self.tools:
+            raise ValueError("tool_format 'fenced' calls the python tool: add python to rollout.tools")
+        return self
 
     @field_validator("engine_args")
     @classmethod

@@ -22,12 +22,15 @@ from reasoning_rl.rollout.base import Completion
 
 @dataclass
 class TokenBatch:
-    """B sequences for the policy. ``rollout_logprobs``: the engine's log-probs [B, T], if known."""
+    """B sequences for the policy. ``rollout_logprobs``: the engine's log-probs [B, T], if known.
+    ``model_mask`` [B, T] bool: False on response tokens the model did not produce (inserted tool turns of a
+    multi-turn rollout), which ``response_mask`` then leaves out of every loss, KL and advantage."""
 
     sequences: list[Tensor]
     prompt_lens: list[int]
     rollout_logprobs: Tensor | None = None
     pad_id: int = 0
+    model_mask: Tensor | None = None
     response_lens: list[int] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -47,6 +50,8 @@ class TokenBatch:
             raise ValueError(
                 f"rollout_logprobs {tuple(self.rollout_logprobs.shape)} != batch shape {self.shape}"
             )
+        if self.model_mask is not None and tuple(self.model_mask.shape) != self.shape:
+            raise ValueError(f"model_mask {tuple(self.model_mask.shape)} != batch shape {self.shape}")
 
     def __len__(self) -> int:
         return len(self.sequences)
@@ -62,10 +67,11 @@ class TokenBatch:
 
     @property
     def response_mask(self) -> Tensor:
-        """[B, T] bool, True on real response tokens."""
+        """[B, T] bool, True on real response tokens the model produced (the loss mask)."""
         b, t = self.shape
         lens = torch.tensor(self.response_lens)
-        return torch.arange(t)[None, :].expand(b, t) < lens[:, None]
+        real = torch.arange(t)[None, :].expand(b, t) < lens[:, None]
+        return real if self.model_mask is None else real & self.model_mask.bool()
 
     def response_ids(self) -> Tensor:
         """[B, T] response token ids, ``pad_id`` beyond each response."""
@@ -97,11 +103,14 @@ class TokenBatch:
         )
         if self.rollout_logprobs is not None:
             sub.rollout_logprobs = self.rollout_logprobs[idx, : sub.shape[1]]
+        if self.model_mask is not None:
+            sub.model_mask = self.model_mask[idx, : sub.shape[1]]
         return sub
 
 
 def build_batch(completions: Sequence[Completion], pad_id: int = 0) -> TokenBatch:
-    """A ``TokenBatch`` of prompt + response for each completion, with the engine's log-probs."""
+    """A ``TokenBatch`` of prompt + response for each completion, with the engine's log-probs and, for tool
+    rollouts, which response tokens the model produced (``Completion.mask``)."""
     if not completions:
         raise ValueError("build_batch needs at least one completion")
     seqs, plens, lps = [], [], []
@@ -116,6 +125,9 @@ def build_batch(completions: Sequence[Completion], pad_id: int = 0) -> TokenBatc
     batch = TokenBatch(seqs, plens, pad_id=pad_id)
     if all(len(lp) == len(c.token_ids) for lp, c in zip(lps, completions, strict=True)):
         batch.rollout_logprobs = batch.pad(lps)
+    if any(c.mask is not None for c in completions):
+        rows = [c.mask if c.mask is not None else [1] * len(c.token_ids) for c in completions]
+        batch.model_mask = batch.pad(rows, 0).bool()
     return batch
 
 

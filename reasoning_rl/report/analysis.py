@@ -16,6 +16,7 @@ import numpy as np
 
 from reasoning_rl.report.hardware import model_params, peak_flops, train_flops
 from reasoning_rl.report.load import RunData
+from reasoning_rl.report.tools import ToolReport, tool_report
 from reasoning_rl.trace import STAGES
 
 OTHER = "other"
@@ -112,6 +113,7 @@ class Analysis:
     mfu_note: str
     params: int | None
     warnings: list[str] = field(default_factory=list)
+    tools: ToolReport | None = None  # multi-turn tool rollouts (report.tools)
 
     @property
     def stage_names(self) -> list[str]:
@@ -323,4 +325,5 @@ def analyze(run: RunData, *, peak_tflops: float | None = None) -> Analysis:
         mfu_note,
         params,
         notes,
+        tool_report(trace.counters),
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import math
+from collections import Counter
 from html import escape
 from statistics import median
 from typing import Any
@@ -197,6 +198,28 @@ def _grading_section(a: Analysis, figs: dict[str, bytes | None]) -> str:
     return "<h2>Grading</h2>" + stats + wait + image(figs["grading"], "grading")
 
 
+def _tools_section(a: Analysis) -> str:
+    """Tool calls per sample, latency p50/p99 and errors per tool, turns per trajectory; empty without tools."""
+    r = a.tools
+    if r is None:
+        return ""
+    rows = [
+        [t.tool, len(t.latencies_ms), t.percentile(50), t.percentile(99), t.errors]
+        + [", ".join(f"{k} {v}" for k, v in sorted(t.statuses.items()))]
+        for t in r.tools
+    ]
+    turns = ", ".join(f"{k} calls: {v}" for k, v in sorted(Counter(r.turns).items()))
+    ends = ", ".join(f"{k} {v}" for k, v in sorted(r.finishes.items()))
+    head = ["tool", "calls", "p50 ms", "p99 ms", "errors", "statuses"]
+    return (
+        "<h2>Tools</h2>"
+        + f"<p>{len(r.turns)} trajectories, {r.calls} tool calls: {fmt(r.calls_per_sample)} per sample. "
+        + escape(f"Turns per trajectory: {turns}. Trajectories ended by: {ends}.")
+        + "</p>"
+        + (table(head, rows) if rows else "")
+    )
+
+
 def _curves_section(a: Analysis, figs: dict[str, bytes | None]) -> str:
     train_rows = [r for r in a.metrics if not any(str(k).startswith("eval/") for k in r)]
     last = (train_rows or a.metrics or [{}])[-1]
@@ -226,6 +249,7 @@ def render_html(
             _throughput_section(a, figs),
             _memory_section(a, figs),
             _grading_section(a, figs),
+            _tools_section(a),
             _curves_section(a, figs),
             samples,
             cfg,

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import torch
 from pydantic import ConfigDict
@@ -13,16 +13,29 @@ from pydantic import ConfigDict
 from reasoning_rl.config import SamplingParams
 from reasoning_rl.registry import ENGINES
 
+if TYPE_CHECKING:
+    from reasoning_rl.rollout.multiturn import ToolTurn
+
 
 class SamplingConfig(SamplingParams):
     """One engine request: the sampling parameters (defined once, in ``config.SamplingParams``), the seed
     (None: the engine's own stream; else sample j of every prompt uses ``seed + j``) and whether to return
-    each sampled token's log-prob (engines may skip that work when False)."""
+    each sampled token's log-prob (engines may skip that work when False). ``prompt_seeds`` (one per prompt,
+    overriding ``seed``: sample j of prompt i uses ``prompt_seeds[i] + j``) lets a caller whose requests mix
+    unrelated contexts, such as the multi-turn tool loop's waves, tie each one's randomness to itself rather
+    than to its position in the call."""
 
     model_config = ConfigDict(frozen=True)
 
     seed: int | None = None
+    prompt_seeds: tuple[int, ...] | None = None
     logprobs: bool = True
+
+    def seed_for(self, prompt_index: int, sample_index: int) -> int | None:
+        """The seed of sample ``sample_index`` of prompt ``prompt_index`` (None: the engine's own stream)."""
+        if self.prompt_seeds is not None:
+            return self.prompt_seeds[prompt_index] + sample_index
+        return None if self.seed is None else self.seed + sample_index
 
     @classmethod
     def of(cls, params: SamplingParams, *, seed: int | None, logprobs: bool) -> SamplingConfig:
@@ -35,7 +48,11 @@ class SamplingConfig(SamplingParams):
 @dataclass
 class Completion:
     """One sampled response. ``logprobs[i]`` is the raw (temperature-1, unfiltered) log-prob of
-    ``token_ids[i]`` under the engine's current weights, comparable to ``Policy.logprobs``."""
+    ``token_ids[i]`` under the engine's current weights, comparable to ``Policy.logprobs``.
+
+    A multi-turn tool rollout's completion also carries ``mask`` (1 on the tokens the model produced, 0 on the
+    inserted tool-turn tokens, which get log-prob 0.0 and no loss) and its ``turns``; ``error`` is set when our
+    infrastructure ruined the trajectory (the sample is then masked, never graded)."""
 
     prompt_index: int
     sample_index: int
@@ -43,7 +60,12 @@ class Completion:
     token_ids: list[int]
     logprobs: list[float]
     text: str
-    finish_reason: str  # "stop" (EOS or a stop string) | "length" (max_tokens reached)
+    finish_reason: (
+        str  # "stop" (EOS or a stop string) | "length" (max_tokens reached); tools: | "max_turns" | "error"
+    )
+    mask: list[int] | None = None
+    turns: list[ToolTurn] = field(default_factory=list)
+    error: str = ""
 
 
 @runtime_checkable

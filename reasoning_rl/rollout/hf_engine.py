@@ -78,12 +78,18 @@ class HFEngine:
             kwargs.update(stop_strings=list(s.stop), tokenizer=self.tokenizer)
         ids = torch.tensor([prompt], device=self.device)
         with torch.random.fork_rng(devices=[self.device] if self.device.type == "cuda" else []):
-            torch.manual_seed((self.seed if s.seed is None else s.seed) + index)
+            torch.manual_seed(self._seed(index, s))
             with torch.no_grad():
                 out = self.model.generate(ids, attention_mask=torch.ones_like(ids), **kwargs)
         new = out.sequences[:, len(prompt) :].cpu()
         logp = torch.stack(out.logits, dim=1).float().log_softmax(-1).cpu()  # [n, steps, vocab]
         return [self._completion(index, j, prompt, new[j], logp[j], eos_ids, s) for j in range(s.n)]
+
+    def _seed(self, index: int, s: SamplingConfig) -> int:
+        """Per call: prompt ``index``'s own seed when given, else the request's (or engine's) seed + index."""
+        if s.prompt_seeds is not None:
+            return s.prompt_seeds[index]
+        return (self.seed if s.seed is None else s.seed) + index
 
     def _completion(
         self,

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import statistics
+import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -22,7 +23,6 @@ from reasoning_rl.rollout.base import Completion, RolloutEngine, SamplingConfig
 from reasoning_rl.rollout.tool_calls import CallFormat, FormatName, Tokenizer, ToolCall, make_format
 from reasoning_rl.tools.base import Tool, ToolResult
 
-_SEED_STRIDE = 1_000_003  # seed offset between generate calls (engines add prompt/sample indices below this)
 FinishReason = Literal["stop", "length", "max_turns", "error"]
 
 
@@ -30,9 +30,10 @@ FinishReason = Literal["stop", "length", "max_turns", "error"]
 class ToolRolloutConfig:
     """``max_turns``: tool calls per trajectory (a further call ends it with ``max_turns``); ``max_tokens``: the
     whole response (model + tool tokens; prompt + ``max_tokens`` must fit the engine's ``max_model_len``);
-    ``sampling.max_tokens`` caps one generation call. A set ``sampling.seed`` is offset per wave (else every
-    continuation would replay the same random stream); the engines add only the sample index to it, so with vLLM
-    the trajectories of one wave share it: leave it ``None`` for sampling with tools there."""
+    ``sampling.max_tokens`` caps one generation call. A set ``sampling.seed`` makes the rollout reproducible:
+    each generate call of each trajectory gets its own seed from (seed, prompt, sample, call number), passed as
+    ``SamplingConfig.prompt_seeds``, so a trajectory's randomness never depends on which others shared its wave
+    (which depends on tool timing)."""
 
     format: FormatName = "fenced"
     max_turns: int = 4
@@ -49,11 +50,23 @@ class ToolRolloutConfig:
 
 @dataclass(frozen=True, slots=True)
 class ToolTurn:
-    """One tool call and what came back (``result.text`` is what the model saw)."""
+    """One tool call and what came back (``result.text`` is what the model saw); ``started``: wall clock."""
 
     name: str
     arguments: dict[str, Any]
     result: ToolResult
+    started: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        """The turn as a samples-file row field."""
+        r = self.result
+        return {
+            "tool": self.name,
+            "arguments": self.arguments,
+            "status": r.status,
+            "output": r.text,
+            "latency_s": round(r.latency_s, 4),
+        }
 
 
 @dataclass
@@ -72,6 +85,22 @@ class ToolTrajectory:
     _segment_start: int = (
         0  # index in token_ids where the current model segment (since the last tool turn) starts
     )
+    generate_calls: int = 0
+
+    def completion(self, tokenizer: Tokenizer) -> Completion:
+        """The trajectory as the engine-neutral record the trainer trains on (``mask``, ``turns``, ``error``)."""
+        return Completion(
+            self.prompt_index,
+            self.sample_index,
+            list(self.prompt_ids),
+            list(self.token_ids),
+            list(self.logprobs),
+            tokenizer.decode(self.token_ids, skip_special_tokens=True),
+            self.finish_reason or "error",
+            mask=list(self.mask),
+            turns=list(self.turns),
+            error=self.error,
+        )
 
     def add(self, ids: list[int], logprobs: list[float] | None) -> None:
         self.token_ids += ids
@@ -87,11 +116,13 @@ async def run_tool_rollouts(
     config: ToolRolloutConfig,
     *,
     n: int = 1,
+    on_finish: Callable[[ToolTrajectory], None] | None = None,
 ) -> list[ToolTrajectory]:
-    """``n`` trajectories per prompt, ordered by (prompt_index, sample_index)."""
+    """``n`` trajectories per prompt, ordered by (prompt_index, sample_index). ``on_finish`` is called (on the
+    event loop) once per trajectory the moment it is finished, so grading can overlap the others' turns."""
     fmt = make_format(config.format)
     trajs = [ToolTrajectory(i, j, list(p)) for i, p in enumerate(prompts) for j in range(n)]
-    run = _Run(engine, tools, tokenizer, config, fmt)
+    run = _Run(engine, tools, tokenizer, config, fmt, on_finish)
     await run.drive(trajs)
     return trajs
 
@@ -104,14 +135,16 @@ class _Run:
         tokenizer: Tokenizer,
         config: ToolRolloutConfig,
         fmt: CallFormat,
+        on_finish: Callable[[ToolTrajectory], None] | None = None,
     ) -> None:
         self.engine, self.tools, self.tok, self.cfg, self.fmt = engine, tools, tokenizer, config, fmt
+        self.on_finish = on_finish
+        self.finished: set[int] = set()
         self.stop = tuple(dict.fromkeys((*config.sampling.stop, *fmt.stop)))
         self.run_id = uuid.uuid4().hex[:12]
         self.ready: list[ToolTrajectory] = []
         self.wake = asyncio.Event()
         self.tasks: set[asyncio.Task[None]] = set()
-        self.calls = 0  # engine generate calls so far
 
     async def drive(self, trajs: list[ToolTrajectory]) -> None:
         self.ready = list(trajs)
@@ -128,7 +161,11 @@ class _Run:
                     wave, self.ready = self.ready, []
                     for cap, group in _by_cap(wave, self.cfg).items():
                         sampling = self.cfg.sampling.model_copy(
-                            update={"max_tokens": cap, "stop": list(self.stop), "seed": self._seed()}
+                            update={
+                                "max_tokens": cap,
+                                "stop": list(self.stop),
+                                "prompt_seeds": self._seeds(group),
+                            }
                         )
                         contexts = [t.prompt_ids + t.token_ids for t in group]
                         completions = await loop.run_in_executor(
@@ -142,15 +179,21 @@ class _Run:
             for t in trajs:
                 self._end_sessions(t)
 
-    def _seed(self) -> int | None:
+    def _seeds(self, group: list[ToolTrajectory]) -> tuple[int, ...] | None:
+        """One seed per trajectory and call: a function of the trajectory alone, never of its wave."""
         base = self.cfg.sampling.seed
-        self.calls += 1
-        return None if base is None else base + (self.calls - 1) * _SEED_STRIDE
+        for t in group:
+            t.generate_calls += 1
+        if base is None:
+            return None
+        return tuple(trajectory_seed(base, t.prompt_index, t.sample_index, t.generate_calls) for t in group)
 
     def _after_generate(self, t: ToolTrajectory, c: Completion) -> None:
-        before = len(self.tok.decode(t.token_ids[t._segment_start :], skip_special_tokens=False))
+        # a prompt that ends inside a call (e.g. an open ```python block) lends its tail to the first segment
+        lead = self.fmt.open_call(self.tok.decode(t.prompt_ids)) if t._segment_start == 0 else ""
+        before = len(lead + self.tok.decode(t.token_ids[t._segment_start :], skip_special_tokens=False))
         t.add(list(c.token_ids), list(c.logprobs) if c.logprobs else [0.0] * len(c.token_ids))
-        text = self.tok.decode(t.token_ids[t._segment_start :], skip_special_tokens=False)
+        text = lead + self.tok.decode(t.token_ids[t._segment_start :], skip_special_tokens=False)
         call = self.fmt.find(text)
         if call is not None and call.end > before:
             if len(t.turns) >= self.cfg.max_turns:
@@ -172,8 +215,9 @@ class _Run:
 
     async def _call(self, t: ToolTrajectory, call: ToolCall) -> None:
         try:
+            started = time.time()
             result = await self._execute(t, call)
-            t.turns.append(ToolTurn(call.name, call.arguments, result))
+            t.turns.append(ToolTurn(call.name, call.arguments, result, started))
             if result.status == "infra_error":
                 t.finish_reason, t.error = "error", f"tool {call.name}: {result.detail or result.text}"
                 return
@@ -209,9 +253,19 @@ class _Run:
         return f"{self.run_id}/{t.prompt_index}/{t.sample_index}"
 
     def _end_sessions(self, t: ToolTrajectory) -> None:
-        """Free per-trajectory tool state (the python tool's cells) as soon as the trajectory is finished."""
+        """Free per-trajectory tool state (the python tool's cells) as soon as the trajectory is finished,
+        and report it finished (once)."""
         for tool in self.tools.values():
             tool.end_session(self._session(t))
+        if t.finish_reason is not None and id(t) not in self.finished:
+            self.finished.add(id(t))
+            if self.on_finish is not None:
+                self.on_finish(t)
+
+
+def trajectory_seed(base: int, prompt_index: int, sample_index: int, call: int) -> int:
+    """The sampling seed of a trajectory's ``call``-th generate call (1-based), within 31 bits."""
+    return (base * 1_000_003 + prompt_index * 100_003 + sample_index * 1_009 + call) % (1 << 31)
 
 
 def _by_cap(wave: list[ToolTrajectory], cfg: ToolRolloutConfig) -> dict[int, list[ToolTrajectory]]:

@@ -52,6 +52,15 @@ class CallFormat(Protocol):
         """Token ids inserted after a call: the output plus whatever the format wraps it in."""
         ...
 
+    def open_call(self, text: str) -> str:
+        """The tail of ``text`` from an opened but unclosed call (a prompt ending inside one), else ''."""
+        ...
+
+
+def _open_tail(text: str, opener: str, closer: str) -> str:
+    at = text.rfind(opener)
+    return text[at:] if at >= 0 and closer not in text[at + len(opener) :] else ""
+
 
 class FencedFormat:
     name: str = "fenced"
@@ -68,6 +77,9 @@ class FencedFormat:
     def tool_turn(self, output: str, tokenizer: Tokenizer) -> list[int]:
         body = output if output.endswith("\n") or not output else output + "\n"
         return list(tokenizer.encode(f"```output\n{body}```\n", add_special_tokens=False))
+
+    def open_call(self, text: str) -> str:
+        return _open_tail(text, "```python", "```")
 
 
 class HermesFormat:
@@ -95,6 +107,9 @@ class HermesFormat:
         if not isinstance(args, dict):
             return ToolCall(call["name"], {}, last.end(), "arguments must be a JSON object")
         return ToolCall(call["name"], args, last.end())
+
+    def open_call(self, text: str) -> str:
+        return _open_tail(text, "<tool_call>", "</tool_call>")
 
     def tool_turn(self, output: str, tokenizer: Tokenizer) -> list[int]:
         """What the chat template puts between the end of the assistant's call and the next assistant turn:

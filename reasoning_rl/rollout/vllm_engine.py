@@ -69,11 +69,11 @@ class VLLMEngine:
         )
         self.tokenizer = self.llm.get_tokenizer()
 
-    def _params(self, sampling: SamplingConfig, sample_index: int) -> Any:
+    def _params(self, sampling: SamplingConfig, prompt_index: int, sample_index: int) -> Any:
         from vllm import SamplingParams
         from vllm.sampling_params import RequestOutputKind
 
-        seed = None if sampling.seed is None else sampling.seed + sample_index
+        seed = sampling.seed_for(prompt_index, sample_index)
         return SamplingParams(
             n=1,
             temperature=sampling.temperature,
@@ -92,7 +92,8 @@ class VLLMEngine:
     def stream(self, prompts: list[list[int]], sampling: SamplingConfig) -> Iterator[Completion]:
         """One vLLM request per (prompt, sample) so each sample is yielded the step it finishes.
 
-        With ``sampling.seed`` set, sample j of every prompt uses seed + j (reproducible per sample).
+        With ``sampling.seed`` set, sample j of every prompt uses seed + j (reproducible per sample);
+        ``sampling.prompt_seeds`` gives each prompt its own base seed instead.
         """
         if self._asleep:
             raise RolloutError("the vLLM engine is asleep; call wake() before generating")
@@ -108,7 +109,7 @@ class VLLMEngine:
                 self._counter += 1
                 rid = f"rrl-{self._counter}"
                 engine.add_request(
-                    rid, TokensPrompt(prompt_token_ids=list(prompt)), self._params(sampling, j)
+                    rid, TokensPrompt(prompt_token_ids=list(prompt)), self._params(sampling, i, j)
                 )
                 where[rid] = (i, j)
         pending = set(where)

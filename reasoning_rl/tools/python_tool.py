@@ -13,14 +13,14 @@ Each call's wall limit is ``budget_s`` plus the recorded time of the replayed ce
 Why replay, not a persistent interpreter per trajectory: the warm pool's supervisor resets the sandbox after every
 run, which is what keeps trajectories from seeing each other; a persistent interpreter needs a sandbox held per
 trajectory for its whole life (256 containers for 256 trajectories in flight) or a new supervisor mode. Measured
-with ``bench/tool_calls.py`` on this 2-core machine (shared, load average 9-15 during the runs, so absolute numbers
-are pessimistic), Docker, pool of 4:
-- warm, one call at a time: p50 205-336 ms per call vs 105-190 ms for a bare ``python3 -c`` through the same
-  sandbox; the second call of a trajectory (which replays the first cell) p50 201-345 ms vs 195-320 ms for the
-  first: replaying small TIR cells costs less than the run-to-run noise.
-- warm, 256 trajectories x 2 calls in flight: 8.3-11.2 calls/s (p50 latency 19-24 s is queueing for 4 sandboxes).
-- cold (one container per call, what a held-per-trajectory sandbox costs to start): p50 1.06-1.13 s per call and
-  1.3-1.7 calls/s concurrently, so starting 256 per-trajectory sandboxes alone would take ~150-200 s per batch.
+with ``bench/tool_calls.py`` on this 2-core machine (shared, load average 17-31, so absolute numbers are
+pessimistic; bench/RESULTS.md#tool-calls), Docker, pool of 4:
+- warm, one call at a time: p50 79-104 ms per call, about one bare interpreter start (74-113 ms in the same runs);
+  the sandbox round trip itself is 2-3 ms. The second call of a trajectory (which replays the first cell) costs
+  the same within the noise.
+- warm, 256 trajectories x 2 calls in flight: 9.3-11.8 calls/s (the 2 cores bound it; latency is queueing).
+- cold (one container per call, what a held-per-trajectory sandbox costs to start): 1.1-2.3 s per call, so
+  starting 256 per-trajectory sandboxes alone would take minutes per batch.
 Replay's cost grows with the number of earlier cells (bounded by ``max_turns``) and their run time.
 
 Limits are the code grader's defaults: 512 MB memory (also as an address-space cap inside, so a memory bomb is a
@@ -31,7 +31,6 @@ fast ``MemoryError``), 64 processes, 1 CPU, 1 MiB output per stream, no network;
 from __future__ import annotations
 
 import asyncio
-import json
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -95,9 +94,10 @@ class PythonTool:
             state = self._sessions.setdefault(session, _Session())
             cells, walls = list(state.cells), list(state.wall_s)
         wall = min(budget_s + sum(walls), 4 * budget_s)
+        all_cells = [*cells, code]
         request = RunRequest(
-            ["python3", "-I", "runner.py", str(self.memory_mb)],
-            files={"runner.py": _RUNNER, "cells.json": json.dumps([*cells, code])},
+            ["python3", "-I", "-S", "runner.py", str(self.memory_mb), str(len(all_cells))],
+            files={"runner.py": _RUNNER, **{f"cell_{k}": src for k, src in enumerate(all_cells)}},
             env={"PYTHONHASHSEED": "0"},
             limits=Limits(wall_s=wall, memory_mb=self.memory_mb, output_bytes=self.output_bytes),
         )

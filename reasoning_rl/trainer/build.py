@@ -18,6 +18,7 @@ from reasoning_rl.config import Config, ConfigError
 from reasoning_rl.data import LoadReport, Prompt, load_examples, render_all
 from reasoning_rl.freshness import FreshnessGate
 from reasoning_rl.rollout import RolloutEngine, SamplingConfig, make_engine
+from reasoning_rl.rollout.toolset import ToolSet
 from reasoning_rl.trace import TraceWriter
 from reasoning_rl.trainer.governance import run_graders, selftest_or_raise
 from reasoning_rl.trainer.plan import Models, StepPlan, step_plan
@@ -99,6 +100,7 @@ class Components:
     plan: StepPlan
     trace_meta: dict[str, Any] = field(default_factory=dict)
     freshness: FreshnessGate | None = None  # rollout.freshness_check: proves every hand-off
+    tools: ToolSet | None = None  # rollout.tools: multi-turn tool rollouts
 
     @property
     def policy(self) -> Any:
@@ -169,6 +171,8 @@ class Components:
 
     def close(self) -> None:
         self.pool.close()
+        if self.tools is not None:
+            self.tools.close()
 
 
 def build_components(cfg: Config, run_dir: Path, *, console: Console) -> Components:
@@ -272,6 +276,7 @@ def build_components(cfg: Config, run_dir: Path, *, console: Console) -> Compone
         plan,
         meta,
         freshness=gate,
+        tools=ToolSet.from_config(r, tokenizer),
     )
 
 

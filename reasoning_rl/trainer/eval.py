@@ -22,10 +22,12 @@ from graders.types import Grade
 from reasoning_rl.config import Config, EvalConfig
 from reasoning_rl.data import Example, Prompt
 from reasoning_rl.rollout import RolloutEngine, SamplingConfig
+from reasoning_rl.rollout.toolset import ToolSet
 from reasoning_rl.trainer.collect import collect
 from reasoning_rl.trainer.governance import identity_fields
 from reasoning_rl.trainer.records import Sample
 from reasoning_rl.trainer.reward_plan import RewardPlan, example_context
+from reasoning_rl.trainer.tool_collect import turn_fields
 
 
 @dataclass
@@ -75,7 +77,12 @@ def summarise(samples: Sequence[Sample], k: int, checks: Checks | None = None) -
                 "majority_answer": score.majority_answer,
                 "errors": score.n_error,
                 "responses": [
-                    {"text": s.completion.text, **s.grade.to_dict(), **(s.composed.row() if s.composed else {})}
+                    {
+                        "text": s.completion.text,
+                        **turn_fields(s.completion),
+                        **s.grade.to_dict(),
+                        **(s.composed.row() if s.composed else {}),
+                    }
                     for s in group
                 ],
             }
@@ -130,7 +137,9 @@ def evaluate(
     stop: Sequence[str],
     rewards: RewardPlan,
     seed: int,
+    tools: ToolSet | None = None,
 ) -> EvalResult:
+    """With ``tools`` every sample is a multi-turn tool rollout (the same loop as training)."""
     limit = cfg.max_prompts or len(prompts)
     sampling = SamplingConfig(
         n=cfg.n,
@@ -140,7 +149,7 @@ def evaluate(
         seed=seed,
         logprobs=False,
     )  # grading needs only the text
-    rollouts = collect(engine, pool, prompts[:limit], sampling, rewards=rewards)
+    rollouts = collect(engine, pool, prompts[:limit], sampling, rewards=rewards, tools=tools)
     return summarise(rollouts.samples, cfg.n, equivalence(pool, rollouts.samples, rewards))
 
 
@@ -174,24 +183,30 @@ def run_eval(cfg: Config, *, out: Path | None, console: Console) -> tuple[EvalRe
         sleep=False,
     )
     g = cfg.grading
-    with GradingPool(
-        workers=g.workers,
-        backend=g.backend,
-        ray_address=g.ray_address,
-        timeout_s=g.timeout_s,
-        retries=g.retries,
-        max_in_flight=g.max_in_flight,
-    ) as pool:
-        result = evaluate(
-            engine,
-            pool,
-            prompts,
-            cfg.eval,
-            max_tokens=r.max_tokens,
-            stop=r.stop,
-            rewards=rewards,
-            seed=cfg.run.seed,
-        )
+    tools = ToolSet.from_config(r, tokenizer)
+    try:
+        with GradingPool(
+            workers=g.workers,
+            backend=g.backend,
+            ray_address=g.ray_address,
+            timeout_s=g.timeout_s,
+            retries=g.retries,
+            max_in_flight=g.max_in_flight,
+        ) as pool:
+            result = evaluate(
+                engine,
+                pool,
+                prompts,
+                cfg.eval,
+                max_tokens=r.max_tokens,
+                stop=r.stop,
+                rewards=rewards,
+                seed=cfg.run.seed,
+                tools=tools,
+            )
+    finally:
+        if tools is not None:
+            tools.close()
     path = out or cfg.run_dir / "eval" / "results.jsonl"
     write_rows(path, result.rows)
     return result, path

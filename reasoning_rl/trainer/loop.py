@@ -33,6 +33,7 @@ from reasoning_rl.trainer.records import Rollouts
 from reasoning_rl.trainer.resume import TrainError, check_config, check_data, data_fingerprint, rotate
 from reasoning_rl.trainer.reward_plan import RewardPlan
 from reasoning_rl.trainer.rewards import informative_groups, rewards_and_mask, sample_metrics
+from reasoning_rl.trainer.tool_collect import tool_metrics, turn_fields
 from reasoning_rl.trainer.train_batch import make_train_batch
 from reasoning_rl.trainer.update import update
 
@@ -174,6 +175,7 @@ class Trainer:
         handoff = parts.push_weights(step=step, trace=trace)  # new weights into the engine
         return {
             **self._rollout_metrics(rollouts),
+            **tool_metrics(rollouts),
             **batch_metrics,
             **trained,
             **handoff,
@@ -199,6 +201,7 @@ class Trainer:
                 trace=trace,
                 step=step,
                 group_offset=rounds * wanted,
+                tools=parts.tools,
             )
             trace.counter("tokens_generated", step, new.tokens)
             self._trace_grade_latency(parts, trace, step)
@@ -230,6 +233,7 @@ class Trainer:
                 "ground_truth": s.example.ground_truth,
                 "response": s.completion.text,
                 "finish_reason": s.completion.finish_reason,
+                **turn_fields(s.completion),
                 **identity_fields(s.example.grader),
                 **s.grade.to_dict(),
                 **(s.composed.row() if s.composed is not None else {}),
@@ -272,6 +276,7 @@ class Trainer:
                 stop=cfg.rollout.stop,
                 rewards=self.rewards,
                 seed=cfg.run.seed,
+                tools=parts.tools,
             )
             attrs["prompts"] = len(result.rows)
         write_rows(self.run_dir / "eval" / f"step_{step}.jsonl", result.rows)

@@ -5,13 +5,19 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from typing import Any
 
 import pytest
 from tools_testutil import ScriptedEngine
 
 from reasoning_rl.rollout.base import SamplingConfig
-from reasoning_rl.rollout.multiturn import ToolRolloutConfig, run_tool_rollouts, tool_stats
+from reasoning_rl.rollout.multiturn import (
+    ToolRolloutConfig,
+    run_tool_rollouts,
+    tool_stats,
+    trajectory_seed,
+)
 from reasoning_rl.tools import ToolResult, tool
 
 FENCE = "```"
@@ -239,7 +245,140 @@ def test_a_set_seed_differs_per_generate_call(bpe_tokenizer: Any) -> None:
             ToolRolloutConfig(sampling=SamplingConfig(seed=7)),
         )
     )
-    assert seeded.seeds[0] == 7 and len(set(seeded.seeds)) == len(seeded.seeds) == 3
+    assert seeded.seeds[0] == trajectory_seed(7, 0, 0, 1)
+    assert len(set(seeded.seeds)) == len(seeded.seeds) == 3
     unseeded = ScriptedEngine(tok, {"A": [block, "a"]})
     _run(unseeded, ["A"], {"python": echo}, tok, _cfg())
     assert unseeded.seeds == [None, None]
+
+
+@tool()
+def nap(code: str) -> str:
+    """Sleeps when the code says so: changes which trajectories share a generate call."""
+    time.sleep(0.3 if "slow" in code else 0.0)
+    return "ok"
+
+
+def test_seeds_belong_to_the_trajectory_not_to_its_wave(bpe_tokenizer: Any) -> None:
+    """Wave composition depends on tool timing; each trajectory's seeds must not (else a rerun of the same run
+    seed samples differently): A's and B's seeds are the same whichever tool call is slow."""
+    tok = bpe_tokenizer
+
+    def script(slow: str) -> dict[str, list[Any]]:
+        call = {p: f"{FENCE}python\n{'slow' if p == slow else 'fast'}\n{FENCE}\n" for p in "AB"}
+        return {p: [call[p], call[p], "x"] for p in "AB"}
+
+    seen = []
+    calls = []
+    for slow in "AB":
+        engine = ScriptedEngine(tok, script(slow))
+        cfg = ToolRolloutConfig(sampling=SamplingConfig(seed=3, max_tokens=50))
+        trajs = asyncio.run(
+            run_tool_rollouts(engine, [engine.prompt("A"), engine.prompt("B")], {"python": nap}, tok, cfg)
+        )
+        assert all(t.finish_reason == "stop" for t in trajs)
+        seen.append(engine.seeds_of)
+        calls.append(engine.calls)
+    assert calls == [5, 5]  # A and B never shared a call after their first: waves differed by timing
+    assert seen[0] == seen[1]
+    for p in "AB":
+        assert len(seen[0][p]) == 3 and len(set(seen[0][p])) == 3  # one per call, all distinct
+    assert not set(seen[0]["A"]) & set(seen[0]["B"])
+
+
+class _FailingSandbox:
+    """A sandbox whose pool broke: every run is a ``sandbox_error`` (or raises, like a lost Docker daemon)."""
+
+    name, isolation = "broken", "strong"
+
+    def __init__(self, raise_: bool) -> None:
+        self.raise_ = raise_
+
+    def run(self, request: Any) -> Any:
+        from sandboxes import RunResult
+
+        if self.raise_:
+            raise ConnectionError("docker daemon gone")
+        return RunResult(b"", b"", None, 0.0, "sandbox_error", "container died")
+
+    def close(self) -> None:
+        """Nothing held."""
+
+
+@pytest.mark.parametrize("raise_", [False, True])
+def test_a_broken_sandbox_ruins_the_trajectory_as_error_not_as_a_tool_error(
+    bpe_tokenizer: Any, raise_: bool
+) -> None:
+    from reasoning_rl.tools.python_tool import PythonTool
+
+    tok = bpe_tokenizer
+    tool = PythonTool(_FailingSandbox(raise_), pool_size=1)  # type: ignore[arg-type]
+    try:
+        engine = ScriptedEngine(tok, {"A": [f"{FENCE}python\nprint(1)\n{FENCE}\n", "never"]})
+        (t,) = _run(engine, ["A"], {"python": tool}, tok, _cfg())
+    finally:
+        tool.close()
+    assert t.finish_reason == "error" and ("docker daemon gone" if raise_ else "container died") in t.error
+    assert t.turns[0].result.status == "infra_error" and len(engine.seen) == 1  # nothing generated after it
+    stats = tool_stats([t])
+    assert stats["tool_infra_errors"] == 1 and stats["tool_errors"] == 0 and stats["samples_error"] == 1
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_hostile_cells_in_a_rollout_are_counted_tool_errors_and_spare_the_others(
+    bpe_tokenizer: Any, python_tool: Any
+) -> None:
+    """A fork bomb, a memory bomb, a flood of output and a network call in flight with a normal trajectory:
+    each comes back to its model as error text (the trajectory goes on), the normal one is untouched, and a
+    trajectory started afterwards on the same warm pool works."""
+    tok = bpe_tokenizer
+    hostile = {
+        "F:": "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass",
+        "M:": 'x = bytearray(1 << 30)\nx[::4096] = b"m" * len(x[::4096])',
+        "O:": "while True:\n    print('y' * 10000)",
+        "N:": "import socket\nsocket.create_connection(('1.1.1.1', 80), timeout=2)",
+    }
+
+    def saw_error(ctx: str) -> str:
+        return "saw error" if "Error" in ctx.rsplit(f"{FENCE}output\n", 1)[1] else "no error"
+
+    scripts: dict[str, list[Any]] = {
+        p: [f"{FENCE}python\n{code}\n{FENCE}\n", saw_error] for p, code in hostile.items()
+    }
+    scripts["G:"] = [f"{FENCE}python\nprint(6 * 7)\n{FENCE}\n", lambda ctx: "got " + ctx.rsplit("\n", 3)[-3]]
+    engine = ScriptedEngine(tok, scripts)
+    cfg = _cfg(tool_budget_s=2.0, max_tokens=8000)  # room for the 2000 characters of clipped output
+    trajs = _run(engine, list(scripts), {"python": python_tool}, tok, cfg)
+    *bad, good = trajs
+    for t in bad:
+        assert t.finish_reason == "stop" and tok.decode(t.token_ids).endswith("saw error<eos>"), tok.decode(
+            t.token_ids
+        )
+        assert t.turns[0].result.status in ("error", "timeout") and t.turns[0].result.latency_s < 15
+    assert [turn.result.text for turn in good.turns] == ["42\n"] and good.finish_reason == "stop"
+    stats = tool_stats(trajs)
+    assert stats["tool_errors"] == 4 and stats["tool_infra_errors"] == 0 and stats["samples_error"] == 0
+    after = ScriptedEngine(
+        tok, {"Z:": [f"{FENCE}python\nimport os\nprint(len(os.listdir('.')) < 5)\n{FENCE}\n", "ok"]}
+    )
+    (z,) = _run(after, ["Z:"], {"python": python_tool}, tok, cfg)
+    assert z.turns[0].result.status == "ok" and z.turns[0].result.text == "True\n"
+
+
+@pytest.mark.parametrize("fmt", ["fenced", "hermes"])
+def test_a_prompt_ending_inside_a_call_is_closed_by_the_model(bpe_tokenizer: Any, fmt: str) -> None:
+    """The prompt opens the call and the model's first tokens close it: the call is the prompt's tail plus
+    the model's text (the way a real-engine test forces a call); an already closed call in the prompt is not one."""
+    tok = bpe_tokenizer
+    if fmt == "fenced":
+        prompt, close = f"Q:\n{FENCE}python\nprint(42)\n", f"{FENCE}\n"
+        done = f"Old:\n{FENCE}python\nprint(1)\n{FENCE}\n"
+    else:
+        prompt, close = 'Q:<tool_call>{"name": "python", "arguments": {"code": "print(42)"', "}}</tool_call>"
+        done = 'Old:<tool_call>{"name": "python", "arguments": {"code": "1"}}</tool_call>'
+    engine = ScriptedEngine(tok, {prompt: [close, "end"], done: ["plain"]})
+    opened, closed = _run(engine, [prompt, done], {"python": echo}, tok, _cfg(format=fmt))
+    assert [turn.arguments for turn in opened.turns] == [{"code": "print(42)"}]
+    assert ")24(tnirp" in tok.decode(opened.token_ids) and opened.finish_reason == "stop"
+    assert closed.turns == [] and closed.finish_reason == "stop"

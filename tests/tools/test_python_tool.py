@@ -91,3 +91,17 @@ def test_local_bubblewrap_fallback_keeps_state(tmp_path: Any) -> None:
         assert "NameError" in _call(tool, "x", "t").text
     finally:
         tool.close()
+
+
+def test_repl_details_survive_the_lean_runner(python_tool: PythonTool) -> None:
+    """The runner avoids site/ast/json for start-up time: exit(), trailing expressions, imports of modules
+    site would have preloaded, unicode and a NUL byte still behave."""
+    s = "lean"
+    assert (
+        _call(python_tool, "import os, json\nprint(json.dumps({'a': os.sep}))\nexit(0)\nprint('no')", s).text
+        == '{"a": "/"}\n'
+    )
+    assert _call(python_tool, "x = 'π'\nx * 2", s).text == "'ππ'\n"
+    assert _call(python_tool, "quit()", s).status == "ok"
+    bad = _call(python_tool, "print(1)\x00", s)
+    assert bad.status == "error" and "null" in bad.text

@@ -13,13 +13,17 @@ Step = str | list[int] | Callable[[str], str | list[int]]
 
 class ScriptedEngine:
     """A deterministic ``RolloutEngine`` stand-in: for each prompt a list of steps (text, exact token ids, or a
-    function of the decoded context so far), emitted one per ``generate`` call. Records every context it saw."""
+    function of the decoded context so far), emitted one per ``generate`` call. Records every context it saw,
+    the seed each context was sampled with (``seeds``: one per call and context, in order) and, per script,
+    its seeds (``seeds_of[prompt text]``)."""
 
     def __init__(self, tokenizer: Any, scripts: dict[str, list[Step]], eos: bool = True) -> None:
         self.tok, self.eos = tokenizer, eos
         self.scripts = {tuple(tokenizer.encode(p)): list(steps) for p, steps in scripts.items()}
         self.seen: list[str] = []
         self.seeds: list[int | None] = []
+        self.seeds_of: dict[str, list[int | None]] = {p: [] for p in scripts}
+        self._names = {tuple(tokenizer.encode(p)): p for p in scripts}
         self.calls = 0
 
     def prompt(self, text: str) -> list[int]:
@@ -27,10 +31,11 @@ class ScriptedEngine:
 
     def generate(self, prompts: list[list[int]], sampling: SamplingConfig) -> list[Completion]:
         self.calls += 1
-        self.seeds.append(sampling.seed)
         out = []
         for i, ctx in enumerate(prompts):
             key = next(k for k in self.scripts if tuple(ctx[: len(k)]) == k)
+            self.seeds.append(sampling.seed_for(i, 0))
+            self.seeds_of[self._names[key]].append(sampling.seed_for(i, 0))
             text = self.tok.decode(ctx, skip_special_tokens=False)
             self.seen.append(text)
             step = self.scripts[key].pop(0)

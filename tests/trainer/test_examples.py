@@ -27,4 +27,4 @@ def test_example_config_and_data_load(path: Path, monkeypatch: pytest.MonkeyPatc
 
 def test_example_dirs_present() -> None:
     names = {p.parent.name for p in CONFIGS if p.name == "config.yaml"}
-    assert {"math_grpo", "code_grpo", "lean_prelude", "eval_only"} <= names
+    assert {"math_grpo", "math_tir", "code_grpo", "lean_prelude", "eval_only"} <= names

@@ -1,0 +1,64 @@
+"""The tools of a run (``rollout.tools``), built once from the config and handed to ``collect``: the tool
+instances, the tokenizer that writes their turns, and the loop's budgets. ``None`` when a run has no tools."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from reasoning_rl.config import RolloutConfig
+from reasoning_rl.rollout.base import SamplingConfig
+from reasoning_rl.rollout.multiturn import ToolRolloutConfig
+from reasoning_rl.rollout.tool_calls import FormatName, Tokenizer
+from reasoning_rl.tools.base import Tool
+from reasoning_rl.tools.registry import make
+
+
+@dataclass
+class ToolSet:
+    """``max_tokens`` of the request is the whole response budget; ``turn_max_tokens`` caps one generate call."""
+
+    tools: dict[str, Tool]
+    tokenizer: Tokenizer
+    format: FormatName = "fenced"
+    max_turns: int = 4
+    turn_max_tokens: int | None = None
+    timeout_s: float = 10.0
+
+    @classmethod
+    def from_config(cls, r: RolloutConfig, tokenizer: Tokenizer) -> ToolSet | None:
+        if not r.tools:
+            return None
+        tools: dict[str, Tool] = {}
+        try:
+            for name in r.tools:
+                try:
+                    tools[name] = make(name, **r.tool_options.get(name, {}))
+                except TypeError as exc:
+                    raise ValueError(f"rollout.tool_options.{name}: {exc}") from None
+        except BaseException:
+            _close(tools.values())
+            raise
+        return cls(tools, tokenizer, r.tool_format, r.max_turns, r.turn_max_tokens, r.tool_timeout_s)
+
+    def rollout_config(self, sampling: SamplingConfig) -> ToolRolloutConfig:
+        """The loop's config for one ``collect`` request (``sampling.n`` trajectories per prompt)."""
+        per_call = min(self.turn_max_tokens or sampling.max_tokens, sampling.max_tokens)
+        return ToolRolloutConfig(
+            format=self.format,
+            max_turns=self.max_turns,
+            max_tokens=sampling.max_tokens,
+            tool_budget_s=self.timeout_s,
+            sampling=sampling.model_copy(update={"n": 1, "max_tokens": per_call}),
+        )
+
+    def close(self) -> None:
+        """Release what the tools hold (the python tool's warm sandbox pool)."""
+        _close(self.tools.values())
+
+
+def _close(tools: Any) -> None:
+    for t in tools:
+        close = getattr(t, "close", None)
+        if close is not None:
+            close()
