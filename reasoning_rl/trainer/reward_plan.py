@@ -84,6 +84,7 @@ class RewardPlan:
         """DataError for a component grader that cannot be loaded, or a row lacking a context field one of
         its graders declares (naming the field and the row): before step 1, not as masked samples."""
         for ex in examples:
+            context = example_context(ex)
             for term in self.terms(ex):
                 try:
                     fields = _declared(term.grader)
@@ -91,7 +92,6 @@ class RewardPlan:
                     raise DataError(
                         f"reward component {term.name!r}: grader {term.grader!r} cannot be loaded: {exc}"
                     ) from None
-                context = example_context(ex)
                 missing = [name for name in fields if getattr(context, name) is None]
                 if missing:
                     raise DataError(
