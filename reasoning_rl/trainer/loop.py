@@ -26,7 +26,6 @@ from reasoning_rl.trainer.build import Components, build_components
 from reasoning_rl.trainer.checkpoint import CheckpointManager
 from reasoning_rl.trainer.collect import collect
 from reasoning_rl.trainer.eval import EvalResult, evaluate, prompt_messages, write_rows
-from reasoning_rl.trainer.export import save_model_files
 from reasoning_rl.trainer.governance import identity_fields
 from reasoning_rl.trainer.metrics import MetricsLogger, check_wandb
 from reasoning_rl.trainer.records import Rollouts
@@ -170,6 +169,7 @@ class Trainer:
         batch, batch_metrics = make_train_batch(rollouts, parts.models, parts.plan, trace=trace, step=step)
         trained = update(parts.models, batch, parts.plan, trace=trace, step=step)  # policy (+ critic) steps
         handoff = parts.push_weights(step=step, trace=trace)  # new weights into the engine
+        parts.trace_ranks(trace, step)  # several ranks: driver <-> worker bytes, per-rank time and memory
         return {
             **self._rollout_metrics(rollouts),
             **batch_metrics,
@@ -283,15 +283,9 @@ class Trainer:
     ) -> None:
         with trace.span("checkpoint", step) as attrs:
 
-            def payload(directory: Path) -> None:
-                parts.save_checkpoint(directory)
-                save_model_files(
-                    directory, parts.policy.lm, parts.tokenizer
-                )  # self-contained: exportable anywhere
-
             path = self.ckpt.save(
                 step,
-                payload,
+                parts.save_checkpoint,  # self-contained: the model's config + tokenizer files too
                 {
                     "data": sampler.state(),
                     "grader_cache": str(parts.cache_path) if parts.cache_path else None,
