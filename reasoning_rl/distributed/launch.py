@@ -218,7 +218,8 @@ def _init_ray(address: str | None, world: int, device: str) -> None:
         return
     # CPU ranks hold one CPU each for the whole run: the machine's CPUs stay free for the grading workers
     cpus = (os.cpu_count() or 1) + world if device != "cuda" else None
-    ray.init(num_cpus=cpus, include_dashboard=False)
+    # "local": a new instance even when another Ray runs on this machine (ray.init() would join that one)
+    ray.init(address="local", num_cpus=cpus, include_dashboard=False)
 
 
 def _worker_env() -> dict[str, str]:

@@ -146,6 +146,7 @@ class Trainer:
                     self._eval(parts, trace, log, step, summary)
                 if last or (cfg.trainer.checkpoint_every and step % cfg.trainer.checkpoint_every == 0):
                     self._checkpoint(parts, sampler, trace, step, log)
+                parts.trace_ranks(trace, step)  # several ranks: driver <-> worker bytes, per-rank time, memory
             if cfg.trainer.export:
                 summary.export_dir = parts.policy_export(self.run_dir / "export" / f"step_{summary.steps}")
                 log.note(f"exported HF model to {summary.export_dir}")
@@ -169,7 +170,6 @@ class Trainer:
         batch, batch_metrics = make_train_batch(rollouts, parts.models, parts.plan, trace=trace, step=step)
         trained = update(parts.models, batch, parts.plan, trace=trace, step=step)  # policy (+ critic) steps
         handoff = parts.push_weights(step=step, trace=trace)  # new weights into the engine
-        parts.trace_ranks(trace, step)  # several ranks: driver <-> worker bytes, per-rank time and memory
         return {
             **self._rollout_metrics(rollouts),
             **batch_metrics,

@@ -1,13 +1,13 @@
 """Small seeded tiny-model ``rrl train`` runs for the distributed tests, and how to compare two of them.
 
-The runs are chosen so the split over ranks is uneven everywhere: 3 prompts (generation 2 + 1 over two
-ranks) x 5 samples = 15 rows (8 + 7), mini-batches of 8 and 7 rows (4 + 4, 4 + 3).
+The runs are chosen so the split over ranks is uneven: 3 prompts (generation 2 + 1 over two ranks) x 6
+samples = 18 rows, and GRPO's two mini-batches of 9 rows each split 5 + 4.
 
 Tolerance (float32 on CPU, one thread per process): with two ranks FSDP2 reduce-scatters each rank's
 gradient and both all-reduce the loss sums, so the additions happen in another order than in one process:
 ~1e-7 relative per reduction. Three Adam steps carry that to ~1e-5 in losses and gradient norms (the two-process
 FSDP2 step test in tests/rl/test_fsdp.py already holds at 1e-5 after one step), so ``RTOL = 1e-4`` gives a
-10x margin while any real difference (a row counted twice, a wrong normaliser, a lost shard: all >= 1 / 15
+10x margin while any real difference (a row counted twice, a wrong normaliser, a lost shard: all >= 1 / 18
 of the batch) moves the loss by percent. Rewards are a discrete function of the sampled tokens: equal, or the
 split changed what was sampled. Weights: within ``WEIGHT_ATOL`` = 1e-5 (a few float32 ulps of lr x steps); a key
 projection's bias has an exactly-zero gradient in theory (softmax is shift-invariant) and reduction-order noise
@@ -45,7 +45,7 @@ KEYS = (
 )
 
 VARIANTS: dict[str, dict[str, dict[str, Any]]] = {
-    "grpo": {"algorithm": {"old_logprobs": "recompute", "kl_coef": 0.05, "mini_batch_size": 8}},
+    "grpo": {"algorithm": {"old_logprobs": "recompute", "kl_coef": 0.05, "mini_batch_size": 9}},
     "ppo": {"algorithm": {"name": "ppo", "old_logprobs": "auto"}, "optim": {"lr": LR, "critic_lr": 0.001}},
 }
 
@@ -66,7 +66,7 @@ def write_config(tmp: Path, model: Path, name: str, algo: str, **resources: Any)
         "run": {"name": name, "dir": str(tmp / name), "doctor": False, "seed": 0, "device": "cpu"},
         "model": {"path": str(model)},
         "data": {"train": {"generator": "fixed_digit", "size": 12}, "default_grader": "task_graders:ContainsAnswer"},
-        "rollout": {"engine": "hf", "n": 5, "max_tokens": 6, "temperature": 1.0},
+        "rollout": {"engine": "hf", "n": 6, "max_tokens": 6, "temperature": 1.0},
         "optim": {"lr": LR},
         "trainer": {"steps": STEPS, "batch_size": 3, "export": False, "checkpoint_every": 1, "keep_checkpoints": 3},
         "grading": {"workers": 1, "cache": False},
