@@ -126,7 +126,7 @@ class RayRanks:
                 f"Ray cluster (it has {have}); lower resources.nodes / resources.ranks_per_node or add nodes"
             )
         remote = ray.remote(RankActor)
-        actors = [
+        actors: list[Any] = [  # handles: their methods are called with .remote
             remote.options(
                 num_cpus=0 if gpu else 1,
                 num_gpus=1 if gpu else 0,
