@@ -19,10 +19,9 @@ from reasoning_rl.data import LoadReport, Prompt, load_examples, render_all
 from reasoning_rl.freshness import FreshnessGate
 from reasoning_rl.rollout import RolloutEngine, SamplingConfig, make_engine
 from reasoning_rl.trace import TraceWriter
+from reasoning_rl.trainer.checkpoint import CRITIC_DIR, POLICY_DIR
 from reasoning_rl.trainer.governance import run_graders, selftest_or_raise
 from reasoning_rl.trainer.plan import Models, StepPlan, step_plan
-
-CRITIC_FILE = "critic.pt"
 
 
 def resolve_device(device: str) -> str:
@@ -149,22 +148,21 @@ class Components:
         return out_dir
 
     def save_checkpoint(self, directory: Path) -> None:
-        """Model, optimizer, scheduler and optimizer-step count, and the critic's for PPO (the checkpoint
-        manager adds the rest)."""
-        torch.save(self.policy.state_dict_for_checkpoint(), directory / "policy.pt")
+        """Model, optimizer, scheduler and optimizer-step count as sharded ``policy/`` (and ``critic/`` for PPO)
+        directories (the checkpoint manager adds the rest). Collective under FSDP2."""
+        self.policy.save_sharded(directory / POLICY_DIR)
         if self.models.critic is not None:
-            torch.save(self.models.critic.state_dict_for_checkpoint(), directory / CRITIC_FILE)
+            self.models.critic.save_sharded(directory / CRITIC_DIR)
 
     def load_checkpoint(self, directory: Path) -> None:
-        self.policy.load_checkpoint_state(torch.load(directory / "policy.pt", weights_only=False))
+        self.policy.load_sharded(directory / POLICY_DIR)
         if self.models.critic is not None:
-            path = directory / CRITIC_FILE
-            if not path.exists():
+            if not (directory / CRITIC_DIR).is_dir():
                 raise ConfigError(
-                    f"{directory} has no {CRITIC_FILE}: it was not saved by a PPO run, so it cannot "
+                    f"{directory} has no {CRITIC_DIR}/: it was not saved by a PPO run, so it cannot "
                     "resume one (algorithm.name=ppo needs the critic's state)"
                 )
-            self.models.critic.load_checkpoint_state(torch.load(path, weights_only=False))
+            self.models.critic.load_sharded(directory / CRITIC_DIR)
 
     def close(self) -> None:
         self.pool.close()
