@@ -8,7 +8,7 @@ CUDA, ``{"CPU": 1}`` on CPU), PACK on one node, SPREAD over several (STRICT_SPRE
 one ``RankActor`` per bundle. Rank 0's node address and a free port there become every rank's
 MASTER_ADDR/PORT for ``torch.distributed`` (NCCL on CUDA, gloo on CPU; timeout ``collective_timeout_s``).
 
-Public names (stable): ``layout``, ``start_group``, ``RayRanks``, ``RankActor``.
+Public names (stable): ``layout``, ``check_request``, ``start_group``, ``RayRanks``, ``RankActor``.
 """
 
 from __future__ import annotations
@@ -51,12 +51,29 @@ def start_group(spec: WorkerSpec, *, console: Console) -> WorkerGroup:
     """The run's ``WorkerGroup``: one in-process rank, or Ray actors (``resources``)."""
     res = spec.cfg.resources
     nodes, per_node = layout(res, spec.device)
+    check_request(spec.cfg, nodes * per_node)
     if nodes * per_node == 1 and res.ray_address is None:
         return WorkerGroup.local(ModelWorker.build(spec))
     ranks = RayRanks.start(spec, nodes, per_node)
     where = f"{nodes} node(s) x {per_node} rank(s)" + (f" on {res.ray_address}" if res.ray_address else "")
     console.print(f"workers: {ranks.world} ranks ({where}), placement group {ranks.strategy}")
     return WorkerGroup(ranks)
+
+
+def check_request(cfg: Any, world: int) -> None:
+    """Refuse, before any process starts, what this trainer cannot run on ``world`` ranks."""
+    if cfg.resources.placement == "split":
+        raise ConfigError(
+            "resources.placement=split (rollout engines on their own ranks) is not implemented yet; "
+            "use resources.placement=colocated"
+        )
+    rows = cfg.trainer.batch_size * cfg.rollout.n
+    mini = cfg.algorithm.mini_batch_size or rows
+    if min(rows, mini) < world:
+        raise ConfigError(
+            f"{world} ranks need at least {world} rows per update, but trainer.batch_size x rollout.n = {rows}"
+            f" and algorithm.mini_batch_size = {mini}: raise them or lower resources.ranks_per_node / nodes"
+        )
 
 
 class RankActor:
