@@ -23,13 +23,16 @@ class SamplingConfig(SamplingParams):
     each sampled token's log-prob (engines may skip that work when False). ``prompt_seeds`` (one per prompt,
     overriding ``seed``: sample j of prompt i uses ``prompt_seeds[i] + j``) lets a caller whose requests mix
     unrelated contexts, such as the multi-turn tool loop's waves, tie each one's randomness to itself rather
-    than to its position in the call."""
+    than to its position in the call. ``prompt_offset`` is the index of ``prompts[0]`` in the whole batch when
+    a batch is split over ranks, so an engine that seeds per prompt (the hf engine: ``seed + prompt index``)
+    samples the same whatever the split."""
 
     model_config = ConfigDict(frozen=True)
 
     seed: int | None = None
     prompt_seeds: tuple[int, ...] | None = None
     logprobs: bool = True
+    prompt_offset: int = 0
 
     def seed_for(self, prompt_index: int, sample_index: int) -> int | None:
         """The seed of sample ``sample_index`` of prompt ``prompt_index`` (None: the engine's own stream)."""

@@ -89,7 +89,7 @@ class HFEngine:
         """Per call: prompt ``index``'s own seed when given, else the request's (or engine's) seed + index."""
         if s.prompt_seeds is not None:
             return s.prompt_seeds[index]
-        return (self.seed if s.seed is None else s.seed) + index
+        return (self.seed if s.seed is None else s.seed) + s.prompt_offset + index
 
     def _completion(
         self,
