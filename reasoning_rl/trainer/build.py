@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from rich.console import Console
@@ -22,6 +22,9 @@ from reasoning_rl.trace import TraceWriter
 from reasoning_rl.trainer.checkpoint import CRITIC_DIR, POLICY_DIR
 from reasoning_rl.trainer.governance import run_graders, selftest_or_raise
 from reasoning_rl.trainer.plan import Models, StepPlan, step_plan
+
+if TYPE_CHECKING:
+    from reasoning_rl.policy.comm import Sharding
 
 
 def resolve_device(device: str) -> str:
@@ -129,8 +132,11 @@ class Components:
 
         self.engine.wake()
         start = time.time()
-        stats = push_weights(self.policy, self.engine, gate=self.freshness, step=step)
+        bucket = self.cfg.rollout.handoff_bucket_mb << 20
+        stats = push_weights(self.policy, self.engine, bucket_bytes=bucket, gate=self.freshness, step=step)
         if trace is not None:
+            for kind, n in self.comm_bytes(handoff=stats.bytes).items():
+                trace.counter("comm_bytes", step, n, kind=kind)
             trace.add_span(
                 "handoff", step, start, start + stats.seconds, tensors=stats.tensors, bytes=stats.bytes
             )
@@ -141,6 +147,15 @@ class Components:
                     "handoff_check", step, end, end + stats.check.seconds, probe_gap=stats.check.probe_gap
                 )
         return stats.as_metrics()
+
+    def comm_bytes(self, *, handoff: int) -> dict[str, int]:
+        """This rank's communication bytes by kind since the previous hand-off: FSDP2 all-gathers and
+        reduce-scatters of every model (policy, reference, critic) and this hand-off's full tensors."""
+        total = {"handoff": handoff}
+        for model in (self.models.policy, self.models.ref, self.models.critic):
+            for kind, n in (model.comm_bytes() if model is not None else {}).items():
+                total[kind] = total.get(kind, 0) + n
+        return total
 
     def policy_export(self, out_dir: Path) -> Path:
         """A plain HF model dir (safetensors + tokenizer), written atomically by the policy."""
@@ -170,6 +185,7 @@ class Components:
 
 def build_components(cfg: Config, run_dir: Path, *, console: Console) -> Components:
     from reasoning_rl.policy import Policy
+    from reasoning_rl.policy.comm import Sharding
     from reasoning_rl.policy.model import load_tokenizer
 
     device = resolve_device(cfg.run.device)
@@ -193,8 +209,14 @@ def build_components(cfg: Config, run_dir: Path, *, console: Console) -> Compone
         activation_checkpointing=cfg.model.gradient_checkpointing,
         compile_layers=compiled,
         micro_batch_tokens=cfg.algorithm.micro_batch_tokens,
+        sharding=sharding_of(cfg),
     )
     policy = Policy.from_pretrained(str(model_dir), lr=o.lr, **trainable)
+    if not policy.fsdp and trainable["sharding"] != Sharding():
+        raise ConfigError(
+            "model.cpu_offload / reduce_dtype / reshard_after_forward / forward_prefetch are FSDP2 switches, "
+            "but this run trains without FSDP2: set model.fsdp=on (or train on more than one rank)"
+        )
     ref = None
     if cfg.algorithm.kl_coef > 0:
         from reasoning_rl.policy import ReferencePolicy
@@ -267,6 +289,19 @@ def build_components(cfg: Config, run_dir: Path, *, console: Console) -> Compone
         plan,
         meta,
         freshness=gate,
+    )
+
+
+def sharding_of(cfg: Config) -> Sharding:
+    """The FSDP2 memory / communication switches of ``model.*``."""
+    from reasoning_rl.policy.comm import Sharding
+
+    m = cfg.model
+    return Sharding(
+        cpu_offload=m.cpu_offload,
+        reduce_dtype={"float32": torch.float32, "bfloat16": torch.bfloat16}[m.reduce_dtype],
+        reshard_after_forward=m.reshard_after_forward,
+        forward_prefetch=m.forward_prefetch,
     )
 
 

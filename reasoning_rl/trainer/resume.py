@@ -48,6 +48,10 @@ RESUMABLE: tuple[str, ...] = (
     "model.compile",
     "model.gradient_checkpointing",
     "model.ref_offload",
+    "model.cpu_offload",
+    "model.reshard_after_forward",
+    "model.forward_prefetch",
+    "rollout.handoff_bucket_mb",
 )
 
 
