@@ -35,3 +35,36 @@ def test_gradient_checkpointing_recomputes_layers_and_gives_the_same_step(tiny_m
         assert ckpt[key] == pytest.approx(plain[key], rel=1e-6, abs=1e-8), key
     for n, p in w_plain.items():
         assert torch.allclose(p, w_ckpt[n], rtol=1e-6, atol=1e-8), n
+
+
+@pytest.mark.slow
+def test_fsdp_switches_without_fsdp_are_refused(tmp_path, tiny_model_dir) -> None:
+    from tests.trainer.test_cli_runs import hf_config, run, user_error
+    from tests.trainer.test_train_e2e import train_cmd
+
+    cfg = hf_config(tmp_path, tiny_model_dir, "nofsdp")
+    proc = run(train_cmd(cfg, "model.cpu_offload=true", "model.fsdp=off"))
+    user_error(proc, "model.cpu_offload", "trains without FSDP2", "set model.fsdp=on")
+
+
+@pytest.mark.slow
+def test_cpu_offloaded_fsdp_run_writes_comm_bytes_per_step(tmp_path, tiny_model_dir) -> None:
+    """`rrl train` with FSDP2 (one in-process rank), CPU offload and bf16 gradient reduction: the trace gets
+    per-step all-gather / reduce-scatter / hand-off bytes, and the policy checkpoint is the sharded format."""
+    from reasoning_rl.trace import read_trace
+    from tests.trainer.test_cli_runs import hf_config, ok, run
+    from tests.trainer.test_train_e2e import train_cmd
+
+    cfg = hf_config(tmp_path, tiny_model_dir, "offload")
+    ok(run(train_cmd(cfg, "model.fsdp=on", "model.cpu_offload=true", "model.reduce_dtype=bfloat16")))
+    trace = read_trace(tmp_path / "offload" / "trace.jsonl")
+    by_step: dict[int, dict[str, float]] = {}
+    for c in trace.counters:
+        if c["name"] == "comm_bytes":
+            by_step.setdefault(c["step"], {})[c["attrs"]["kind"]] = c["value"]
+    assert sorted(by_step) == [1, 2]
+    for kinds in by_step.values():
+        assert kinds["all_gather"] > 0 and kinds["handoff"] > 0
+        # bf16 gradients: 2 bytes per trainable element per backward, all-gathers move fp32 (4 bytes)
+        assert 0 < kinds["reduce_scatter"] < kinds["all_gather"]
+    assert (tmp_path / "offload" / "checkpoints" / "step_2" / "policy" / ".metadata").is_file()
