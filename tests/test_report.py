@@ -164,6 +164,20 @@ def test_html_is_self_contained_and_shows_the_numbers(tmp_path: Path) -> None:
     assert "Warnings" not in text
 
 
+def test_comm_bytes_by_kind_per_step(tmp_path: Path) -> None:
+    run = make_run(tmp_path / "run", close=False)
+    tw = TraceWriter(run / "trace.jsonl", meta={}, append=True)
+    for rank in (0, 1):
+        tw.counter("comm_bytes", 1, 3e6, kind="all_gather", rank=rank)
+        tw.counter("comm_bytes", 1, 1e6, kind="reduce_scatter", rank=rank)
+    tw.counter("comm_bytes", 2, 5e5, kind="handoff", rank=0)
+    tw.close()
+    a = analyze(load_run(run))
+    assert a.comm == {1: {"all_gather": 6e6, "reduce_scatter": 2e6}, 2: {"handoff": 5e5}}
+    html = _html_without_figures(a)
+    assert "<h2>Communication</h2>" in html and "all_gather" in html and "reduce_scatter" in html
+
+
 def test_truncated_trace_still_reports_with_a_warning(tmp_path: Path) -> None:
     run = make_run(tmp_path / "run", close=False)
     trace = run / "trace.jsonl"
@@ -363,6 +377,7 @@ def test_report_of_a_real_cpu_training_run(tmp_path: Path, tiny_model_dir: Path)
     spans = {(s["step"], s["stage"]): s["end"] - s["start"] for s in trace.spans}
     for h in a.handoff:
         assert h.bytes == metrics[h.step]["handoff/bytes"] > 0
+        assert a.comm[h.step]["handoff"] == h.bytes  # the trainer's comm_bytes counters (no FSDP: hand-off only)
         assert h.gbps == pytest.approx(h.bytes / 1e9 / spans[(h.step, "handoff")])
     gen = {c["step"]: c["value"] for c in trace.counters if c["name"] == "tokens_generated"}
     for tp in a.throughput:

@@ -45,6 +45,27 @@ class ModelConfig(_Section):
     fsdp: Literal["auto", "on", "off"] = Field(
         default="auto", description="Wrap the trained models with FSDP2; auto: on with several ranks or on CUDA."
     )
+    cpu_offload: bool = Field(
+        default=False,
+        description="FSDP2 CPU offload (CPUOffloadPolicy) of the policy's and critic's parameters, gradients "
+        "and optimizer state: the optimizer step runs on CPU. Needs FSDP2.",
+    )
+    reduce_dtype: Literal["float32", "bfloat16"] = Field(
+        default="float32",
+        description="dtype of FSDP2's gradient reduce-scatter (MixedPrecisionPolicy.reduce_dtype); "
+        "bfloat16 halves its bytes.",
+    )
+    reshard_after_forward: bool = Field(
+        default=True,
+        description="FSDP2: free each decoder layer's gathered weights after forward and all-gather them "
+        "again in backward; false keeps them (one all-gather fewer per layer and micro-batch, more memory).",
+    )
+    forward_prefetch: int = Field(
+        default=0,
+        ge=0,
+        description="FSDP2: prefetch the all-gathers of the next N decoder layers in forward (and of the "
+        "previous N in backward) explicitly; 0: FSDP2's default prefetching.",
+    )
     compile: bool | None = Field(
         default=None,
         description="torch.compile each decoder layer and the log-prob head "
@@ -153,6 +174,12 @@ class RolloutConfig(SamplingParams):
         default=None, gt=0.0, le=1.0, description="None: 0.2 on CPU, 0.5 on GPU."
     )
     sleep: bool | None = Field(default=None, description="vLLM sleep mode while training; None: on for GPU.")
+    handoff_bucket_mb: int = Field(
+        default=256,
+        ge=1,
+        description="Weight hand-off: full tensors gathered and loaded into the engine per bucket, in MiB "
+        "(bigger: fewer engine calls, more transient memory).",
+    )
     seed_per_sample: bool | None = Field(
         default=None,
         description="Seed every sample (run.seed, step, sample "

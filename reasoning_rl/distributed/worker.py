@@ -144,13 +144,21 @@ class ModelWorker:
     def engine_asleep(self) -> bool:
         return bool(self._engine().asleep)
 
-    def push_weights(self, step: int) -> Any:
+    def push_weights(self, step: int, bucket_bytes: int) -> Any:
         """Wake this rank's engine and stream the policy's weights into it (collective): ``HandoffStats``."""
         from reasoning_rl.handoff import push_weights
 
         engine = self._engine()
         engine.wake()
-        return push_weights(self.models.policy, engine, gate=self.gate, step=step)
+        return push_weights(self.models.policy, engine, bucket_bytes=bucket_bytes, gate=self.gate, step=step)
+
+    def comm_bytes(self) -> dict[str, int]:
+        """This rank's FSDP2 all-gather / reduce-scatter bytes of every model since the previous call."""
+        total: dict[str, int] = {}
+        for model in (self.models.policy, self.models.ref, self.models.critic):
+            for kind, n in (model.comm_bytes() if model is not None else {}).items():
+                total[kind] = total.get(kind, 0) + n
+        return total
 
     # ------------------------------------------------------------------------------------- scoring
     def policy_logprobs(self, batch: TokenBatch, with_entropy: bool) -> tuple[Tensor, Tensor | None]:

@@ -17,6 +17,7 @@ from reasoning_rl import dist
 from reasoning_rl.algorithms.aggregation import AggMode, compute_normalizer
 from reasoning_rl.algorithms.losses import value_loss
 from reasoning_rl.policy.batch import TokenBatch, pack, plan_micro_batches, unflatten
+from reasoning_rl.policy.comm import CommMeter, Sharding
 from reasoning_rl.policy.policy import lr_lambda
 from reasoning_rl.policy.sharded import load_train_state, save_train_state
 from reasoning_rl.policy.train_state import clip_and_step, load_trainable
@@ -56,8 +57,10 @@ class Critic:
         total_steps: int | None,
         micro_batch_tokens: int,
         value_clip: float | None,
+        comm: CommMeter | None = None,
     ) -> None:
         self.module = module
+        self.comm = comm
         self.device = device
         self.fsdp = fsdp
         self.grad_clip = grad_clip
@@ -79,6 +82,7 @@ class Critic:
         fsdp: bool | None = None,
         activation_checkpointing: bool = False,
         compile_layers: bool = False,
+        sharding: Sharding = Sharding(),
         lr: float = 1e-5,
         weight_decay: float = 0.0,
         betas: tuple[float, float] = (0.9, 0.999),
@@ -88,7 +92,7 @@ class Critic:
         micro_batch_tokens: int = 4096,
         value_clip: float | None = 0.2,
     ) -> Critic:
-        module, where = load_trainable(
+        module, where, comm = load_trainable(
             path,
             gguf_file=gguf_file,
             dtype=dtype,
@@ -97,6 +101,7 @@ class Critic:
             activation_checkpointing=activation_checkpointing,
             head=ValueModule,
             compile_layers=compile_layers,
+            sharding=sharding,
         )
         return cls(
             module,
@@ -110,7 +115,12 @@ class Critic:
             total_steps=total_steps,
             micro_batch_tokens=micro_batch_tokens,
             value_clip=value_clip,
+            comm=comm,
         )
+
+    def comm_bytes(self) -> dict[str, int]:
+        """This rank's FSDP2 all-gather / reduce-scatter bytes since the last call (empty without FSDP)."""
+        return self.comm.take() if self.comm is not None else {}
 
     def _plans(self, batch: TokenBatch) -> list[list[int] | None]:
         plans = plan_micro_batches(batch, self.micro_batch_tokens)

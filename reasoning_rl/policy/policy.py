@@ -22,6 +22,7 @@ from reasoning_rl import dist
 from reasoning_rl.algorithms.aggregation import compute_normalizer
 from reasoning_rl.algorithms.losses import LossConfig, policy_loss
 from reasoning_rl.policy.batch import TokenBatch, pack, plan_micro_batches, unflatten
+from reasoning_rl.policy.comm import CommMeter, Sharding
 from reasoning_rl.policy.model import load_tokenizer, save_hf_model
 from reasoning_rl.policy.sharded import load_train_state, save_train_state
 from reasoning_rl.policy.train_state import clip_and_step, load_trainable
@@ -63,8 +64,10 @@ class Policy:
         total_steps: int | None,
         micro_batch_tokens: int,
         micro_batch_size: int | None,
+        comm: CommMeter | None = None,
     ) -> None:
         self.module = module
+        self.comm = comm
         self.lm: Any = module.lm
         self.source = source
         self.device = device
@@ -91,6 +94,7 @@ class Policy:
         fsdp: bool | None = None,
         activation_checkpointing: bool = False,
         compile_layers: bool = False,
+        sharding: Sharding = Sharding(),
         lr: float = 1e-6,
         weight_decay: float = 0.0,
         betas: tuple[float, float] = (0.9, 0.999),
@@ -103,7 +107,7 @@ class Policy:
     ) -> Policy:
         """Load ``path`` (dir, hub id, or GGUF dir + ``gguf_file``) for training.
 
-        ``fsdp=None``: FSDP2 when world_size > 1 or on GPU. On GPU with FSDP, ``dtype`` is the compute
+        ``fsdp=None``: FSDP2 when world_size > 1 or on GPU; ``sharding``: its memory/communication switches. On GPU with FSDP, ``dtype`` is the compute
         dtype (params/grad reduction stay float32). ``micro_batch_tokens`` bounds the packed tokens per
         forward; ``micro_batch_size`` optionally also bounds sequences per forward.
         """
@@ -113,7 +117,7 @@ class Policy:
             raise ValueError(f"micro_batch_tokens must be >= 1; got {micro_batch_tokens}")
         if micro_batch_size is not None and micro_batch_size < 1:
             raise ValueError(f"micro_batch_size must be >= 1; got {micro_batch_size}")
-        module, where = load_trainable(
+        module, where, comm = load_trainable(
             path,
             gguf_file=gguf_file,
             dtype=dtype,
@@ -121,6 +125,7 @@ class Policy:
             fsdp=fsdp,
             activation_checkpointing=activation_checkpointing,
             compile_layers=compile_layers,
+            sharding=sharding,
             head=lambda lm: ScoringModule(lm, chunk_tokens=chunk_tokens, compiled=compile_layers),
         )
         return cls(
@@ -136,7 +141,12 @@ class Policy:
             total_steps=total_steps,
             micro_batch_tokens=micro_batch_tokens,
             micro_batch_size=micro_batch_size,
+            comm=comm,
         )
+
+    def comm_bytes(self) -> dict[str, int]:
+        """This rank's FSDP2 all-gather / reduce-scatter bytes since the last call (empty without FSDP)."""
+        return self.comm.take() if self.comm is not None else {}
 
     # ---- scoring -------------------------------------------------------------------------------
     def logprobs(self, batch: TokenBatch, *, with_entropy: bool = False) -> tuple[Tensor, Tensor | None]:

@@ -6,6 +6,7 @@ import torch
 from torch import Tensor
 
 from reasoning_rl.policy.batch import TokenBatch
+from reasoning_rl.policy.comm import CommMeter, Sharding
 from reasoning_rl.policy.model import load_causal_lm, resolve_dtype
 from reasoning_rl.policy.wrap import ScoringModule, placement, score, wrap
 
@@ -15,9 +16,16 @@ class ReferencePolicy:
     (FSDP2 ``CPUOffloadPolicy`` when sharded; otherwise moved to the device only while scoring)."""
 
     def __init__(
-        self, module: ScoringModule, device: torch.device, fsdp: bool, offload: bool, budget: int
+        self,
+        module: ScoringModule,
+        device: torch.device,
+        fsdp: bool,
+        offload: bool,
+        budget: int,
+        comm: CommMeter | None = None,
     ) -> None:
         self.module = module
+        self.comm = comm
         self.device = device
         self.fsdp = fsdp
         self.offload = offload
@@ -40,12 +48,17 @@ class ReferencePolicy:
         lm = load_causal_lm(path, gguf_file=gguf_file, dtype=where.dtype)
         lm.requires_grad_(False)
         module = ScoringModule(lm, chunk_tokens=chunk_tokens)
+        comm = None
         if where.fsdp:
-            wrap(module, lm, where, cpu_offload=offload and where.device.type == "cuda")
+            comm = wrap(module, lm, where, sharding=Sharding(cpu_offload=offload))
         elif not offload:
             module.to(where.device)
         module.eval()
-        return cls(module, where.device, where.fsdp, offload, micro_batch_tokens)
+        return cls(module, where.device, where.fsdp, offload, micro_batch_tokens, comm)
+
+    def comm_bytes(self) -> dict[str, int]:
+        """This rank's FSDP2 all-gather bytes since the last call (empty without FSDP)."""
+        return self.comm.take() if self.comm is not None else {}
 
     def logprobs(self, batch: TokenBatch) -> Tensor:
         """Per-response-token log-probs [B, T] under the frozen weights."""

@@ -9,6 +9,7 @@ from typing import Any, TypeVar
 import torch
 from torch import nn
 
+from reasoning_rl.policy.comm import CommMeter, Sharding
 from reasoning_rl.policy.model import load_causal_lm, resolve_dtype
 from reasoning_rl.policy.wrap import Placement, placement, wrap
 
@@ -25,15 +26,24 @@ def load_trainable(
     activation_checkpointing: bool,
     head: Callable[[Any], M],
     compile_layers: bool = False,
-) -> tuple[M, Placement]:
-    """Load ``path`` for training (no KV cache), put ``head(lm)`` on top, wrap it (FSDP2 when placed so)."""
+    sharding: Sharding = Sharding(),
+) -> tuple[M, Placement, CommMeter | None]:
+    """Load ``path`` for training (no KV cache), put ``head(lm)`` on top, wrap it (FSDP2 when placed so);
+    returns the module, its placement and its FSDP2 collective meter (None without FSDP)."""
     where = placement(device, resolve_dtype(dtype), fsdp)
     lm = load_causal_lm(path, gguf_file=gguf_file, dtype=where.load_dtype)
     lm.config.use_cache = False
     module = head(lm)
-    wrap(module, lm, where, activation_checkpointing=activation_checkpointing, compile_layers=compile_layers)
+    comm = wrap(
+        module,
+        lm,
+        where,
+        activation_checkpointing=activation_checkpointing,
+        sharding=sharding,
+        compile_layers=compile_layers,
+    )
     module.train()
-    return module, where
+    return module, where, comm
 
 
 def clip_and_step(module: nn.Module, optimizer: torch.optim.Optimizer, grad_clip: float | None) -> float:

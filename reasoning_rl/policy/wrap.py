@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 from torch import Tensor, nn
 
 from reasoning_rl import dist
 from reasoning_rl.policy.batch import MicroBatch, TokenBatch, pack, plan_micro_batches, unflatten
+from reasoning_rl.policy.comm import CommMeter, Sharding, meter
 from reasoning_rl.policy.logprobs import token_logprobs
+
+if TYPE_CHECKING:
+    from torch.distributed.fsdp import FSDPModule
 
 
 class ScoringModule(nn.Module):
@@ -83,13 +87,14 @@ def wrap(
     where: Placement,
     *,
     activation_checkpointing: bool = False,
-    cpu_offload: bool = False,
+    sharding: Sharding = Sharding(),
     compile_layers: bool = False,
-) -> nn.Module:
+) -> CommMeter | None:
     """Shard ``module`` (which contains ``lm``) with FSDP2 per decoder layer + root, or move it to device.
 
-    ``compile_layers``: ``torch.compile`` each decoder layer's forward (torchtitan's per-block scheme). All
-    layers share one compiled graph; FSDP2's hooks stay outside it because only ``forward`` is compiled.
+    Returns the meter of FSDP2's collective bytes (None without FSDP). ``compile_layers``: ``torch.compile``
+    each decoder layer's forward (torchtitan's per-block scheme). All layers share one compiled graph;
+    FSDP2's hooks stay outside it because only ``forward`` is compiled.
     """
     if activation_checkpointing:
         lm.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
@@ -99,20 +104,40 @@ def wrap(
                 layer.forward, dynamic=True
             )  # micro-batch shapes vary: no recompiles
     if not where.fsdp:
-        return module.to(where.device)
+        module.to(where.device)
+        return None
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy, OffloadPolicy, fully_shard
 
     dist.init()
     mesh = init_device_mesh(where.device.type, (dist.world_size(),))
     kw: dict[str, Any] = {"mesh": mesh}
-    if where.device.type == "cuda" and where.dtype != torch.float32:
-        kw["mp_policy"] = MixedPrecisionPolicy(param_dtype=where.dtype, reduce_dtype=torch.float32)
-    kw["offload_policy"] = CPUOffloadPolicy() if cpu_offload else OffloadPolicy()
-    for layer in decoder_layers(lm):
-        fully_shard(layer, **kw)
-    fully_shard(module, **kw)
-    return module
+    param_dtype = where.dtype if where.device.type == "cuda" and where.dtype != torch.float32 else None
+    reduce_dtype = None
+    if param_dtype is not None or sharding.reduce_dtype != torch.float32:
+        reduce_dtype = sharding.reduce_dtype
+        kw["mp_policy"] = MixedPrecisionPolicy(param_dtype=param_dtype, reduce_dtype=reduce_dtype)
+    kw["offload_policy"] = (
+        CPUOffloadPolicy(pin_memory=where.device.type == "cuda") if sharding.cpu_offload else OffloadPolicy()
+    )
+    layers = list(decoder_layers(lm))
+    for layer in layers:
+        fully_shard(layer, reshard_after_forward=sharding.reshard_after_forward, **kw)
+    fully_shard(module, **kw)  # the root keeps FSDP2's default: no reshard between forward and backward
+    if sharding.forward_prefetch > 0:
+        k = sharding.forward_prefetch
+        units = cast("list[FSDPModule]", layers)
+        for i, unit in enumerate(units):
+            unit.set_modules_to_forward_prefetch(units[i + 1 : i + 1 + k])
+            unit.set_modules_to_backward_prefetch(units[max(i - k, 0) : i][::-1])
+    return meter(
+        module,
+        layers,
+        dist.world_size(),
+        gather_dtype=param_dtype,
+        reduce_dtype=reduce_dtype,
+        reshard_after_forward=sharding.reshard_after_forward,
+    )
 
 
 def score(

@@ -114,6 +114,7 @@ class Analysis:
     params: int | None
     warnings: list[str] = field(default_factory=list)
     tools: ToolReport | None = None  # multi-turn tool rollouts (report.tools)
+    comm: dict[int, dict[str, float]] = field(default_factory=dict)  # step -> kind -> bytes (all ranks' records)
 
     @property
     def stage_names(self) -> list[str]:
@@ -181,6 +182,15 @@ def _counter_sums(counters: list[dict[str, Any]], name: str) -> dict[int, float]
         if c.get("name") == name and isinstance(c.get("step"), int):
             sums[c["step"]] += float(c.get("value", 0.0))
     return dict(sums)
+
+
+def comm_by_kind(counters: list[dict[str, Any]]) -> dict[int, dict[str, float]]:
+    """``comm_bytes`` counters (kind = all_gather / reduce_scatter / handoff / ...) summed per step and kind."""
+    out: dict[int, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    for c in counters:
+        if c.get("name") == "comm_bytes" and isinstance(c.get("step"), int):
+            out[c["step"]][str((c.get("attrs") or {}).get("kind", "?"))] += float(c.get("value", 0.0))
+    return {step: dict(kinds) for step, kinds in sorted(out.items())}
 
 
 def _numeric(value: Any) -> bool:
@@ -326,4 +336,5 @@ def analyze(run: RunData, *, peak_tflops: float | None = None) -> Analysis:
         params,
         notes,
         tool_report(trace.counters),
+        comm_by_kind(trace.counters),
     )

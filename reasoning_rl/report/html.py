@@ -116,6 +116,19 @@ def _handoff_section(a: Analysis, figs: dict[str, bytes | None]) -> str:
     )
 
 
+def _comm_section(a: Analysis) -> str:
+    if not a.comm:
+        return ""
+    kinds = sorted({k for step in a.comm.values() for k in step})
+    rows = [[step, *(by.get(k) for k in kinds)] for step, by in a.comm.items()]
+    totals = ", ".join(f"{k} {human_bytes(sum(by.get(k, 0.0) for by in a.comm.values()))}" for k in kinds)
+    return (
+        "<h2>Communication</h2>"
+        + f"<p>Bytes by kind over {len(a.comm)} steps: {escape(totals)} (per rank's collective buffers).</p>"
+        + _details("per step", table(["step", *kinds], rows))
+    )
+
+
 def _throughput_section(a: Analysis, figs: dict[str, bytes | None]) -> str:
     rows = [
         [
@@ -246,6 +259,7 @@ def render_html(
             _header(a, run_name),
             _time_section(a, figs),
             _handoff_section(a, figs),
+            _comm_section(a),
             _throughput_section(a, figs),
             _memory_section(a, figs),
             _grading_section(a, figs),

@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from rich.console import Console
@@ -27,6 +27,9 @@ from reasoning_rl.trainer.plan import Models, StepPlan, step_plan
 from reasoning_rl.trainer.reward_plan import RewardPlan
 
 PROBE_PROMPTS = 2  # the freshness probe scores the first prompts (Probe.from_prompts takes 2)
+
+if TYPE_CHECKING:
+    from reasoning_rl.policy.comm import Sharding
 
 def resolve_device(device: str) -> str:
     if device == "auto":
@@ -141,9 +144,13 @@ class Components:
         """Every rank streams its policy shards into its own engine (woken first); rank 0's stats are the
         step's metrics, and each rank's bytes and GB/s go to the trace."""
         start = time.time()
-        per_rank = self.group.call_all("push_weights", step)
+        per_rank = self.group.call_all("push_weights", step, self.cfg.rollout.handoff_bucket_mb << 20)
         stats = per_rank[0]
         if trace is not None:
+            for rank, comm in enumerate(self.group.call_all("comm_bytes")):
+                where = {"rank": rank} if len(per_rank) > 1 else {}
+                for kind, n in {"handoff": per_rank[rank].bytes, **comm}.items():
+                    trace.counter("comm_bytes", step, n, kind=kind, **where)
             trace.add_span(
                 "handoff", step, start, start + stats.seconds, tensors=stats.tensors, bytes=stats.bytes
             )
@@ -277,6 +284,7 @@ def build_models(cfg: Config, model_dir: Path, device: str, dtype: str) -> Model
     """One rank's policy, reference (when a KL term is on) and critic (PPO), from ``model.*`` / ``optim.*``
     (sharded with FSDP2 over the process group when there is one)."""
     from reasoning_rl.policy import Policy
+    from reasoning_rl.policy.comm import Sharding
 
     o = cfg.optim
     compiled, _ = device_defaults(cfg, device)
@@ -293,8 +301,14 @@ def build_models(cfg: Config, model_dir: Path, device: str, dtype: str) -> Model
         activation_checkpointing=cfg.model.gradient_checkpointing,
         compile_layers=compiled,
         micro_batch_tokens=cfg.algorithm.micro_batch_tokens,
+        sharding=sharding_of(cfg),
     )
     policy = Policy.from_pretrained(str(model_dir), lr=o.lr, **trainable)
+    if not policy.fsdp and trainable["sharding"] != Sharding():
+        raise ConfigError(
+            "model.cpu_offload / reduce_dtype / reshard_after_forward / forward_prefetch are FSDP2 switches, "
+            "but this run trains without FSDP2: set model.fsdp=on (or train on more than one rank)"
+        )
     ref = None
     if cfg.algorithm.kl_coef > 0:
         from reasoning_rl.policy import ReferencePolicy
@@ -313,6 +327,19 @@ def build_models(cfg: Config, model_dir: Path, device: str, dtype: str) -> Model
 
         critic = Critic.from_pretrained(str(model_dir), lr=o.critic_lr, **trainable)
     return Models(policy, ref, critic)
+
+
+def sharding_of(cfg: Config) -> Sharding:
+    """The FSDP2 memory / communication switches of ``model.*``."""
+    from reasoning_rl.policy.comm import Sharding
+
+    m = cfg.model
+    return Sharding(
+        cpu_offload=m.cpu_offload,
+        reduce_dtype={"float32": torch.float32, "bfloat16": torch.bfloat16}[m.reduce_dtype],
+        reshard_after_forward=m.reshard_after_forward,
+        forward_prefetch=m.forward_prefetch,
+    )
 
 
 def build_engine(

@@ -49,6 +49,10 @@ RESUMABLE: tuple[str, ...] = (
     "model.gradient_checkpointing",
     "model.ref_offload",
     "resources.",  # where the ranks run: sharded checkpoints reshard to any world size
+    "model.cpu_offload",
+    "model.reshard_after_forward",
+    "model.forward_prefetch",
+    "rollout.handoff_bucket_mb",
 )
 
 
