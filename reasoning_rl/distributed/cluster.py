@@ -8,11 +8,11 @@ unreachable cluster is one ``ConfigError`` naming ``resources.ray_address`` and 
 
 ``describe()`` (Ray running) / ``local_cluster(device)`` (this machine, no Ray) give a ``ClusterInfo``: alive
 nodes with CPUs and GPUs each, and the torch.distributed backends (NCCL/gloo) this process can use.
-``validate_request(resources, cluster, device=)`` raises a one-line ``ConfigError`` naming the key and the fix
+``validate_request(resources, cluster, device=)`` raises a one-line ``RequestError`` (a ``ConfigError``) naming the key and the fix
 for a request the cluster cannot hold (more ranks than devices on a node, more nodes than the cluster has,
 split placement without a training rank, CUDA ranks on nodes without GPUs).
 
-Public names (stable): ``NodeInfo``, ``ClusterInfo``, ``connect``, ``describe``, ``local_cluster``,
+Public names (stable): ``RequestError``, ``NodeInfo``, ``ClusterInfo``, ``connect``, ``describe``, ``local_cluster``,
 ``validate_request``, ``resolve_address``, ``probe_address``, ``ranks_per_node``, ``torch_backends``,
 ``local_gpu_count``, ``PROBE_S``.
 """
@@ -29,6 +29,18 @@ from reasoning_rl.config.resources import ResourcesConfig
 PROBE_S = 3.0  # how long the TCP probe of a cluster address may take (Ray's own retry takes minutes)
 GCS_PORT = 6379  # `ray start --head`'s default port
 CLIENT_PORT = 10001  # Ray client server's default port (ray://)
+
+
+class RequestError(ConfigError):
+    """A resources request or cluster address that cannot work: ``problem`` and ``fix`` (the doctor shows them in
+    two columns; the message is ``problem; fix``, one line)."""
+
+    def __init__(self, problem: str, fix: str) -> None:
+        super().__init__(f"{problem}; {fix}")
+        self.problem = problem
+        self.fix = fix
+
+
 START_FIX = "start one with `ray start --head` (then `ray start --address=HEAD:6379` on the other nodes)"
 
 
@@ -121,9 +133,10 @@ def resolve_address(address: str) -> str:
 
     found = read_ray_address()
     if not found:
-        raise ConfigError(
+        raise RequestError(
             "resources.ray_address='auto': no running Ray cluster on this machine (no RAY_ADDRESS, nothing "
-            f"started by `ray start`); {START_FIX}, or set resources.ray_address=HOST:PORT"
+            "started by `ray start`)",
+            f"{START_FIX}, or set resources.ray_address=HOST:PORT",
         )
     return found
 
@@ -135,9 +148,9 @@ def _host_port(address: str) -> tuple[str, int]:
     if not sep:
         return rest, CLIENT_PORT if client else GCS_PORT
     if not port.isdigit():
-        raise ConfigError(
-            f"resources.ray_address={address!r}: the port {port!r} is not a number; use 'auto', 'HOST:PORT' "
-            "or 'ray://HOST:PORT'"
+        raise RequestError(
+            f"resources.ray_address={address!r}: the port {port!r} is not a number",
+            "use 'auto', 'HOST:PORT' or 'ray://HOST:PORT'",
         )
     return host, int(port)
 
@@ -150,9 +163,9 @@ def probe_address(address: str, timeout_s: float = PROBE_S) -> None:
             return
     except OSError as exc:
         why = str(exc) or type(exc).__name__
-    raise ConfigError(
-        f"resources.ray_address={address!r}: no Ray cluster answers at {host}:{port} ({why}); {START_FIX}, "
-        "or check the address (HOST:PORT of the head, ray://HOST:10001 for Ray client)"
+    raise RequestError(
+        f"resources.ray_address={address!r}: no Ray cluster answers at {host}:{port} ({why})",
+        f"{START_FIX}, or check the address (HOST:PORT of the head, ray://HOST:10001 for Ray client)",
     )
 
 
@@ -173,7 +186,7 @@ def connect(resources: ResourcesConfig, *, world: int, device: str) -> bool:
     try:
         ray.init(address=address, include_dashboard=False)
     except ConnectionError as exc:
-        raise ConfigError(f"resources.ray_address={address!r}: {exc}; {START_FIX}") from None
+        raise RequestError(f"resources.ray_address={address!r}: {exc}", START_FIX) from None
     return True
 
 
@@ -182,31 +195,31 @@ def validate_request(resources: ResourcesConfig, cluster: ClusterInfo, *, device
     nodes = resources.nodes
     have = len(cluster.nodes)
     if nodes > have:
-        raise ConfigError(
-            f"resources.nodes={nodes} but {cluster.where} has {have} node(s); lower "
-            "resources.nodes or join more nodes (`ray start --address=HEAD:6379` on each)"
+        raise RequestError(
+            f"resources.nodes={nodes} but {cluster.where} has {have} node(s)",
+            "lower resources.nodes or join more nodes (`ray start --address=HEAD:6379` on each)",
         )
     cuda = device == "cuda"
     most_gpus = int(max((n.gpus for n in cluster.nodes), default=0))
     per_node = ranks_per_node(resources, device, most_gpus)
     world = nodes * per_node
     if resources.placement == "split" and resources.rollout_ranks >= world:
-        raise ConfigError(
+        raise RequestError(
             f"resources.rollout_ranks={resources.rollout_ranks} leaves no training rank of {world} "
-            f"({nodes} node(s) x {per_node}); lower resources.rollout_ranks or raise resources.ranks_per_node"
+            f"({nodes} node(s) x {per_node})",
+            "lower resources.rollout_ranks or raise resources.ranks_per_node",
         )
     if cuda:
         if most_gpus == 0:
-            raise ConfigError(
-                f"run.device=cuda but no node of {cluster.where} has a GPU; set run.device=cpu "
-                "or join GPU nodes"
+            raise RequestError(
+                f"run.device=cuda but no node of {cluster.where} has a GPU", "set run.device=cpu or join GPU nodes"
             )
         fit = sum(1 for n in cluster.nodes if n.gpus >= per_node)
         if fit < nodes:
-            raise ConfigError(
+            raise RequestError(
                 f"resources.ranks_per_node={per_node} CUDA ranks need {per_node} GPUs on each of {nodes} node(s), "
-                f"but only {fit} node(s) have that many (most: {most_gpus}); lower resources.ranks_per_node to "
-                f"{most_gpus} or less, or check CUDA_VISIBLE_DEVICES"
+                f"but only {fit} node(s) of {cluster.where} have that many (most: {most_gpus})",
+                f"lower resources.ranks_per_node to {most_gpus} or less, or check CUDA_VISIBLE_DEVICES",
             )
         return
     if cluster.address is None:
@@ -214,10 +227,10 @@ def validate_request(resources: ResourcesConfig, cluster: ClusterInfo, *, device
     fit = sum(1 for n in cluster.nodes if n.cpus >= per_node)
     if fit < nodes:
         most = int(max(n.cpus for n in cluster.nodes))
-        raise ConfigError(
+        raise RequestError(
             f"resources.ranks_per_node={per_node} CPU ranks need {per_node} CPUs on each of {nodes} node(s), but "
-            f"only {fit} node(s) of the Ray cluster have that many (most: {most}); lower resources.ranks_per_node "
-            "or start the nodes with more --num-cpus"
+            f"only {fit} node(s) of {cluster.where} have that many (most: {most})",
+            "lower resources.ranks_per_node or start the nodes with more --num-cpus",
         )
 
 
