@@ -16,13 +16,16 @@ from reasoning_rl.registry import ENGINES
 
 class SamplingConfig(SamplingParams):
     """One engine request: the sampling parameters (defined once, in ``config.SamplingParams``), the seed
-    (None: the engine's own stream; else sample j of every prompt uses ``seed + j``) and whether to return
-    each sampled token's log-prob (engines may skip that work when False)."""
+    (None: the engine's own stream; else sample j of every prompt uses ``seed + j``), whether to return
+    each sampled token's log-prob (engines may skip that work when False), and ``prompt_offset``: the index of
+    ``prompts[0]`` in the whole batch when a batch is split over ranks, so an engine that seeds per prompt
+    (the hf engine: ``seed + prompt index``) samples the same whatever the split."""
 
     model_config = ConfigDict(frozen=True)
 
     seed: int | None = None
     logprobs: bool = True
+    prompt_offset: int = 0
 
     @classmethod
     def of(cls, params: SamplingParams, *, seed: int | None, logprobs: bool) -> SamplingConfig:

@@ -78,7 +78,7 @@ class HFEngine:
             kwargs.update(stop_strings=list(s.stop), tokenizer=self.tokenizer)
         ids = torch.tensor([prompt], device=self.device)
         with torch.random.fork_rng(devices=[self.device] if self.device.type == "cuda" else []):
-            torch.manual_seed((self.seed if s.seed is None else s.seed) + index)
+            torch.manual_seed((self.seed if s.seed is None else s.seed) + s.prompt_offset + index)
             with torch.no_grad():
                 out = self.model.generate(ids, attention_mask=torch.ones_like(ids), **kwargs)
         new = out.sequences[:, len(prompt) :].cpu()

@@ -16,13 +16,15 @@ import graders
 from graders.runtime import GradingPool
 from reasoning_rl.config import Config, ConfigError
 from reasoning_rl.data import LoadReport, Prompt, load_examples, render_all
-from reasoning_rl.freshness import FreshnessGate
+from reasoning_rl.distributed.group import WorkerGroup
+from reasoning_rl.distributed.views import GroupEngine, group_models
+from reasoning_rl.distributed.worker import ModelWorker, WorkerSpec
 from reasoning_rl.rollout import RolloutEngine, SamplingConfig, make_engine
 from reasoning_rl.trace import TraceWriter
 from reasoning_rl.trainer.governance import run_graders, selftest_or_raise
 from reasoning_rl.trainer.plan import Models, StepPlan, step_plan
 
-CRITIC_FILE = "critic.pt"
+PROBE_PROMPTS = 2  # the freshness probe scores the first prompts (Probe.from_prompts takes 2)
 
 
 def resolve_device(device: str) -> str:
@@ -82,7 +84,11 @@ def load_data(cfg: Config, tokenizer: Any, console: Console) -> tuple[list[Promp
 @dataclass
 class Components:
     """What ``build_components`` made for a run, and the few operations that move state between the parts
-    (the engine request, engine sleep / weight hand-off, checkpoint files); the step itself is in ``loop``."""
+    (the engine request, engine sleep / weight hand-off, checkpoint files); the step itself is in ``loop``.
+
+    ``models`` and ``engine`` are views of ``group`` (``reasoning_rl.distributed``): the model work of every
+    rank, one rank in this process or several Ray actors. Parts built by hand (tests) get a one-rank group
+    over the models and engine they pass."""
 
     cfg: Config
     device: str
@@ -97,7 +103,11 @@ class Components:
     seed_per_sample: bool
     plan: StepPlan
     trace_meta: dict[str, Any] = field(default_factory=dict)
-    freshness: FreshnessGate | None = None  # rollout.freshness_check: proves every hand-off
+    group: WorkerGroup = None  # type: ignore[assignment]  # set in __post_init__ when not given
+
+    def __post_init__(self) -> None:
+        if self.group is None:
+            self.group = WorkerGroup.local(ModelWorker(self.models, self.engine, tokenizer=self.tokenizer))
 
     @property
     def policy(self) -> Any:
@@ -122,56 +132,73 @@ class Components:
             self.engine.sleep(keep_weights=False)
 
     def lr(self) -> float:
-        return float(self.policy.optimizer.param_groups[0]["lr"])
+        return float(self.group.call_all("lr")[0])
 
     # ------------------------------------------------------------------------------------ hand-off
     def push_weights(self, *, step: int, trace: TraceWriter | None) -> dict[str, float]:
-        from reasoning_rl.handoff import push_weights
-
-        self.engine.wake()
+        """Every rank streams its policy shards into its own engine (woken first); rank 0's stats are the
+        step's metrics, and each rank's bytes and GB/s go to the trace."""
         start = time.time()
-        stats = push_weights(self.policy, self.engine, gate=self.freshness, step=step)
+        per_rank = self.group.call_all("push_weights", step)
+        stats = per_rank[0]
         if trace is not None:
             trace.add_span(
                 "handoff", step, start, start + stats.seconds, tensors=stats.tensors, bytes=stats.bytes
             )
-            trace.counter("handoff_bytes", step, stats.bytes)
+            if len(per_rank) == 1:
+                trace.counter("handoff_bytes", step, stats.bytes)
+            else:
+                for rank, s in enumerate(per_rank):
+                    trace.counter("handoff_bytes", step, s.bytes, rank=rank)
+                    trace.counter("handoff_gbps", step, s.gbps, rank=rank)
             if stats.check is not None:
                 end = start + stats.seconds
                 trace.add_span(
                     "handoff_check", step, end, end + stats.check.seconds, probe_gap=stats.check.probe_gap
                 )
-        return stats.as_metrics()
+        return dict(stats.as_metrics())
+
+    def trace_ranks(self, trace: TraceWriter, step: int) -> None:
+        """With several ranks: the step's driver <-> worker bytes, each rank's seconds per operation, and each
+        rank's memory high-water mark (one rank in-process sends nothing: no counters)."""
+        if self.group.world == 1:
+            return
+        traffic = self.group.take_traffic()
+        trace.counter("dispatch_bytes", step, traffic.to_workers, direction="to_workers")
+        trace.counter("dispatch_bytes", step, traffic.from_workers, direction="from_workers")
+        for (method, rank), seconds in sorted(traffic.seconds.items()):
+            trace.counter("worker_seconds", step, seconds, rank=rank, method=method)
+        for st in self.group.call_all("stats"):
+            where = {"rank": st["rank"], "node": st["node"], "node_id": st.get("node_id")}
+            trace.counter("worker_rss_peak_bytes", step, st["rss_peak_bytes"], **where)
+            if "gpu_mem_peak_bytes" in st:
+                trace.counter("gpu_mem_peak_bytes", step, st["gpu_mem_peak_bytes"], rank=st["rank"])
+        self.group.take_traffic()  # the stats call itself is bookkeeping, not the step's traffic
 
     def policy_export(self, out_dir: Path) -> Path:
-        """A plain HF model dir (safetensors + tokenizer), written atomically by the policy."""
-        self.policy.save_pretrained(out_dir)
+        """A plain HF model dir (safetensors + tokenizer), written atomically by the policy (rank 0)."""
+        self.group.call_all("export", out_dir)
         return out_dir
 
     def save_checkpoint(self, directory: Path) -> None:
-        """Model, optimizer, scheduler and optimizer-step count, and the critic's for PPO (the checkpoint
-        manager adds the rest)."""
-        torch.save(self.policy.state_dict_for_checkpoint(), directory / "policy.pt")
-        if self.models.critic is not None:
-            torch.save(self.models.critic.state_dict_for_checkpoint(), directory / CRITIC_FILE)
+        """Model, optimizer, scheduler and optimizer-step count, the critic's for PPO, and the model's config
+        + tokenizer files (self-contained: exportable anywhere); the checkpoint manager adds the rest. With
+        several ranks ``directory`` must be on a file system every node sees."""
+        self.group.call_all("save_checkpoint", directory)
 
     def load_checkpoint(self, directory: Path) -> None:
-        self.policy.load_checkpoint_state(torch.load(directory / "policy.pt", weights_only=False))
-        if self.models.critic is not None:
-            path = directory / CRITIC_FILE
-            if not path.exists():
-                raise ConfigError(
-                    f"{directory} has no {CRITIC_FILE}: it was not saved by a PPO run, so it cannot "
-                    "resume one (algorithm.name=ppo needs the critic's state)"
-                )
-            self.models.critic.load_checkpoint_state(torch.load(path, weights_only=False))
+        self.group.call_all("load_checkpoint", directory)
 
     def close(self) -> None:
-        self.pool.close()
+        try:
+            self.pool.close()
+        finally:
+            self.group.close()
 
 
 def build_components(cfg: Config, run_dir: Path, *, console: Console) -> Components:
-    from reasoning_rl.policy import Policy
+    """The driver's parts (data, tokenizer, grading pool, plan) and the group of model workers."""
+    from reasoning_rl.distributed.launch import start_group
     from reasoning_rl.policy.model import load_tokenizer
 
     device = resolve_device(cfg.run.device)
@@ -179,9 +206,73 @@ def build_components(cfg: Config, run_dir: Path, *, console: Console) -> Compone
     tokenizer = load_tokenizer(str(model_dir), require_chat_template=cfg.data.chat_template is True)
     train, val = load_data(cfg, tokenizer, console)
     dtype = cfg.model.dtype if cfg.model.dtype != "auto" else ("bfloat16" if device == "cuda" else "float32")
-    o = cfg.optim
     compiled, seeded = device_defaults(cfg, device)
     console.print(f"model: {model_dir} on {device} ({dtype}{', compiled' if compiled else ''})")
+    r = cfg.rollout
+    console.print(f"rollout: {rollout_kind(cfg)} engine, n={r.n}, max_tokens={r.max_tokens}")
+    spec = WorkerSpec(
+        cfg,
+        model_dir,
+        device,
+        dtype,
+        model_max_len(model_dir, train + val, max(r.max_tokens, cfg.eval.max_tokens or 0)),
+        tuple(tuple(p.token_ids) for p in train[:PROBE_PROMPTS]) if r.freshness_check else (),
+    )
+    group = start_group(spec, console=console)
+    g = cfg.grading
+    cache_path = run_dir / "grades.sqlite" if g.cache else None
+    try:
+        pool = GradingPool(
+            workers=g.workers,
+            backend=g.backend,
+            ray_address=g.ray_address,
+            timeout_s=g.timeout_s,
+            retries=g.retries,
+            cache_path=cache_path,
+            max_in_flight=g.max_in_flight,
+        )
+        used = [p.example.grader for p in train + val]
+        if g.selftest:
+            selftest_or_raise(used, pool, console)
+        meta = {
+            "run": cfg.run.name,
+            "device": device,
+            "world_size": group.world,
+            "model": group.call_all("model_shape", dtype)[0],
+            "graders": run_graders(used),
+        }
+    except BaseException:
+        group.close()
+        raise
+    pad = getattr(tokenizer, "pad_token_id", None)
+    plan = step_plan(cfg, pad_id=int(pad if pad is not None else 0))
+    console.print(f"old log-probs: {plan.old_source}")
+    models = group_models(group, ref=cfg.algorithm.kl_coef > 0, critic=cfg.algorithm.name == "ppo")
+    return Components(
+        cfg,
+        device,
+        model_dir,
+        tokenizer,
+        models,
+        GroupEngine(group),
+        pool,
+        train,
+        val,
+        cache_path,
+        seeded,
+        plan,
+        meta,
+        group=group,
+    )
+
+
+def build_models(cfg: Config, model_dir: Path, device: str, dtype: str) -> Models:
+    """One rank's policy, reference (when a KL term is on) and critic (PPO), from ``model.*`` / ``optim.*``
+    (sharded with FSDP2 over the process group when there is one)."""
+    from reasoning_rl.policy import Policy
+
+    o = cfg.optim
+    compiled, _ = device_defaults(cfg, device)
     fsdp = {"auto": None, "on": True, "off": False}[cfg.model.fsdp]
     trainable: dict[str, Any] = dict(  # what the policy and the critic share; each brings its own lr
         dtype=dtype,
@@ -214,62 +305,7 @@ def build_components(cfg: Config, run_dir: Path, *, console: Console) -> Compone
         from reasoning_rl.policy import Critic
 
         critic = Critic.from_pretrained(str(model_dir), lr=o.critic_lr, **trainable)
-    r = cfg.rollout
-    console.print(f"rollout: {rollout_kind(cfg)} engine, n={r.n}, max_tokens={r.max_tokens}")
-    engine = build_engine(
-        cfg,
-        model_dir,
-        device,
-        train + val,
-        max(r.max_tokens, cfg.eval.max_tokens or 0),
-        dtype=dtype,
-        sleep=r.sleep,
-    )
-    g = cfg.grading
-    cache_path = run_dir / "grades.sqlite" if g.cache else None
-    pool = GradingPool(
-        workers=g.workers,
-        backend=g.backend,
-        ray_address=g.ray_address,
-        timeout_s=g.timeout_s,
-        retries=g.retries,
-        cache_path=cache_path,
-        max_in_flight=g.max_in_flight,
-    )
-    used = [p.example.grader for p in train + val]
-    if g.selftest:
-        selftest_or_raise(used, pool, console)
-    meta = {
-        "run": cfg.run.name,
-        "device": device,
-        "world_size": 1,
-        "model": _model_shape(policy, dtype),
-        "graders": run_graders(used),
-    }
-    gate = (
-        FreshnessGate.for_run(engine, [p.token_ids for p in train], r.freshness_probe_tol)
-        if r.freshness_check
-        else None
-    )
-    pad = getattr(tokenizer, "pad_token_id", None)
-    plan = step_plan(cfg, pad_id=int(pad if pad is not None else 0))
-    console.print(f"old log-probs: {plan.old_source}")
-    return Components(
-        cfg,
-        device,
-        model_dir,
-        tokenizer,
-        Models(policy, ref, critic),
-        engine,
-        pool,
-        train,
-        val,
-        cache_path,
-        seeded,
-        plan,
-        meta,
-        freshness=gate,
-    )
+    return Models(policy, ref, critic)
 
 
 def build_engine(
@@ -283,6 +319,14 @@ def build_engine(
     sleep: bool | None,
 ) -> RolloutEngine:
     """The rollout engine of ``cfg.rollout`` (training and ``rrl eval`` alike), sized for these prompts."""
+    return engine_for(cfg, model_dir, device, model_max_len(model_dir, prompts, max_tokens), dtype=dtype, sleep=sleep)
+
+
+def engine_for(
+    cfg: Config, model_dir: Path, device: str, max_model_len: int, *, dtype: str, sleep: bool | None = None
+) -> RolloutEngine:
+    """The rollout engine of ``cfg.rollout`` with room for ``max_model_len`` tokens (one per rank in a run;
+    ``sleep`` defaults to ``rollout.sleep``)."""
     r = cfg.rollout
     kind = rollout_kind(cfg)
     extra = dict(r.engine_args) if kind == "vllm" else {}
@@ -293,8 +337,8 @@ def build_engine(
             dtype=dtype,
             seed=cfg.run.seed,
             gpu_memory_utilization=r.gpu_memory_utilization or (0.5 if device == "cuda" else 0.2),
-            max_model_len=model_max_len(model_dir, prompts, max_tokens),
-            enable_sleep_mode=sleep,
+            max_model_len=max_model_len,
+            enable_sleep_mode=r.sleep if sleep is None else sleep,
             **extra,
         )
     except TypeError as e:  # vLLM names the unknown argument
@@ -333,18 +377,3 @@ def rollout_kind(cfg: Config) -> str:
     if cfg.rollout.engine != "auto":
         return cfg.rollout.engine
     return "vllm" if importlib.util.find_spec("vllm") is not None else "hf"
-
-
-def _model_shape(policy: Any, dtype: str) -> dict[str, Any]:
-    model = getattr(policy, "lm", None)
-    conf = getattr(model, "config", None)
-    if conf is None:
-        return {"dtype": dtype}
-    params = sum(p.numel() for p in model.parameters()) if model is not None else None
-    return {
-        "params": params,
-        "layers": getattr(conf, "num_hidden_layers", None),
-        "hidden": getattr(conf, "hidden_size", None),
-        "vocab": getattr(conf, "vocab_size", None),
-        "dtype": dtype,
-    }

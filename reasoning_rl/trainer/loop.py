@@ -26,7 +26,6 @@ from reasoning_rl.trainer.build import Components, build_components
 from reasoning_rl.trainer.checkpoint import CheckpointManager
 from reasoning_rl.trainer.collect import collect
 from reasoning_rl.trainer.eval import EvalResult, evaluate, prompt_messages, write_rows
-from reasoning_rl.trainer.export import save_model_files
 from reasoning_rl.trainer.governance import identity_fields
 from reasoning_rl.trainer.metrics import MetricsLogger, check_wandb
 from reasoning_rl.trainer.records import Rollouts
@@ -147,6 +146,7 @@ class Trainer:
                     self._eval(parts, trace, log, step, summary)
                 if last or (cfg.trainer.checkpoint_every and step % cfg.trainer.checkpoint_every == 0):
                     self._checkpoint(parts, sampler, trace, step, log)
+                parts.trace_ranks(trace, step)  # several ranks: driver <-> worker bytes, per-rank time, memory
             if cfg.trainer.export:
                 summary.export_dir = parts.policy_export(self.run_dir / "export" / f"step_{summary.steps}")
                 log.note(f"exported HF model to {summary.export_dir}")
@@ -283,15 +283,9 @@ class Trainer:
     ) -> None:
         with trace.span("checkpoint", step) as attrs:
 
-            def payload(directory: Path) -> None:
-                parts.save_checkpoint(directory)
-                save_model_files(
-                    directory, parts.policy.lm, parts.tokenizer
-                )  # self-contained: exportable anywhere
-
             path = self.ckpt.save(
                 step,
-                payload,
+                parts.save_checkpoint,  # self-contained: the model's config + tokenizer files too
                 {
                     "data": sampler.state(),
                     "grader_cache": str(parts.cache_path) if parts.cache_path else None,

@@ -1,0 +1,146 @@
+"""``WorkerGroup``: the driver's handle on every rank. One method call becomes the same call on every rank, with
+data split by rank (data parallel) and the results gathered back in the original order.
+
+Splits are contiguous and deterministic (``shards``): rank r gets rows ``[start_r, stop_r)``, the first
+``n % world`` ranks one row more, so gathering is concatenation. Two backends run the calls: ``LocalRanks`` (one
+``ModelWorker`` called directly in this process: the single-rank path, no Ray) and the Ray actors of
+``reasoning_rl.distributed.launch``. ``views`` presents a group as the model and engine interfaces the step
+uses (``Models(policy, ref, critic)``, ``RolloutEngine``), so the algorithm code never sees ranks.
+
+Public names (stable): ``WorkerGroup`` (``local``, ``world``, ``shards``, ``call``, ``call_all``, ``stream``,
+``take_traffic``, ``close``), ``RankBackend``, ``LocalRanks``, ``Traffic``, ``shards``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Protocol
+
+from reasoning_rl.distributed.worker import CallResult, ModelWorker
+from reasoning_rl.rollout import Completion, SamplingConfig
+
+
+def shards(n: int, world: int) -> list[range]:
+    """Contiguous row ranges, one per rank, sizes differing by at most one (earlier ranks larger)."""
+    base, extra = divmod(n, world)
+    out, start = [], 0
+    for r in range(world):
+        stop = start + base + (1 if r < extra else 0)
+        out.append(range(start, stop))
+        start = stop
+    return out
+
+
+@dataclass
+class Traffic:
+    """Driver <-> worker data of the calls since the last ``take_traffic``: bytes each way, and per (method,
+    rank) the seconds spent on the worker. Empty for the in-process backend (nothing is sent)."""
+
+    to_workers: int = 0
+    from_workers: int = 0
+    seconds: dict[tuple[str, int], float] = field(default_factory=dict)
+
+    def add(self, method: str, rank: int, sent: int, result: CallResult) -> None:
+        self.to_workers += sent
+        self.from_workers += result.nbytes
+        key = (method, rank)
+        self.seconds[key] = self.seconds.get(key, 0.0) + result.seconds
+
+
+class RankBackend(Protocol):
+    """How a group's calls reach its ranks."""
+
+    @property
+    def world(self) -> int: ...
+
+    def run(self, method: str, per_rank: Sequence[tuple[Any, ...]], traffic: Traffic) -> list[Any]:
+        """``method(*per_rank[r])`` on every rank r at once; the values in rank order."""
+        ...
+
+    def stream(
+        self, per_rank: Sequence[tuple[int, list[list[int]], SamplingConfig]], traffic: Traffic
+    ) -> Iterator[tuple[int, Completion]]:
+        """Generate on each (rank, prompts, sampling); yield (rank, completion) as they arrive."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class LocalRanks:
+    """One ``ModelWorker`` in this process, called directly (completions stream one by one)."""
+
+    def __init__(self, worker: ModelWorker) -> None:
+        self.worker = worker
+
+    @property
+    def world(self) -> int:
+        return 1
+
+    def run(self, method: str, per_rank: Sequence[tuple[Any, ...]], traffic: Traffic) -> list[Any]:
+        (args,) = per_rank
+        fn: Callable[..., Any] = getattr(self.worker, method)
+        return [fn(*args)]
+
+    def stream(
+        self, per_rank: Sequence[tuple[int, list[list[int]], SamplingConfig]], traffic: Traffic
+    ) -> Iterator[tuple[int, Completion]]:
+        for rank, prompts, sampling in per_rank:
+            for comp in self.worker.stream(prompts, sampling):
+                yield rank, comp
+
+    def close(self) -> None:
+        return None
+
+
+class WorkerGroup:
+    """All ranks of a run. ``call`` sends each rank its own arguments; ``call_all`` the same ones to all."""
+
+    def __init__(self, backend: RankBackend) -> None:
+        self.backend = backend
+        self.traffic = Traffic()
+
+    @classmethod
+    def local(cls, worker: ModelWorker) -> WorkerGroup:
+        return cls(LocalRanks(worker))
+
+    @property
+    def world(self) -> int:
+        return self.backend.world
+
+    def shards(self, n: int) -> list[range]:
+        """This group's split of ``n`` rows; refuses a batch that leaves a rank without rows (every rank
+        must join the collective passes with at least one)."""
+        if n < self.world:
+            raise ValueError(
+                f"a batch of {n} rows cannot be split over {self.world} ranks (each needs at least one); "
+                "raise trainer.batch_size x rollout.n (and algorithm.mini_batch_size) to at least the rank count"
+            )
+        return shards(n, self.world)
+
+    def call(self, method: str, per_rank: Sequence[tuple[Any, ...]]) -> list[Any]:
+        if len(per_rank) != self.world:
+            raise ValueError(f"{method}: {len(per_rank)} argument sets for {self.world} ranks")
+        return self.backend.run(method, per_rank, self.traffic)
+
+    def call_all(self, method: str, *args: Any) -> list[Any]:
+        return self.call(method, [args] * self.world)
+
+    def stream(self, prompts: list[list[int]], sampling: SamplingConfig) -> Iterator[Completion]:
+        """Each rank generates its share of ``prompts`` (with its share's offset, so per-prompt seeds do not
+        depend on the split); completions come back numbered as in ``prompts``. Ranks without prompts idle."""
+        split = shards(len(prompts), self.world)
+        jobs = [
+            (r, prompts[s.start : s.stop], sampling.model_copy(update={"prompt_offset": sampling.prompt_offset + s.start}))
+            for r, s in enumerate(split)
+            if len(s)
+        ]
+        for rank, comp in self.backend.stream(jobs, self.traffic):
+            yield replace(comp, prompt_index=comp.prompt_index + split[rank].start)
+
+    def take_traffic(self) -> Traffic:
+        out, self.traffic = self.traffic, Traffic()
+        return out
+
+    def close(self) -> None:
+        self.backend.close()

@@ -1,0 +1,228 @@
+"""Start a run's model workers: in this process for one rank, else as Ray actors on a placement group.
+
+``resources.nodes x resources.ranks_per_node`` ranks (``ranks_per_node`` unset: every visible GPU on CUDA, 1 on
+CPU). One rank and no ``resources.ray_address``: a ``ModelWorker`` built here, no Ray at all. Otherwise Ray:
+``ray.init()`` (a local instance) or ``ray.init(address=resources.ray_address)`` (``ray start --head`` /
+``ray start --address=...`` made the cluster); a placement group with one bundle per rank (``{"GPU": 1}`` on
+CUDA, ``{"CPU": 1}`` on CPU), PACK on one node, SPREAD over several (STRICT_SPREAD with one rank per node);
+one ``RankActor`` per bundle. Rank 0's node address and a free port there become every rank's
+MASTER_ADDR/PORT for ``torch.distributed`` (NCCL on CUDA, gloo on CPU; timeout ``collective_timeout_s``).
+
+Public names (stable): ``layout``, ``start_group``, ``RayRanks``, ``RankActor``.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import socket
+import time
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from rich.console import Console
+
+from reasoning_rl.config import ConfigError
+from reasoning_rl.config.resources import ResourcesConfig
+from reasoning_rl.distributed.group import Traffic, WorkerGroup
+from reasoning_rl.distributed.worker import (
+    CallResult,
+    ModelWorker,
+    WorkerSpec,
+    join_process_group,
+    node_address,
+)
+from reasoning_rl.rollout import Completion, SamplingConfig
+
+PLACEMENT_WAIT_S = 60.0  # a placement group the cluster cannot hold never becomes ready: say so instead
+
+
+def layout(resources: ResourcesConfig, device: str) -> tuple[int, int]:
+    """(nodes, ranks per node) with ``ranks_per_node=None`` resolved for ``device``."""
+    per_node = resources.ranks_per_node
+    if per_node is None:
+        import torch
+
+        per_node = max(torch.cuda.device_count(), 1) if device == "cuda" else 1
+    return resources.nodes, per_node
+
+
+def start_group(spec: WorkerSpec, *, console: Console) -> WorkerGroup:
+    """The run's ``WorkerGroup``: one in-process rank, or Ray actors (``resources``)."""
+    res = spec.cfg.resources
+    nodes, per_node = layout(res, spec.device)
+    if nodes * per_node == 1 and res.ray_address is None:
+        return WorkerGroup.local(ModelWorker.build(spec))
+    ranks = RayRanks.start(spec, nodes, per_node)
+    where = f"{nodes} node(s) x {per_node} rank(s)" + (f" on {res.ray_address}" if res.ray_address else "")
+    console.print(f"workers: {ranks.world} ranks ({where}), placement group {ranks.strategy}")
+    return WorkerGroup(ranks)
+
+
+class RankActor:
+    """The Ray actor of one rank: joins the process group, builds its ``ModelWorker``, runs its calls."""
+
+    def __init__(self) -> None:
+        self.worker: ModelWorker | None = None
+
+    def address(self) -> tuple[str, int]:
+        """This node's address and a free port on it (rank 0's become MASTER_ADDR/PORT)."""
+        with socket.socket() as s:
+            s.bind(("", 0))
+            return node_address(), int(s.getsockname()[1])
+
+    def setup(self, spec: WorkerSpec, rank: int, world: int, master: tuple[str, int]) -> str:
+        join_process_group(rank, world, master[0], master[1], spec.cfg.resources.collective_timeout_s)
+        self.worker = ModelWorker.build(spec, rank=rank)
+        return node_address()
+
+    def call(self, method: str, *args: Any) -> CallResult:
+        if self.worker is None:
+            raise RuntimeError("RankActor.call before setup")
+        start = time.perf_counter()
+        value = getattr(self.worker, method)(*args)
+        seconds = time.perf_counter() - start
+        return CallResult(value, seconds, len(pickle.dumps(value)))
+
+
+class RayRanks:
+    """A group's ranks as Ray actors, rank r on bundle r of the run's placement group."""
+
+    def __init__(self, actors: list[Any], pg: Any, strategy: str, *, timeout_s: float, owns_ray: bool) -> None:
+        self.actors = actors
+        self.pg = pg
+        self.strategy = strategy
+        self.timeout_s = timeout_s
+        self.owns_ray = owns_ray
+        self.nodes: list[str] = []
+
+    @property
+    def world(self) -> int:
+        return len(self.actors)
+
+    @classmethod
+    def start(cls, spec: WorkerSpec, nodes: int, per_node: int) -> RayRanks:
+        import ray
+        from ray.util.placement_group import placement_group
+        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+        res = spec.cfg.resources
+        world = nodes * per_node
+        owns = not ray.is_initialized()
+        if owns:
+            _init_ray(res.ray_address, world, spec.device)
+        gpu = spec.device == "cuda"
+        bundle = {"GPU": 1.0} if gpu else {"CPU": 1.0}
+        strategy = "PACK" if nodes == 1 else ("STRICT_SPREAD" if per_node == 1 else "SPREAD")
+        pg = placement_group([dict(bundle) for _ in range(world)], strategy=strategy)
+        ready, _ = ray.wait([pg.ready()], timeout=PLACEMENT_WAIT_S)
+        if not ready:
+            have = ray.cluster_resources()
+            ray.util.remove_placement_group(pg)
+            if owns:
+                ray.shutdown()
+            raise ConfigError(
+                f"resources: {world} ranks ({nodes} node(s) x {per_node}) of {bundle} ({strategy}) do not fit the "
+                f"Ray cluster (it has {have}); lower resources.nodes / resources.ranks_per_node or add nodes"
+            )
+        remote = ray.remote(RankActor)
+        actors = [
+            remote.options(
+                num_cpus=0 if gpu else 1,
+                num_gpus=1 if gpu else 0,
+                runtime_env={"env_vars": _worker_env()},
+                scheduling_strategy=PlacementGroupSchedulingStrategy(pg, placement_group_bundle_index=r),
+            ).remote()
+            for r in range(world)
+        ]
+        ranks = cls(actors, pg, strategy, timeout_s=res.collective_timeout_s, owns_ray=owns)
+        try:
+            master = ranks._get([actors[0].address.remote()], "address")[0]
+            ranks.nodes = ranks._get(
+                [a.setup.remote(spec, r, world, master) for r, a in enumerate(actors)], "setup"
+            )
+        except BaseException:
+            ranks.close()
+            raise
+        return ranks
+
+    def run(self, method: str, per_rank: Sequence[tuple[Any, ...]], traffic: Traffic) -> list[Any]:
+        sent = [len(pickle.dumps(args)) for args in per_rank]
+        refs = [a.call.remote(method, *args) for a, args in zip(self.actors, per_rank, strict=True)]
+        results: list[CallResult] = self._get(refs, method)
+        for rank, (n, res) in enumerate(zip(sent, results, strict=True)):
+            traffic.add(method, rank, n, res)
+        return [res.value for res in results]
+
+    def stream(
+        self, per_rank: Sequence[tuple[int, list[list[int]], SamplingConfig]], traffic: Traffic
+    ) -> Iterator[tuple[int, Completion]]:
+        """Each rank's share comes back whole; shares are yielded in the order the ranks finish."""
+        import ray
+
+        pending: dict[Any, tuple[int, int]] = {}
+        for rank, prompts, sampling in per_rank:
+            sent = len(pickle.dumps((prompts, sampling)))
+            pending[self.actors[rank].call.remote("generate", prompts, sampling)] = (rank, sent)
+        while pending:
+            done, _ = ray.wait(list(pending), num_returns=1, timeout=self.timeout_s)
+            if not done:
+                late = sorted(rank for rank, _ in pending.values())
+                raise TimeoutError(
+                    f"generate: rank(s) {late} did not answer within resources.collective_timeout_s="
+                    f"{self.timeout_s:g} s"
+                )
+            rank, sent = pending.pop(done[0])
+            res: CallResult = ray.get(done[0])
+            traffic.add("generate", rank, sent, res)
+            for comp in res.value:
+                yield rank, comp
+
+    def _get(self, refs: list[Any], method: str) -> list[Any]:
+        import ray
+
+        ready, _ = ray.wait(refs, num_returns=len(refs), timeout=self.timeout_s)
+        if len(ready) < len(refs):
+            done = set(ready)
+            late = [r for r, ref in enumerate(refs) if ref not in done]
+            raise TimeoutError(
+                f"{method}: rank(s) {late} did not answer within resources.collective_timeout_s="
+                f"{self.timeout_s:g} s"
+            )
+        return list(ray.get(refs))
+
+    def close(self) -> None:
+        import ray
+
+        if not ray.is_initialized():
+            return
+        for actor in self.actors:
+            ray.kill(actor)
+        ray.util.remove_placement_group(self.pg)
+        if self.owns_ray:
+            ray.shutdown()
+
+
+def _init_ray(address: str | None, world: int, device: str) -> None:
+    """Join ``address`` or start a local instance with room for ``world`` CPU ranks besides the graders."""
+    import ray
+
+    if address is not None:
+        try:
+            ray.init(address=address, include_dashboard=False)
+        except ConnectionError as e:
+            raise ConfigError(
+                f"resources.ray_address={address!r}: no Ray cluster there ({e}); start one with "
+                "`ray start --head` (then `ray start --address=HEAD:6379` on the other nodes)"
+            ) from None
+        return
+    # CPU ranks hold one CPU each for the whole run: the machine's CPUs stay free for the grading workers
+    cpus = (os.cpu_count() or 1) + world if device != "cuda" else None
+    # "local": a new instance even when another Ray runs on this machine (ray.init() would join that one)
+    ray.init(address="local", num_cpus=cpus, include_dashboard=False)
+
+
+def _worker_env() -> dict[str, str]:
+    """What the rank processes must see like the driver: its import path (a source checkout) and thread caps."""
+    keys = ("PYTHONPATH", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+    return {k: os.environ[k] for k in keys if k in os.environ}

@@ -1,0 +1,273 @@
+"""``ModelWorker``: one training rank's model work (its FSDP2 shard of the policy, reference and critic, and its
+colocated rollout engine), behind the operations a step needs.
+
+The same class serves both paths: with one rank it is called directly in the driver process (no Ray, no
+process group: the single-GPU path as it always was); with several, each Ray actor of ``launch`` builds one
+after joining the ``torch.distributed`` group, and ``WorkerGroup`` calls the same methods on every rank with
+that rank's rows. Collective methods (scoring, ``train_step``, ``push_weights``, checkpoint save/load, export)
+must be called on every rank together; generation and engine sleep/wake are per rank.
+
+Public names (stable for the other distributed modules): ``WorkerSpec``, ``ModelWorker`` (``build``,
+``join_process_group`` and the methods below), ``CallResult``.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import socket
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from reasoning_rl import dist
+from reasoning_rl.algorithms import LossConfig
+from reasoning_rl.policy.batch import TokenBatch
+from reasoning_rl.rollout import Completion, RolloutEngine, SamplingConfig
+from reasoning_rl.trainer.plan import Models
+
+POLICY_FILE = "policy.pt"
+CRITIC_FILE = "critic.pt"
+
+
+@dataclass(frozen=True)
+class WorkerSpec:
+    """What a rank needs to build its models, decided by the driver (device and dtype resolved there, the
+    engine sized for the run's prompts, the freshness probe's prompts picked)."""
+
+    cfg: Any  # reasoning_rl.config.Config (pickled to Ray workers as it is)
+    model_dir: Path
+    device: str
+    dtype: str
+    max_model_len: int
+    probe_prompts: tuple[tuple[int, ...], ...] = ()
+
+
+@dataclass(frozen=True)
+class CallResult:
+    """A remote call's value with its cost: seconds on the worker and the pickled size of the value (what came
+    back to the driver)."""
+
+    value: Any
+    seconds: float
+    nbytes: int
+
+
+def join_process_group(rank: int, world: int, master_addr: str, master_port: int, timeout_s: float) -> None:
+    """Join the run's ``torch.distributed`` group as ``rank`` (NCCL on CUDA, gloo on CPU). Ray gives every
+    actor only its own GPU, so the local rank is 0."""
+    os.environ.update(
+        MASTER_ADDR=master_addr,
+        MASTER_PORT=str(master_port),
+        RANK=str(rank),
+        WORLD_SIZE=str(world),
+        LOCAL_RANK="0",
+    )
+    dist.init(timeout_s=timeout_s)
+
+
+def _ray_on() -> bool:
+    try:
+        import ray
+    except ImportError:
+        return False
+    return bool(ray.is_initialized())
+
+
+def node_address() -> str:
+    """This node's address as other nodes reach it (Ray's view when Ray runs, else the host name's)."""
+    if _ray_on():
+        import ray
+
+        return str(ray.util.get_node_ip_address())
+    return socket.gethostbyname(socket.gethostname())
+
+
+class ModelWorker:
+    """One rank's models and engine. Build with ``ModelWorker.build(spec)`` (or from parts, in tests)."""
+
+    def __init__(
+        self,
+        models: Models,
+        engine: RolloutEngine | None,
+        *,
+        gate: Any = None,
+        tokenizer: Any = None,
+        rank: int = 0,
+    ) -> None:
+        self.models = models
+        self.engine = engine
+        self.gate = gate  # FreshnessGate: proves every hand-off (rollout.freshness_check)
+        self.tokenizer = tokenizer  # rank 0: checkpoints carry the tokenizer files
+        self.rank = rank
+
+    @classmethod
+    def build(cls, spec: WorkerSpec, *, rank: int = 0) -> ModelWorker:
+        """Policy (+ reference, + critic) and the engine with the run's builders. The value head's random
+        init is drawn from a generator seeded with ``run.seed`` (and the caller's RNG left as it was), so every
+        rank, at any world size, starts from the same critic."""
+        from reasoning_rl.freshness import FreshnessGate
+        from reasoning_rl.policy.model import load_tokenizer
+        from reasoning_rl.trainer.build import build_models, engine_for
+
+        cfg = spec.cfg
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(cfg.run.seed)
+            models = build_models(cfg, spec.model_dir, spec.device, spec.dtype)
+        engine = engine_for(cfg, spec.model_dir, spec.device, spec.max_model_len, dtype=spec.dtype)
+        gate = (
+            FreshnessGate.for_run(
+                engine, [list(p) for p in spec.probe_prompts], cfg.rollout.freshness_probe_tol
+            )
+            if cfg.rollout.freshness_check
+            else None
+        )
+        tokenizer = load_tokenizer(str(spec.model_dir)) if rank == 0 else None
+        return cls(models, engine, gate=gate, tokenizer=tokenizer, rank=rank)
+
+    # ---------------------------------------------------------------------------------- generation
+    def generate(self, prompts: list[list[int]], sampling: SamplingConfig) -> list[Completion]:
+        return self._engine().generate(prompts, sampling)
+
+    def stream(self, prompts: list[list[int]], sampling: SamplingConfig) -> Iterator[Completion]:
+        return self._engine().stream(prompts, sampling)
+
+    def engine_sleep(self, keep_weights: bool) -> None:
+        self._engine().sleep(keep_weights=keep_weights)
+
+    def engine_wake(self) -> None:
+        self._engine().wake()
+
+    def engine_asleep(self) -> bool:
+        return bool(self._engine().asleep)
+
+    def push_weights(self, step: int) -> Any:
+        """Wake this rank's engine and stream the policy's weights into it (collective): ``HandoffStats``."""
+        from reasoning_rl.handoff import push_weights
+
+        engine = self._engine()
+        engine.wake()
+        return push_weights(self.models.policy, engine, gate=self.gate, step=step)
+
+    # ------------------------------------------------------------------------------------- scoring
+    def policy_logprobs(self, batch: TokenBatch, with_entropy: bool) -> tuple[Tensor, Tensor | None]:
+        out: tuple[Tensor, Tensor | None] = self.models.policy.logprobs(batch, with_entropy=with_entropy)
+        return out
+
+    def ref_logprobs(self, batch: TokenBatch) -> Tensor:
+        out: Tensor = self._need("ref").logprobs(batch)
+        return out
+
+    def critic_values(self, batch: TokenBatch) -> Tensor:
+        out: Tensor = self._need("critic").values(batch)
+        return out
+
+    # ------------------------------------------------------------------------------------ training
+    def policy_train_step(
+        self,
+        batch: TokenBatch,
+        advantages: Tensor,
+        old_logprobs: Tensor | None,
+        ref_logprobs: Tensor | None,
+        cfg: LossConfig,
+        max_response_len: int | None,
+        token_weights: Tensor | None,
+    ) -> dict[str, float]:
+        out: dict[str, float] = self.models.policy.train_step(
+            batch,
+            advantages,
+            old_logprobs,
+            ref_logprobs,
+            cfg,
+            max_response_len=max_response_len,
+            token_weights=token_weights,
+        )
+        return out
+
+    def critic_train_step(self, batch: TokenBatch, returns: Tensor, values: Tensor) -> dict[str, float]:
+        out: dict[str, float] = self._need("critic").train_step(batch, returns, values)
+        return out
+
+    def lr(self) -> float:
+        return float(self.models.policy.optimizer.param_groups[0]["lr"])
+
+    # ---------------------------------------------------------------------------- checkpoint / export
+    def save_checkpoint(self, directory: Path) -> None:
+        """Policy (model, optimizer, scheduler, step) and the critic's, written by rank 0 (collective: the
+        full state dicts are gathered from every rank), plus the model's config + tokenizer files."""
+        from reasoning_rl.trainer.export import save_model_files
+
+        state = self.models.policy.state_dict_for_checkpoint()
+        critic = self.models.critic.state_dict_for_checkpoint() if self.models.critic is not None else None
+        if self.rank == 0:
+            torch.save(state, directory / POLICY_FILE)
+            if critic is not None:
+                torch.save(critic, directory / CRITIC_FILE)
+            if self.tokenizer is not None:
+                save_model_files(directory, self.models.policy.lm, self.tokenizer)
+        dist.barrier()
+
+    def load_checkpoint(self, directory: Path) -> None:
+        """Restore ``save_checkpoint``'s files (collective; every rank reads them from the shared directory)."""
+        from reasoning_rl.config import ConfigError
+
+        self.models.policy.load_checkpoint_state(torch.load(directory / POLICY_FILE, weights_only=False))
+        if self.models.critic is not None:
+            path = directory / CRITIC_FILE
+            if not path.exists():
+                raise ConfigError(
+                    f"{directory} has no {CRITIC_FILE}: it was not saved by a PPO run, so it cannot "
+                    "resume one (algorithm.name=ppo needs the critic's state)"
+                )
+            self.models.critic.load_checkpoint_state(torch.load(path, weights_only=False))
+
+    def export(self, out_dir: Path) -> None:
+        """A plain HF model dir written by rank 0 (collective)."""
+        self.models.policy.save_pretrained(out_dir)
+
+    # ---------------------------------------------------------------------------------- inspection
+    def model_shape(self, dtype: str) -> dict[str, Any]:
+        model = getattr(self.models.policy, "lm", None)
+        conf = getattr(model, "config", None)
+        if model is None or conf is None:
+            return {"dtype": dtype}
+        return {
+            "params": sum(p.numel() for p in model.parameters()),
+            "layers": getattr(conf, "num_hidden_layers", None),
+            "hidden": getattr(conf, "hidden_size", None),
+            "vocab": getattr(conf, "vocab_size", None),
+            "dtype": dtype,
+        }
+
+    def stats(self) -> dict[str, Any]:
+        """Where this rank runs and its memory high-water marks (host RSS; accelerator when present)."""
+        out: dict[str, Any] = {
+            "rank": self.rank,
+            "node": node_address(),
+            "pid": os.getpid(),
+            "rss_peak_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+            "time": time.time(),
+        }
+        if _ray_on():
+            import ray
+
+            out["node_id"] = ray.get_runtime_context().get_node_id()
+        if torch.cuda.is_available():
+            out["gpu_mem_peak_bytes"] = int(torch.cuda.max_memory_allocated())
+        return out
+
+    def _engine(self) -> RolloutEngine:
+        if self.engine is None:
+            raise RuntimeError(f"rank {self.rank} has no rollout engine")
+        return self.engine
+
+    def _need(self, which: str) -> Any:
+        model = getattr(self.models, which)
+        if model is None:
+            raise RuntimeError(f"rank {self.rank} built no {which} model for this run")
+        return model

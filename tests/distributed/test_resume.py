@@ -1,0 +1,81 @@
+"""A 2-rank run killed (SIGKILL of the driver) after a checkpoint resumes with ``trainer.resume=auto``: at 2 ranks
+it continues as if never stopped, at 1 rank it continues within the 1-vs-2-rank tolerance (checkpoints hold full
+state dicts, loadable at any world size). The runs join a one-node Ray cluster the test owns, so the killed
+driver's actors are reaped by Ray and nothing outlives the test."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.distributed.runs import (
+    REPO,
+    STEPS,
+    assert_same_run,
+    env,
+    final_weights,
+    step_metrics,
+    train,
+    train_cmd,
+    write_config,
+)
+
+pytestmark = [pytest.mark.slow, pytest.mark.distributed]
+
+
+@pytest.fixture
+def one_node(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    cluster_utils = pytest.importorskip("ray.cluster_utils")
+    for key, value in env().items():
+        monkeypatch.setenv(key, value)
+    cluster = cluster_utils.Cluster(
+        initialize_head=True, head_node_args={"num_cpus": 3, "include_dashboard": False}
+    )
+    try:
+        yield cluster
+    finally:
+        cluster.shutdown()
+
+
+def _kill_after_first_checkpoint(cfg: Path, run: Path, log: Path) -> None:
+    with log.open("w") as out:
+        proc = subprocess.Popen(train_cmd(cfg), cwd=REPO, env=env(), stdout=out, stderr=subprocess.STDOUT)
+        try:
+            marker = run / "checkpoints" / "step_1" / "COMPLETE"
+            deadline = time.time() + 300
+            while not marker.exists():
+                assert proc.poll() is None, log.read_text()[-3000:]
+                assert time.time() < deadline, "no checkpoint within 300 s"
+                time.sleep(0.05)
+        finally:
+            proc.kill()
+            proc.wait()
+    assert not (run / "checkpoints" / f"step_{STEPS}" / "COMPLETE").exists()  # killed mid-run
+
+
+def test_killed_two_rank_run_resumes(
+    one_node: Any, runs: Callable[[str, int], Path], tmp_path: Path, tiny_model_dir: Path
+) -> None:
+    cfg = write_config(tmp_path, tiny_model_dir, "killed", "grpo", ranks_per_node=2, ray_address=one_node.address)
+    run = tmp_path / "killed"
+    _kill_after_first_checkpoint(cfg, run, tmp_path / "killed.log")
+    copy = tmp_path / "killed-1r"
+    shutil.copytree(run, copy)
+    reference = runs("grpo", 2)
+
+    train(cfg, "trainer.resume=auto")  # 2 ranks again: exactly the uninterrupted run
+    assert_same_run(run, reference)
+    want, got = step_metrics(reference), step_metrics(run)
+    assert [r["policy/loss"] for r in got] == [r["policy/loss"] for r in want]
+    wa, wb = final_weights(run), final_weights(reference)
+    assert all(bool((wa[k] == wb[k]).all()) for k in wb)
+
+    cfg1 = write_config(tmp_path, tiny_model_dir, "killed-1r", "grpo", ranks_per_node=1)
+    train(cfg1, "trainer.resume=auto")  # 1 rank in-process: the trajectory continues within tolerance
+    assert_same_run(copy, reference)
