@@ -19,6 +19,7 @@ Public names (stable): ``RequestError``, ``NodeInfo``, ``ClusterInfo``, ``connec
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 from dataclasses import dataclass
@@ -56,7 +57,8 @@ class NodeInfo:
 
 @dataclass(frozen=True)
 class ClusterInfo:
-    """Alive nodes and the collective backends; ``address`` None: this machine, not a Ray cluster."""
+    """Alive nodes and the collective backends; ``address`` None: this machine before Ray runs, ``'local'``: the
+    run's own local Ray instance."""
 
     nodes: tuple[NodeInfo, ...]
     backends: tuple[str, ...]
@@ -64,7 +66,9 @@ class ClusterInfo:
 
     @property
     def where(self) -> str:
-        return f"the Ray cluster at {self.address}" if self.address else "this machine"
+        if self.address is None:
+            return "this machine"
+        return "the local Ray instance" if self.address == "local" else f"the Ray cluster at {self.address}"
 
     def summary(self) -> str:
         per_node = ", ".join(f"{n.ip} ({n.cpus:g} CPU, {n.gpus:g} GPU)" for n in self.nodes)
@@ -118,7 +122,7 @@ def describe(address: str | None = None) -> ClusterInfo:
         for n in ray.nodes()
         if n.get("Alive")
     )
-    return ClusterInfo(nodes, torch_backends(), address or "local Ray instance")
+    return ClusterInfo(nodes, torch_backends(), address or "local")
 
 
 def resolve_address(address: str) -> str:
@@ -179,12 +183,13 @@ def connect(resources: ResourcesConfig, *, world: int, device: str) -> bool:
     if resources.ray_address is None:
         # CPU ranks hold one CPU each for the whole run; the machine's CPUs stay free for the grading workers
         cpus = (os.cpu_count() or 1) + world if device != "cuda" else None
-        ray.init(num_cpus=cpus, include_dashboard=False, log_to_driver=True)
+        # "local": a new instance even when another Ray runs on this machine (ray.init() would join that one)
+        ray.init(address="local", num_cpus=cpus, include_dashboard=False, logging_level=logging.WARNING)
         return True
     address = resolve_address(resources.ray_address)
     probe_address(address)
     try:
-        ray.init(address=address, include_dashboard=False)
+        ray.init(address=address, include_dashboard=False, logging_level=logging.WARNING)
     except ConnectionError as exc:
         raise RequestError(f"resources.ray_address={address!r}: {exc}", START_FIX) from None
     return True
