@@ -105,7 +105,7 @@ def _fail(
         if ckpt
         else f"no checkpoint yet; {RESUME_HINT} starts the run again"
     )
-    message = f"worker failure in {what}: rank {rank} stopped the run: " + "; ".join(parts) + f". {resume}"
+    message = f"worker failure in {what}: rank {rank} stopped the run: " + "; ".join(parts) + f"; {resume}"
     return WorkerFailure(message, rank=rank, place=_place(places, rank), checkpoint=ckpt)
 
 

@@ -41,6 +41,9 @@ from reasoning_rl.distributed.worker import (
 from reasoning_rl.rollout import Completion, SamplingConfig
 
 PLACEMENT_WAIT_S = 60.0  # a placement group the cluster cannot hold never becomes ready: say so instead
+# Starting a rank (a fresh process importing torch, then building and loading its shard) is not a collective and
+# may take minutes for a large model: it gets at least this long; a rank that dies meanwhile still stops it at once.
+STARTUP_WAIT_S = 900.0
 
 
 def layout(resources: ResourcesConfig, device: str) -> tuple[int, int]:
@@ -154,11 +157,12 @@ class RayRanks:
         ranks.checkpoints = Path(spec.cfg.run_dir) / "checkpoints"
         try:
             ranks.places = [
-                RankPlace(r, *place) for r, place in enumerate(ranks._get([a.place.remote() for a in actors], "place"))
+                RankPlace(r, *place)
+                for r, place in enumerate(ranks._get([a.place.remote() for a in actors], "place", startup=True))
             ]
-            master = ranks._get([actors[0].address.remote()], "address")[0]
+            master = ranks._get([actors[0].address.remote()], "address", startup=True)[0]
             ranks.nodes = ranks._get(
-                [a.setup.remote(spec, r, world, master) for r, a in enumerate(actors)], "setup"
+                [a.setup.remote(spec, r, world, master) for r, a in enumerate(actors)], "setup", startup=True
             )
         except BaseException:
             ranks.close()
@@ -190,8 +194,9 @@ class RayRanks:
             for comp in res.value:
                 yield rank, comp
 
-    def _get(self, refs: list[Any], method: str) -> list[Any]:
-        return gather(refs, self.places, what=method, timeout_s=self.timeout_s, checkpoints=self.checkpoints)
+    def _get(self, refs: list[Any], method: str, *, startup: bool = False) -> list[Any]:
+        wait = max(self.timeout_s, STARTUP_WAIT_S) if startup else self.timeout_s
+        return gather(refs, self.places, what=method, timeout_s=wait, checkpoints=self.checkpoints)
 
     def close(self) -> None:
         import ray

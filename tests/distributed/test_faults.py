@@ -116,3 +116,25 @@ def test_next_done_reports_a_death(ranks: tuple[list, list[RankPlace]]) -> None:
     assert err.value.rank == 0
     _fresh(ranks, 0)
     _fresh(ranks, 1)
+
+
+def test_a_rank_dying_mid_save_leaves_no_half_written_checkpoint(
+    ranks: tuple[list, list[RankPlace]], tmp_path: Path
+) -> None:
+    """The workers write into the atomic helper's temporary dir: a death there never publishes ``step_N``."""
+    actors, places = ranks
+    mgr = CheckpointManager(tmp_path / "checkpoints")
+    mgr.save(1, lambda d: (d / "shard_0.pt").write_bytes(b"x"), {})
+
+    def shards(directory: Path) -> None:
+        refs = [a.save_shard.remote(str(directory), r, r == 1) for r, a in enumerate(actors)]
+        gather(refs, places, what="save_checkpoint", timeout_s=60, checkpoints=mgr.root)
+
+    with pytest.raises(WorkerFailure) as err:
+        mgr.save(2, shards, {})
+    assert err.value.rank == 1 and err.value.checkpoint == mgr.root / "step_1"
+    assert [c.step for c in mgr.list()] == [1] and not (mgr.root / "step_2").exists()
+    latest = mgr.resolve("auto")
+    assert latest is not None and latest.step == 1  # what trainer.resume=auto continues from
+    assert not list(mgr.root.glob(".tmp-*"))  # the helper removed the half-written temporary dir
+    _fresh(ranks, 1)

@@ -72,9 +72,11 @@ def test_killed_rank_stops_the_run_and_resume_finishes(tmp_path: Path, tiny_mode
     proc, pid = _start_and_wait_for_checkpoint(cfg, run, log)
     os.kill(pid, signal.SIGKILL)
     took = _wait(proc, KILL_BOUND_S)
+    print(f"killed rank: the run stopped {took:.1f} s after the SIGKILL")
     assert took < KILL_BOUND_S, f"stopped {took:.1f} s after the kill"
     assert proc.returncode == 1
     line = _error_line(log)
+    print(line)
     assert "rank 1 stopped the run" in line and f"pid {pid}" in line and "died" in line, line
     assert "last good checkpoint" in line and "trainer.resume=auto" in line, line
     assert not (run / "checkpoints" / f"step_{STEPS}" / "COMPLETE").exists()  # it really stopped mid-run
@@ -98,9 +100,11 @@ def test_hung_rank_is_stopped_within_the_collective_timeout(tmp_path: Path, tiny
         with_pid_gone = subprocess.run(["kill", "-0", str(pid)], capture_output=True).returncode != 0
         if not with_pid_gone:
             os.kill(pid, signal.SIGKILL)
+    print(f"hung rank: the run stopped {took:.1f} s after the SIGSTOP (collective_timeout_s={HANG_TIMEOUT_S:g})")
     assert took < HANG_TIMEOUT_S + HANG_MARGIN_S, f"stopped {took:.1f} s after the hang"
     assert proc.returncode == 1
     line = _error_line(log)
+    print(line)
     assert "rank 1 stopped the run" in line and f"pid {pid}" in line, line
     assert "last good checkpoint" in line, line
 
