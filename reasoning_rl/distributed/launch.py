@@ -11,7 +11,7 @@ Joining, describing the cluster and refusing a request it cannot hold are ``clus
 actors is ``faults``' bounded one (a dead or hung rank: ``WorkerFailure`` naming it, its node and the last good
 checkpoint).
 
-Public names (stable): ``layout``, ``start_group``, ``RayRanks``, ``RankActor``.
+Public names (stable): ``layout``, ``check_request``, ``start_group``, ``RayRanks``, ``RankActor``.
 """
 
 from __future__ import annotations
@@ -55,6 +55,7 @@ def start_group(spec: WorkerSpec, *, console: Console) -> WorkerGroup:
     """The run's ``WorkerGroup``: one in-process rank, or Ray actors (``resources``)."""
     res = spec.cfg.resources
     nodes, per_node = layout(res, spec.device)
+    check_request(spec.cfg, nodes * per_node)
     if nodes * per_node == 1 and res.ray_address is None:
         return WorkerGroup.local(ModelWorker.build(spec))
     ranks = RayRanks.start(spec, nodes, per_node)
@@ -63,6 +64,22 @@ def start_group(spec: WorkerSpec, *, console: Console) -> WorkerGroup:
     for place in ranks.places:  # where each rank runs: what a failure names, and where to look
         console.print(f"  {place.describe()}")
     return WorkerGroup(ranks)
+
+
+def check_request(cfg: Any, world: int) -> None:
+    """Refuse, before any process starts, what this trainer cannot run on ``world`` ranks."""
+    if cfg.resources.placement == "split":
+        raise ConfigError(
+            "resources.placement=split (rollout engines on their own ranks) is not implemented yet; "
+            "use resources.placement=colocated"
+        )
+    rows = cfg.trainer.batch_size * cfg.rollout.n
+    mini = cfg.algorithm.mini_batch_size or rows
+    if min(rows, mini) < world:
+        raise ConfigError(
+            f"{world} ranks need at least {world} rows per update, but trainer.batch_size x rollout.n = {rows}"
+            f" and algorithm.mini_batch_size = {mini}: raise them or lower resources.ranks_per_node / nodes"
+        )
 
 
 class RankActor:
@@ -144,7 +161,7 @@ class RayRanks:
                 f"Ray cluster (it has {have}); lower resources.nodes / resources.ranks_per_node or add nodes"
             )
         remote = ray.remote(RankActor)
-        actors = [
+        actors: list[Any] = [  # handles: their methods are called with .remote
             remote.options(
                 num_cpus=0 if gpu else 1,
                 num_gpus=1 if gpu else 0,

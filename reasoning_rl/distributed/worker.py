@@ -29,10 +29,8 @@ from reasoning_rl import dist
 from reasoning_rl.algorithms import LossConfig
 from reasoning_rl.policy.batch import TokenBatch
 from reasoning_rl.rollout import Completion, RolloutEngine, SamplingConfig
+from reasoning_rl.trainer.checkpoint import CRITIC_DIR, POLICY_DIR
 from reasoning_rl.trainer.plan import Models
-
-POLICY_FILE = "policy.pt"
-CRITIC_FILE = "critic.pt"
 
 
 @dataclass(frozen=True)
@@ -198,33 +196,30 @@ class ModelWorker:
 
     # ---------------------------------------------------------------------------- checkpoint / export
     def save_checkpoint(self, directory: Path) -> None:
-        """Policy (model, optimizer, scheduler, step) and the critic's, written by rank 0 (collective: the
-        full state dicts are gathered from every rank), plus the model's config + tokenizer files."""
+        """Policy (model, optimizer, scheduler, step) and the critic's as sharded ``policy/`` (``critic/``)
+        directories, each rank writing its own shards (collective), plus the model's config + tokenizer files
+        from rank 0 (self-contained: exportable anywhere). Several nodes: ``directory`` must be shared."""
         from reasoning_rl.trainer.export import save_model_files
 
-        state = self.models.policy.state_dict_for_checkpoint()
-        critic = self.models.critic.state_dict_for_checkpoint() if self.models.critic is not None else None
-        if self.rank == 0:
-            torch.save(state, directory / POLICY_FILE)
-            if critic is not None:
-                torch.save(critic, directory / CRITIC_FILE)
-            if self.tokenizer is not None:
-                save_model_files(directory, self.models.policy.lm, self.tokenizer)
+        self.models.policy.save_sharded(directory / POLICY_DIR)
+        if self.models.critic is not None:
+            self.models.critic.save_sharded(directory / CRITIC_DIR)
+        if self.tokenizer is not None:
+            save_model_files(directory, self.models.policy.lm, self.tokenizer)
         dist.barrier()
 
     def load_checkpoint(self, directory: Path) -> None:
-        """Restore ``save_checkpoint``'s files (collective; every rank reads them from the shared directory)."""
+        """Restore ``save_checkpoint``'s shards (collective; DCP reshards to this run's world size)."""
         from reasoning_rl.config import ConfigError
 
-        self.models.policy.load_checkpoint_state(torch.load(directory / POLICY_FILE, weights_only=False))
+        self.models.policy.load_sharded(directory / POLICY_DIR)
         if self.models.critic is not None:
-            path = directory / CRITIC_FILE
-            if not path.exists():
+            if not (directory / CRITIC_DIR).is_dir():
                 raise ConfigError(
-                    f"{directory} has no {CRITIC_FILE}: it was not saved by a PPO run, so it cannot "
+                    f"{directory} has no {CRITIC_DIR}/: it was not saved by a PPO run, so it cannot "
                     "resume one (algorithm.name=ppo needs the critic's state)"
                 )
-            self.models.critic.load_checkpoint_state(torch.load(path, weights_only=False))
+            self.models.critic.load_sharded(directory / CRITIC_DIR)
 
     def export(self, out_dir: Path) -> None:
         """A plain HF model dir written by rank 0 (collective)."""

@@ -7,6 +7,7 @@ the policy scores, so values/returns/advantages all share the batch's [B, T] res
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -17,7 +18,8 @@ from reasoning_rl.algorithms.aggregation import AggMode, compute_normalizer
 from reasoning_rl.algorithms.losses import value_loss
 from reasoning_rl.policy.batch import TokenBatch, pack, plan_micro_batches, unflatten
 from reasoning_rl.policy.policy import lr_lambda
-from reasoning_rl.policy.train_state import clip_and_step, full_train_state, load_train_state, load_trainable
+from reasoning_rl.policy.sharded import load_train_state, save_train_state
+from reasoning_rl.policy.train_state import clip_and_step, load_trainable
 from reasoning_rl.policy.wrap import equalize, response_hidden
 
 
@@ -167,13 +169,13 @@ class Critic:
         self.scheduler.step()
         return {"value_loss": float(total), "grad_norm": grad_norm, "lr": lr}
 
-    def state_dict_for_checkpoint(self) -> dict[str, Any]:
-        """{"model", "optimizer", "scheduler"} as full CPU state dicts (content on rank 0). Collective."""
-        return full_train_state(self.module, self.optimizer, self.scheduler, self.fsdp)
+    def save_sharded(self, directory: str | Path) -> None:
+        """Like ``Policy.save_sharded``: this rank's shards of weights, AdamW state, LR schedule. Collective."""
+        save_train_state(Path(directory), self.module, self.optimizer, self.scheduler, {})
 
-    def load_checkpoint_state(self, state: dict[str, Any]) -> None:
-        """Restore from ``state_dict_for_checkpoint`` output (needed on rank 0 only under FSDP). Collective."""
-        load_train_state(self.module, self.optimizer, self.scheduler, self.fsdp, state, what="critic")
+    def load_sharded(self, directory: str | Path) -> None:
+        """Like ``Policy.load_sharded``: restore, resharded to this run's world size. Collective."""
+        load_train_state(Path(directory), self.module, self.optimizer, self.scheduler, {}, what="critic")
 
 
 def _inputs(mb: Any) -> tuple[Tensor, Tensor]:

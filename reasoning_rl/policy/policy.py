@@ -4,8 +4,8 @@
 parallelism). Loss normalisers are summed over ranks first, and gradients are summed (not averaged)
 across ranks, so the update does not depend on micro-batching or on the number of ranks.
 
-Checkpoints use full (unsharded) state dicts gathered to rank 0 via ``torch.distributed.checkpoint.
-state_dict`` with CPU offload: portable across world sizes, and rank 0 can ``torch.save`` them.
+Checkpoints are sharded (``save_sharded`` / ``load_sharded``: torch.distributed.checkpoint, every rank writes its
+own shards; loading reshards to any world size). ``save_pretrained`` gathers full weights for an HF export.
 """
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ from reasoning_rl.algorithms.aggregation import compute_normalizer
 from reasoning_rl.algorithms.losses import LossConfig, policy_loss
 from reasoning_rl.policy.batch import TokenBatch, pack, plan_micro_batches, unflatten
 from reasoning_rl.policy.model import load_tokenizer, save_hf_model
-from reasoning_rl.policy.train_state import clip_and_step, full_train_state, load_train_state, load_trainable
+from reasoning_rl.policy.sharded import load_train_state, save_train_state
+from reasoning_rl.policy.train_state import clip_and_step, load_trainable
 from reasoning_rl.policy.wrap import ScoringModule, equalize, forward_micro, score
 
 METRIC_KEYS = ("pg_loss", "clip_frac", "ratio_mean", "entropy", "kl")
@@ -269,16 +270,19 @@ class Policy:
         return out if dist.is_main() else None
 
     # ---- checkpoints ---------------------------------------------------------------------------
-    def state_dict_for_checkpoint(self) -> dict[str, Any]:
-        """{"model", "optimizer", "scheduler", "step"} as full CPU state dicts (content on rank 0). Collective."""
-        return {**full_train_state(self.module, self.optimizer, self.scheduler, self.fsdp), "step": self.step}
+    def save_sharded(self, directory: str | Path) -> None:
+        """Write this rank's shards of the weights, AdamW state, LR schedule and step count into ``directory``
+        (torch.distributed.checkpoint; ``policy/sharded.py``). Collective: call on every rank with the same
+        path, one all ranks can write to (the checkpoint manager's temporary dir: its rename commits)."""
+        save_train_state(Path(directory), self.module, self.optimizer, self.scheduler, {"step": self.step})
 
-    def load_checkpoint_state(self, state: dict[str, Any]) -> None:
-        """Restore from ``state_dict_for_checkpoint`` output (needed on rank 0 only under FSDP). Collective."""
-        load_train_state(
-            self.module, self.optimizer, self.scheduler, self.fsdp, state, what="policy", extra_keys=("step",)
+    def load_sharded(self, directory: str | Path) -> None:
+        """Restore ``save_sharded``'s directory, resharded to this run's world size (any world size may have
+        written it). Collective. A missing directory or an old single-file ``policy.pt``: FileNotFoundError."""
+        extra = load_train_state(
+            Path(directory), self.module, self.optimizer, self.scheduler, {"step": self.step}, what="policy"
         )
-        self.step = int(state["step"])
+        self.step = int(extra["step"])
 
 
 def _check_shape(name: str, x: Tensor, shape: tuple[int, int]) -> None:

@@ -1,4 +1,4 @@
-"""What the policy and the critic share as trainable FSDP2 modules: loading, the optimizer step, checkpoint state."""
+"""What the policy and the critic share as trainable FSDP2 modules: loading and the optimizer step."""
 
 from __future__ import annotations
 
@@ -46,37 +46,3 @@ def clip_and_step(module: nn.Module, optimizer: torch.optim.Optimizer, grad_clip
         optimizer.step()
     optimizer.zero_grad(set_to_none=True)
     return value
-
-
-def full_train_state(
-    module: nn.Module, optimizer: torch.optim.Optimizer, scheduler: Any, fsdp: bool
-) -> dict[str, Any]:
-    """{"model", "optimizer", "scheduler"} as full CPU state dicts (content on rank 0). Collective."""
-    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict
-
-    opts = StateDictOptions(full_state_dict=True, cpu_offload=fsdp)
-    model_sd, optim_sd = get_state_dict(module, optimizer, options=opts)
-    return {"model": model_sd, "optimizer": optim_sd, "scheduler": scheduler.state_dict()}
-
-
-def load_train_state(
-    module: nn.Module,
-    optimizer: torch.optim.Optimizer,
-    scheduler: Any,
-    fsdp: bool,
-    state: dict[str, Any],
-    *,
-    what: str,
-    extra_keys: tuple[str, ...] = (),
-) -> None:
-    """Restore ``full_train_state`` output (needed on rank 0 only under FSDP). Collective."""
-    from torch.distributed.checkpoint.state_dict import StateDictOptions, set_state_dict
-
-    missing = {"model", "optimizer", "scheduler", *extra_keys} - set(state)
-    if missing:
-        raise ValueError(f"{what} checkpoint state lacks {sorted(missing)}")
-    opts = StateDictOptions(full_state_dict=True, broadcast_from_rank0=fsdp)
-    set_state_dict(
-        module, optimizer, model_state_dict=state["model"], optim_state_dict=state["optimizer"], options=opts
-    )
-    scheduler.load_state_dict(state["scheduler"])

@@ -26,7 +26,6 @@ from reasoning_rl.trainer.plan import Models, StepPlan, step_plan
 
 PROBE_PROMPTS = 2  # the freshness probe scores the first prompts (Probe.from_prompts takes 2)
 
-
 def resolve_device(device: str) -> str:
     if device == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"

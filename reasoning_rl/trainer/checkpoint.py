@@ -25,6 +25,8 @@ _STEP_DIR = re.compile(r"^step_(\d+)$")
 MARKER = "COMPLETE"
 STATE_FILE = "trainer_state.json"
 RNG_FILE = "rng.pt"
+POLICY_DIR = "policy"  # the models' sharded (torch.distributed.checkpoint) directories inside step_N/
+CRITIC_DIR = "critic"
 
 
 @dataclass(frozen=True)

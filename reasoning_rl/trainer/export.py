@@ -10,10 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import torch
 import yaml
 
-from reasoning_rl.trainer.checkpoint import CheckpointManager
+from reasoning_rl.trainer.checkpoint import POLICY_DIR, CheckpointManager
 
 MODEL_FILES = "hf"  # inside a checkpoint: config.json, generation_config.json, tokenizer files
 
@@ -56,6 +55,7 @@ def _model_and_tokenizer(run: Path, checkpoint: Path) -> tuple[Any, Any]:
 def export_checkpoint(run_dir: str | Path, *, step: int | None = None, out: str | Path | None = None) -> Path:
     """Write checkpoint ``step`` (default: latest complete) of ``run_dir`` as safetensors + tokenizer."""
     from reasoning_rl.policy.model import save_hf_model
+    from reasoning_rl.policy.sharded import read_model_state
 
     run = Path(run_dir)
     if not (run / "config.yaml").is_file():
@@ -68,7 +68,7 @@ def export_checkpoint(run_dir: str | Path, *, step: int | None = None, out: str 
         raise FileNotFoundError(f"no complete checkpoint for step {step} in {run}; have: {sorted(found)}")
     info = found[step if step is not None else max(found)]
     model, tokenizer = _model_and_tokenizer(run, info.path)
-    state = torch.load(info.path / "policy.pt", weights_only=False, map_location="cpu")["model"]
+    state = read_model_state(info.path / POLICY_DIR)
     # the policy checkpoints its scoring wrapper, whose HF model sits under "lm."
     model.load_state_dict({k.removeprefix("lm."): v for k, v in state.items()})
     target = Path(out) if out is not None else run / "export" / f"step_{info.step}"

@@ -48,7 +48,7 @@ RESUMABLE: tuple[str, ...] = (
     "model.compile",
     "model.gradient_checkpointing",
     "model.ref_offload",
-    "resources.",  # where the ranks run: a checkpoint holds full state dicts, loadable at any world size
+    "resources.",  # where the ranks run: sharded checkpoints reshard to any world size
 )
 
 

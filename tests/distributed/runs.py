@@ -100,11 +100,9 @@ def step_metrics(run: Path) -> list[dict[str, float]]:
 
 
 def final_weights(run: Path, step: int = STEPS) -> dict[str, Any]:
-    import torch
+    from reasoning_rl.policy.sharded import read_model_state
 
-    state: dict[str, Any] = torch.load(
-        run / "checkpoints" / f"step_{step}" / "policy.pt", weights_only=False
-    )["model"]
+    state: dict[str, Any] = read_model_state(run / "checkpoints" / f"step_{step}" / "policy")
     return state
 
 

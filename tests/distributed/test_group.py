@@ -100,3 +100,34 @@ def test_hf_engine_samples_the_same_whatever_the_split(tiny_model_dir: Path) -> 
     split = [(c.prompt_index + (2 if k >= 4 else 0), c.sample_index, c.token_ids) for k, c in enumerate(parts)]
     assert split == whole
     assert len({tuple(t) for _, _, t in whole}) > 1  # sampled, not one repeated answer
+
+
+def _config(**override: dict[str, Any]) -> Any:
+    from reasoning_rl.config import Config
+
+    base: dict[str, Any] = {
+        "model": {"path": "m"},
+        "data": {"train": {"generator": "fixed_digit", "size": 4}},
+        "trainer": {"batch_size": 2},
+        "rollout": {"n": 4},
+    }
+    for key, value in override.items():
+        base[key] = {**base.get(key, {}), **value}
+    return Config.model_validate(base)
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ({"resources": {"placement": "split", "rollout_ranks": 1}}, "placement=split"),
+        ({"trainer": {"batch_size": 1}, "rollout": {"n": 2}}, "3 ranks need at least 3 rows"),
+        ({"algorithm": {"mini_batch_size": 2}}, "mini_batch_size = 2"),
+    ],
+)
+def test_impossible_requests_are_refused_before_anything_starts(override: dict, message: str) -> None:
+    from reasoning_rl.config import ConfigError
+    from reasoning_rl.distributed.launch import check_request
+
+    with pytest.raises(ConfigError, match=message):
+        check_request(_config(**override), 3)
+    check_request(_config(), 3)  # 8 rows over 3 ranks: fine

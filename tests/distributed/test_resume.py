@@ -1,7 +1,7 @@
-"""A 2-rank run killed (SIGKILL of the driver) after a checkpoint resumes with ``trainer.resume=auto``: at 2 ranks
-it continues as if never stopped, at 1 rank it continues within the 1-vs-2-rank tolerance (checkpoints hold full
-state dicts, loadable at any world size). The runs join a one-node Ray cluster the test owns, so the killed
-driver's actors are reaped by Ray and nothing outlives the test."""
+"""A 2-rank run killed (SIGKILL of the driver) after a checkpoint resumes with ``trainer.resume=auto``: at 2
+ranks it continues as if never stopped, at 1 rank within the 1-vs-2-rank tolerance (sharded checkpoints,
+resharded by torch.distributed.checkpoint to the loading run's world size). The runs join a one-node Ray cluster
+the test owns, so the killed driver's actors are reaped by Ray and nothing outlives the test."""
 
 from __future__ import annotations
 

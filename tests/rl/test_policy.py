@@ -151,12 +151,11 @@ def test_checkpoint_roundtrip_and_export(tiny_model_dir, tmp_path):
     from transformers import AutoModelForCausalLM
 
     policy, _ = _step(tiny_model_dir, 64, "token-mean", warmup_steps=2, total_steps=10)
-    state = policy.state_dict_for_checkpoint()
-    torch.save(state, tmp_path / "ckpt.pt")
+    policy.save_sharded(tmp_path / "ckpt")
     fresh = Policy.from_pretrained(
         str(tiny_model_dir), lr=1e-3, micro_batch_tokens=64, warmup_steps=2, total_steps=10
     )
-    fresh.load_checkpoint_state(torch.load(tmp_path / "ckpt.pt", weights_only=False))
+    fresh.load_sharded(tmp_path / "ckpt")
     assert fresh.step == 1 and fresh.optimizer.param_groups[0]["lr"] == policy.optimizer.param_groups[0]["lr"]
     batch = batch_of(4, seed=5)
     old, _ = policy.logprobs(batch)

@@ -152,10 +152,12 @@ def test_exports_are_self_contained_identical_in_layout_and_readable(
 
     from transformers import AutoModelForCausalLM
 
+    from reasoning_rl.policy.sharded import read_model_state
+
     assert sorted(p.name for p in final.iterdir()) == sorted(p.name for p in again.iterdir())
     for d in (final, again):
         assert json.loads((d / "config.json").read_text())["use_cache"] is True
-    ckpt = torch.load(moved / "checkpoints" / "step_2" / "policy.pt", weights_only=False)["model"]
+    ckpt = read_model_state(moved / "checkpoints" / "step_2" / "policy")
     for d in (final, again):
         exported = AutoModelForCausalLM.from_pretrained(d).state_dict()
         for key, value in ckpt.items():

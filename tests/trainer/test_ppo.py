@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -55,7 +56,7 @@ def test_checkpoint_round_trip_restores_critic(tmp_path: Path, tiny_model_dir: P
         batch, returns, a.models.critic.values(batch)
     )  # optimizer moments + scheduler step to restore
     a.save_checkpoint(tmp_path)
-    assert (tmp_path / "policy.pt").exists() and (tmp_path / "critic.pt").exists()
+    assert (tmp_path / "policy" / ".metadata").exists() and (tmp_path / "critic" / ".metadata").exists()
 
     b = _components(tiny_model_dir, seed=1)
     assert not torch.allclose(a.models.critic.values(batch), b.models.critic.values(batch))
@@ -67,8 +68,8 @@ def test_checkpoint_round_trip_restores_critic(tmp_path: Path, tiny_model_dir: P
     assert ma == mb
     torch.testing.assert_close(a.models.critic.values(batch), b.models.critic.values(batch), rtol=0, atol=0)
 
-    (tmp_path / "critic.pt").unlink()  # a GRPO checkpoint cannot resume a PPO run
-    with pytest.raises(ConfigError, match=r"critic\.pt"):
+    shutil.rmtree(tmp_path / "critic")  # a GRPO checkpoint cannot resume a PPO run
+    with pytest.raises(ConfigError, match=r"critic/"):
         b.load_checkpoint(tmp_path)
 
 
@@ -95,7 +96,7 @@ def test_ppo_learns_tiny_task_and_critic_fits(tmp_path: Path, tiny_model_dir: Pa
     assert sum(losses[-3:]) / 3 < 0.5 * losses[0], losses
     assert any("critic/explained_variance" in r for r in rows)
     assert all(r["critic/grad_norm"] > 0 for r in rows)
-    assert (tmp_path / "ppo" / "checkpoints" / "step_15" / "critic.pt").exists()
+    assert (tmp_path / "ppo" / "checkpoints" / "step_15" / "critic" / ".metadata").exists()
     print(
         f"PPO: reward >= 0.9 at step {reached}; curve {[round(x, 2) for x in rewards]}; "
         f"value loss {[round(x, 3) for x in losses]}"

@@ -72,9 +72,9 @@ def sampled_ids(run: Path, step: int) -> list[str]:
 
 
 def weights(path: Path) -> dict[str, Any]:
-    import torch
+    from reasoning_rl.policy.sharded import read_model_state
 
-    return torch.load(path / "policy.pt", weights_only=False)["model"]
+    return read_model_state(path / "policy")
 
 
 def test_learning_tiny_model_reaches_09(tmp_path: Path, tiny_model_dir: Path) -> None:
