@@ -8,12 +8,12 @@ unreachable cluster is one ``ConfigError`` naming ``resources.ray_address`` and 
 
 ``describe()`` (Ray running) / ``local_cluster(device)`` (this machine, no Ray) give a ``ClusterInfo``: alive
 nodes with CPUs and GPUs each, and the torch.distributed backends (NCCL/gloo) this process can use.
-``validate_request(resources, cluster, device=)`` raises a one-line ``RequestError`` (a ``ConfigError``) naming the key and the fix
-for a request the cluster cannot hold (more ranks than devices on a node, more nodes than the cluster has,
-split placement without a training rank, CUDA ranks on nodes without GPUs).
+``validate_request(resources, cluster, device=)`` raises a one-line ``RequestError`` (a ``ConfigError``)
+naming the key and the fix for a request the cluster cannot hold (more ranks than devices on a node, more
+nodes than the cluster has, split placement without a training rank, CUDA ranks on nodes without GPUs).
 
-Public names (stable): ``RequestError``, ``NodeInfo``, ``ClusterInfo``, ``connect``, ``describe``, ``local_cluster``,
-``validate_request``, ``resolve_address``, ``probe_address``, ``ranks_per_node``, ``torch_backends``,
+Public names (stable): ``RequestError``, ``NodeInfo``, ``ClusterInfo``, ``connect``, ``describe``,
+``local_cluster``, ``validate_request``, ``resolve_address``, ``probe_address``, ``ranks_per_node``, ``torch_backends``,
 ``local_gpu_count``, ``PROBE_S``.
 """
 
