@@ -316,3 +316,38 @@ def test_lean_example_runs_as_shipped_without_rrl_lean(monkeypatch: pytest.Monke
     assert resolve(lean=cfg.grading.options["lean"]["lean"]).lean
     row = _by_name(run_checks(cfg), "Lean toolchain")
     assert row.status == "ok" and row.required, row
+
+
+def test_cluster_is_reported_only_for_several_ranks(tmp_path: Path) -> None:
+    one = _by_name(run_checks(_config(tmp_path)), "cluster")
+    assert one.status == "ok" and "one training rank" in one.detail and not one.required
+    two = run_checks(_config(tmp_path, resources={"ranks_per_node": 2}))
+    line = _by_name(two, "cluster")
+    assert (line.status, line.required) == ("ok", True)
+    assert "2 ranks on a local Ray instance" in line.detail and "1 node(s)" in line.detail
+    assert _by_name(two, "collectives").detail == "gloo for cpu ranks"
+
+
+def test_doctor_refuses_more_cuda_ranks_than_gpus(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from reasoning_rl.distributed import cluster
+
+    monkeypatch.setattr(cluster, "local_gpu_count", lambda: 2)
+    config = _config(tmp_path, run={"device": "cuda"}, resources={"ranks_per_node": 4})
+    line = _by_name(run_checks(config), "cluster")
+    assert (line.status, line.required) == ("problem", True)
+    assert "resources.ranks_per_node=4 CUDA ranks need 4 GPUs" in line.detail and "(most: 2)" in line.detail
+    assert "lower resources.ranks_per_node to 2" in line.fix
+    out = CliRunner().invoke(app, ["doctor", str(config)], env={"COLUMNS": "400"})
+    assert out.exit_code != 0 and "ranks_per_node=4" in out.output
+
+
+def test_doctor_refuses_an_unreachable_ray_address(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    config = _config(tmp_path, resources={"ray_address": f"127.0.0.1:{port}"})
+    line = _by_name(run_checks(config), "cluster")
+    assert (line.status, line.required) == ("problem", True)
+    assert f"127.0.0.1:{port}" in line.detail and "ray start --head" in line.fix

@@ -7,6 +7,9 @@ CPU). One rank and no ``resources.ray_address``: a ``ModelWorker`` built here, n
 CUDA, ``{"CPU": 1}`` on CPU), PACK on one node, SPREAD over several (STRICT_SPREAD with one rank per node);
 one ``RankActor`` per bundle. Rank 0's node address and a free port there become every rank's
 MASTER_ADDR/PORT for ``torch.distributed`` (NCCL on CUDA, gloo on CPU; timeout ``collective_timeout_s``).
+Joining, describing the cluster and refusing a request it cannot hold are ``cluster``'s; every wait on the
+actors is ``faults``' bounded one (a dead or hung rank: ``WorkerFailure`` naming it, its node and the last good
+checkpoint).
 
 Public names (stable): ``layout``, ``check_request``, ``start_group``, ``RayRanks``, ``RankActor``.
 """
@@ -18,12 +21,15 @@ import pickle
 import socket
 import time
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 
 from reasoning_rl.config import ConfigError
 from reasoning_rl.config.resources import ResourcesConfig
+from reasoning_rl.distributed import cluster
+from reasoning_rl.distributed.faults import RankPlace, gather, next_done
 from reasoning_rl.distributed.group import Traffic, WorkerGroup
 from reasoning_rl.distributed.worker import (
     CallResult,
@@ -35,16 +41,14 @@ from reasoning_rl.distributed.worker import (
 from reasoning_rl.rollout import Completion, SamplingConfig
 
 PLACEMENT_WAIT_S = 60.0  # a placement group the cluster cannot hold never becomes ready: say so instead
+# Starting a rank (a fresh process importing torch, then building and loading its shard) is not a collective and
+# may take minutes for a large model: it gets at least this long; a rank that dies meanwhile still stops it at once.
+STARTUP_WAIT_S = 900.0
 
 
 def layout(resources: ResourcesConfig, device: str) -> tuple[int, int]:
     """(nodes, ranks per node) with ``ranks_per_node=None`` resolved for ``device``."""
-    per_node = resources.ranks_per_node
-    if per_node is None:
-        import torch
-
-        per_node = max(torch.cuda.device_count(), 1) if device == "cuda" else 1
-    return resources.nodes, per_node
+    return resources.nodes, cluster.ranks_per_node(resources, device)
 
 
 def start_group(spec: WorkerSpec, *, console: Console) -> WorkerGroup:
@@ -57,6 +61,8 @@ def start_group(spec: WorkerSpec, *, console: Console) -> WorkerGroup:
     ranks = RayRanks.start(spec, nodes, per_node)
     where = f"{nodes} node(s) x {per_node} rank(s)" + (f" on {res.ray_address}" if res.ray_address else "")
     console.print(f"workers: {ranks.world} ranks ({where}), placement group {ranks.strategy}")
+    for place in ranks.places:  # where each rank runs: what a failure names, and where to look
+        console.print(f"  {place.describe()}")
     return WorkerGroup(ranks)
 
 
@@ -81,6 +87,12 @@ class RankActor:
 
     def __init__(self) -> None:
         self.worker: ModelWorker | None = None
+
+    def place(self) -> tuple[str, str, int]:
+        """(node IP, Ray node id, pid) of this rank's process."""
+        import ray
+
+        return node_address(), ray.get_runtime_context().get_node_id(), os.getpid()
 
     def address(self) -> tuple[str, int]:
         """This node's address and a free port on it (rank 0's become MASTER_ADDR/PORT)."""
@@ -112,6 +124,8 @@ class RayRanks:
         self.timeout_s = timeout_s
         self.owns_ray = owns_ray
         self.nodes: list[str] = []
+        self.places: list[RankPlace] = []
+        self.checkpoints: Path | None = None  # the run's checkpoints dir: a failure names its latest
 
     @property
     def world(self) -> int:
@@ -125,9 +139,13 @@ class RayRanks:
 
         res = spec.cfg.resources
         world = nodes * per_node
-        owns = not ray.is_initialized()
-        if owns:
-            _init_ray(res.ray_address, world, spec.device)
+        owns = cluster.connect(res, world=world, device=spec.device)
+        try:
+            cluster.validate_request(res, cluster.describe(res.ray_address), device=spec.device)
+        except ConfigError:
+            if owns:
+                ray.shutdown()
+            raise
         gpu = spec.device == "cuda"
         bundle = {"GPU": 1.0} if gpu else {"CPU": 1.0}
         strategy = "PACK" if nodes == 1 else ("STRICT_SPREAD" if per_node == 1 else "SPREAD")
@@ -153,10 +171,15 @@ class RayRanks:
             for r in range(world)
         ]
         ranks = cls(actors, pg, strategy, timeout_s=res.collective_timeout_s, owns_ray=owns)
+        ranks.checkpoints = Path(spec.cfg.run_dir) / "checkpoints"
         try:
-            master = ranks._get([actors[0].address.remote()], "address")[0]
+            ranks.places = [
+                RankPlace(r, *place)
+                for r, place in enumerate(ranks._get([a.place.remote() for a in actors], "place", startup=True))
+            ]
+            master = ranks._get([actors[0].address.remote()], "address", startup=True)[0]
             ranks.nodes = ranks._get(
-                [a.setup.remote(spec, r, world, master) for r, a in enumerate(actors)], "setup"
+                [a.setup.remote(spec, r, world, master) for r, a in enumerate(actors)], "setup", startup=True
             )
         except BaseException:
             ranks.close()
@@ -175,38 +198,22 @@ class RayRanks:
         self, per_rank: Sequence[tuple[int, list[list[int]], SamplingConfig]], traffic: Traffic
     ) -> Iterator[tuple[int, Completion]]:
         """Each rank's share comes back whole; shares are yielded in the order the ranks finish."""
-        import ray
-
-        pending: dict[Any, tuple[int, int]] = {}
+        pending: dict[Any, int] = {}
+        sent: dict[int, int] = {}
         for rank, prompts, sampling in per_rank:
-            sent = len(pickle.dumps((prompts, sampling)))
-            pending[self.actors[rank].call.remote("generate", prompts, sampling)] = (rank, sent)
+            sent[rank] = len(pickle.dumps((prompts, sampling)))
+            pending[self.actors[rank].call.remote("generate", prompts, sampling)] = rank
         while pending:
-            done, _ = ray.wait(list(pending), num_returns=1, timeout=self.timeout_s)
-            if not done:
-                late = sorted(rank for rank, _ in pending.values())
-                raise TimeoutError(
-                    f"generate: rank(s) {late} did not answer within resources.collective_timeout_s="
-                    f"{self.timeout_s:g} s"
-                )
-            rank, sent = pending.pop(done[0])
-            res: CallResult = ray.get(done[0])
-            traffic.add("generate", rank, sent, res)
+            _, rank, res = next_done(
+                pending, self.places, what="generate", timeout_s=self.timeout_s, checkpoints=self.checkpoints
+            )
+            traffic.add("generate", rank, sent[rank], res)
             for comp in res.value:
                 yield rank, comp
 
-    def _get(self, refs: list[Any], method: str) -> list[Any]:
-        import ray
-
-        ready, _ = ray.wait(refs, num_returns=len(refs), timeout=self.timeout_s)
-        if len(ready) < len(refs):
-            done = set(ready)
-            late = [r for r, ref in enumerate(refs) if ref not in done]
-            raise TimeoutError(
-                f"{method}: rank(s) {late} did not answer within resources.collective_timeout_s="
-                f"{self.timeout_s:g} s"
-            )
-        return list(ray.get(refs))
+    def _get(self, refs: list[Any], method: str, *, startup: bool = False) -> list[Any]:
+        wait = max(self.timeout_s, STARTUP_WAIT_S) if startup else self.timeout_s
+        return gather(refs, self.places, what=method, timeout_s=wait, checkpoints=self.checkpoints)
 
     def close(self) -> None:
         import ray
@@ -218,25 +225,6 @@ class RayRanks:
         ray.util.remove_placement_group(self.pg)
         if self.owns_ray:
             ray.shutdown()
-
-
-def _init_ray(address: str | None, world: int, device: str) -> None:
-    """Join ``address`` or start a local instance with room for ``world`` CPU ranks besides the graders."""
-    import ray
-
-    if address is not None:
-        try:
-            ray.init(address=address, include_dashboard=False)
-        except ConnectionError as e:
-            raise ConfigError(
-                f"resources.ray_address={address!r}: no Ray cluster there ({e}); start one with "
-                "`ray start --head` (then `ray start --address=HEAD:6379` on the other nodes)"
-            ) from None
-        return
-    # CPU ranks hold one CPU each for the whole run: the machine's CPUs stay free for the grading workers
-    cpus = (os.cpu_count() or 1) + world if device != "cuda" else None
-    # "local": a new instance even when another Ray runs on this machine (ray.init() would join that one)
-    ray.init(address="local", num_cpus=cpus, include_dashboard=False)
 
 
 def _worker_env() -> dict[str, str]:

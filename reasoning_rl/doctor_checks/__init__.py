@@ -1,6 +1,12 @@
 """The doctor's checks, one module per area; importing this package registers them in order."""
 
-from reasoning_rl.doctor_checks import accelerator, engines, python_env, services  # noqa: F401  (registration)
+from reasoning_rl.doctor_checks import (  # noqa: F401  (registration)
+    accelerator,
+    cluster,
+    engines,
+    python_env,
+    services,
+)
 from reasoning_rl.doctor_checks.base import CHECKS, CheckResult, Requirements, register
 from reasoning_rl.doctor_checks.requirements import requirements_from_config
 

@@ -61,5 +61,7 @@ def requirements_from_config(cfg: Mapping[str, Any]) -> Requirements:
         lean_options=dict(_get(cfg, "grading.options.lean") or {}),
         wandb=_get(cfg, "logging.wandb") is True,
         keep_checkpoints=int(_get(cfg, "trainer.keep_checkpoints", 2)),
+        device=str(_get(cfg, "run.device", "auto")).lower(),
+        resources=dict(_get(cfg, "resources") or {}),
         from_config=True,
     )

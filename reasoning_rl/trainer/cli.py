@@ -108,6 +108,7 @@ def train_command(
 
         doctor_or_exit(cfg)  # stops here with the doctor's table when something required is missing
     from graders.selftest import SelftestError
+    from reasoning_rl.distributed.faults import WorkerFailure
     from reasoning_rl.freshness import WeightSyncError
     from reasoning_rl.trainer.loop import Trainer
 
@@ -118,7 +119,8 @@ def train_command(
     except (
         WeightSyncError,
         SelftestError,
-    ) as exc:  # a broken guarantee, not a user mistake: exit 1, still one line
+        WorkerFailure,
+    ) as exc:  # a broken guarantee or a lost rank, not a user mistake: exit 1, still one line
         return _fail(exc, code=1)
     console.print(f"done: {summary.steps} steps, run dir {summary.run_dir}")
     return 0
