@@ -63,7 +63,10 @@ def compose(terms: Sequence[RewardTerm], grades: Sequence[Grade]) -> ComposedRew
     for term, g in pairs:
         if g.verdict == "error":
             masked = Grade(
-                0.0, "error", f"{g.reason} (reward component {term.name!r})", {**g.details, "component": term.name}
+                0.0,
+                "error",
+                f"{g.reason} (reward component {term.name!r})",
+                {**g.details, "component": term.name},
             )
             return ComposedReward(masked, 0.0, pairs)
     reward = sum(term.weight * g.score for term, g in pairs)

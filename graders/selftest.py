@@ -67,7 +67,11 @@ class GoldenCase:
 def _case_context(data: Any, where: str) -> GradeContext | None:
     if data is None:
         return None
-    unknown = sorted(set(data) - {"prompt", "data_source", "extra_info", "row_id"}) if isinstance(data, dict) else []
+    unknown = (
+        sorted(set(data) - {"prompt", "data_source", "extra_info", "row_id"})
+        if isinstance(data, dict)
+        else []
+    )
     if not isinstance(data, dict) or unknown:
         raise SelftestError(
             f"{where}: field `context` must be an object of prompt, data_source, extra_info, row_id"

@@ -137,7 +137,9 @@ def context_fields(grader: object) -> tuple[ContextField, ...]:
     order; () for a grader that wants none. TypeError for an unknown name, so a typo fails at load."""
     declared = getattr(grader, "context_fields", ())
     if isinstance(declared, str) or not isinstance(declared, tuple | list | frozenset | set):
-        raise TypeError(f"grader {getattr(grader, 'name', grader)!r}: context_fields must be a tuple of names")
+        raise TypeError(
+            f"grader {getattr(grader, 'name', grader)!r}: context_fields must be a tuple of names"
+        )
     unknown = sorted(set(declared) - set(CONTEXT_FIELDS))
     if unknown:
         raise TypeError(

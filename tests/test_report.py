@@ -377,7 +377,9 @@ def test_report_of_a_real_cpu_training_run(tmp_path: Path, tiny_model_dir: Path)
     spans = {(s["step"], s["stage"]): s["end"] - s["start"] for s in trace.spans}
     for h in a.handoff:
         assert h.bytes == metrics[h.step]["handoff/bytes"] > 0
-        assert a.comm[h.step]["handoff"] == h.bytes  # the trainer's comm_bytes counters (no FSDP: hand-off only)
+        assert (
+            a.comm[h.step]["handoff"] == h.bytes
+        )  # the trainer's comm_bytes counters (no FSDP: hand-off only)
         assert h.gbps == pytest.approx(h.bytes / 1e9 / spans[(h.step, "handoff")])
     gen = {c["step"]: c["value"] for c in trace.counters if c["name"] == "tokens_generated"}
     for tp in a.throughput:

@@ -44,7 +44,11 @@ def timed_generation(engine: Any, prompts: list[list[int]], sampling: Any) -> di
     for prompt in prompts:
         for j in range(sampling.n):
             rid += 1
-            llm_engine.add_request(f"f{time.time_ns()}-{rid}", TokensPrompt(prompt_token_ids=list(prompt)), engine._params(sampling, j))
+            llm_engine.add_request(
+                f"f{time.time_ns()}-{rid}",
+                TokensPrompt(prompt_token_ids=list(prompt)),
+                engine._params(sampling, j),
+            )
     t0 = time.perf_counter()
     done: list[tuple[float, list[int], list[int]]] = []
     steps = 0
@@ -52,7 +56,9 @@ def timed_generation(engine: Any, prompts: list[list[int]], sampling: Any) -> di
         steps += 1
         for out in llm_engine.step():
             if out.finished:
-                done.append((time.perf_counter() - t0, list(out.prompt_token_ids), list(out.outputs[0].token_ids)))
+                done.append(
+                    (time.perf_counter() - t0, list(out.prompt_token_ids), list(out.outputs[0].token_ids))
+                )
     total = time.perf_counter() - t0
     times = sorted(d[0] for d in done)
     lens = [len(d[2]) for d in done]
@@ -81,19 +87,32 @@ def generate_grouped(engine: Any, prompts: list[list[int]], sampling: Any) -> di
 
     one = engine._params(sampling, 0)
     params = SamplingParams(
-        n=sampling.n, temperature=one.temperature, top_p=one.top_p, max_tokens=one.max_tokens,
-        ignore_eos=one.ignore_eos, seed=None, detokenize=False,
+        n=sampling.n,
+        temperature=one.temperature,
+        top_p=one.top_p,
+        max_tokens=one.max_tokens,
+        ignore_eos=one.ignore_eos,
+        seed=None,
+        detokenize=False,
     )
     sync()
     t0 = time.perf_counter()
-    outs = engine.llm.generate([TokensPrompt(prompt_token_ids=list(p)) for p in prompts], params, use_tqdm=False)
+    outs = engine.llm.generate(
+        [TokensPrompt(prompt_token_ids=list(p)) for p in prompts], params, use_tqdm=False
+    )
     total = time.perf_counter() - t0
     tokens = sum(len(c.token_ids) for o in outs for c in o.outputs)
     return {"seconds": round(total, 3), "response_tokens": tokens, "tokens_per_s": round(tokens / total)}
 
 
-def update_floor(policy: Any, seqs: list[tuple[list[int], list[int]]], algo: Any, max_tokens: int,
-                 micro_tokens: int, profile_to: Path | None) -> dict[str, Any]:
+def update_floor(
+    policy: Any,
+    seqs: list[tuple[list[int], list[int]]],
+    algo: Any,
+    max_tokens: int,
+    micro_tokens: int,
+    profile_to: Path | None,
+) -> dict[str, Any]:
     from reasoning_rl.algorithms import compute_advantages
     from reasoning_rl.policy import TokenBatch
 
@@ -175,8 +194,14 @@ def measure(cfg: Any, out_dir: Path, micro: list[int], tag: str) -> dict[str, An
         for g in gens:
             g.pop("_seqs", None)
         updates = [
-            update_floor(parts.policy, seqs, cfg.algorithm, cfg.rollout.max_tokens, m,
-                         out_dir / f"profile_update_{tag}.txt" if m == cfg.algorithm.micro_batch_tokens else None)
+            update_floor(
+                parts.policy,
+                seqs,
+                cfg.algorithm,
+                cfg.rollout.max_tokens,
+                m,
+                out_dir / f"profile_update_{tag}.txt" if m == cfg.algorithm.micro_batch_tokens else None,
+            )
             for m in micro
         ]
         handoff = handoff_floor(parts)
@@ -194,7 +219,9 @@ def measure(cfg: Any, out_dir: Path, micro: list[int], tag: str) -> dict[str, An
         "update_floor_s": ours_update["seconds"],
         "handoff": handoff,
         "floor_sum_s": round(floor_sum, 3),
-        "peak_mem_gib": round(torch.cuda.max_memory_allocated() / 2**30, 1) if torch.cuda.is_available() else None,
+        "peak_mem_gib": round(torch.cuda.max_memory_allocated() / 2**30, 1)
+        if torch.cuda.is_available()
+        else None,
     }
 
 
@@ -204,7 +231,9 @@ def main() -> None:
     ap.add_argument("--gguf", type=Path)
     ap.add_argument("--data", type=Path)
     ap.add_argument("--shape", default="qwen")
-    ap.add_argument("--micro", default="", help="comma-separated micro-batch token budgets (default: the config's)")
+    ap.add_argument(
+        "--micro", default="", help="comma-separated micro-batch token budgets (default: the config's)"
+    )
     ap.add_argument("--out", required=True, type=Path)
     args = ap.parse_args()
     on_gpu = torch.cuda.is_available()

@@ -79,7 +79,11 @@ def real_config(gguf: Path, data: Path, run_dir: Path, steps: int, on_gpu: bool)
             },
             "algorithm": {"micro_batch_tokens": MICRO_TOKENS, "mini_batch_size": PROMPTS * GENS},
             "optim": {"lr": 1e-6},
-            "grading": {"workers": 8 if on_gpu else 2, "cache": False, "options": {"math": {"mode": "lenient"}}},
+            "grading": {
+                "workers": 8 if on_gpu else 2,
+                "cache": False,
+                "options": {"math": {"mode": "lenient"}},
+            },
             "trainer": {
                 "steps": steps + 1,
                 "batch_size": PROMPTS,

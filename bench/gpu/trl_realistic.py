@@ -40,7 +40,9 @@ def main() -> None:
     import graders
     from datasets import Dataset
 
-    rows = [json.loads(line) for line in Path(data).read_text(encoding="utf-8").splitlines() if line.strip()][: prompts * (steps + 1)]
+    rows = [json.loads(line) for line in Path(data).read_text(encoding="utf-8").splitlines() if line.strip()][
+        : prompts * (steps + 1)
+    ]
     ds = Dataset.from_dict(
         {
             "prompt": [r["prompt"] for r in rows],
@@ -50,7 +52,10 @@ def main() -> None:
 
     def math_reward(completions: list[Any], ground_truth: list[str], **_: Any) -> list[float]:
         texts = [c[0]["content"] if isinstance(c, list) else c for c in completions]
-        return [graders.grade("math", t, g, mode="lenient").score for t, g in zip(texts, ground_truth, strict=True)]
+        return [
+            graders.grade("math", t, g, mode="lenient").score
+            for t, g in zip(texts, ground_truth, strict=True)
+        ]
 
     gpu = torch.cuda.is_available()
     use_vllm = gpu and os.environ.get("USE_VLLM", "1") == "1"
@@ -91,16 +96,24 @@ def main() -> None:
             times.append(time.perf_counter() - self.t)
             print(f"STEP {state.global_step} {times[-1]:.3f}s", flush=True)
 
-        def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, float] | None = None, **kw: Any) -> None:
+        def on_log(
+            self, args: Any, state: Any, control: Any, logs: dict[str, float] | None = None, **kw: Any
+        ) -> None:
             if logs is not None and "num_tokens" in logs:
-                history.append({k: float(v) for k, v in logs.items() if isinstance(v, int | float | str) and _num(v)})
+                history.append(
+                    {k: float(v) for k, v in logs.items() if isinstance(v, int | float | str) and _num(v)}
+                )
 
     if gpu:
         torch.cuda.reset_peak_memory_stats()
-    trainer = GRPOTrainer(model=model_dir, reward_funcs=math_reward, args=cfg, train_dataset=ds, callbacks=[Timer()])
+    trainer = GRPOTrainer(
+        model=model_dir, reward_funcs=math_reward, args=cfg, train_dataset=ds, callbacks=[Timer()]
+    )
     trainer.train()
     logs = history
-    tokens = [logs[0]["num_tokens"]] + [b["num_tokens"] - a["num_tokens"] for a, b in zip(logs, logs[1:], strict=False)]
+    tokens = [logs[0]["num_tokens"]] + [
+        b["num_tokens"] - a["num_tokens"] for a, b in zip(logs, logs[1:], strict=False)
+    ]
     warm = list(range(1, len(times))) if len(times) > 1 else [0]
     tps = sorted(tokens[i] / times[i] for i in warm)
     step_s = sorted(times[i] for i in warm)

@@ -29,7 +29,9 @@ class FormatGrader:
         """Raise ValueError for bad options (``rrl grade`` asks once, before grading any row)."""
         unknown = sorted(set(options) - {"style"})
         if unknown:
-            raise ValueError(f"unknown option(s) {unknown}; the format grader takes style ({'|'.join(STYLES)})")
+            raise ValueError(
+                f"unknown option(s) {unknown}; the format grader takes style ({'|'.join(STYLES)})"
+            )
         style = options.get("style", "boxed")
         if style not in STYLES:
             raise ValueError(f"format grader: style must be one of {', '.join(STYLES)}, got {style!r}")
@@ -60,9 +62,19 @@ class FormatGrader:
         return [
             {"response": "so \\boxed{42}", "ground_truth": None, "verdict": "correct"},
             {"response": "so \\boxed{}", "ground_truth": None, "verdict": "incorrect", "note": "empty box"},
-            {"response": "so \\boxed{4", "ground_truth": None, "verdict": "incorrect", "note": "never closed"},
+            {
+                "response": "so \\boxed{4",
+                "ground_truth": None,
+                "verdict": "incorrect",
+                "note": "never closed",
+            },
             {"response": "<think>\\boxed{1}</think> 1", "ground_truth": None, "verdict": "incorrect"},
             {"response": "#### 7", "ground_truth": None, "verdict": "correct", "options": {"style": "gsm8k"}},
-            {"response": "\\boxed{7}", "ground_truth": None, "verdict": "incorrect", "options": {"style": "gsm8k"}},
+            {
+                "response": "\\boxed{7}",
+                "ground_truth": None,
+                "verdict": "incorrect",
+                "options": {"style": "gsm8k"},
+            },
             {"response": "x", "ground_truth": None, "verdict": "error", "options": {"style": "xml"}},
         ]

@@ -32,7 +32,9 @@ class LengthGrader:
         if not isinstance(response, str):
             return Grade.error(f"response must be a string, got {type(response).__name__}")
         used = min(1.0, len(response) / options["max_chars"])
-        return Grade(used, "correct", f"{len(response)} of {options['max_chars']} characters", {"chars": len(response)})
+        return Grade(
+            used, "correct", f"{len(response)} of {options['max_chars']} characters", {"chars": len(response)}
+        )
 
     def golden_cases(self) -> list[dict[str, Any]]:
         return [

@@ -210,7 +210,11 @@ class GradingPool:
         if ident is None:
             try:
                 grader = resolve_grader(spec)
-                ident = (str(grader.name), cache_version(grader), context_fields(grader))  # version + source hash
+                ident = (
+                    str(grader.name),
+                    cache_version(grader),
+                    context_fields(grader),
+                )  # version + source hash
             except Exception as exc:  # an unknown/broken grader fails its samples, not the pool
                 ident = f"unknown_grader: {exc}"
             self._identities[spec] = ident

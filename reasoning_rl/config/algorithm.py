@@ -21,7 +21,9 @@ class OverlongConfig(_Section):
     buffer: int = Field(
         default=64, ge=1, description="Last tokens of rollout.max_tokens over which the penalty grows from 0."
     )
-    penalty: float = Field(default=1.0, ge=0.0, description="Penalty at the full budget (linear over the buffer).")
+    penalty: float = Field(
+        default=1.0, ge=0.0, description="Penalty at the full budget (linear over the buffer)."
+    )
 
 
 class RolloutCorrectionConfig(_Section):
@@ -31,14 +33,18 @@ class RolloutCorrectionConfig(_Section):
     loss is weighted by min(exp(old - rollout), tis_cap); with ``mis`` sequences whose ratio leaves
     [mis_low, mis_high] are dropped. The mismatch metrics are logged whenever both log-probs exist."""
 
-    enabled: bool = Field(default=False, description="Weigh the policy loss by the truncated trainer/engine ratio.")
+    enabled: bool = Field(
+        default=False, description="Weigh the policy loss by the truncated trainer/engine ratio."
+    )
     tis_cap: float | None = Field(default=2.0, gt=0.0, description="Token-level TIS cap C; None: no TIS.")
     mis: bool = Field(default=False, description="Sequence-level masking (MIS) on top of TIS.")
     mis_level: Literal["sequence", "geometric"] = Field(
         default="geometric",
         description="'sequence': product of token ratios; 'geometric': their geometric mean.",
     )
-    mis_low: float = Field(default=0.5, ge=0.0, lt=1.0, description="MIS drops sequences whose ratio is below this.")
+    mis_low: float = Field(
+        default=0.5, ge=0.0, lt=1.0, description="MIS drops sequences whose ratio is below this."
+    )
     mis_high: float = Field(default=2.0, gt=1.0, description="MIS drops sequences whose ratio is above this.")
     mismatch_threshold: float = Field(
         default=0.5, gt=0.0, description="|delta log p| counted by mismatch/frac_over."
@@ -53,7 +59,9 @@ class LossConfig(_Section):
     """How the policy loss is formed: the policy-loss keys of ``algorithm`` (which extends this), the one
     definition ``algorithms.policy_loss`` and ``Policy.train_step`` take."""
 
-    clip_low: float = Field(default=0.2, ge=0.0, description="PPO clip: the ratio is clipped below at 1 - clip_low.")
+    clip_low: float = Field(
+        default=0.2, ge=0.0, description="PPO clip: the ratio is clipped below at 1 - clip_low."
+    )
     clip_high: float = Field(default=0.2, ge=0.0, description="Clip-higher (DAPO) when > clip_low.")
     dual_clip: float | None = Field(
         default=None,
@@ -66,14 +74,20 @@ class LossConfig(_Section):
         description="How token losses reduce: mean over all tokens; mean of per-sequence means; "
         "per-sequence sums over a constant length (Dr.GRPO).",
     )
-    kl_coef: float = Field(default=0.0, ge=0.0, description="Weight of the KL to the reference policy; 0: no reference model.")
-    kl_estimator: KLEstimator = Field(default="k3", description="KL estimator per token (Schulman's k1, k2, k3).")
+    kl_coef: float = Field(
+        default=0.0, ge=0.0, description="Weight of the KL to the reference policy; 0: no reference model."
+    )
+    kl_estimator: KLEstimator = Field(
+        default="k3", description="KL estimator per token (Schulman's k1, k2, k3)."
+    )
     kl_mode: Literal["loss", "reward"] = Field(
         default="loss",
         description="'loss': a KL term in the policy loss; "
         "'reward': subtracted from the rewards (no loss term).",
     )
-    entropy_coef: float = Field(default=0.0, description="Entropy bonus weight (subtracted from the loss); 0: off.")
+    entropy_coef: float = Field(
+        default=0.0, description="Entropy bonus weight (subtracted from the loss); 0: off."
+    )
 
     @property
     def uses_kl_loss(self) -> bool:
@@ -99,7 +113,9 @@ class AlgorithmConfig(LossConfig):
         default=None, ge=1, description="Samples per optimizer step; None: whole batch."
     )
     micro_batch_tokens: int = Field(
-        default=8192, ge=1, description="Token budget of one packed forward/backward micro-batch (memory vs speed)."
+        default=8192,
+        ge=1,
+        description="Token budget of one packed forward/backward micro-batch (memory vs speed).",
     )
     old_logprobs: Literal["auto", "recompute", "rollout"] = Field(
         default="auto",
@@ -117,7 +133,9 @@ class AlgorithmConfig(LossConfig):
     max_refill_rounds: int = Field(
         default=3, ge=0, description="Extra sampling rounds dynamic_sampling may take to fill a batch."
     )
-    overlong: OverlongConfig = Field(default_factory=OverlongConfig, description="DAPO soft overlong punishment.")
+    overlong: OverlongConfig = Field(
+        default_factory=OverlongConfig, description="DAPO soft overlong punishment."
+    )
     rollout_correction: RolloutCorrectionConfig = Field(
         default_factory=RolloutCorrectionConfig,
         description="Importance sampling against the rollout/trainer mismatch.",

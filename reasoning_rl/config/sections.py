@@ -18,11 +18,17 @@ from reasoning_rl.registry import ENGINES, TOOLS
 
 
 class RunConfig(_Section):
-    name: str = Field(default="run", description="Run name: fills '{name}' in run.dir; shown in logs, the trace and W&B.")
+    name: str = Field(
+        default="run", description="Run name: fills '{name}' in run.dir; shown in logs, the trace and W&B."
+    )
     dir: str = Field(default="runs/{name}", description="Run directory; '{name}' is replaced by run.name.")
-    seed: int = Field(default=0, description="Seeds prompt order, sampling and model init; same seed + config = same run on CPU.")
+    seed: int = Field(
+        default=0,
+        description="Seeds prompt order, sampling and model init; same seed + config = same run on CPU.",
+    )
     device: Literal["auto", "cpu", "cuda"] = Field(
-        default="auto", description="Where the policy trains and the engine runs; auto: CUDA when visible, else CPU."
+        default="auto",
+        description="Where the policy trains and the engine runs; auto: CUDA when visible, else CPU.",
     )
     doctor: bool = Field(default=True, description="Run `rrl doctor` checks before loading anything heavy.")
 
@@ -36,14 +42,16 @@ class ModelConfig(_Section):
         description="A GGUF file inside model.path to load (converted once to an HF dir under .cache/converted/).",
     )
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
-        default="auto", description="Weights and compute dtype of the trained models; auto: bfloat16 on CUDA, float32 on CPU."
+        default="auto",
+        description="Weights and compute dtype of the trained models; auto: bfloat16 on CUDA, float32 on CPU.",
     )
     gradient_checkpointing: bool = Field(
         default=False, description="Recompute activations in the backward pass: less memory, a slower update."
     )
     ref_offload: bool = Field(default=False, description="Keep the frozen reference policy on CPU.")
     fsdp: Literal["auto", "on", "off"] = Field(
-        default="auto", description="Wrap the trained models with FSDP2; auto: on with several ranks or on CUDA."
+        default="auto",
+        description="Wrap the trained models with FSDP2; auto: on with several ranks or on CUDA.",
     )
     cpu_offload: bool = Field(
         default=False,
@@ -78,7 +86,8 @@ class SourceConfig(_Section):
     """One dataset: a file/dir/hub name (``path``) or a built-in seeded generator (``generator``)."""
 
     path: str | None = Field(
-        default=None, description="JSONL(.gz) or parquet file, HF dataset dir, or hub dataset name (set this or generator)."
+        default=None,
+        description="JSONL(.gz) or parquet file, HF dataset dir, or hub dataset name (set this or generator).",
     )
     split: str = Field(default="train", description="Split to read from a dataset dir or hub dataset.")
     generator: Literal["arithmetic", "fixed_digit"] | None = Field(
@@ -104,7 +113,8 @@ class RowConfig(_Section):
         description="Python format string applied to simple rows ({question}, plus any column).",
     )
     system_prompt: str | None = Field(
-        default=None, description="System message put before each prompt that has none; None: no system message."
+        default=None,
+        description="System message put before each prompt that has none; None: no system message.",
     )
     grader_map: dict[str, str] = Field(
         default_factory=dict,
@@ -121,7 +131,8 @@ class DataConfig(RowConfig):
         min_length=1, description="Training sources (a single mapping or path is a one-source list)."
     )
     val: list[SourceConfig] = Field(
-        default_factory=list, description="Held-out sources for evaluation (eval.*); empty: no evaluation in training."
+        default_factory=list,
+        description="Held-out sources for evaluation (eval.*); empty: no evaluation in training.",
     )
     chat_template: bool | str = Field(
         default=True,
@@ -134,8 +145,12 @@ class DataConfig(RowConfig):
         default="error",
         description="A malformed or too-long row: 'error' stops naming file and row; 'skip' drops it and counts it.",
     )
-    max_prompt_tokens: int = Field(default=1024, ge=1, description="Longest prompt, in tokens, after templating.")
-    shuffle: bool = Field(default=True, description="Shuffle the prompt order every epoch (seeded by run.seed).")
+    max_prompt_tokens: int = Field(
+        default=1024, ge=1, description="Longest prompt, in tokens, after templating."
+    )
+    shuffle: bool = Field(
+        default=True, description="Shuffle the prompt order every epoch (seeded by run.seed)."
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -155,7 +170,9 @@ class SamplingParams(_Section):
 
     n: int = Field(default=1, ge=1, description="Samples per prompt.")
     temperature: float = Field(default=1.0, ge=0.0, description="Sampling temperature; 0: greedy.")
-    top_p: float = Field(default=1.0, gt=0.0, le=1.0, description="Nucleus sampling: keep the top tokens up to this mass.")
+    top_p: float = Field(
+        default=1.0, gt=0.0, le=1.0, description="Nucleus sampling: keep the top tokens up to this mass."
+    )
     max_tokens: int = Field(default=256, ge=1, description="Most response tokens per sample.")
     stop: list[str] = Field(default_factory=list, description="Strings that end a response (kept out of it).")
     ignore_eos: bool = Field(
@@ -271,12 +288,17 @@ class OptimConfig(_Section):
     lr: float = Field(default=1e-6, gt=0.0, description="AdamW learning rate of the policy.")
     weight_decay: float = Field(default=0.0, ge=0.0, description="AdamW weight decay.")
     betas: tuple[float, float] = Field(default=(0.9, 0.999), description="AdamW betas (beta1, beta2).")
-    grad_clip: float | None = Field(default=1.0, gt=0.0, description="Clip the gradient's global norm to this; None: no clipping.")
+    grad_clip: float | None = Field(
+        default=1.0, gt=0.0, description="Clip the gradient's global norm to this; None: no clipping."
+    )
     schedule: Literal["constant", "cosine"] = Field(
-        default="constant", description="Learning-rate schedule after warmup; cosine decays over trainer.steps."
+        default="constant",
+        description="Learning-rate schedule after warmup; cosine decays over trainer.steps.",
     )
     warmup_steps: int = Field(default=0, ge=0, description="Optimizer steps of linear learning-rate warmup.")
-    critic_lr: float = Field(default=1e-5, gt=0.0, description="AdamW learning rate of the critic (algorithm.name=ppo).")
+    critic_lr: float = Field(
+        default=1e-5, gt=0.0, description="AdamW learning rate of the critic (algorithm.name=ppo)."
+    )
 
 
 class RewardTermConfig(_Section):
@@ -315,15 +337,20 @@ class GradingConfig(_Section):
         default="auto",
         description="Where graders run; auto: Ray when ray_address or RAY_ADDRESS is set or Ray is running, else local processes.",
     )
-    ray_address: str | None = Field(default=None, description="Ray cluster for the grading workers (backend ray/auto).")
+    ray_address: str | None = Field(
+        default=None, description="Ray cluster for the grading workers (backend ray/auto)."
+    )
     timeout_s: float = Field(
         default=10.0, gt=0.0, description="Hard budget per grade; a grade killed at it is an error (masked)."
     )
     retries: int = Field(
-        default=1, ge=0, description="Extra attempts after a worker failure (crash, bad result); timeouts are not retried."
+        default=1,
+        ge=0,
+        description="Extra attempts after a worker failure (crash, bad result); timeouts are not retried.",
     )
     cache: bool = Field(
-        default=True, description="Cache grades in run_dir/grades.sqlite, keyed by grader source, response and truth."
+        default=True,
+        description="Cache grades in run_dir/grades.sqlite, keyed by grader source, response and truth.",
     )
     max_in_flight: int = Field(
         default=256, ge=1, description="Most streamed samples queued or being graded at once (back-pressure)."
@@ -369,17 +396,29 @@ class EvalConfig(_Section):
         default=0, ge=0, description="Evaluate every k steps (0: only at the end when val is set)."
     )
     n: int = Field(default=1, ge=1, description="Samples per prompt (pass@k / maj@k use k = n).")
-    temperature: float = Field(default=0.0, ge=0.0, description="Sampling temperature for evaluation; 0: greedy.")
-    max_tokens: int | None = Field(default=None, ge=1, description="Most response tokens; None: rollout.max_tokens.")
-    max_prompts: int | None = Field(default=None, ge=1, description="Evaluate only the first N prompts; None: all.")
-    at_start: bool = Field(default=False, description="Also evaluate before step 1 (a fresh run, not a resume).")
+    temperature: float = Field(
+        default=0.0, ge=0.0, description="Sampling temperature for evaluation; 0: greedy."
+    )
+    max_tokens: int | None = Field(
+        default=None, ge=1, description="Most response tokens; None: rollout.max_tokens."
+    )
+    max_prompts: int | None = Field(
+        default=None, ge=1, description="Evaluate only the first N prompts; None: all."
+    )
+    at_start: bool = Field(
+        default=False, description="Also evaluate before step 1 (a fresh run, not a resume)."
+    )
 
 
 class TrainerConfig(_Section):
-    steps: int = Field(default=100, ge=0, description="Training steps (one batch of prompts, one policy update each).")
+    steps: int = Field(
+        default=100, ge=0, description="Training steps (one batch of prompts, one policy update each)."
+    )
     batch_size: int = Field(default=8, ge=1, description="Prompts per step (each sampled rollout.n times).")
     checkpoint_every: int = Field(default=0, ge=0, description="0: only the final checkpoint.")
-    keep_checkpoints: int = Field(default=2, ge=1, description="Newest checkpoints kept on disk; older ones are deleted.")
+    keep_checkpoints: int = Field(
+        default=2, ge=1, description="Newest checkpoints kept on disk; older ones are deleted."
+    )
     resume: str = Field(
         default="never", description="'never', 'auto' (latest checkpoint in run dir), or a checkpoint path."
     )
@@ -401,8 +440,12 @@ class LoggingConfig(_Section):
         default="rich",
         description="rich: a live table on a terminal (plain lines when redirected); plain: one line per step; none: quiet.",
     )
-    tensorboard: bool = Field(default=True, description="Write metrics and completions to run_dir/tensorboard/.")
-    wandb: bool = Field(default=False, description="Log metrics and completions to Weights & Biases (needs wandb).")
+    tensorboard: bool = Field(
+        default=True, description="Write metrics and completions to run_dir/tensorboard/."
+    )
+    wandb: bool = Field(
+        default=False, description="Log metrics and completions to Weights & Biases (needs wandb)."
+    )
     wandb_project: str = Field(default="reasoning-rl", description="W&B project the run logs to.")
     samples: bool = Field(
         default=True, description="Write every step's prompts, responses and grades to samples/."
@@ -422,25 +465,35 @@ class LoggingConfig(_Section):
 
 
 class Config(_Section):
-    run: RunConfig = Field(default_factory=RunConfig, description="Name, directory, seed and device of the run.")
+    run: RunConfig = Field(
+        default_factory=RunConfig, description="Name, directory, seed and device of the run."
+    )
     model: ModelConfig = Field(description="The model to train (policy, reference and critic start from it).")
     data: DataConfig = Field(description="Datasets and how their rows become prompts and pick a grader.")
     rollout: RolloutConfig = Field(
-        default_factory=RolloutConfig, description="Generation during training: engine, sampling, weight hand-off checks."
+        default_factory=RolloutConfig,
+        description="Generation during training: engine, sampling, weight hand-off checks.",
     )
     algorithm: AlgorithmConfig = Field(
-        default_factory=AlgorithmConfig, description="Advantage estimator, policy loss, KL, rollout correction, shaping."
+        default_factory=AlgorithmConfig,
+        description="Advantage estimator, policy loss, KL, rollout correction, shaping.",
     )
-    optim: OptimConfig = Field(default_factory=OptimConfig, description="Optimizer (AdamW) and learning-rate schedule.")
+    optim: OptimConfig = Field(
+        default_factory=OptimConfig, description="Optimizer (AdamW) and learning-rate schedule."
+    )
     grading: GradingConfig = Field(
-        default_factory=GradingConfig, description="The grading runtime: workers, budgets, cache, grader options."
+        default_factory=GradingConfig,
+        description="The grading runtime: workers, budgets, cache, grader options.",
     )
-    eval: EvalConfig = Field(default_factory=EvalConfig, description="Evaluation on data.val during training and in `rrl eval`.")
+    eval: EvalConfig = Field(
+        default_factory=EvalConfig, description="Evaluation on data.val during training and in `rrl eval`."
+    )
     trainer: TrainerConfig = Field(
         default_factory=TrainerConfig, description="Steps, batch size, checkpoints, resume and export."
     )
     logging: LoggingConfig = Field(
-        default_factory=LoggingConfig, description="Console, TensorBoard, W&B, samples and completions logging."
+        default_factory=LoggingConfig,
+        description="Console, TensorBoard, W&B, samples and completions logging.",
     )
     resources: ResourcesConfig = Field(
         default_factory=ResourcesConfig, description="Training ranks, nodes and placement of the model work."

@@ -217,7 +217,8 @@ def validate_request(resources: ResourcesConfig, cluster: ClusterInfo, *, device
     if cuda:
         if most_gpus == 0:
             raise RequestError(
-                f"run.device=cuda but no node of {cluster.where} has a GPU", "set run.device=cpu or join GPU nodes"
+                f"run.device=cuda but no node of {cluster.where} has a GPU",
+                "set run.device=cpu or join GPU nodes",
             )
         fit = sum(1 for n in cluster.nodes if n.gpus >= per_node)
         if fit < nodes:

@@ -141,7 +141,9 @@ def gather(
     out = _Outcome({}, {}, [])
     while pending:
         left = deadline - time.monotonic()
-        done, pending = ray.wait(pending, num_returns=1, timeout=max(left, 0.0)) if left > 0 else ([], pending)
+        done, pending = (
+            ray.wait(pending, num_returns=1, timeout=max(left, 0.0)) if left > 0 else ([], pending)
+        )
         if not done:
             out.silent = sorted(rank_of[ref] for ref in pending)
             raise _fail(out, places, what, timeout_s, checkpoints)

@@ -130,11 +130,7 @@ class WorkerGroup:
         """Each rank generates its share of ``prompts`` (with its share's offset, so per-prompt seeds do not
         depend on the split); completions come back numbered as in ``prompts``. Ranks without prompts idle."""
         split = shards(len(prompts), self.world)
-        jobs = [
-            (r, prompts[s.start : s.stop], _share(sampling, s))
-            for r, s in enumerate(split)
-            if len(s)
-        ]
+        jobs = [(r, prompts[s.start : s.stop], _share(sampling, s)) for r, s in enumerate(split) if len(s)]
         for rank, comp in self.backend.stream(jobs, self.traffic):
             yield replace(comp, prompt_index=comp.prompt_index + split[rank].start)
 
@@ -149,4 +145,6 @@ class WorkerGroup:
 def _share(sampling: SamplingConfig, s: range) -> SamplingConfig:
     """The request for prompts ``s`` of a split batch: their offset and their own per-prompt seeds."""
     seeds = sampling.prompt_seeds[s.start : s.stop] if sampling.prompt_seeds is not None else None
-    return sampling.model_copy(update={"prompt_offset": sampling.prompt_offset + s.start, "prompt_seeds": seeds})
+    return sampling.model_copy(
+        update={"prompt_offset": sampling.prompt_offset + s.start, "prompt_seeds": seeds}
+    )

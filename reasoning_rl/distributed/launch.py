@@ -117,7 +117,9 @@ class RankActor:
 class RayRanks:
     """A group's ranks as Ray actors, rank r on bundle r of the run's placement group."""
 
-    def __init__(self, actors: list[Any], pg: Any, strategy: str, *, timeout_s: float, owns_ray: bool) -> None:
+    def __init__(
+        self, actors: list[Any], pg: Any, strategy: str, *, timeout_s: float, owns_ray: bool
+    ) -> None:
         self.actors = actors
         self.pg = pg
         self.strategy = strategy
@@ -175,7 +177,9 @@ class RayRanks:
         try:
             ranks.places = [
                 RankPlace(r, *place)
-                for r, place in enumerate(ranks._get([a.place.remote() for a in actors], "place", startup=True))
+                for r, place in enumerate(
+                    ranks._get([a.place.remote() for a in actors], "place", startup=True)
+                )
             ]
             master = ranks._get([actors[0].address.remote()], "address", startup=True)[0]
             ranks.nodes = ranks._get(

@@ -55,7 +55,9 @@ class Requirements:
     wandb: bool = False  # logging.wandb
     keep_checkpoints: int = 2  # trainer.keep_checkpoints: how many checkpoints the disk holds at once
     device: str = "auto"  # run.device
-    resources: dict[str, Any] = field(default_factory=dict)  # the `resources` section (training ranks, cluster)
+    resources: dict[str, Any] = field(
+        default_factory=dict
+    )  # the `resources` section (training ranks, cluster)
     from_config: bool = False
     essential_only: bool = False  # `rrl train`'s pre-flight: skip slow probes this config cannot require
 

@@ -34,7 +34,9 @@ def check_cluster(req: Requirements) -> list[CheckResult]:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
         key = f"resources.{where}" if where else "resources"
-        return [CheckResult("cluster", "problem", f"{key}: {first['msg']}", "fix the resources section", True)]
+        return [
+            CheckResult("cluster", "problem", f"{key}: {first['msg']}", "fix the resources section", True)
+        ]
     device = _device(req.device)
     world = res.nodes * cluster.ranks_per_node(res, device)
     if world <= 1 and res.ray_address is None:

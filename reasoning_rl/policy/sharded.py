@@ -69,7 +69,11 @@ def _state(
 
 
 def save_train_state(
-    directory: Path, module: nn.Module, optimizer: torch.optim.Optimizer, scheduler: Any, extra: dict[str, Any]
+    directory: Path,
+    module: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    scheduler: Any,
+    extra: dict[str, Any],
 ) -> None:
     """Write ``module``/``optimizer``/``scheduler`` (+ ``extra`` picklable values) to ``directory``. Collective."""
     import torch.distributed.checkpoint as dcp

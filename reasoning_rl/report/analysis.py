@@ -114,7 +114,9 @@ class Analysis:
     params: int | None
     warnings: list[str] = field(default_factory=list)
     tools: ToolReport | None = None  # multi-turn tool rollouts (report.tools)
-    comm: dict[int, dict[str, float]] = field(default_factory=dict)  # step -> kind -> bytes (all ranks' records)
+    comm: dict[int, dict[str, float]] = field(
+        default_factory=dict
+    )  # step -> kind -> bytes (all ranks' records)
 
     @property
     def stage_names(self) -> list[str]:

@@ -31,6 +31,7 @@ PROBE_PROMPTS = 2  # the freshness probe scores the first prompts (Probe.from_pr
 if TYPE_CHECKING:
     from reasoning_rl.policy.comm import Sharding
 
+
 def resolve_device(device: str) -> str:
     if device == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
@@ -353,7 +354,9 @@ def build_engine(
     sleep: bool | None,
 ) -> RolloutEngine:
     """The rollout engine of ``cfg.rollout`` (training and ``rrl eval`` alike), sized for these prompts."""
-    return engine_for(cfg, model_dir, device, model_max_len(model_dir, prompts, max_tokens), dtype=dtype, sleep=sleep)
+    return engine_for(
+        cfg, model_dir, device, model_max_len(model_dir, prompts, max_tokens), dtype=dtype, sleep=sleep
+    )
 
 
 def engine_for(

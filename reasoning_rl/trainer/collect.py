@@ -78,13 +78,20 @@ class StreamGrading:
             samples.append(Sample(group_offset + k[0], ex, self.completions[k], grade, composed))
         return Rollouts(samples)
 
-    def trace(self, trace: TraceWriter | None, step: int, t0: float, t1: float, t2: float, *, graded: int) -> None:
+    def trace(
+        self, trace: TraceWriter | None, step: int, t0: float, t1: float, t2: float, *, graded: int
+    ) -> None:
         if trace is None:
             return
         n = len(self.completions)
         trace.add_span("generate", step, t0, t1, prompts=len(self.prompts), samples=n)
         trace.add_span(
-            "grade_wait", step, t1, t2, graded_during_generation=graded, outstanding_at_generation_end=n - graded
+            "grade_wait",
+            step,
+            t1,
+            t2,
+            graded_during_generation=graded,
+            outstanding_at_generation_end=n - graded,
         )
 
 
@@ -107,7 +114,15 @@ def collect(
         from reasoning_rl.trainer.tool_collect import collect_with_tools
 
         return collect_with_tools(
-            engine, pool, prompts, sampling, tools, rewards=rewards, trace=trace, step=step, group_offset=group_offset
+            engine,
+            pool,
+            prompts,
+            sampling,
+            tools,
+            rewards=rewards,
+            trace=trace,
+            step=step,
+            group_offset=group_offset,
         )
     grading = StreamGrading(pool, prompts, rewards)
     t0 = time.time()

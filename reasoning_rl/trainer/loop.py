@@ -149,7 +149,9 @@ class Trainer:
                     self._eval(parts, trace, log, step, summary)
                 if last or (cfg.trainer.checkpoint_every and step % cfg.trainer.checkpoint_every == 0):
                     self._checkpoint(parts, sampler, trace, step, log)
-                parts.trace_ranks(trace, step)  # several ranks: driver <-> worker bytes, per-rank time, memory
+                parts.trace_ranks(
+                    trace, step
+                )  # several ranks: driver <-> worker bytes, per-rank time, memory
             if cfg.trainer.export:
                 summary.export_dir = parts.policy_export(self.run_dir / "export" / f"step_{summary.steps}")
                 log.note(f"exported HF model to {summary.export_dir}")
@@ -290,7 +292,6 @@ class Trainer:
         self, parts: Components, sampler: PromptSampler, trace: StepTrace, step: int, log: MetricsLogger
     ) -> None:
         with trace.span("checkpoint", step) as attrs:
-
             path = self.ckpt.save(
                 step,
                 parts.save_checkpoint,  # self-contained: the model's config + tokenizer files too

@@ -65,10 +65,19 @@ def write_config(tmp: Path, model: Path, name: str, algo: str, **resources: Any)
     cfg: dict[str, Any] = {
         "run": {"name": name, "dir": str(tmp / name), "doctor": False, "seed": 0, "device": "cpu"},
         "model": {"path": str(model)},
-        "data": {"train": {"generator": "fixed_digit", "size": 12}, "default_grader": "task_graders:ContainsAnswer"},
+        "data": {
+            "train": {"generator": "fixed_digit", "size": 12},
+            "default_grader": "task_graders:ContainsAnswer",
+        },
         "rollout": {"engine": "hf", "n": 6, "max_tokens": 6, "temperature": 1.0},
         "optim": {"lr": LR},
-        "trainer": {"steps": STEPS, "batch_size": 3, "export": False, "checkpoint_every": 1, "keep_checkpoints": 3},
+        "trainer": {
+            "steps": STEPS,
+            "batch_size": 3,
+            "export": False,
+            "checkpoint_every": 1,
+            "keep_checkpoints": 3,
+        },
         "grading": {"workers": 1, "cache": False},
         "logging": {"console": "plain", "tensorboard": False},
         "resources": resources,
@@ -124,4 +133,6 @@ def assert_same_run(got: Path, want: Path, *, steps: int = STEPS) -> None:
         assert diff <= atol, (name, diff)
     first = final_weights(want, 1)
     trained = max(float((p - first[name]).abs().max()) for name, p in wb.items())
-    assert trained > 100 * WEIGHT_ATOL  # the steps after the first moved the weights: the comparison means something
+    assert (
+        trained > 100 * WEIGHT_ATOL
+    )  # the steps after the first moved the weights: the comparison means something

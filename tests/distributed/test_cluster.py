@@ -21,7 +21,9 @@ def _closed_port() -> int:
 
 
 def _nodes(*gpus_cpus: tuple[float, float], address: str | None = "10.0.0.1:6379") -> ClusterInfo:
-    nodes = tuple(NodeInfo(f"n{i}", f"10.0.0.{i + 1}", cpus, gpus) for i, (gpus, cpus) in enumerate(gpus_cpus))
+    nodes = tuple(
+        NodeInfo(f"n{i}", f"10.0.0.{i + 1}", cpus, gpus) for i, (gpus, cpus) in enumerate(gpus_cpus)
+    )
     return ClusterInfo(nodes, ("gloo",), address)
 
 
@@ -60,7 +62,13 @@ def test_auto_without_a_cluster_says_how_to_start_one(monkeypatch: pytest.Monkey
     [
         ({"nodes": 3}, "cpu", _nodes((0, 4), (0, 4)), "resources.nodes=3", "ray start --address"),
         ({"ranks_per_node": 4}, "cuda", _nodes((2, 8)), "resources.ranks_per_node=4", "to 2 or less"),
-        ({"nodes": 2, "ranks_per_node": 2}, "cuda", _nodes((2, 8), (1, 8)), "ranks_per_node=2", "CUDA_VISIBLE"),
+        (
+            {"nodes": 2, "ranks_per_node": 2},
+            "cuda",
+            _nodes((2, 8), (1, 8)),
+            "ranks_per_node=2",
+            "CUDA_VISIBLE",
+        ),
         ({"ranks_per_node": 2}, "cuda", _nodes((0, 8)), "run.device=cuda", "run.device=cpu"),
         (
             {"ranks_per_node": 2, "placement": "split", "rollout_ranks": 2},

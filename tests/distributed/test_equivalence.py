@@ -40,7 +40,9 @@ def test_two_rank_trace_has_communication_by_rank(runs: Callable[[str, int], Pat
     for step in range(1, STEPS + 1):
         handoff = counters[(step, "handoff_bytes")]
         assert sorted(c["attrs"]["rank"] for c in handoff) == [0, 1]
-        assert len({c["value"] for c in handoff}) == 1 and handoff[0]["value"] > 0  # every rank: the full model
+        assert (
+            len({c["value"] for c in handoff}) == 1 and handoff[0]["value"] > 0
+        )  # every rank: the full model
         assert sorted(c["attrs"]["rank"] for c in counters[(step, "handoff_gbps")]) == [0, 1]
         sent = {c["attrs"]["direction"]: c["value"] for c in counters[(step, "dispatch_bytes")]}
         assert sent["to_workers"] > 0 and sent["from_workers"] > 0

@@ -104,7 +104,9 @@ def test_a_collective_timeout_names_the_rank_that_never_joined(ranks: tuple[list
             timeout_s=30,
         )
     msg = str(err.value)
-    assert err.value.rank == 0 and "rank 1 (node" in msg and "Timed out waiting" in msg and "still busy" in msg
+    assert (
+        err.value.rank == 0 and "rank 1 (node" in msg and "Timed out waiting" in msg and "still busy" in msg
+    )
     _fresh(ranks, 0)
 
 

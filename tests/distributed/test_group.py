@@ -68,7 +68,10 @@ def test_policy_view_splits_rows_and_gathers_them_in_order() -> None:
     want = torch.tensor([10.0 * i for i in range(5)])[:, None] * batch.response_mask.float()
     assert ent is None and torch.equal(logp, want)
     traffic = group.take_traffic()
-    assert traffic.to_workers == 2 and traffic.seconds.keys() == {("policy_logprobs", 0), ("policy_logprobs", 1)}
+    assert traffic.to_workers == 2 and traffic.seconds.keys() == {
+        ("policy_logprobs", 0),
+        ("policy_logprobs", 1),
+    }
     assert group.take_traffic().to_workers == 0
 
 
@@ -97,7 +100,9 @@ def test_hf_engine_samples_the_same_whatever_the_split(tiny_model_dir: Path) -> 
     parts = engine.generate(prompts[:2], sampling) + engine.generate(
         prompts[2:], sampling.model_copy(update={"prompt_offset": 2})
     )
-    split = [(c.prompt_index + (2 if k >= 4 else 0), c.sample_index, c.token_ids) for k, c in enumerate(parts)]
+    split = [
+        (c.prompt_index + (2 if k >= 4 else 0), c.sample_index, c.token_ids) for k, c in enumerate(parts)
+    ]
     assert split == whole
     assert len({tuple(t) for _, _, t in whole}) > 1  # sampled, not one repeated answer
 

@@ -62,7 +62,9 @@ def _kill_after_first_checkpoint(cfg: Path, run: Path, log: Path) -> None:
 def test_killed_two_rank_run_resumes(
     one_node: Any, runs: Callable[[str, int], Path], tmp_path: Path, tiny_model_dir: Path
 ) -> None:
-    cfg = write_config(tmp_path, tiny_model_dir, "killed", "grpo", ranks_per_node=2, ray_address=one_node.address)
+    cfg = write_config(
+        tmp_path, tiny_model_dir, "killed", "grpo", ranks_per_node=2, ray_address=one_node.address
+    )
     run = tmp_path / "killed"
     _kill_after_first_checkpoint(cfg, run, tmp_path / "killed.log")
     copy = tmp_path / "killed-1r"

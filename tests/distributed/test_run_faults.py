@@ -62,7 +62,9 @@ def _wait(proc: subprocess.Popen[bytes], bound_s: float) -> float:
 
 def _error_line(log: Path) -> str:
     lines = [line for line in log.read_text(errors="replace").splitlines() if line.startswith("error:")]
-    assert len(lines) == 1, log.read_text()[-3000:]  # (the ranks' own logs, forwarded by Ray, may hold tracebacks)
+    assert len(lines) == 1, log.read_text()[
+        -3000:
+    ]  # (the ranks' own logs, forwarded by Ray, may hold tracebacks)
     return lines[0]
 
 
@@ -100,7 +102,9 @@ def test_hung_rank_is_stopped_within_the_collective_timeout(tmp_path: Path, tiny
         with_pid_gone = subprocess.run(["kill", "-0", str(pid)], capture_output=True).returncode != 0
         if not with_pid_gone:
             os.kill(pid, signal.SIGKILL)
-    print(f"hung rank: the run stopped {took:.1f} s after the SIGSTOP (collective_timeout_s={HANG_TIMEOUT_S:g})")
+    print(
+        f"hung rank: the run stopped {took:.1f} s after the SIGSTOP (collective_timeout_s={HANG_TIMEOUT_S:g})"
+    )
     assert took < HANG_TIMEOUT_S + HANG_MARGIN_S, f"stopped {took:.1f} s after the hang"
     assert proc.returncode == 1
     line = _error_line(log)

@@ -61,7 +61,9 @@ def test_cache_key_covers_declared_fields_only() -> None:
     fields = context_fields(cg.SeesContext())
     req = GradeRequest(SEES, "7", None, context=CTX)
     key = cache_key("sees_context", "1", req, CTX.only(fields), fields)
-    other_source = GradeContext.from_messages("Say 7", data_source="another", extra_info={"target": 7}, row_id="z")
+    other_source = GradeContext.from_messages(
+        "Say 7", data_source="another", extra_info={"target": 7}, row_id="z"
+    )
     assert cache_key("sees_context", "1", req, other_source.only(fields), fields) == key  # unused columns
     changed = GradeContext.from_messages("Say 7", extra_info={"target": 8}, row_id="r1")
     assert cache_key("sees_context", "1", req, changed.only(fields), fields) != key  # a used one
@@ -109,7 +111,12 @@ def test_rrl_grade_gives_context_graders_the_rows_columns(tmp_path: Path) -> Non
     from reasoning_rl.cli import app
 
     rows = [
-        {"prompt": [{"role": "user", "content": "Say 3"}], "extra_info": {"target": 3}, "response": "3", "ground_truth": 0},
+        {
+            "prompt": [{"role": "user", "content": "Say 3"}],
+            "extra_info": {"target": 3},
+            "response": "3",
+            "ground_truth": 0,
+        },
         {"question": "Say 4", "extra_info": {"target": 5}, "response": "4", "ground_truth": 0},
         {"id": "no-extra", "question": "Say 4", "response": "4", "ground_truth": 0},
     ]
@@ -123,7 +130,11 @@ def test_rrl_grade_gives_context_graders_the_rows_columns(tmp_path: Path) -> Non
     assert [line["verdict"] for line in lines] == ["correct", "incorrect", "error"]
     assert lines[0]["grades"][0]["details"]["seen"]["prompt"] == "Say 3"
     assert lines[1]["grades"][0]["details"]["seen"]["prompt"] == "Say 4"  # question column
-    assert "'extra_info'" in lines[2]["reason"] and "row 3" in lines[2]["reason"] and "no-extra" in lines[2]["reason"]
+    assert (
+        "'extra_info'" in lines[2]["reason"]
+        and "row 3" in lines[2]["reason"]
+        and "no-extra" in lines[2]["reason"]
+    )
 
 
 def test_regrade_passes_the_stored_rows_context(tmp_path: Path) -> None:
@@ -150,4 +161,6 @@ def test_golden_cases_carry_a_context(pool: GradingPool) -> None:
     from graders.selftest import GoldenCase
 
     with pytest.raises(SelftestError, match="unknown: prompts"):
-        GoldenCase.parse({"response": "", "ground_truth": 1, "verdict": "correct", "context": {"prompts": 1}}, "w")
+        GoldenCase.parse(
+            {"response": "", "ground_truth": 1, "verdict": "correct", "context": {"prompts": 1}}, "w"
+        )

@@ -121,8 +121,10 @@ def test_ray_actors_get_the_declared_context_only(cluster_address: str) -> None:
     ctx = GradeContext.from_messages("Say 7", data_source="d", extra_info={"target": 7}, row_id="r")
     with GradingPool(workers=1, ray_address=cluster_address) as pool:
         seen, plain = pool.grade_batch(
-            [GradeRequest(f"{cg.__name__}:SeesContext", "7", None, context=ctx),
-             GradeRequest(f"{cg.__name__}:NoContext", "7", None, context=ctx)]
+            [
+                GradeRequest(f"{cg.__name__}:SeesContext", "7", None, context=ctx),
+                GradeRequest(f"{cg.__name__}:NoContext", "7", None, context=ctx),
+            ]
         )
         assert pool.metrics()["backend"] == "ray"
     assert seen.verdict == "correct", seen.reason

@@ -50,7 +50,9 @@ def test_comm_bytes_equal_what_torch_distributed_moved(runs: dict[str, Any], nam
 def test_each_switch_changes_the_bytes_it_should(runs: dict[str, Any]) -> None:
     default = runs["default"]["measured"][0]
     assert runs["bf16_reduce"]["measured"][0] == {**default, "reduce_scatter": default["reduce_scatter"] // 2}
-    assert runs["no_reshard"]["measured"][0]["all_gather"] < default["all_gather"] / 2  # no backward re-gather
+    assert (
+        runs["no_reshard"]["measured"][0]["all_gather"] < default["all_gather"] / 2
+    )  # no backward re-gather
     assert runs["no_reshard"]["measured"][0]["reduce_scatter"] == default["reduce_scatter"]
     for same in ("prefetch", "cpu_offload", "grad_ckpt"):  # earlier / elsewhere, not more
         assert runs[same]["measured"] == runs["default"]["measured"], same

@@ -14,7 +14,9 @@ from reasoning_rl.policy.wrap import decoder_layers  # noqa: E402
 
 def step(model_dir: str, checkpointing: bool) -> tuple[dict[str, float], dict[str, torch.Tensor], int]:
     """One train step with SGD (the update is the gradient, scaled); returns metrics, weights, layer forwards."""
-    policy = Policy.from_pretrained(model_dir, lr=1e-3, micro_batch_tokens=30, activation_checkpointing=checkpointing)
+    policy = Policy.from_pretrained(
+        model_dir, lr=1e-3, micro_batch_tokens=30, activation_checkpointing=checkpointing
+    )
     policy.optimizer = torch.optim.SGD(policy.module.parameters(), lr=1e-2)
     g = torch.Generator().manual_seed(3)
     batch = TokenBatch([torch.randint(7, 90, (6 + i,), generator=g) for i in range(6)], [3] * 6)

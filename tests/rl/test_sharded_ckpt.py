@@ -71,8 +71,14 @@ def assert_state(saved: dict[str, Any], loaded: dict[str, Any], *, exact: bool) 
         assert_tensors(saved[part]["model"], loaded[part]["model"], exact=exact)
         assert_tensors(saved[part]["optim"]["state"], loaded[part]["optim"]["state"], exact=exact)
         assert saved[part]["optim"]["param_groups"] == loaded[part]["optim"]["param_groups"]
-    assert (saved["step"], saved["lr"], saved["critic_lr"]) == (loaded["step"], loaded["lr"], loaded["critic_lr"])
-    assert saved["step"] == 1 and saved["lr"] == pytest.approx(1e-3)  # warm-up step 2 of 2: the schedule moved
+    assert (saved["step"], saved["lr"], saved["critic_lr"]) == (
+        loaded["step"],
+        loaded["lr"],
+        loaded["critic_lr"],
+    )
+    assert saved["step"] == 1 and saved["lr"] == pytest.approx(
+        1e-3
+    )  # warm-up step 2 of 2: the schedule moved
 
 
 def assert_next_step(without: dict[str, Any], resumed: dict[str, Any], *, exact: bool) -> None:

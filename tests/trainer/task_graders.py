@@ -56,7 +56,9 @@ class TargetFromContext:
     def grade(self, response: str, ground_truth: Any, *, context: GradeContext, **options: Any) -> Grade:
         info = context.extra_info or {}
         if context.prompt != info.get("question"):
-            return Grade.error(f"prompt {context.prompt!r} is not the row's question {info.get('question')!r}")
+            return Grade.error(
+                f"prompt {context.prompt!r} is not the row's question {info.get('question')!r}"
+            )
         if str(info["target"]) in response:
             return Grade.correct("contains extra_info.target")
         return Grade.incorrect("extra_info.target not in response")

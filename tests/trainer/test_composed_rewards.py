@@ -26,7 +26,12 @@ def test_weighted_sum_and_first_components_verdict() -> None:
     got = compose(TERMS, [Grade.incorrect("wrong"), Grade.correct("boxed")])
     assert got.grade.verdict == "incorrect" and got.reward == pytest.approx(0.1)
     assert got.scores() == {"math": 0.0, "format": 1.0}
-    assert got.row()["rewards"]["format"] == {"weight": 0.1, "score": 1.0, "verdict": "correct", "reason": "boxed"}
+    assert got.row()["rewards"]["format"] == {
+        "weight": 0.1,
+        "score": 1.0,
+        "verdict": "correct",
+        "reason": "boxed",
+    }
 
 
 def test_an_error_in_any_component_masks_the_sample_never_a_fake_zero() -> None:
@@ -46,7 +51,9 @@ def test_plan_resolves_global_and_per_source_terms_and_options() -> None:
         {
             "options": {"math": {"mode": "lenient"}, "format": {"style": "boxed"}},
             "rewards": [{"weight": 1.0}, {"grader": "format", "weight": 0.1}],
-            "source_rewards": {"openai/gsm8k": [{}, {"grader": "format", "weight": 0.2, "options": {"style": "gsm8k"}}]},
+            "source_rewards": {
+                "openai/gsm8k": [{}, {"grader": "format", "weight": 0.2, "options": {"style": "gsm8k"}}]
+            },
         }
     )
     plan = RewardPlan(cfg)
@@ -71,7 +78,9 @@ def test_config_refuses_duplicate_component_names() -> None:
 
 
 def test_check_names_the_missing_context_field_and_row() -> None:
-    plan = RewardPlan(GradingConfig.model_validate({"rewards": [{"grader": "task_graders:TargetFromContext"}]}))
+    plan = RewardPlan(
+        GradingConfig.model_validate({"rewards": [{"grader": "task_graders:TargetFromContext"}]})
+    )
     plan.check([example(extra={"target": 1})])
     with pytest.raises(DataError, match=r"example 'u1' \(s\).*'extra_info'"):
         plan.check([example()])
@@ -96,8 +105,12 @@ def test_rewards_mask_and_component_metrics_use_the_composition() -> None:
     assert mask.tolist() == [True, True, False, True]
     assert rewards[mask].tolist() == pytest.approx([1.1, 0.1, 0.0])
     out = sample_metrics(samples, rewards, mask)
-    assert out["reward/math/mean"] == pytest.approx(1 / 3) and out["reward/format/mean"] == pytest.approx(2 / 3)
-    assert out["reward/mean"] == pytest.approx(1.0 * out["reward/math/mean"] + 0.1 * out["reward/format/mean"])
+    assert out["reward/math/mean"] == pytest.approx(1 / 3) and out["reward/format/mean"] == pytest.approx(
+        2 / 3
+    )
+    assert out["reward/mean"] == pytest.approx(
+        1.0 * out["reward/math/mean"] + 0.1 * out["reward/format/mean"]
+    )
     assert out["grading/error"] == 1.0 and out["reward/accuracy"] == pytest.approx(1 / 3)
     assert informative_groups(samples) == {0}  # group 1: one judged sample left
     assert not math.isnan(float(torch.tensor(out["reward/std"])))
@@ -113,7 +126,10 @@ def test_format_and_length_graders_pass_their_golden_cases() -> None:
 
 def test_a_length_penalty_is_a_negative_weight_on_the_length_grader() -> None:
     terms = (RewardTerm("answer", "math", 1.0), RewardTerm("length", "length", -0.5, {"max_chars": 10}))
-    grades = [graders.grade("math", "\\boxed{1}", "1"), graders.grade("length", "\\boxed{1}", None, max_chars=10)]
+    grades = [
+        graders.grade("math", "\\boxed{1}", "1"),
+        graders.grade("length", "\\boxed{1}", None, max_chars=10),
+    ]
     got = compose(terms, grades)
     assert grades[1].score == pytest.approx(0.9) and got.reward == pytest.approx(1.0 - 0.45)
     assert got.grade.verdict == "correct"

@@ -24,14 +24,25 @@ def test_a_grader_reading_prompt_and_extra_info_trains(tmp_path: Path, tiny_mode
     rows = []
     for i in range(8):
         question = f"Write the digit {i}"
-        rows.append({"id": f"r{i}", "question": question, "answer": "-", "extra_info": {"target": i, "question": question}})
+        rows.append(
+            {
+                "id": f"r{i}",
+                "question": question,
+                "answer": "-",
+                "extra_info": {"target": i, "question": question},
+            }
+        )
     data = tmp_path / "digits.jsonl"
     data.write_text("".join(json.dumps(r) + "\n" for r in rows))
     cfg = hf_config(
         tmp_path,
         tiny_model_dir,
         "ctx",
-        data={"train": {"path": str(data)}, "default_grader": "task_graders:TargetFromContext", "prompt_template": "{question}"},
+        data={
+            "train": {"path": str(data)},
+            "default_grader": "task_graders:TargetFromContext",
+            "prompt_template": "{question}",
+        },
         trainer={"steps": 3},
     )
     train(cfg)
@@ -89,5 +100,10 @@ def test_a_composed_correctness_and_format_reward_trains(tmp_path: Path, tiny_mo
     assert len(evals) == 3
     for row in evals:
         for r in row["responses"]:
-            assert set(r["rewards"]) == {"correct", "format"} and r["verdict"] == r["rewards"]["correct"]["verdict"]
-        assert row["accuracy"] == sum(r["rewards"]["correct"]["score"] for r in row["responses"]) / len(row["responses"])
+            assert (
+                set(r["rewards"]) == {"correct", "format"}
+                and r["verdict"] == r["rewards"]["correct"]["verdict"]
+            )
+        assert row["accuracy"] == sum(r["rewards"]["correct"]["score"] for r in row["responses"]) / len(
+            row["responses"]
+        )
