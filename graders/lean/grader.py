@@ -148,10 +148,12 @@ class LeanGrader:
             "olean": f"{FILE_STEM}.olean",
             "audit": file.audit,
             "timeout_s": timeout_s,
+            "library": toolchain.library,
         }
         files: dict[str, bytes | str] = {FILE_NAME: file.text, DRIVER: _DRIVER_TEXT,
                                          "rrl_lean_driver.json": json.dumps(config)}  # fmt: skip
-        return RunRequest(["python3", DRIVER, "rrl_lean_driver.json"], files=files, limits=limits,
+        # -I -S: no site import (the driver is stdlib only); it is most of python's start-up on some images.
+        return RunRequest(["python3", "-I", "-S", DRIVER, "rrl_lean_driver.json"], files=files, limits=limits,
                           env=dict(toolchain.env), mounts=toolchain.mounts)  # fmt: skip
 
     def _judge(self, result: RunResult, file: LeanFile, options: Mapping[str, Any], native: str) -> Grade:
@@ -207,6 +209,7 @@ class LeanGrader:
                 "axiom check did not run", detail="no compiled proof", messages=shown, **timing
             )
         timing["audit_wall_s"] = audit["wall_s"]
+        timing["audit_warm"] = bool(audit.get("warm"))  # False: the audit needed a Lean start of its own
         if audit["exit"] is None:
             return Grade.error("timeout in the axiom audit", **timing)
         try:
