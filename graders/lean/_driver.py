@@ -2,7 +2,11 @@
 
 1. ``lean --json -o Proof.olean Proof.lean``: elaborates the response (untrusted from here on). Its stdout is a
    pty when one is available, so Lean flushes each message and a run cut by the clock still shows how far it got.
-2. Every process run 1 left behind is killed (we are their subreaper, so none escapes by daemonising).
+   With the toolchain's own ``libleanshared.so`` known, this run is a fork calling ``lean_main`` under a
+   seccomp filter that lets it start threads but no process or program (``_confine``): nothing the response
+   runs can outlive that Lean, so nothing can rewrite the ``.olean`` between Lean's write and our copy.
+2. Every process run 1 left behind is killed (we are their subreaper, so none escapes by daemonising); for a
+   wrapper ``lean`` (an exec, not confined) this is the only guard of the ``.olean``.
 3. Only then, in a directory created after run 1 is dead, a trusted audit imports a copy of the compiled
    ``.olean`` and prints the axioms of the theorem: nothing the response ran can reach this run, and nothing
    in any file the response could read tells it what the report will look like.
@@ -172,45 +176,20 @@ def _copy_regular(src, dst):
     return True
 
 
-class _Forked:
-    """The warm audit Lean: a forked child running ``lean_main`` from the toolchain's shared library (see the
-    module docstring for why a fork, not an exec). ``poll``/``kill``/``wait`` as on ``subprocess.Popen``."""
+class _Child:
+    """A forked child, with ``poll``/``kill``/``wait`` as on ``subprocess.Popen``."""
 
-    def __init__(self, library, flags, search):
-        stdin_r, self.stdin = os.pipe()
-        self.out_r, out_w = os.pipe()
-        self.err_r, err_w = os.pipe()
-        self.started = time.monotonic()
-        self.pid = os.fork()
-        if self.pid == 0:  # the child: never returns into the driver's code
-            code = 127
-            try:
-                for fd, target in ((stdin_r, 0), (out_w, 1), (err_w, 2)):
-                    os.dup2(fd, target)
-                os.closerange(3, 1 << 16)
-                for sig in (signal.SIGPIPE, signal.SIGINT):
-                    signal.signal(sig, signal.SIG_DFL)
-                os.environ["LEAN_PATH"] = os.pathsep.join(search)
-                import ctypes
+    def __init__(self, pid):
+        self.pid, self.code = pid, None
 
-                lean = ctypes.CDLL(library)
-                argv = [b"lean", b"--json", *(f.encode() for f in flags), b"--stdin"]
-                code = lean.lean_main(len(argv), (ctypes.c_char_p * (len(argv) + 1))(*argv, None))
-            except BaseException:  # noqa: BLE001 - reported on its stderr; the driver then audits with an exec
-                import traceback
-
-                traceback.print_exc()
-            finally:
-                os._exit(code)
-        for fd in (stdin_r, out_w, err_w):
-            os.close(fd)
-        self.code = None
+    def _reaped(self, status):
+        self.code = os.waitstatus_to_exitcode(status) if hasattr(os, "waitstatus_to_exitcode") else status
 
     def poll(self):
         if self.code is None:
             pid, status = os.waitpid(self.pid, os.WNOHANG)
             if pid:
-                self.code = os.waitstatus_to_exitcode(status) if hasattr(os, "waitstatus_to_exitcode") else status
+                self._reaped(status)
         return self.code
 
     def kill(self):
@@ -219,33 +198,133 @@ class _Forked:
 
     def wait(self):
         if self.code is None:
-            _, status = os.waitpid(self.pid, 0)
-            self.code = os.waitstatus_to_exitcode(status) if hasattr(os, "waitstatus_to_exitcode") else status
+            self._reaped(os.waitpid(self.pid, 0)[1])
         return self.code
+
+
+def _fork_lean(library, argv, search, fds, confine):
+    """Fork a child that runs ``lean_main(argv)`` from ``library`` with ``fds`` as its stdin, stdout, stderr
+    (see the module docstring for why a fork, not an exec); ``confine``: it can start no process."""
+    pid = os.fork()
+    if pid:
+        return _Child(pid)
+    code = 127  # the child: never returns into the driver's code
+    try:
+        for target, fd in enumerate(fds):
+            os.dup2(fd, target)
+        os.closerange(3, 1 << 16)
+        for sig in (signal.SIGPIPE, signal.SIGINT):
+            signal.signal(sig, signal.SIG_DFL)
+        os.environ["LEAN_PATH"] = os.pathsep.join(search)
+        import ctypes
+
+        lean = ctypes.CDLL(library)
+        if confine:
+            _confine(ctypes)
+        args = [a.encode() for a in argv]
+        code = lean.lean_main(len(args), (ctypes.c_char_p * (len(args) + 1))(*args, None))
+        ctypes.CDLL(None).fflush(None)
+    except BaseException:  # noqa: BLE001 - reported on its stderr, and the exit code 127 says it failed
+        import traceback
+
+        traceback.print_exc()
+    finally:
+        os._exit(code)
+
+
+# seccomp: (audit arch, syscalls that would start a process or program) per machine; clone is allowed only
+# with CLONE_THREAD (Lean's worker threads), clone3 answers ENOSYS so the C library falls back to clone.
+_SECCOMP = {
+    "x86_64": (0xC000003E, (57, 58, 59, 322), 56),  # fork, vfork, execve, execveat; clone
+    "aarch64": (0xC00000B7, (221, 281), 220),  # execve, execveat; clone
+}
+_CLONE3, _CLONE_THREAD, _X32 = 435, 0x10000, 0x40000000
+
+
+def _confine(ctypes):
+    """This process and its threads can no longer start a process or run a program: what the response's
+    elaboration does cannot outlive this Lean, so nothing of it is left to touch the ``.olean`` once we
+    read it. Any other architecture's system calls (32-bit ones on x86_64) kill the process."""
+    arch, denied, clone = _SECCOMP[os.uname().machine]
+    ld, jeq, jge, jset, ret = 0x20, 0x15, 0x35, 0x45, 0x06
+    allow, eperm, enosys, kill = 0x7FFF0000, 0x00050001, 0x00050026, 0x80000000
+    prog = [(ld, 0, 0, 4), (jeq, 1, 0, arch), (ret, 0, 0, kill), (ld, 0, 0, 0),
+            (jge, 0, 1, _X32), (ret, 0, 0, eperm), (jeq, 0, 1, _CLONE3), (ret, 0, 0, enosys)]  # fmt: skip
+    for nr in denied:
+        prog += [(jeq, 0, 1, nr), (ret, 0, 0, eperm)]
+    prog += [(jeq, 0, 3, clone), (ld, 0, 0, 16), (jset, 1, 0, _CLONE_THREAD), (ret, 0, 0, eperm), (ret, 0, 0, allow)]
+
+    class Filter(ctypes.Structure):
+        _fields_ = [("code", ctypes.c_ushort), ("jt", ctypes.c_ubyte), ("jf", ctypes.c_ubyte), ("k", ctypes.c_uint)]
+
+    class Program(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(Filter))]
+
+    filters = (Filter * len(prog))(*[Filter(*insn) for insn in prog])
+    program = Program(len(prog), filters)
+    libc = ctypes.CDLL(None, use_errno=True)
+    ulong = ctypes.c_ulong
+    if libc.prctl(38, ulong(1), ulong(0), ulong(0), ulong(0)) != 0:  # PR_SET_NO_NEW_PRIVS
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS)")
+    if libc.prctl(22, ulong(2), ulong(ctypes.addressof(program)), ulong(0), ulong(0)) != 0:  # SECCOMP_MODE_FILTER
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_SECCOMP)")
+
+
+def _owns(lean, library):
+    """``library`` is ``lean``'s own (the same toolchain tree), not one lent to a wrapper around it."""
+    root = os.path.dirname(os.path.dirname(library))
+    root = os.path.dirname(root) if os.path.basename(os.path.dirname(library)) == "lean" else root
+    return os.path.dirname(os.path.dirname(os.path.realpath(lean))) == os.path.realpath(root)
+
+
+class _WarmAudit:
+    """The trusted audit's Lean, started before the compile run: it initialises, then blocks on its stdin."""
+
+    def __init__(self, library, flags, search):
+        stdin_r, self.stdin = os.pipe()
+        self.out_r, out_w = os.pipe()
+        self.err_r, err_w = os.pipe()
+        self.child = _fork_lean(library, ["lean", "--json", *flags, "--stdin"], search, (stdin_r, out_w, err_w),
+                                confine=False)  # fmt: skip
+        self.pid = self.child.pid
+        for fd in (stdin_r, out_w, err_w):
+            os.close(fd)
 
     def audit(self, text, timeout_s):
         """Hand it the audit text and read its report; None when it died before (the response may kill it)."""
         with contextlib.suppress(ProcessLookupError):
             os.kill(self.pid, signal.SIGCONT)  # the response may have stopped it
         try:
-            if self.poll() is not None:
+            if self.child.poll() is not None:
                 raise BrokenPipeError
             os.write(self.stdin, text.encode())
             os.close(self.stdin)
         except OSError:
             self.close()
             return None
-        return dict(_collect(self, self.out_r, self.err_r, time.monotonic(), timeout_s), warm=True)
+        return dict(_collect(self.child, self.out_r, self.err_r, time.monotonic(), timeout_s), warm=True)
 
     def close(self):
         """Stop it unused (the compile run failed, or it cannot be used)."""
         with contextlib.suppress(OSError):
             os.close(self.stdin)
         with contextlib.suppress(ProcessLookupError):
-            self.kill()
-        self.wait()
+            self.child.kill()
+        self.child.wait()
         for fd in (self.out_r, self.err_r):
             os.close(fd)
+
+
+def _compile_forked(library, argv, search, timeout_s, keep):
+    """The compile run as a confined fork (see ``_confine``): like ``_run``, with the same report."""
+    out_r, out_w = _open_stdout()
+    err_r, err_w = os.pipe()
+    null = os.open(os.devnull, os.O_RDONLY)
+    started = time.monotonic()
+    child = _fork_lean(library, argv, search, (null, out_w, err_w), confine=True)
+    for fd in (null, out_w, err_w):
+        os.close(fd)
+    return _collect(child, out_r, err_r, started, timeout_s, keep)
 
 
 def _sysroot(library):
@@ -288,12 +367,17 @@ def main():
     lean, flags = config["lean"], config["flags"]
     audit_dir = os.path.join(workdir, "rrl-audit-" + os.urandom(16).hex())
     library, warm = config.get("library"), None
+    search = [p for p in env.get("LEAN_PATH", "").split(os.pathsep) if p]
     if library and _prctl(_PR_GET_DUMPABLE) == 0:  # a dumpable fork would be open to the response's ptrace
-        search = [p for p in env.get("LEAN_PATH", "").split(os.pathsep) if p] + [_sysroot(library), audit_dir]
-        warm = _Forked(library, flags, search)
+        warm = _WarmAudit(library, flags, [*search, _sysroot(library), audit_dir])
     keep = (warm.pid,) if warm is not None else ()
-    frame = {"proof": _run([lean, "--json", *flags, "-o", config["olean"], config["file"]], workdir, env,
-                           config["timeout_s"], keep), "audit": None}  # fmt: skip
+    argv = [lean, "--json", *flags, "-o", config["olean"], config["file"]]
+    confined = bool(library) and _owns(lean, library) and os.uname().machine in _SECCOMP
+    if confined:
+        proof = _compile_forked(library, argv, [*search, _sysroot(library)], config["timeout_s"], keep)
+    else:  # a wrapper (or an unknown toolchain): an exec, without the process confinement
+        proof = _run(argv, workdir, env, config["timeout_s"], keep)
+    frame = {"proof": dict(proof, confined=confined), "audit": None}
     if frame["proof"]["exit"] == 0:
         frame["audit"] = _audit(config, env, workdir, audit_dir, warm)
     elif warm is not None:

@@ -112,3 +112,50 @@ def test_killed_warm_audit_is_replaced_by_a_fresh_lean(attacked: Callable[[str],
     assert (result.verdict, result.details["disallowed"]) == ("incorrect", ["cheat"]), result
     assert result.details["audit_warm"] is False, result
     assert (honest.verdict, honest.details.get("audit_warm")) == ("correct", False), honest
+
+
+def test_confined_compile_run_can_start_no_process() -> None:
+    """The compile run's seccomp filter (graders/lean/_driver.py `_confine`): no fork, vfork, exec or
+    non-thread clone, so no process of the response outlives its Lean to rewrite the `.olean` between Lean's
+    write and our read (the race a leftover daemon had before); threads still start."""
+    import ctypes
+    import os
+    import threading
+
+    from graders.lean import _driver
+
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child reports through the pipe
+        outcome = []
+        try:
+            _driver._confine(ctypes)
+            for name, attempt in (("fork", os.fork), ("exec", lambda: os.execv("/bin/true", ["true"])),
+                                  ("spawn", lambda: os.posix_spawn("/bin/true", ["true"], {}))):  # fmt: skip
+                try:
+                    child = attempt()
+                    outcome.append(f"{name}:started")
+                    if child == 0:
+                        os._exit(0)
+                except PermissionError:
+                    outcome.append(f"{name}:denied")
+            thread = threading.Thread(target=outcome.append, args=("thread:ran",))
+            thread.start()
+            thread.join()
+        except BaseException as exc:  # noqa: BLE001 - reported to the test through the pipe
+            outcome.append(f"error:{exc!r}")
+        os.write(write, " ".join(outcome).encode())
+        os._exit(0)
+    os.close(write)
+    os.waitpid(pid, 0)
+    with os.fdopen(read) as fh:
+        assert fh.read().split() == ["fork:denied", "exec:denied", "spawn:denied", "thread:ran"]
+
+
+def test_known_toolchain_compiles_in_the_confined_run(lean: str) -> None:  # noqa: F811 - the fixture
+    grader = LeanGrader()
+    try:
+        result = grader.grade(":= Le.step (Le.refl n)", LE_SUCC, lean=lean, sandbox="local", timeout_s=20)
+    finally:
+        grader.close()
+    assert (result.verdict, result.details["confined"]) == ("correct", True), result
