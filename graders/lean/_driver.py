@@ -220,7 +220,7 @@ def _fork_lean(library, argv, search, fds, confine):
 
         lean = ctypes.CDLL(library)
         if confine:
-            _confine(ctypes)
+            _confine()
         args = [a.encode() for a in argv]
         code = lean.lean_main(len(args), (ctypes.c_char_p * (len(args) + 1))(*args, None))
         ctypes.CDLL(None).fflush(None)
@@ -241,10 +241,12 @@ _SECCOMP = {
 _CLONE3, _CLONE_THREAD, _X32 = 435, 0x10000, 0x40000000
 
 
-def _confine(ctypes):
+def _confine():
     """This process and its threads can no longer start a process or run a program: what the response's
     elaboration does cannot outlive this Lean, so nothing of it is left to touch the ``.olean`` once we
     read it. Any other architecture's system calls (32-bit ones on x86_64) kill the process."""
+    import ctypes
+
     arch, denied, clone = _SECCOMP[os.uname().machine]
     ld, jeq, jge, jset, ret = 0x20, 0x15, 0x35, 0x45, 0x06
     allow, eperm, enosys, kill = 0x7FFF0000, 0x00050001, 0x00050026, 0x80000000
@@ -378,7 +380,7 @@ def main():
     else:  # a wrapper (or an unknown toolchain): an exec, without the process confinement
         proof = _run(argv, workdir, env, config["timeout_s"], keep)
     frame = {"proof": dict(proof, confined=confined), "audit": None}
-    if frame["proof"]["exit"] == 0:
+    if proof["exit"] == 0:
         frame["audit"] = _audit(config, env, workdir, audit_dir, warm)
     elif warm is not None:
         warm.close()

@@ -118,18 +118,19 @@ def test_confined_compile_run_can_start_no_process() -> None:
     """The compile run's seccomp filter (graders/lean/_driver.py `_confine`): no fork, vfork, exec or
     non-thread clone, so no process of the response outlives its Lean to rewrite the `.olean` between Lean's
     write and our read (the race a leftover daemon had before); threads still start."""
-    import ctypes
     import os
     import threading
 
     from graders.lean import _driver
 
+    if os.uname().machine not in _driver._SECCOMP:
+        pytest.skip(f"no seccomp filter for {os.uname().machine}: the compile run is an exec there")
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:  # pragma: no cover - the child reports through the pipe
         outcome = []
         try:
-            _driver._confine(ctypes)
+            _driver._confine()
             for name, attempt in (("fork", os.fork), ("exec", lambda: os.execv("/bin/true", ["true"])),
                                   ("spawn", lambda: os.posix_spawn("/bin/true", ["true"], {}))):  # fmt: skip
                 try:
