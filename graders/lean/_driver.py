@@ -234,9 +234,12 @@ def _fork_lean(library, argv, search, fds, confine):
 
 # seccomp: (audit arch, syscalls that would start a process or program) per machine; clone is allowed only
 # with CLONE_THREAD (Lean's worker threads), clone3 answers ENOSYS so the C library falls back to clone.
+# Then the calls that reach other processes: signals only to itself (kill, tgkill, rt_sigqueueinfo,
+# rt_tgsigqueueinfo with its own pid), none by tkill, pidfd or ptrace, no process_vm_writev.
 _SECCOMP = {
-    "x86_64": (0xC000003E, (57, 58, 59, 322), 56),  # fork, vfork, execve, execveat; clone
-    "aarch64": (0xC00000B7, (221, 281), 220),  # execve, execveat; clone
+    # fork, vfork, execve, execveat, tkill, pidfd_send_signal, ptrace, process_vm_writev; clone; own-pid calls
+    "x86_64": (0xC000003E, (57, 58, 59, 322, 200, 424, 101, 311), 56, (62, 234, 129, 297)),
+    "aarch64": (0xC00000B7, (221, 281, 130, 424, 117, 271), 220, (129, 131, 138, 240)),
 }
 _CLONE3, _CLONE_THREAD, _X32 = 435, 0x10000, 0x40000000
 
@@ -244,16 +247,20 @@ _CLONE3, _CLONE_THREAD, _X32 = 435, 0x10000, 0x40000000
 def _confine():
     """This process and its threads can no longer start a process or run a program: what the response's
     elaboration does cannot outlive this Lean, so nothing of it is left to touch the ``.olean`` once we
-    read it. Any other architecture's system calls (32-bit ones on x86_64) kill the process."""
+    read it. Nor can it signal or trace another process (stopping or killing the driver would turn its
+    own failure into a sandbox time-out, an ``error`` that training masks). Any other architecture's system
+    calls (32-bit ones on x86_64) kill the process."""
     import ctypes
 
-    arch, denied, clone = _SECCOMP[os.uname().machine]
+    arch, denied, clone, own_pid_only = _SECCOMP[os.uname().machine]
     ld, jeq, jge, jset, ret = 0x20, 0x15, 0x35, 0x45, 0x06
     allow, eperm, enosys, kill = 0x7FFF0000, 0x00050001, 0x00050026, 0x80000000
     prog = [(ld, 0, 0, 4), (jeq, 1, 0, arch), (ret, 0, 0, kill), (ld, 0, 0, 0),
             (jge, 0, 1, _X32), (ret, 0, 0, eperm), (jeq, 0, 1, _CLONE3), (ret, 0, 0, enosys)]  # fmt: skip
     for nr in denied:
         prog += [(jeq, 0, 1, nr), (ret, 0, 0, eperm)]
+    for nr in own_pid_only:  # arg 0 is the target pid: allowed only when it is this process
+        prog += [(jeq, 0, 4, nr), (ld, 0, 0, 16), (jeq, 0, 1, os.getpid()), (ret, 0, 0, allow), (ret, 0, 0, eperm)]
     prog += [(jeq, 0, 3, clone), (ld, 0, 0, 16), (jset, 1, 0, _CLONE_THREAD), (ret, 0, 0, eperm), (ret, 0, 0, allow)]
 
     class Filter(ctypes.Structure):

@@ -117,7 +117,8 @@ def test_killed_warm_audit_is_replaced_by_a_fresh_lean(attacked: Callable[[str],
 def test_confined_compile_run_can_start_no_process() -> None:
     """The compile run's seccomp filter (graders/lean/_driver.py `_confine`): no fork, vfork, exec or
     non-thread clone, so no process of the response outlives its Lean to rewrite the `.olean` between Lean's
-    write and our read (the race a leftover daemon had before); threads still start."""
+    write and our read (the race a leftover daemon had before); no signal to another process (stopping the
+    driver would turn a failed proof into a sandbox time-out, an `error`); threads still start."""
     import os
     import threading
 
@@ -140,6 +141,12 @@ def test_confined_compile_run_can_start_no_process() -> None:
                         os._exit(0)
                 except PermissionError:
                     outcome.append(f"{name}:denied")
+            for name, pid in (("signal-parent", os.getppid()), ("signal-group", 0), ("signal-self", os.getpid())):
+                try:
+                    os.kill(pid, 0)
+                    outcome.append(f"{name}:sent")
+                except PermissionError:
+                    outcome.append(f"{name}:denied")
             thread = threading.Thread(target=outcome.append, args=("thread:ran",))
             thread.start()
             thread.join()
@@ -150,7 +157,8 @@ def test_confined_compile_run_can_start_no_process() -> None:
     os.close(write)
     os.waitpid(pid, 0)
     with os.fdopen(read) as fh:
-        assert fh.read().split() == ["fork:denied", "exec:denied", "spawn:denied", "thread:ran"]
+        assert fh.read().split() == ["fork:denied", "exec:denied", "spawn:denied", "signal-parent:denied",
+                                     "signal-group:denied", "signal-self:sent", "thread:ran"]  # fmt: skip
 
 
 def test_known_toolchain_compiles_in_the_confined_run(lean: str) -> None:  # noqa: F811 - the fixture
