@@ -168,3 +168,22 @@ def test_known_toolchain_compiles_in_the_confined_run(lean: str) -> None:  # noq
     finally:
         grader.close()
     assert (result.verdict, result.details["confined"]) == ("correct", True), result
+
+
+def test_concurrent_grades_never_see_each_others_olean(lean: str) -> None:  # noqa: F811 - the fixture
+    """Eight grades at once on one grader, a correct proof, a wrong one and one through the header's axiom in
+    turn: each verdict is its own proof's (every run compiles and audits in its own work dir and a fresh,
+    randomly named audit dir, so no grade can read another's `.olean`)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    cases = [(":= Le.step (Le.refl n)", LE_SUCC, ("correct", "")),
+             (":= Le.refl n", LE_SUCC, ("incorrect", "lean error")),
+             (CHEAT_PROOF, CHEAT, ("incorrect", "disallowed axioms"))] * 3  # fmt: skip
+    grader = LeanGrader()
+    try:
+        with ThreadPoolExecutor(8) as pool:
+            results = list(pool.map(lambda c: grader.grade(c[0], c[1], lean=lean, sandbox="local", timeout_s=60),
+                                    cases))  # fmt: skip
+    finally:
+        grader.close()
+    assert [(r.verdict, r.reason) for r in results] == [expected for _, _, expected in cases], results
