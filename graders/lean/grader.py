@@ -1,6 +1,7 @@
 """The `lean` grader: guard the response, build the file from trusted parts, compile it with `lean --json` in a
-sandbox, then read the compiled theorem's axioms in a second, trusted Lean run (``_driver.py``), and accept only
-error-free, sorry-free proofs whose axioms are all allowed.
+sandbox, then read the compiled theorem's axioms in a second, trusted Lean run (``_driver.py``: started warm
+while the compile runs, out of the response's reach), and accept only error-free, sorry-free proofs whose
+axioms are all allowed.
 
 Verdicts follow the rule in ``graders.types.Grade``: a proof that times out, overflows the stack, runs out of
 memory or crashes Lean after the trusted header went through is ``incorrect``; a toolchain that fails on the
@@ -88,7 +89,9 @@ class LeanGrader:
     (``reject`` | ``allow``) is the `native_decide` policy: ``allow`` also trusts the compiler's axioms;
     ``mask_response_faults`` (default False) turns the response's time-outs and crashes back into ``error``.
     A ``lean_in_sandbox`` wrapper must keep the LEAN_PATH entries it is given (the audit run adds one).
-    ``timeout_s`` bounds each of the two Lean runs (compile, audit)."""
+    ``timeout_s`` bounds each of the two Lean runs (compile, audit). Details ``confined`` / ``audit_warm`` say
+    whether the compile run could start no process and whether the audit needed no Lean start of its own
+    (both True when the toolchain's libleanshared.so is known, see ``toolchain.Toolchain.library``)."""
 
     name = "lean"
     version = "2.0.0"  # 2: trusted audit run, response faults incorrect, helper lemmas, binder grouping
@@ -148,10 +151,12 @@ class LeanGrader:
             "olean": f"{FILE_STEM}.olean",
             "audit": file.audit,
             "timeout_s": timeout_s,
+            "library": toolchain.library,
         }
         files: dict[str, bytes | str] = {FILE_NAME: file.text, DRIVER: _DRIVER_TEXT,
                                          "rrl_lean_driver.json": json.dumps(config)}  # fmt: skip
-        return RunRequest(["python3", DRIVER, "rrl_lean_driver.json"], files=files, limits=limits,
+        # -I -S: no site import (the driver is stdlib only); it is most of python's start-up on some images.
+        return RunRequest(["python3", "-I", "-S", DRIVER, "rrl_lean_driver.json"], files=files, limits=limits,
                           env=dict(toolchain.env), mounts=toolchain.mounts)  # fmt: skip
 
     def _judge(self, result: RunResult, file: LeanFile, options: Mapping[str, Any], native: str) -> Grade:
@@ -172,6 +177,7 @@ class LeanGrader:
         shown = [m.to_dict() for m in (messages or []) if m.text != file.marker][:_MAX_MESSAGES]
         stderr = str(proof["stderr"])[-2000:]
         timing["lean_wall_s"] = proof["wall_s"]
+        timing["confined"] = bool(proof.get("confined"))  # True: the response's run could start no process
         reached = messages is not None and any(m.text == file.marker for m in messages)
         if proof["exit"] != 0 and (fault := _fault(proof, stderr, result.stopped_by)) is not None:
             if reached:  # the trusted header went through: the response's part stopped Lean
@@ -207,6 +213,7 @@ class LeanGrader:
                 "axiom check did not run", detail="no compiled proof", messages=shown, **timing
             )
         timing["audit_wall_s"] = audit["wall_s"]
+        timing["audit_warm"] = bool(audit.get("warm"))  # False: the audit needed a Lean start of its own
         if audit["exit"] is None:
             return Grade.error("timeout in the axiom audit", **timing)
         try:

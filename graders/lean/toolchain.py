@@ -24,6 +24,7 @@ HOW_TO = (
     "For the prelude-only test kernel run `bash scripts/services.d/30-lean.sh` and use .cache/lean/bin/lean"
 )
 _LAKE_TIMEOUT_S = 120.0
+_LIBRARIES = ("lib/lean/libleanshared.so", "lib/libleanshared.so")  # release layout, then the test launcher's
 MOUNT_BASE = "/opt/rrl-lean"  # toolchain trees appear here inside the sandbox, read-only
 
 
@@ -39,6 +40,9 @@ class Toolchain:
     env: tuple[tuple[str, str], ...]
     mounts: tuple[Mount, ...]
     source: str  # which option or variable chose it, for error messages and details
+    # The toolchain's libleanshared.so (inside the sandbox) when known: the driver's warm trusted audit runs
+    # Lean from it in a forked child (see _driver.py). None for a binary known only inside the sandbox.
+    library: str | None = None
 
     def command(self, file_name: str) -> list[str]:
         return [self.lean, "--json", file_name]
@@ -151,4 +155,6 @@ def _inside(binary: Path, roots: list[Path], search: list[Path], source: str) ->
         return str(path)
 
     env = (("LEAN_PATH", os.pathsep.join(inside(e) for e in search)),) if search else ()
-    return Toolchain(inside(binary), env, mounts, source)
+    root = _toolchain_root(binary)
+    library = next((root / rel for rel in _LIBRARIES if (root / rel).is_file()), None)
+    return Toolchain(inside(binary), env, mounts, source, inside(library) if library else None)
