@@ -167,7 +167,9 @@ class _Ticks(ast.NodeTransformer):
         elif isinstance(node, (ast.Try, ast.TryStar)) and node.finalbody:
             node.finalbody.insert(0, ast.Expr(_tick_call()))
         elif isinstance(node, ast.Lambda):  # `lambda: body` -> `lambda: (tick(), body)[1]`
-            node.body = ast.Subscript(ast.Tuple([_tick_call(), node.body], ast.Load()), ast.Constant(1), ast.Load())
+            node.body = ast.Subscript(
+                ast.Tuple([_tick_call(), node.body], ast.Load()), ast.Constant(1), ast.Load()
+            )
         elif isinstance(node, ast.comprehension):  # one more always-true condition: `... if tick() is None`
             node.ifs.append(ast.Compare(_tick_call(), [ast.Is()], [ast.Constant(None)]))
         return node

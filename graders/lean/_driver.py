@@ -260,11 +260,28 @@ def _confine():
     for nr in denied:
         prog += [(jeq, 0, 1, nr), (ret, 0, 0, eperm)]
     for nr in own_pid_only:  # arg 0 is the target pid: allowed only when it is this process
-        prog += [(jeq, 0, 4, nr), (ld, 0, 0, 16), (jeq, 0, 1, os.getpid()), (ret, 0, 0, allow), (ret, 0, 0, eperm)]
-    prog += [(jeq, 0, 3, clone), (ld, 0, 0, 16), (jset, 1, 0, _CLONE_THREAD), (ret, 0, 0, eperm), (ret, 0, 0, allow)]
+        prog += [
+            (jeq, 0, 4, nr),
+            (ld, 0, 0, 16),
+            (jeq, 0, 1, os.getpid()),
+            (ret, 0, 0, allow),
+            (ret, 0, 0, eperm),
+        ]
+    prog += [
+        (jeq, 0, 3, clone),
+        (ld, 0, 0, 16),
+        (jset, 1, 0, _CLONE_THREAD),
+        (ret, 0, 0, eperm),
+        (ret, 0, 0, allow),
+    ]
 
     class Filter(ctypes.Structure):
-        _fields_ = [("code", ctypes.c_ushort), ("jt", ctypes.c_ubyte), ("jf", ctypes.c_ubyte), ("k", ctypes.c_uint)]
+        _fields_ = [
+            ("code", ctypes.c_ushort),
+            ("jt", ctypes.c_ubyte),
+            ("jf", ctypes.c_ubyte),
+            ("k", ctypes.c_uint),
+        ]
 
     class Program(ctypes.Structure):
         _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(Filter))]
@@ -275,7 +292,9 @@ def _confine():
     ulong = ctypes.c_ulong
     if libc.prctl(38, ulong(1), ulong(0), ulong(0), ulong(0)) != 0:  # PR_SET_NO_NEW_PRIVS
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS)")
-    if libc.prctl(22, ulong(2), ulong(ctypes.addressof(program)), ulong(0), ulong(0)) != 0:  # SECCOMP_MODE_FILTER
+    if (
+        libc.prctl(22, ulong(2), ulong(ctypes.addressof(program)), ulong(0), ulong(0)) != 0
+    ):  # SECCOMP_MODE_FILTER
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_SECCOMP)")
 
 
@@ -347,7 +366,9 @@ def _audit(config, env, workdir, audit_dir, warm):
     """Step 3: copy the compiled theorem into a fresh directory and print its axioms in a trusted Lean run."""
     try:
         os.mkdir(audit_dir, 0o700)  # fails if anything is at this path already: its name was never readable
-        copied = _copy_regular(os.path.join(workdir, config["olean"]), os.path.join(audit_dir, config["olean"]))
+        copied = _copy_regular(
+            os.path.join(workdir, config["olean"]), os.path.join(audit_dir, config["olean"])
+        )
     except OSError:
         copied = False
     if not copied:

@@ -21,7 +21,8 @@ SWALLOWING = {
     "except BaseException": LOOP + "    try:\n        candidate(0)\n    except BaseException:\n        pass",
     "nested handlers": "while True:\n    try:\n        try:\n            candidate(0)\n        except BaseException:\n"
     "            continue\n    except BaseException:\n        continue",
-    "contextlib.suppress": "import contextlib\n" + LOOP
+    "contextlib.suppress": "import contextlib\n"
+    + LOOP
     + "    with contextlib.suppress(BaseException):\n        candidate(0)",
     "own __exit__": "class S:\n    def __enter__(self):\n        return self\n    def __exit__(self, *a):\n"
     "        return True\n" + LOOP + "    with S():\n        candidate(0)",
@@ -32,7 +33,8 @@ SWALLOWING = {
     "            pass\n" + LOOP + "    for _ in g():\n        pass",
     "comprehension": "def safe(x):\n    try:\n        return candidate(x)\n    except BaseException:\n        return 0\n"
     "assert sum(safe(0) for _ in range(10**12)) >= 0",
-    "lambda": "import contextlib\nf = lambda: candidate(0)\n" + LOOP
+    "lambda": "import contextlib\nf = lambda: candidate(0)\n"
+    + LOOP
     + "    with contextlib.suppress(BaseException):\n        f()",
 }
 

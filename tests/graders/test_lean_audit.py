@@ -141,7 +141,11 @@ def test_confined_compile_run_can_start_no_process() -> None:
                         os._exit(0)
                 except PermissionError:
                     outcome.append(f"{name}:denied")
-            for name, pid in (("signal-parent", os.getppid()), ("signal-group", 0), ("signal-self", os.getpid())):
+            for name, pid in (
+                ("signal-parent", os.getppid()),
+                ("signal-group", 0),
+                ("signal-self", os.getpid()),
+            ):
                 try:
                     os.kill(pid, 0)
                     outcome.append(f"{name}:sent")
