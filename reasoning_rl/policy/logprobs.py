@@ -37,6 +37,16 @@ def _compiled_chunk() -> ChunkFn:
     return fn
 
 
+def _chunk_starts(rows: int, chunk_tokens: int, compiled: bool) -> list[tuple[int, int]]:
+    """(start, first row kept) per chunk. Compiled: a last chunk of one row starts a row early (its first
+    output is dropped), because ``dynamic=True`` specialises a size of 1 and would recompile (issue 20)."""
+    out = []
+    for start in range(0, rows, chunk_tokens):
+        early = compiled and rows - start == 1 and start > 0
+        out.append((start - 1, 1) if early else (start, 0))
+    return out
+
+
 def token_logprobs(
     head: Callable[[Tensor], Tensor],
     hidden: Tensor,
@@ -49,17 +59,24 @@ def token_logprobs(
     """(log p(target), entropy) per row of ``hidden`` [R, H] -> two [R] float32 tensors."""
     if hidden.shape[0] != targets.shape[0]:
         raise ValueError(f"{hidden.shape[0]} hidden rows for {targets.shape[0]} targets")
+    rows = hidden.shape[0]
+    if compiled and rows == 1:  # one row in all: score it twice, keep one (no size-1 graph, as above)
+        lp, ent = token_logprobs(
+            head, hidden.repeat(2, 1), targets.repeat(2), chunk_tokens=2, temperature=temperature, compiled=True
+        )
+        return lp[:1], ent[:1]
     fn = _compiled_chunk() if compiled else _chunk
     grad = torch.is_grad_enabled() and hidden.requires_grad
     outs_lp, outs_ent = [], []
-    for start in range(0, hidden.shape[0], chunk_tokens):
-        h, t = hidden[start : start + chunk_tokens], targets[start : start + chunk_tokens]
+    for start, keep in _chunk_starts(rows, chunk_tokens, compiled):
+        end = min(start + keep + chunk_tokens, rows)
+        h, t = hidden[start:end], targets[start:end]
         if grad:
             lp, ent = checkpoint(fn, head, h, t, temperature, use_reentrant=False)
         else:
             lp, ent = fn(head, h, t, temperature)
-        outs_lp.append(lp)
-        outs_ent.append(ent)
+        outs_lp.append(lp[keep:])
+        outs_ent.append(ent[keep:])
     if not outs_lp:
         empty = hidden.new_zeros(0, dtype=torch.float32)
         return empty, empty
