@@ -1,10 +1,11 @@
-"""The local (bubblewrap) backend enforces the pids and the aggregate memory limit (a cgroup leaf per run),
+"""The local (bubblewrap) backend enforces the pids and the aggregate memory limit (a cgroup leaf per warm namespace),
 refuses to run as root without them, and ``auto`` falling back to it is loud."""
 
 from __future__ import annotations
 
 import logging
 import os
+from pathlib import Path
 
 import pytest
 
@@ -66,11 +67,48 @@ def test_one_process_over_the_cgroup_limit_is_a_memory_stop(local_sandbox: Sandb
 
 
 @needs_cgroups
-def test_no_leaf_is_left_behind(local_sandbox: Sandbox) -> None:
-    local_sandbox.run(RunRequest(["python3", "-c", "import subprocess\nsubprocess.Popen(['sleep', '60'])"]))
+def test_leftovers_die_after_each_run_and_no_leaf_outlives_close() -> None:
+    """The warm box's leaf holds only bubblewrap and the supervisor between runs; close removes the leaf."""
+    sb = sandboxes.open_sandbox("local")
+    try:
+        r = sb.run(RunRequest(["python3", "-c", "import subprocess\nsubprocess.Popen(['sleep', '60'])"]))
+        assert r.stopped_by == "exit", r
+        leaves = _own_leaves()
+        assert len(leaves) == 1, leaves
+        comms = [
+            Path(f"/proc/{pid}/comm").read_text().strip()
+            for leaf in leaves
+            for pid in (leaf / "cgroup.procs").read_text().split()
+        ]
+        assert "sleep" not in comms and set(comms) <= {"bwrap", "python3"}, comms
+    finally:
+        sb.close()
+    assert not _own_leaves()
+
+
+def _own_leaves() -> list[Path]:
     cgroups = Cgroups.find()
     assert cgroups is not None
-    assert not [d for b in cgroups.bases for d in b.glob(f"rrl-sandbox-{os.getpid()}-*")]
+    return [d for b in cgroups.bases[:1] for d in b.glob(f"rrl-sandbox-{os.getpid()}-*")]
+
+
+NAMESPACE = "import os\nprint(os.readlink('/proc/self/ns/pid'), os.readlink('/proc/self/ns/ipc'))"
+
+
+def test_warm_namespace_is_reused_and_replaced_when_its_supervisor_dies() -> None:
+    """Runs share one warm namespace (no bubblewrap start per run); a program that kills its supervisor
+    scores as the program's failure and the next run gets a working fresh namespace."""
+    sb = sandboxes.open_sandbox("local")
+    try:
+        first, second = (sb.run(RunRequest(["python3", "-c", NAMESPACE])) for _ in range(2))
+        assert first.stopped_by == "exit" and first.stdout == second.stdout, (first, second)
+        killer = sb.run(RunRequest(["python3", "-c", "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)"]))
+        assert (killer.stopped_by, killer.exit_code) == ("exit", None), killer
+        assert "killed the sandbox supervisor" in killer.detail, killer
+        after = sb.run(RunRequest(["python3", "-c", "print('fresh')"]))
+        assert (after.stdout, after.stopped_by) == (b"fresh\n", "exit"), after
+    finally:
+        sb.close()
 
 
 def test_root_without_cgroups_is_refused_unless_asked(monkeypatch: pytest.MonkeyPatch) -> None:
