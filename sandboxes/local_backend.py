@@ -149,6 +149,10 @@ class LocalSandbox:
         return self._start(key)
 
     def _start(self, key: _Key) -> _Box | RunResult:
+        with self._lock:  # boxes of threads that ended died with them: free their leaves
+            dead = [b for b in self._boxes if b.proc.poll() is not None]
+        for box in dead:
+            self._discard(box)
         try:
             leaf = self._cgroups.leaf(key.memory_mb, key.pids) if self._cgroups else None
         except OSError as exc:
