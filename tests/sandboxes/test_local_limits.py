@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import os
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -136,3 +137,18 @@ def test_auto_fallback_is_loud(monkeypatch: pytest.MonkeyPatch, caplog: pytest.L
     assert levels == [logging.WARNING, logging.INFO]  # once loud, then quiet
     ok, message = sandboxes.check("auto")
     assert ok and "WARNING: `auto` falls back" in message and "not reachable (test)" in message
+
+
+def test_threads_get_their_own_warm_namespaces() -> None:
+    """bubblewrap dies with the thread that started it (--die-with-parent), so a warm namespace serves only its
+    own thread: runs from short-lived threads (a fresh executor per batch) and the main thread all succeed."""
+    sb = sandboxes.open_sandbox("local")
+    try:
+        for _ in range(2):
+            with ThreadPoolExecutor(3) as ex:
+                results = list(ex.map(lambda i: sb.run(RunRequest(["python3", "-c", f"print({i})"])), range(9)))
+            assert [(r.stdout, r.stopped_by) for r in results] == [(f"{i}\n".encode(), "exit") for i in range(9)]
+        main = sb.run(RunRequest(["python3", "-c", "print('main')"]))
+        assert (main.stdout, main.stopped_by) == (b"main\n", "exit"), main
+    finally:
+        sb.close()
