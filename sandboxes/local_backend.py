@@ -56,8 +56,8 @@ def _warn_once(message: str) -> None:
 
 
 class LocalSandbox:
-    """Each run gets a fresh bubblewrap namespace in its own cgroup leaf; killing bwrap and the leaf kills
-    everything inside it."""
+    """Warm bubblewrap namespaces, each in its own cgroup leaf, kept per thread and per (command line, limits);
+    killing bwrap and the leaf kills everything inside it."""
 
     name = "local"
     isolation: Literal["strong", "weak"] = "weak"
