@@ -103,6 +103,8 @@ class LocalSandbox:
             "/proc",
             "--dev",
             "/dev",
+            "--tmpfs",  # its own mount: stays writable when /dev is made read-only below
+            "/dev/shm",
             "--mqueue",  # POSIX queues of the namespace visible, so the supervisor removes them between runs
             "/dev/mqueue",
         ]
@@ -112,7 +114,9 @@ class LocalSandbox:
         argv += ["--size", size, "--tmpfs", protocol.WORKDIR, "--size", size, "--tmpfs", "/tmp"]
         for m in request.mounts:
             argv += ["--ro-bind" if m.read_only else "--bind", m.source, m.target]
-        argv += ["--chdir", protocol.WORKDIR]
+        # bubblewrap's root and /dev are tmpfs writable by the sandbox user: read-only, since the namespace
+        # outlives the run and only the scratch dirs are wiped between runs
+        argv += ["--chdir", protocol.WORKDIR, "--remount-ro", "/dev", "--remount-ro", "/"]
         return argv + protocol.supervisor_command(self._python)
 
     def run(self, request: RunRequest) -> RunResult:

@@ -70,11 +70,12 @@ def test_one_process_over_the_cgroup_limit_is_a_memory_stop(local_sandbox: Sandb
 @needs_cgroups
 def test_leftovers_die_after_each_run_and_no_leaf_outlives_close() -> None:
     """The warm box's leaf holds only bubblewrap and the supervisor between runs; close removes the leaf."""
+    before = set(_own_leaves())  # other sandboxes of this process (the session fixture's) keep theirs
     sb = sandboxes.open_sandbox("local")
     try:
         r = sb.run(RunRequest(["python3", "-c", "import subprocess\nsubprocess.Popen(['sleep', '60'])"]))
         assert r.stopped_by == "exit", r
-        leaves = _own_leaves()
+        leaves = set(_own_leaves()) - before
         assert len(leaves) == 1, leaves
         comms = [
             Path(f"/proc/{pid}/comm").read_text().strip()
@@ -84,7 +85,7 @@ def test_leftovers_die_after_each_run_and_no_leaf_outlives_close() -> None:
         assert "sleep" not in comms and set(comms) <= {"bwrap", "python3"}, comms
     finally:
         sb.close()
-    assert not _own_leaves()
+    assert not set(_own_leaves()) - before
 
 
 def _own_leaves() -> list[Path]:
@@ -150,5 +151,30 @@ def test_threads_get_their_own_warm_namespaces() -> None:
             assert [(r.stdout, r.stopped_by) for r in results] == [(f"{i}\n".encode(), "exit") for i in range(9)]
         main = sb.run(RunRequest(["python3", "-c", "print('main')"]))
         assert (main.stdout, main.stopped_by) == (b"main\n", "exit"), main
+    finally:
+        sb.close()
+
+
+LEAVE = """
+import os
+for path in ("/left", "/dev/left", "/dev/shm/left", "/dev/mqueue/left", "/tmp/left", "/work/left"):
+    try:
+        open(path, "w").write("x")
+    except OSError:
+        pass
+print("done")
+"""
+LOOK_LEFT = "import os\nprint([p for p in os.listdir('/') + ['/dev/' + n for n in os.listdir('/dev')] if 'left' in p])"
+
+
+def test_no_file_anywhere_survives_in_the_warm_namespace() -> None:
+    """The namespace outlives the run, so no path the program can write may keep a file for the next run:
+    bubblewrap's root and /dev are read-only, the scratch dirs are wiped (on the old per-run code, a fresh root
+    each run; with a warm root left writable, /left and /dev/left survived)."""
+    sb = sandboxes.open_sandbox("local")
+    try:
+        assert sb.run(RunRequest(["python3", "-c", LEAVE])).stdout == b"done\n"
+        after = sb.run(RunRequest(["python3", "-c", LOOK_LEFT + "\nprint(os.listdir('/dev/shm'), os.listdir('.'))"]))
+        assert after.stdout == b"[]\n[] []\n", after
     finally:
         sb.close()
