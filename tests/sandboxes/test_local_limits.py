@@ -178,3 +178,28 @@ def test_no_file_anywhere_survives_in_the_warm_namespace() -> None:
         assert after.stdout == b"[]\n[] []\n", after
     finally:
         sb.close()
+
+
+ADD_KEYS = """
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+print([libc.syscall(248, b"user", b"rrl-key", b"secret", 6, ring) > 0 for ring in (-4, -5)])
+"""
+FIND_KEYS = """
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+print([libc.syscall(250, 10, ring, b"user", b"rrl-key", 0) for ring in (-4, -5)])
+"""
+
+
+@pytest.mark.skipif(os.uname().machine != "x86_64", reason="syscall numbers of x86_64")
+def test_keys_do_not_survive_in_the_warm_namespace() -> None:
+    """User and user-session keyrings belong to the (warm) user namespace: a key one run adds must be gone in
+    the next (it was found there before the supervisor cleared the keyrings)."""
+    sb = sandboxes.open_sandbox("local")
+    try:
+        assert sb.run(RunRequest(["python3", "-c", ADD_KEYS])).stdout == b"[True, True]\n"
+        found = sb.run(RunRequest(["python3", "-c", FIND_KEYS]))
+        assert found.stdout == b"[-1, -1]\n", found
+    finally:
+        sb.close()
