@@ -137,8 +137,12 @@ class LocalSandbox:
     def _idle(self) -> dict[_Key, _Box]:
         """This thread's warm boxes: bubblewrap dies with the thread that started it (--die-with-parent)."""
         idle: dict[_Key, _Box] | None = getattr(self._local, "idle", None)
-        if idle is None:
+        if idle is None or self._local.pid != os.getpid():  # a forked child: the boxes are its parent's
+            if getattr(self._local, "pid", os.getpid()) != os.getpid():
+                with self._lock:
+                    self._boxes = set()
             idle = self._local.idle = {}
+            self._local.pid = os.getpid()
         return idle
 
     def _take(self, key: _Key) -> _Box | RunResult:

@@ -203,3 +203,26 @@ def test_keys_do_not_survive_in_the_warm_namespace() -> None:
         assert found.stdout == b"[-1, -1]\n", found
     finally:
         sb.close()
+
+
+def test_a_forked_child_starts_its_own_warm_namespace() -> None:
+    """A process forked after the sandbox was used must not talk to its parent's warm supervisor (the pipes
+    are shared): parent and child running at the same time each get their own answer."""
+    sb = sandboxes.open_sandbox("local")
+
+    def say(name: str) -> bytes:
+        return sb.run(RunRequest(["python3", "-c", f"import time\ntime.sleep(0.3)\nprint('{name}')"])).stdout
+
+    try:
+        assert say("warm") == b"warm\n"
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.write(write, say("child"))
+            os._exit(0)
+        os.close(write)
+        parent = say("parent")
+        os.waitpid(pid, 0)
+        assert (parent, os.read(read, 100)) == (b"parent\n", b"child\n")
+    finally:
+        sb.close()
