@@ -219,6 +219,34 @@ def _clear_sysv_ipc():
     return not any(_sysv_ids(kind) for kind in _SYSV_KINDS)
 
 
+_KEYCTL_NR = {"x86_64": 250, "aarch64": 219}
+_KEYCTL_CLEAR, _KEYCTL_READ, _KEYCTL_GET_PERSISTENT = 7, 11, 22
+_USER_KEYRINGS = (-4, -5)  # KEY_SPEC_USER_KEYRING, KEY_SPEC_USER_SESSION_KEYRING
+
+
+def _clear_keyrings():
+    """Empty the user, user-session and persistent keyrings: they belong to the user namespace, not to a
+    process, so keys added by one run would reach the next one in a warm local namespace (Docker's seccomp
+    profile refuses keyctl: nothing to clear there). True when both user keyrings read back empty."""
+    nr = _KEYCTL_NR.get(os.uname().machine)
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+    except Exception:  # noqa: BLE001 - without ctypes nothing can be checked: say unclean
+        return False
+    if nr is None:
+        return False
+    syscall = libc.syscall
+    syscall.restype = ctypes.c_long
+    persistent = syscall(nr, _KEYCTL_GET_PERSISTENT, ctypes.c_long(-1), ctypes.c_long(-4))
+    if persistent > 0:
+        syscall(nr, _KEYCTL_CLEAR, ctypes.c_long(persistent))
+    for ring in _USER_KEYRINGS:
+        syscall(nr, _KEYCTL_CLEAR, ctypes.c_long(ring))
+    return all(syscall(nr, _KEYCTL_READ, ctypes.c_long(r), None, 0) <= 0 for r in _USER_KEYRINGS)
+
+
 def _rmtree(path):
     import shutil
 
@@ -259,6 +287,7 @@ def _serve_one(stdin, header):
     clean = _kill_all() if kill_all else True
     clean = _wipe(header["scratch"]) and clean
     clean = _clear_sysv_ipc() and clean
+    clean = _clear_keyrings() and clean
     frame.update(exit_code=code, stopped_by=stopped_by, wall_s=wall, clean=clean, detail=detail)
     _emit(frame, out, err)
 

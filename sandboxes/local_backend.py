@@ -1,16 +1,23 @@
 """Local fallback for machines without Docker: bubblewrap namespaces (no network, own pid and IPC namespace,
-read-only system dirs, tmpfs work dir) plus rlimits, and a cgroup leaf per run for the aggregate memory and
-pids limits. WEAKER than Docker: host system dirs are readable. Without a writable cgroup the limits are only
+read-only system dirs, tmpfs work dir) plus rlimits, and a cgroup leaf for the aggregate memory and pids
+limits. Warm like Docker's pool: a namespace and its supervisor serve run after run (the supervisor kills every
+leftover process, wipes the scratch dirs and IPC between runs; a run that is not clean, hits a limit or times
+out retires the namespace and its leaf), which saves bubblewrap's start, the cgroup join (~12 ms on cgroup v1)
+and the supervisor's python start on every run. WEAKER than Docker: host system dirs are readable. Without a writable cgroup the limits are only
 rlimits: per process for memory (forks multiply it) and none for pids as root, so as root it refuses to run
 untrusted code unless ``unbounded=True`` is asked for explicitly; otherwise it warns once."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import selectors
 import shutil
 import subprocess
+import threading
 import time
+from dataclasses import dataclass
 from typing import Literal
 
 from sandboxes import protocol
@@ -22,6 +29,8 @@ log = logging.getLogger(__name__)
 GRACE_S = 5.0
 _SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/etc")
 _SANDBOX_UID = 65534
+_STDERR_CAP = 16 << 10  # the supervisor's own stderr: only bubblewrap's or python's failure report
+_IDLE_PER_THREAD = 2  # warm boxes a thread keeps (one per distinct bwrap command line and limits)
 _warned = False
 
 
@@ -47,8 +56,8 @@ def _warn_once(message: str) -> None:
 
 
 class LocalSandbox:
-    """Each run gets a fresh bubblewrap namespace in its own cgroup leaf; killing bwrap and the leaf kills
-    everything inside it."""
+    """Warm bubblewrap namespaces, each in its own cgroup leaf, kept per thread and per (command line, limits);
+    killing bwrap and the leaf kills everything inside it."""
 
     name = "local"
     isolation: Literal["strong", "weak"] = "weak"
@@ -57,6 +66,9 @@ class LocalSandbox:
         self._bwrap = bwrap_path()
         self._python = _python()
         self._cgroups = Cgroups.find()
+        self._local = threading.local()
+        self._lock = threading.Lock()
+        self._boxes: set[_Box] = set()
         self.limits_note = (
             "cgroup memory + pids limits" if self._cgroups else "rlimits only (no writable cgroup)"
         )
@@ -91,6 +103,10 @@ class LocalSandbox:
             "/proc",
             "--dev",
             "/dev",
+            "--tmpfs",  # its own mount: stays writable when /dev is made read-only below
+            "/dev/shm",
+            "--mqueue",  # POSIX queues of the namespace visible, so the supervisor removes them between runs
+            "/dev/mqueue",
         ]
         for d in _SYSTEM_DIRS:
             argv += ["--ro-bind-try", d, d]
@@ -98,31 +114,58 @@ class LocalSandbox:
         argv += ["--size", size, "--tmpfs", protocol.WORKDIR, "--size", size, "--tmpfs", "/tmp"]
         for m in request.mounts:
             argv += ["--ro-bind" if m.read_only else "--bind", m.source, m.target]
-        argv += ["--chdir", protocol.WORKDIR]
+        # bubblewrap's root and /dev are tmpfs writable by the sandbox user: read-only, since the namespace
+        # outlives the run and only the scratch dirs are wiped between runs
+        argv += ["--chdir", protocol.WORKDIR, "--remount-ro", "/dev", "--remount-ro", "/"]
         return argv + protocol.supervisor_command(self._python)
 
     def run(self, request: RunRequest) -> RunResult:
-        lim = request.limits
+        key = _Key(tuple(self._argv(request)), request.limits.memory_mb, request.limits.pids)
+        for attempt in (1, 2):
+            box = self._take(key)
+            if isinstance(box, RunResult):
+                return box
+            result, healthy, sent = self._request(box, request)
+            if healthy:
+                self._idle().setdefault(key, box)
+            else:
+                self._discard(box)
+            if sent or attempt == 2:  # a warm box found dead before it read the request: retry once
+                return result
+        raise AssertionError("unreachable")
+
+    def _idle(self) -> dict[_Key, _Box]:
+        """This thread's warm boxes: bubblewrap dies with the thread that started it (--die-with-parent)."""
+        idle: dict[_Key, _Box] | None = getattr(self._local, "idle", None)
+        if idle is None or self._local.pid != os.getpid():  # a forked child: the boxes are its parent's
+            if getattr(self._local, "pid", os.getpid()) != os.getpid():
+                with self._lock:
+                    self._boxes = set()
+            idle = self._local.idle = {}
+            self._local.pid = os.getpid()
+        return idle
+
+    def _take(self, key: _Key) -> _Box | RunResult:
+        idle = self._idle()
+        box = idle.pop(key, None)
+        if box is not None and box.proc.poll() is None:
+            return box
+        if box is not None:
+            self._discard(box)
+        while len(idle) >= _IDLE_PER_THREAD:  # other limits' boxes give way (oldest first)
+            self._discard(idle.pop(next(iter(idle))))
+        return self._start(key)
+
+    def _start(self, key: _Key) -> _Box | RunResult:
+        with self._lock:  # boxes of threads that ended died with them: free their leaves
+            dead = [b for b in self._boxes if b.proc.poll() is not None]
+        for box in dead:
+            self._discard(box)
         try:
-            leaf = self._cgroups.leaf(lim.memory_mb, lim.pids) if self._cgroups else None
+            leaf = self._cgroups.leaf(key.memory_mb, key.pids) if self._cgroups else None
         except OSError as exc:
             return RunResult(b"", b"", None, 0.0, "sandbox_error", f"cgroup leaf: {exc}")
-        try:
-            return self._run(request, leaf)
-        finally:
-            if leaf is not None:
-                leaf.remove()
-
-    def _run(self, request: RunRequest, leaf: Leaf | None) -> RunResult:
-        lim = request.limits
-        rlimits = {"RLIMIT_AS": lim.memory_mb << 20, "RLIMIT_FSIZE": lim.disk_mb << 20, "RLIMIT_CORE": 0}
-        if (
-            os.geteuid() != 0 and leaf is None
-        ):  # NPROC counts the real uid; root is exempt, so it would mislead
-            rlimits["RLIMIT_NPROC"] = lim.pids
-        payload = protocol.encode(request, kill_all=True, rlimits=rlimits)
-        argv = self._argv(request) if leaf is None else leaf.wrap(self._argv(request))
-        started = time.monotonic()
+        argv = list(key.argv) if leaf is None else leaf.wrap(list(key.argv))
         try:
             proc = subprocess.Popen(
                 argv,
@@ -132,20 +175,46 @@ class LocalSandbox:
                 start_new_session=True,
             )
         except OSError as exc:
+            if leaf is not None:
+                leaf.remove()
             return RunResult(b"", b"", None, 0.0, "sandbox_error", f"bwrap: {exc}")
-        try:
-            out, err = proc.communicate(payload.data, timeout=lim.wall_s + GRACE_S)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, 9)
-            proc.communicate()
-            return RunResult(
-                b"", b"", None, time.monotonic() - started, "timeout", "wall clock: namespace killed"
-            )
+        box = _Box(proc, leaf)
+        with self._lock:
+            self._boxes.add(box)
+        return box
+
+    def _discard(self, box: _Box) -> None:
+        with contextlib.suppress(OSError):
+            os.killpg(box.proc.pid, 9)
+        box.proc.wait()
+        for pipe in (box.proc.stdin, box.proc.stdout, box.proc.stderr):
+            if pipe is not None:
+                with contextlib.suppress(OSError):
+                    pipe.close()
+        if box.leaf is not None:
+            box.leaf.remove()
+        with self._lock:
+            self._boxes.discard(box)
+
+    def _request(self, box: _Box, request: RunRequest) -> tuple[RunResult, bool, bool]:
+        """(result, the box may serve the next run, the box was alive when the request was sent)."""
+        lim = request.limits
+        rlimits = {"RLIMIT_AS": lim.memory_mb << 20, "RLIMIT_FSIZE": lim.disk_mb << 20, "RLIMIT_CORE": 0}
+        if (
+            os.geteuid() != 0 and box.leaf is None
+        ):  # NPROC counts the real uid; root is exempt, so it would mislead
+            rlimits["RLIMIT_NPROC"] = lim.pids
+        payload = protocol.encode(request, kill_all=True, rlimits=rlimits)
+        oom_before = box.leaf.oom_kills() if box.leaf is not None else 0
+        started = time.monotonic()
+        outcome, out, err = _exchange(box.proc, payload.data, started + lim.wall_s + GRACE_S, lim.output_bytes)
         wall = time.monotonic() - started
-        if proc.returncode == 125 and leaf is not None and not out:
-            return RunResult(b"", err[-4096:], None, wall, "sandbox_error", "could not join the cgroup leaf")
-        frame = protocol.decode(out, payload.nonce, wall)
-        oom = leaf is not None and leaf.oom_kills() > 0
+        if outcome == "timeout":
+            return RunResult(b"", b"", None, wall, "timeout", "wall clock: namespace killed"), False, True
+        if outcome == "overflow":
+            return RunResult(b"", b"", None, wall, "output_limit", "output beyond the cap: namespace killed"), False, True
+        oom = box.leaf is not None and box.leaf.oom_kills() > oom_before
+        frame = protocol.decode(out, payload.nonce, wall) if outcome == "frame" else None
         if frame is not None:
             result = frame.result
             if (
@@ -153,7 +222,7 @@ class LocalSandbox:
                 and result.exit_code != 0
                 and (oom or result.stderr.rstrip().endswith(b"MemoryError"))
             ):
-                return RunResult(
+                memory = RunResult(
                     result.stdout,
                     result.stderr,
                     result.exit_code,
@@ -161,12 +230,97 @@ class LocalSandbox:
                     "memory",
                     "cgroup memory limit" if oom else "RLIMIT_AS hit",
                 )
-            return result
+                return memory, False, True
+            return result, frame.clean and not oom, True
+        _end(box.proc)
+        if box.proc.returncode == 125 and box.leaf is not None and not out:
+            return RunResult(b"", err[-4096:], None, wall, "sandbox_error", "could not join the cgroup leaf"), False, True
+        if outcome == "unsent":
+            return RunResult(b"", err[-4096:], None, wall, "sandbox_error", "warm sandbox died"), False, False
         if oom:
-            return RunResult(b"", err[-4096:], None, wall, "memory", "cgroup memory limit: OOM-killed")
-        if proc.returncode not in (0, None) and b"bwrap:" in err:
-            return RunResult(b"", err[-4096:], None, wall, "sandbox_error", "bubblewrap failed")
-        return protocol.supervisor_lost(wall, err)
+            return RunResult(b"", err[-4096:], None, wall, "memory", "cgroup memory limit: OOM-killed"), False, True
+        if box.proc.returncode not in (0, None) and b"bwrap:" in err:
+            return RunResult(b"", err[-4096:], None, wall, "sandbox_error", "bubblewrap failed"), False, True
+        return protocol.supervisor_lost(wall, err), False, True
 
     def close(self) -> None:
-        """Nothing persists between runs."""
+        """Kill every warm box (and whatever runs in it) and remove its cgroup leaf."""
+        with self._lock:
+            boxes = list(self._boxes)
+        for box in boxes:
+            self._discard(box)
+
+
+@dataclass(frozen=True, slots=True)
+class _Key:
+    """What a warm box was started for: its bubblewrap command line and its cgroup leaf's limits."""
+
+    argv: tuple[str, ...]
+    memory_mb: int
+    pids: int
+
+
+@dataclass(eq=False, slots=True)
+class _Box:
+    """One warm bubblewrap namespace whose supervisor serves runs one after another, in its own cgroup leaf."""
+
+    proc: subprocess.Popen[bytes]
+    leaf: Leaf | None
+
+
+def _exchange(
+    proc: subprocess.Popen[bytes], data: bytes, deadline: float, cap: int
+) -> tuple[Literal["frame", "eof", "timeout", "overflow", "unsent"], bytes, bytes]:
+    """Send one request to the box's supervisor and read its frame (stdout) and its own stderr by the deadline."""
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    try:
+        proc.stdin.write(data)
+        proc.stdin.flush()
+    except OSError:
+        return "unsent", b"", _drain(proc.stderr.fileno())
+    out, err = bytearray(), bytearray()
+    caps = {proc.stdout.fileno(): (out, 2 * cap + 4096), proc.stderr.fileno(): (err, _STDERR_CAP)}
+    with selectors.DefaultSelector() as sel:
+        for fd in caps:
+            os.set_blocking(fd, False)
+            sel.register(fd, selectors.EVENT_READ)
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return "timeout", bytes(out), bytes(err)
+            for key, _ in sel.select(remaining):
+                buf, limit = caps[key.fd]
+                chunk = os.read(key.fd, 1 << 16)
+                if not chunk:
+                    sel.unregister(key.fd)
+                    if key.fd == proc.stdout.fileno():
+                        return "eof", bytes(out), bytes(err) + _drain(proc.stderr.fileno())
+                    continue
+                buf += chunk
+                if len(buf) > limit:
+                    if buf is err:
+                        del err[: len(err) - limit]
+                        continue
+                    return "overflow", b"", bytes(err)
+            size = protocol.frame_size(out)
+            if size is not None:
+                return ("frame" if size == len(out) else "eof"), bytes(out), bytes(err)
+
+
+def _end(proc: subprocess.Popen[bytes]) -> None:
+    """Reap a box that sent no valid frame: it is exiting, or (garbage after a frame) it is killed."""
+    try:
+        proc.wait(1.0)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(OSError):
+            os.killpg(proc.pid, 9)
+        proc.wait()
+
+
+def _drain(fd: int) -> bytes:
+    """What the supervisor's stderr holds now, without waiting."""
+    os.set_blocking(fd, False)
+    try:
+        return os.read(fd, _STDERR_CAP) or b""
+    except BlockingIOError:
+        return b""

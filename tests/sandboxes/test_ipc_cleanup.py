@@ -1,4 +1,4 @@
-"""No System V or POSIX IPC object outlives a run in a warm container: shared memory (charged to the
+"""No System V or POSIX IPC object outlives a run in a warm container or local namespace: shared memory (charged to the
 container's memory cgroup), message queues and semaphores of both families are gone before the next run."""
 
 from __future__ import annotations
@@ -10,8 +10,6 @@ import pytest
 import sandboxes
 from sandboxes import RunRequest
 from sandboxes.types import Sandbox
-
-pytestmark = pytest.mark.docker
 
 SYSV = r"""
 import ctypes
@@ -45,10 +43,11 @@ print([len(open("/proc/sysvipc/" + k).read().splitlines()) - 1 for k in ("shm", 
 """
 
 
-@pytest.fixture(scope="module")
-def one_container() -> Iterator[Sandbox]:
-    """A pool of one: every run lands in the same warm container (as long as it stays clean)."""
-    sb = sandboxes.open_sandbox("docker", pool_size=1)
+@pytest.fixture(scope="module", params=[pytest.param("docker", marks=pytest.mark.docker), "local"])
+def one_container(request: pytest.FixtureRequest) -> Iterator[Sandbox]:
+    """A pool of one (Docker) or one thread's warm namespace (local): every run lands in the same warm
+    sandbox (as long as it stays clean)."""
+    sb = sandboxes.open_sandbox(request.param, **({"pool_size": 1} if request.param == "docker" else {}))
     yield sb
     sb.close()
 

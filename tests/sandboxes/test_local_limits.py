@@ -1,10 +1,12 @@
-"""The local (bubblewrap) backend enforces the pids and the aggregate memory limit (a cgroup leaf per run),
+"""The local (bubblewrap) backend enforces the pids and the aggregate memory limit (a cgroup leaf per warm namespace),
 refuses to run as root without them, and ``auto`` falling back to it is loud."""
 
 from __future__ import annotations
 
 import logging
 import os
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 
@@ -66,11 +68,49 @@ def test_one_process_over_the_cgroup_limit_is_a_memory_stop(local_sandbox: Sandb
 
 
 @needs_cgroups
-def test_no_leaf_is_left_behind(local_sandbox: Sandbox) -> None:
-    local_sandbox.run(RunRequest(["python3", "-c", "import subprocess\nsubprocess.Popen(['sleep', '60'])"]))
+def test_leftovers_die_after_each_run_and_no_leaf_outlives_close() -> None:
+    """The warm box's leaf holds only bubblewrap and the supervisor between runs; close removes the leaf."""
+    before = set(_own_leaves())  # other sandboxes of this process (the session fixture's) keep theirs
+    sb = sandboxes.open_sandbox("local")
+    try:
+        r = sb.run(RunRequest(["python3", "-c", "import subprocess\nsubprocess.Popen(['sleep', '60'])"]))
+        assert r.stopped_by == "exit", r
+        leaves = set(_own_leaves()) - before
+        assert len(leaves) == 1, leaves
+        comms = [
+            Path(f"/proc/{pid}/comm").read_text().strip()
+            for leaf in leaves
+            for pid in (leaf / "cgroup.procs").read_text().split()
+        ]
+        assert "sleep" not in comms and set(comms) <= {"bwrap", "python3"}, comms
+    finally:
+        sb.close()
+    assert not set(_own_leaves()) - before
+
+
+def _own_leaves() -> list[Path]:
     cgroups = Cgroups.find()
     assert cgroups is not None
-    assert not [d for b in cgroups.bases for d in b.glob(f"rrl-sandbox-{os.getpid()}-*")]
+    return [d for b in cgroups.bases[:1] for d in b.glob(f"rrl-sandbox-{os.getpid()}-*")]
+
+
+NAMESPACE = "import os\nprint(os.readlink('/proc/self/ns/pid'), os.readlink('/proc/self/ns/ipc'))"
+
+
+def test_warm_namespace_is_reused_and_replaced_when_its_supervisor_dies() -> None:
+    """Runs share one warm namespace (no bubblewrap start per run); a program that kills its supervisor
+    scores as the program's failure and the next run gets a working fresh namespace."""
+    sb = sandboxes.open_sandbox("local")
+    try:
+        first, second = (sb.run(RunRequest(["python3", "-c", NAMESPACE])) for _ in range(2))
+        assert first.stopped_by == "exit" and first.stdout == second.stdout, (first, second)
+        killer = sb.run(RunRequest(["python3", "-c", "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)"]))
+        assert (killer.stopped_by, killer.exit_code) == ("exit", None), killer
+        assert "killed the sandbox supervisor" in killer.detail, killer
+        after = sb.run(RunRequest(["python3", "-c", "print('fresh')"]))
+        assert (after.stdout, after.stopped_by) == (b"fresh\n", "exit"), after
+    finally:
+        sb.close()
 
 
 def test_root_without_cgroups_is_refused_unless_asked(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -98,3 +138,91 @@ def test_auto_fallback_is_loud(monkeypatch: pytest.MonkeyPatch, caplog: pytest.L
     assert levels == [logging.WARNING, logging.INFO]  # once loud, then quiet
     ok, message = sandboxes.check("auto")
     assert ok and "WARNING: `auto` falls back" in message and "not reachable (test)" in message
+
+
+def test_threads_get_their_own_warm_namespaces() -> None:
+    """bubblewrap dies with the thread that started it (--die-with-parent), so a warm namespace serves only its
+    own thread: runs from short-lived threads (a fresh executor per batch) and the main thread all succeed."""
+    sb = sandboxes.open_sandbox("local")
+    try:
+        for _ in range(2):
+            with ThreadPoolExecutor(3) as ex:
+                results = list(ex.map(lambda i: sb.run(RunRequest(["python3", "-c", f"print({i})"])), range(9)))
+            assert [(r.stdout, r.stopped_by) for r in results] == [(f"{i}\n".encode(), "exit") for i in range(9)]
+        main = sb.run(RunRequest(["python3", "-c", "print('main')"]))
+        assert (main.stdout, main.stopped_by) == (b"main\n", "exit"), main
+    finally:
+        sb.close()
+
+
+LEAVE = """
+import os
+for path in ("/left", "/dev/left", "/dev/shm/left", "/dev/mqueue/left", "/tmp/left", "/work/left"):
+    try:
+        open(path, "w").write("x")
+    except OSError:
+        pass
+print("done")
+"""
+LOOK_LEFT = "import os\nprint([p for p in os.listdir('/') + ['/dev/' + n for n in os.listdir('/dev')] if 'left' in p])"
+
+
+def test_no_file_anywhere_survives_in_the_warm_namespace() -> None:
+    """The namespace outlives the run, so no path the program can write may keep a file for the next run:
+    bubblewrap's root and /dev are read-only, the scratch dirs are wiped (on the old per-run code, a fresh root
+    each run; with a warm root left writable, /left and /dev/left survived)."""
+    sb = sandboxes.open_sandbox("local")
+    try:
+        assert sb.run(RunRequest(["python3", "-c", LEAVE])).stdout == b"done\n"
+        after = sb.run(RunRequest(["python3", "-c", LOOK_LEFT + "\nprint(os.listdir('/dev/shm'), os.listdir('.'))"]))
+        assert after.stdout == b"[]\n[] []\n", after
+    finally:
+        sb.close()
+
+
+ADD_KEYS = """
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+print([libc.syscall(248, b"user", b"rrl-key", b"secret", 6, ring) > 0 for ring in (-4, -5)])
+"""
+FIND_KEYS = """
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+print([libc.syscall(250, 10, ring, b"user", b"rrl-key", 0) for ring in (-4, -5)])
+"""
+
+
+@pytest.mark.skipif(os.uname().machine != "x86_64", reason="syscall numbers of x86_64")
+def test_keys_do_not_survive_in_the_warm_namespace() -> None:
+    """User and user-session keyrings belong to the (warm) user namespace: a key one run adds must be gone in
+    the next (it was found there before the supervisor cleared the keyrings)."""
+    sb = sandboxes.open_sandbox("local")
+    try:
+        assert sb.run(RunRequest(["python3", "-c", ADD_KEYS])).stdout == b"[True, True]\n"
+        found = sb.run(RunRequest(["python3", "-c", FIND_KEYS]))
+        assert found.stdout == b"[-1, -1]\n", found
+    finally:
+        sb.close()
+
+
+def test_a_forked_child_starts_its_own_warm_namespace() -> None:
+    """A process forked after the sandbox was used must not talk to its parent's warm supervisor (the pipes
+    are shared): parent and child running at the same time each get their own answer."""
+    sb = sandboxes.open_sandbox("local")
+
+    def say(name: str) -> bytes:
+        return sb.run(RunRequest(["python3", "-c", f"import time\ntime.sleep(0.3)\nprint('{name}')"])).stdout
+
+    try:
+        assert say("warm") == b"warm\n"
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.write(write, say("child"))
+            os._exit(0)
+        os.close(write)
+        parent = say("parent")
+        os.waitpid(pid, 0)
+        assert (parent, os.read(read, 100)) == (b"parent\n", b"child\n")
+    finally:
+        sb.close()
