@@ -8,7 +8,8 @@ rank that did not answer well; the *named* rank (``WorkerFailure.rank``) is the 
 else a rank still silent when another's collective timed out or the deadline passed (the one stuck outside the
 collective), else the rank that raised. ``next_done`` is the same wait for streaming results (first rank done).
 
-Public names (stable): ``RankPlace``, ``WorkerFailure``, ``gather``, ``next_done``, ``last_good_checkpoint``,
+Public names (stable): ``RankPlace``, ``WorkerFailure``, ``gather``, ``next_done``, ``next_streamed``,
+``last_good_checkpoint``,
 ``RESUME_HINT``.
 """
 
@@ -178,5 +179,36 @@ def next_done(
         value = _collect(ref, rank, out)
         if not (out.died or out.raised):
             return ref, rank, value
+    out.silent = sorted(pending.values())
+    raise _fail(out, places, what, timeout_s, checkpoints)
+
+
+def next_streamed(
+    pending: dict[Any, int],
+    places: Sequence[RankPlace],
+    *,
+    what: str,
+    timeout_s: float,
+    checkpoints: Path | None = None,
+) -> tuple[int, Any]:
+    """The next item of whichever streaming call (Ray ``ObjectRefGenerator`` -> rank) yields first within
+    ``timeout_s``: (rank, value), or (rank, ``None``) when that rank's stream ended (it leaves ``pending``). A
+    death, an exception or the deadline: ``WorkerFailure``."""
+    import ray
+
+    done, _ = ray.wait(list(pending), num_returns=1, timeout=timeout_s)
+    out = _Outcome({}, {}, [])
+    if done:
+        gen = done[0]
+        rank = pending[gen]
+        try:
+            ref = next(gen)
+        except StopIteration:
+            del pending[gen]
+            return rank, None
+        value = _collect(ref, rank, out)
+        if not (out.died or out.raised):
+            return rank, value
+        del pending[gen]
     out.silent = sorted(pending.values())
     raise _fail(out, places, what, timeout_s, checkpoints)

@@ -31,7 +31,7 @@ from reasoning_rl.config import ConfigError
 from reasoning_rl.config.resources import ResourcesConfig
 from reasoning_rl.distributed import cluster
 from reasoning_rl.distributed.broadcast import HandoffGroup
-from reasoning_rl.distributed.faults import RankPlace, gather, next_done
+from reasoning_rl.distributed.faults import RankPlace, gather, next_streamed
 from reasoning_rl.distributed.group import Traffic, WorkerGroup
 from reasoning_rl.distributed.rollout_worker import RolloutWorker
 from reasoning_rl.distributed.worker import (
@@ -130,6 +130,17 @@ class RankActor:
         group = HandoffGroup(member, handoff[1], handoff[0], spec.cfg.resources.collective_timeout_s)
         self.worker = RolloutWorker.build(spec, group, rank=rank)
         return node_address()
+
+    def stream(self, prompts: list[list[int]], sampling: SamplingConfig) -> Iterator[CallResult]:
+        """This rank's completions one by one as its engine finishes them (a Ray streaming generator: the
+        driver grades each while the ranks still generate); seconds are those since the previous one."""
+        if self.worker is None:
+            raise RuntimeError("RankActor.stream before setup")
+        last = time.perf_counter()
+        for comp in self.worker.stream(prompts, sampling):
+            now = time.perf_counter()
+            yield CallResult(comp, now - last, len(pickle.dumps(comp)))
+            last = now
 
     def call(self, method: str, *args: Any) -> CallResult:
         if self.worker is None:
@@ -244,19 +255,19 @@ class RayRanks:
     def stream(
         self, per_rank: Sequence[tuple[int, list[list[int]], SamplingConfig]], traffic: Traffic
     ) -> Iterator[tuple[int, Completion]]:
-        """Each rank's share comes back whole; shares are yielded in the order the ranks finish."""
-        pending: dict[Any, int] = {}
-        sent: dict[int, int] = {}
+        """Completions one by one from every rank's streaming ``RankActor.stream``, in arrival order."""
+        pending: dict[Any, int] = {}  # ObjectRefGenerator -> global rank
         for rank, prompts, sampling in per_rank:
-            sent[rank] = len(pickle.dumps((prompts, sampling)))
-            pending[self.engines[rank].call.remote("generate", prompts, sampling)] = rank + self._engine0
+            gen = self.engines[rank].stream.options(num_returns="streaming").remote(prompts, sampling)
+            pending[gen] = rank + self._engine0
+            traffic.to_workers += len(pickle.dumps((prompts, sampling)))
         while pending:
-            _, rank, res = next_done(
+            rank, res = next_streamed(
                 pending, self.places, what="generate", timeout_s=self.timeout_s, checkpoints=self.checkpoints
             )
-            traffic.add("generate", rank, sent[rank - self._engine0], res)
-            for comp in res.value:
-                yield rank - self._engine0, comp
+            if res is not None:
+                traffic.add("generate", rank, 0, res)
+                yield rank - self._engine0, res.value
 
     @property
     def engine_count(self) -> int:

@@ -35,6 +35,10 @@ class FakeRanks:
     def world(self) -> int:
         return self._world
 
+    @property
+    def engine_count(self) -> int:
+        return self._world
+
     def run(self, method: str, per_rank: Sequence[tuple[Any, ...]], traffic: Traffic) -> list[Any]:
         assert method == "policy_logprobs"
         out = []
