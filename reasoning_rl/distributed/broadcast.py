@@ -39,7 +39,8 @@ class HandoffGroup:
     def __init__(self, member: int, size: int, master: tuple[str, int], timeout_s: float) -> None:
         timeout = timedelta(seconds=timeout_s)
         store = tdist.TCPStore(master[0], master[1], size, is_master=member == 0, timeout=timeout)
-        self.pg = tdist.ProcessGroupGloo(tdist.PrefixStore("handoff", store), member, size, timeout)
+        pg = tdist.ProcessGroupGloo(tdist.PrefixStore("handoff", store), member, size, timeout)
+        self.pg: Any = pg  # Any: torch's stubs lack the backend's collectives (broadcast)
         self.member = member
 
     def broadcast(self, tensor: Tensor) -> Tensor:

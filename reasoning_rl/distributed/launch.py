@@ -59,6 +59,7 @@ def start_group(spec: WorkerSpec, *, console: Console) -> WorkerGroup:
     res = spec.cfg.resources
     nodes, per_node = layout(res, spec.device)
     check_request(spec.cfg, nodes * per_node)
+    check_tensor_parallel(spec.cfg, spec.device, per_node)
     if nodes * per_node == 1 and res.ray_address is None and res.placement == "colocated":
         return WorkerGroup.local(ModelWorker.build(spec))
     ranks = RayRanks.start(spec, nodes, per_node)
@@ -87,6 +88,26 @@ def check_request(cfg: Any, world: int) -> None:
         raise ConfigError(
             f"{world} ranks need at least {world} rows per update, but trainer.batch_size x rollout.n = {rows}"
             f" and algorithm.mini_batch_size = {mini}: raise them or lower resources.ranks_per_node / nodes"
+        )
+
+
+def check_tensor_parallel(cfg: Any, device: str, per_node: int) -> None:
+    """Refuse a ``rollout.tensor_parallel_size`` this run cannot give its engines (one line naming the key)."""
+    from reasoning_rl.trainer.build import rollout_kind
+
+    tp = cfg.rollout.tensor_parallel_size
+    if tp == 1:
+        return
+    key = f"rollout.tensor_parallel_size={tp}"
+    if device != "cuda":
+        raise ConfigError(f"{key} needs CUDA (vLLM tensor parallel over GPUs); on {device} set it to 1")
+    if rollout_kind(cfg) != "vllm":
+        raise ConfigError(f"{key} needs rollout.engine=vllm (the {rollout_kind(cfg)} engine has no tensor parallel)")
+    if per_node % tp:
+        raise ConfigError(f"{key} must divide resources.ranks_per_node={per_node}: pick a divisor of it")
+    if cfg.resources.placement != "split":
+        raise ConfigError(
+            f"{key} needs resources.placement=split (a colocated rank holds one GPU; a split rollout rank gets {tp})"
         )
 
 
@@ -199,7 +220,10 @@ class RayRanks:
         gpu = spec.device == "cuda"
         bundle = {"GPU": 1.0} if gpu else {"CPU": 1.0}
         strategy = "PACK" if nodes == 1 else ("STRICT_SPREAD" if per_node == 1 else "SPREAD")
-        pg = placement_group([dict(bundle) for _ in range(world + rollout)], strategy=strategy)
+        tp = spec.cfg.rollout.tensor_parallel_size if gpu else 1  # a rollout rank's engine: tp GPUs
+        engine_bundle = {"GPU": float(tp)} if gpu else bundle
+        bundles = [dict(bundle) for _ in range(world)] + [dict(engine_bundle) for _ in range(rollout)]
+        pg = placement_group(bundles, strategy=strategy)
         ready, _ = ray.wait([pg.ready()], timeout=PLACEMENT_WAIT_S)
         if not ready:
             have = ray.cluster_resources()
@@ -207,14 +231,14 @@ class RayRanks:
             if owns:
                 ray.shutdown()
             raise ConfigError(
-                f"resources: {world + rollout} ranks ({nodes} node(s) x {per_node}) of {bundle} ({strategy}) do not fit the "
+                f"resources: {world + rollout} ranks ({nodes} node(s) x {per_node}) of {bundles} ({strategy}) do not fit the "
                 f"Ray cluster (it has {have}); lower resources.nodes / resources.ranks_per_node or add nodes"
             )
         remote = ray.remote(RankActor)
         actors: list[Any] = [  # handles: their methods are called with .remote
             remote.options(
                 num_cpus=0 if gpu else 1,
-                num_gpus=1 if gpu else 0,
+                num_gpus=(tp if r >= world else 1) if gpu else 0,
                 runtime_env={"env_vars": _worker_env()},
                 scheduling_strategy=PlacementGroupSchedulingStrategy(pg, placement_group_bundle_index=r),
             ).remote()

@@ -367,6 +367,8 @@ def engine_for(
     r = cfg.rollout
     kind = rollout_kind(cfg)
     extra = dict(r.engine_args) if kind == "vllm" else {}
+    if r.tensor_parallel_size > 1:  # launch.check_tensor_parallel refused it anywhere but vLLM on CUDA
+        extra["tensor_parallel_size"] = r.tensor_parallel_size
     try:
         return make_engine(
             kind,
