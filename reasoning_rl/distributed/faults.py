@@ -199,7 +199,7 @@ def next_streamed(
     done, _ = ray.wait(list(pending), num_returns=1, timeout=timeout_s)
     out = _Outcome({}, {}, [])
     if done:
-        gen = done[0]
+        gen: Any = done[0]  # an ObjectRefGenerator: next() is its next item's ref
         rank = pending[gen]
         try:
             ref = next(gen)
