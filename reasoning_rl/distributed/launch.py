@@ -11,7 +11,12 @@ Joining, describing the cluster and refusing a request it cannot hold are ``clus
 actors is ``faults``' bounded one (a dead or hung rank: ``WorkerFailure`` naming it, its node and the last good
 checkpoint).
 
-Public names (stable): ``layout``, ``check_request``, ``start_group``, ``RayRanks``, ``RankActor``.
+Split placement (``resources.placement=split``): the last ``resources.rollout_ranks`` actors are rollout ranks
+(``RolloutWorker``, bundle ``{"GPU": rollout.tensor_parallel_size}`` on CUDA), outside the training ranks' process
+group; training rank 0 reaches them through a ``broadcast.HandoffGroup`` on a second free port of its node.
+
+Public names (stable): ``layout``, ``check_request``, ``check_tensor_parallel``, ``start_group``, ``RayRanks``,
+``RankActor``.
 """
 
 from __future__ import annotations
