@@ -195,6 +195,7 @@ def next_streamed(
     ``timeout_s``: (rank, value), or (rank, ``None``) when that rank's stream ended (it leaves ``pending``). A
     death, an exception or the deadline: ``WorkerFailure``."""
     import ray
+    from ray.exceptions import RayActorError
 
     done, _ = ray.wait(list(pending), num_returns=1, timeout=timeout_s)
     out = _Outcome({}, {}, [])
@@ -206,7 +207,10 @@ def next_streamed(
         except StopIteration:
             del pending[gen]
             return rank, None
-        value = _collect(ref, rank, out)
+        except RayActorError as exc:  # the stream's actor is gone (Ray may say so here, or at the get)
+            out.died[rank] = _first_line(exc).split(". ")[0][:200]
+            ref = None
+        value = _collect(ref, rank, out) if ref is not None else None
         if not (out.died or out.raised):
             return rank, value
         del pending[gen]

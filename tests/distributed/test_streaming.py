@@ -25,7 +25,7 @@ def ray_up() -> Iterator[Any]:
     ray.shutdown()
 
 
-def _group(ray: Any, fail_after: int | None = None) -> tuple[WorkerGroup, list[Any]]:
+def _group(ray: Any, fail_after: int | None = None, die: bool = False) -> tuple[WorkerGroup, list[Any]]:
     from reasoning_rl.distributed.launch import RankActor, RayRanks
     from tests.distributed.actors import SlowStreamWorker
 
@@ -34,7 +34,7 @@ def _group(ray: Any, fail_after: int | None = None) -> tuple[WorkerGroup, list[A
 
         def __init__(self, rank: int) -> None:
             super().__init__()
-            self.worker = SlowStreamWorker(DELAY, fail_after if rank == 1 else None)
+            self.worker = SlowStreamWorker(DELAY, fail_after if rank == 1 else None, die)
 
     actors = [ray.remote(num_cpus=0, max_restarts=0)(Actor).remote(r) for r in range(2)]
     ranks = RayRanks(actors, None, "PACK", timeout_s=30.0, owns_ray=False)
@@ -66,5 +66,14 @@ def test_a_rank_failing_mid_stream_is_named(ray_up: Any) -> None:
             got.append(comp)
     assert "engine broke after 1 completions" in str(err.value)
     assert got  # what came before the failure was delivered
+    for a in actors:
+        ray_up.kill(a)
+
+
+def test_a_rank_dying_mid_stream_is_named(ray_up: Any) -> None:
+    group, actors = _group(ray_up, fail_after=1, die=True)
+    with pytest.raises(WorkerFailure, match="rank 1") as err:
+        list(group.stream([[1, 2], [3, 4], [5, 6], [7, 8]], SamplingConfig(n=1)))
+    assert "rank 1 (node" in str(err.value) and "died" in str(err.value), str(err.value)
     for a in actors:
         ray_up.kill(a)
