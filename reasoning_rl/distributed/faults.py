@@ -131,12 +131,14 @@ def gather(
     what: str,
     timeout_s: float,
     checkpoints: Path | None = None,
+    first_rank: int = 0,
 ) -> list[Any]:
-    """The values of ``refs`` (ref r from rank r) in rank order, or ``WorkerFailure`` within ``timeout_s``."""
+    """The values of ``refs`` (ref r from rank ``first_rank + r``) in rank order, or ``WorkerFailure`` within
+    ``timeout_s``."""
     import ray
 
     deadline = time.monotonic() + timeout_s
-    rank_of = {ref: r for r, ref in enumerate(refs)}
+    rank_of = {ref: first_rank + r for r, ref in enumerate(refs)}
     values: list[Any] = [None] * len(refs)
     pending = list(refs)
     out = _Outcome({}, {}, [])
@@ -149,7 +151,7 @@ def gather(
             out.silent = sorted(rank_of[ref] for ref in pending)
             raise _fail(out, places, what, timeout_s, checkpoints)
         for ref in done:
-            values[rank_of[ref]] = _collect(ref, rank_of[ref], out)
+            values[rank_of[ref] - first_rank] = _collect(ref, rank_of[ref], out)
         if out.died or out.raised:
             more, pending = ray.wait(pending, num_returns=len(pending), timeout=0) if pending else ([], [])
             for ref in more:  # failures that landed at the same moment are part of the story

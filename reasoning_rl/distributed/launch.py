@@ -312,7 +312,7 @@ class RayRanks:
         if self.engines is self.train_actors:
             return self.run(method, [args] * self.world, Traffic())
         refs = [a.call.remote(method, *args) for a in self.engines]
-        return [res.value for res in self._get(refs, method)]
+        return [res.value for res in self._get(refs, method, first_rank=self._engine0)]
 
     def handoff(self, step: int, bucket_bytes: int, traffic: Traffic) -> list[Any]:
         """New weights into every engine: colocated, each rank its own (``push_weights``); split, training
@@ -330,9 +330,11 @@ class RayRanks:
             stats[0] = dc_replace(stats[0], check=max(checks, key=lambda c: c.probe_gap))
         return stats
 
-    def _get(self, refs: list[Any], method: str, *, startup: bool = False) -> list[Any]:
+    def _get(self, refs: list[Any], method: str, *, startup: bool = False, first_rank: int = 0) -> list[Any]:
         wait = max(self.timeout_s, STARTUP_WAIT_S) if startup else self.timeout_s
-        return gather(refs, self.places, what=method, timeout_s=wait, checkpoints=self.checkpoints)
+        return gather(
+            refs, self.places, what=method, timeout_s=wait, checkpoints=self.checkpoints, first_rank=first_rank
+        )
 
     def close(self) -> None:
         import ray
