@@ -250,6 +250,20 @@ class FreshnessGate:
         ranks without one (they still join the trainer's probe forward and the vote)."""
         start = time.perf_counter()
         trainer_lp, _ = policy.logprobs(self.probe.batch())  # collective under FSDP
+        return self.verify(trainer_lp, engine, sent, step=step, start=start)
+
+    def verify(
+        self,
+        trainer_lp: Tensor,
+        engine: Any,
+        sent: Mapping[str, Fingerprint],
+        *,
+        step: int,
+        start: float | None = None,
+    ) -> CheckResult:
+        """``check`` given the trainer's probe log-probs (a split rollout rank receives them: it has no
+        policy)."""
+        start = time.perf_counter() if start is None else start
         problem: str | None = None
         gap = gap_max = 0.0
         tol = self.tolerance(next(iter(sent.values())).dtype if sent else torch.float32)

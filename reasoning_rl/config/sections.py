@@ -205,6 +205,12 @@ class RolloutConfig(SamplingParams):
         "engine-wide stream. None: on for CPU, off on CUDA (where batched kernels "
         "are not bitwise reproducible anyway).",
     )
+    tensor_parallel_size: int = Field(
+        default=1,
+        ge=1,
+        description="GPUs per vLLM engine (tensor parallel). > 1 needs rollout.engine=vllm, CUDA, "
+        "resources.placement=split (each rollout rank gets that many GPUs) and ranks_per_node divisible by it.",
+    )
     freshness_check: bool = Field(
         default=True,
         description="After every weight hand-off, prove the engine serves "

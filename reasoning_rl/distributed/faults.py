@@ -8,7 +8,8 @@ rank that did not answer well; the *named* rank (``WorkerFailure.rank``) is the 
 else a rank still silent when another's collective timed out or the deadline passed (the one stuck outside the
 collective), else the rank that raised. ``next_done`` is the same wait for streaming results (first rank done).
 
-Public names (stable): ``RankPlace``, ``WorkerFailure``, ``gather``, ``next_done``, ``last_good_checkpoint``,
+Public names (stable): ``RankPlace``, ``WorkerFailure``, ``gather``, ``next_done``, ``next_streamed``,
+``last_good_checkpoint``,
 ``RESUME_HINT``.
 """
 
@@ -130,12 +131,14 @@ def gather(
     what: str,
     timeout_s: float,
     checkpoints: Path | None = None,
+    first_rank: int = 0,
 ) -> list[Any]:
-    """The values of ``refs`` (ref r from rank r) in rank order, or ``WorkerFailure`` within ``timeout_s``."""
+    """The values of ``refs`` (ref r from rank ``first_rank + r``) in rank order, or ``WorkerFailure`` within
+    ``timeout_s``."""
     import ray
 
     deadline = time.monotonic() + timeout_s
-    rank_of = {ref: r for r, ref in enumerate(refs)}
+    rank_of = {ref: first_rank + r for r, ref in enumerate(refs)}
     values: list[Any] = [None] * len(refs)
     pending = list(refs)
     out = _Outcome({}, {}, [])
@@ -148,7 +151,7 @@ def gather(
             out.silent = sorted(rank_of[ref] for ref in pending)
             raise _fail(out, places, what, timeout_s, checkpoints)
         for ref in done:
-            values[rank_of[ref]] = _collect(ref, rank_of[ref], out)
+            values[rank_of[ref] - first_rank] = _collect(ref, rank_of[ref], out)
         if out.died or out.raised:
             more, pending = ray.wait(pending, num_returns=len(pending), timeout=0) if pending else ([], [])
             for ref in more:  # failures that landed at the same moment are part of the story
@@ -178,5 +181,40 @@ def next_done(
         value = _collect(ref, rank, out)
         if not (out.died or out.raised):
             return ref, rank, value
+    out.silent = sorted(pending.values())
+    raise _fail(out, places, what, timeout_s, checkpoints)
+
+
+def next_streamed(
+    pending: dict[Any, int],
+    places: Sequence[RankPlace],
+    *,
+    what: str,
+    timeout_s: float,
+    checkpoints: Path | None = None,
+) -> tuple[int, Any]:
+    """The next item of whichever streaming call (Ray ``ObjectRefGenerator`` -> rank) yields first within
+    ``timeout_s``: (rank, value), or (rank, ``None``) when that rank's stream ended (it leaves ``pending``). A
+    death, an exception or the deadline: ``WorkerFailure``."""
+    import ray
+    from ray.exceptions import RayActorError
+
+    done, _ = ray.wait(list(pending), num_returns=1, timeout=timeout_s)
+    out = _Outcome({}, {}, [])
+    if done:
+        gen: Any = done[0]  # an ObjectRefGenerator: next() is its next item's ref
+        rank = pending[gen]
+        try:
+            ref = next(gen)
+        except StopIteration:
+            del pending[gen]
+            return rank, None
+        except RayActorError as exc:  # the stream's actor is gone (Ray may say so here, or at the get)
+            out.died[rank] = _first_line(exc).split(". ")[0][:200]
+            ref = None
+        value = _collect(ref, rank, out) if ref is not None else None
+        if not (out.died or out.raised):
+            return rank, value
+        del pending[gen]
     out.silent = sorted(pending.values())
     raise _fail(out, places, what, timeout_s, checkpoints)

@@ -8,7 +8,7 @@ Splits are contiguous and deterministic (``shards``): rank r gets rows ``[start_
 uses (``Models(policy, ref, critic)``, ``RolloutEngine``), so the algorithm code never sees ranks.
 
 Public names (stable): ``WorkerGroup`` (``local``, ``world``, ``shards``, ``call``, ``call_all``, ``stream``,
-``take_traffic``, ``close``), ``RankBackend``, ``LocalRanks``, ``Traffic``, ``shards``.
+``call_engines``, ``push_weights``, ``take_traffic``, ``close``), ``RankBackend``, ``LocalRanks``, ``Traffic``, ``shards``.
 """
 
 from __future__ import annotations
@@ -54,6 +54,19 @@ class RankBackend(Protocol):
     @property
     def world(self) -> int: ...
 
+    @property
+    def engine_count(self) -> int:
+        """Ranks that generate: the training ranks, or split placement's rollout ranks."""
+        ...
+
+    def run_engines(self, method: str, *args: Any) -> list[Any]:
+        """``method(*args)`` on every generating rank."""
+        ...
+
+    def handoff(self, step: int, bucket_bytes: int, traffic: Traffic) -> list[Any]:
+        """The policy's new weights into every engine; each rank's ``HandoffStats`` (training ranks first)."""
+        ...
+
     def run(self, method: str, per_rank: Sequence[tuple[Any, ...]], traffic: Traffic) -> list[Any]:
         """``method(*per_rank[r])`` on every rank r at once; the values in rank order."""
         ...
@@ -76,6 +89,16 @@ class LocalRanks:
     @property
     def world(self) -> int:
         return 1
+
+    @property
+    def engine_count(self) -> int:
+        return 1
+
+    def run_engines(self, method: str, *args: Any) -> list[Any]:
+        return self.run(method, [args], Traffic())
+
+    def handoff(self, step: int, bucket_bytes: int, traffic: Traffic) -> list[Any]:
+        return self.run("push_weights", [(step, bucket_bytes)], traffic)
 
     def run(self, method: str, per_rank: Sequence[tuple[Any, ...]], traffic: Traffic) -> list[Any]:
         (args,) = per_rank
@@ -129,10 +152,18 @@ class WorkerGroup:
     def stream(self, prompts: list[list[int]], sampling: SamplingConfig) -> Iterator[Completion]:
         """Each rank generates its share of ``prompts`` (with its share's offset, so per-prompt seeds do not
         depend on the split); completions come back numbered as in ``prompts``. Ranks without prompts idle."""
-        split = shards(len(prompts), self.world)
+        split = shards(len(prompts), self.backend.engine_count)
         jobs = [(r, prompts[s.start : s.stop], _share(sampling, s)) for r, s in enumerate(split) if len(s)]
         for rank, comp in self.backend.stream(jobs, self.traffic):
             yield replace(comp, prompt_index=comp.prompt_index + split[rank].start)
+
+    def call_engines(self, method: str, *args: Any) -> list[Any]:
+        """The same call on every generating rank (split placement: the rollout ranks)."""
+        return self.backend.run_engines(method, *args)
+
+    def push_weights(self, step: int, bucket_bytes: int) -> list[Any]:
+        """The update's weights into every engine: per rank ``HandoffStats``, training ranks first."""
+        return self.backend.handoff(step, bucket_bytes, self.traffic)
 
     def take_traffic(self) -> Traffic:
         out, self.traffic = self.traffic, Traffic()

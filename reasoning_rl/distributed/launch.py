@@ -11,7 +11,12 @@ Joining, describing the cluster and refusing a request it cannot hold are ``clus
 actors is ``faults``' bounded one (a dead or hung rank: ``WorkerFailure`` naming it, its node and the last good
 checkpoint).
 
-Public names (stable): ``layout``, ``check_request``, ``start_group``, ``RayRanks``, ``RankActor``.
+Split placement (``resources.placement=split``): the last ``resources.rollout_ranks`` actors are rollout ranks
+(``RolloutWorker``, bundle ``{"GPU": rollout.tensor_parallel_size}`` on CUDA), outside the training ranks' process
+group; training rank 0 reaches them through a ``broadcast.HandoffGroup`` on a second free port of its node.
+
+Public names (stable): ``layout``, ``check_request``, ``check_tensor_parallel``, ``start_group``, ``RayRanks``,
+``RankActor``.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ import pickle
 import socket
 import time
 from collections.abc import Iterator, Sequence
+from dataclasses import replace as dc_replace
 from pathlib import Path
 from typing import Any
 
@@ -29,8 +35,10 @@ from rich.console import Console
 from reasoning_rl.config import ConfigError
 from reasoning_rl.config.resources import ResourcesConfig
 from reasoning_rl.distributed import cluster
-from reasoning_rl.distributed.faults import RankPlace, gather, next_done
+from reasoning_rl.distributed.broadcast import HandoffGroup
+from reasoning_rl.distributed.faults import RankPlace, gather, next_streamed
 from reasoning_rl.distributed.group import Traffic, WorkerGroup
+from reasoning_rl.distributed.rollout_worker import RolloutWorker
 from reasoning_rl.distributed.worker import (
     CallResult,
     ModelWorker,
@@ -56,23 +64,29 @@ def start_group(spec: WorkerSpec, *, console: Console) -> WorkerGroup:
     res = spec.cfg.resources
     nodes, per_node = layout(res, spec.device)
     check_request(spec.cfg, nodes * per_node)
-    if nodes * per_node == 1 and res.ray_address is None:
+    check_tensor_parallel(spec.cfg, spec.device, per_node)
+    if nodes * per_node == 1 and res.ray_address is None and res.placement == "colocated":
         return WorkerGroup.local(ModelWorker.build(spec))
     ranks = RayRanks.start(spec, nodes, per_node)
     where = f"{nodes} node(s) x {per_node} rank(s)" + (f" on {res.ray_address}" if res.ray_address else "")
     console.print(f"workers: {ranks.world} ranks ({where}), placement group {ranks.strategy}")
+    if ranks.engines is not ranks.train_actors:
+        console.print(f"rollout: {len(ranks.engines)} rollout rank(s) of their own (placement=split)")
     for place in ranks.places:  # where each rank runs: what a failure names, and where to look
         console.print(f"  {place.describe()}")
     return WorkerGroup(ranks)
 
 
 def check_request(cfg: Any, world: int) -> None:
-    """Refuse, before any process starts, what this trainer cannot run on ``world`` ranks."""
-    if cfg.resources.placement == "split":
+    """Refuse, before any process starts, what this trainer cannot run on ``world`` ranks (split placement:
+    ``resources.rollout_ranks`` of them generate only, the rest train)."""
+    rollout = cfg.resources.rollout_ranks if cfg.resources.placement == "split" else 0
+    if rollout >= world:
         raise ConfigError(
-            "resources.placement=split (rollout engines on their own ranks) is not implemented yet; "
-            "use resources.placement=colocated"
+            f"resources.placement=split with resources.rollout_ranks={rollout} leaves no training rank of {world}:"
+            " lower resources.rollout_ranks or raise resources.ranks_per_node / nodes"
         )
+    world -= rollout
     rows = cfg.trainer.batch_size * cfg.rollout.n
     mini = cfg.algorithm.mini_batch_size or rows
     if min(rows, mini) < world:
@@ -82,11 +96,31 @@ def check_request(cfg: Any, world: int) -> None:
         )
 
 
+def check_tensor_parallel(cfg: Any, device: str, per_node: int) -> None:
+    """Refuse a ``rollout.tensor_parallel_size`` this run cannot give its engines (one line naming the key)."""
+    from reasoning_rl.trainer.build import rollout_kind
+
+    tp = cfg.rollout.tensor_parallel_size
+    if tp == 1:
+        return
+    key = f"rollout.tensor_parallel_size={tp}"
+    if device != "cuda":
+        raise ConfigError(f"{key} needs CUDA (vLLM tensor parallel over GPUs); on {device} set it to 1")
+    if rollout_kind(cfg) != "vllm":
+        raise ConfigError(f"{key} needs rollout.engine=vllm (the {rollout_kind(cfg)} engine has no tensor parallel)")
+    if per_node % tp:
+        raise ConfigError(f"{key} must divide resources.ranks_per_node={per_node}: pick a divisor of it")
+    if cfg.resources.placement != "split":
+        raise ConfigError(
+            f"{key} needs resources.placement=split (a colocated rank holds one GPU; a split rollout rank gets {tp})"
+        )
+
+
 class RankActor:
     """The Ray actor of one rank: joins the process group, builds its ``ModelWorker``, runs its calls."""
 
     def __init__(self) -> None:
-        self.worker: ModelWorker | None = None
+        self.worker: Any = None  # ModelWorker, or RolloutWorker on a split rollout rank
 
     def place(self) -> tuple[str, str, int]:
         """(node IP, Ray node id, pid) of this rank's process."""
@@ -100,10 +134,39 @@ class RankActor:
             s.bind(("", 0))
             return node_address(), int(s.getsockname()[1])
 
-    def setup(self, spec: WorkerSpec, rank: int, world: int, master: tuple[str, int]) -> str:
-        join_process_group(rank, world, master[0], master[1], spec.cfg.resources.collective_timeout_s)
-        self.worker = ModelWorker.build(spec, rank=rank)
+    def setup(
+        self,
+        spec: WorkerSpec,
+        rank: int,
+        world: int,
+        master: tuple[str, int],
+        handoff: tuple[tuple[str, int], int] | None = None,
+    ) -> str:
+        """A training rank; with ``handoff`` (split placement: its master and size) rank 0 is its sender."""
+        timeout = spec.cfg.resources.collective_timeout_s
+        join_process_group(rank, world, master[0], master[1], timeout)
+        group = HandoffGroup(0, handoff[1], handoff[0], timeout) if handoff and rank == 0 else None
+        self.worker = ModelWorker.build(spec, rank=rank, handoff=group)
         return node_address()
+
+    def setup_rollout(
+        self, spec: WorkerSpec, rank: int, member: int, handoff: tuple[tuple[str, int], int]
+    ) -> str:
+        """A split rollout rank: member ``member`` of the hand-off group, no training process group."""
+        group = HandoffGroup(member, handoff[1], handoff[0], spec.cfg.resources.collective_timeout_s)
+        self.worker = RolloutWorker.build(spec, group, rank=rank)
+        return node_address()
+
+    def stream(self, prompts: list[list[int]], sampling: SamplingConfig) -> Iterator[CallResult]:
+        """This rank's completions one by one as its engine finishes them (a Ray streaming generator: the
+        driver grades each while the ranks still generate); seconds are those since the previous one."""
+        if self.worker is None:
+            raise RuntimeError("RankActor.stream before setup")
+        last = time.perf_counter()
+        for comp in self.worker.stream(prompts, sampling):
+            now = time.perf_counter()
+            yield CallResult(comp, now - last, len(pickle.dumps(comp)))
+            last = now
 
     def call(self, method: str, *args: Any) -> CallResult:
         if self.worker is None:
@@ -118,9 +181,18 @@ class RayRanks:
     """A group's ranks as Ray actors, rank r on bundle r of the run's placement group."""
 
     def __init__(
-        self, actors: list[Any], pg: Any, strategy: str, *, timeout_s: float, owns_ray: bool
+        self,
+        actors: list[Any],
+        pg: Any,
+        strategy: str,
+        *,
+        timeout_s: float,
+        owns_ray: bool,
+        train: int | None = None,
     ) -> None:
-        self.actors = actors
+        self.actors = actors  # training ranks first, then split placement's rollout ranks
+        self.train_actors = actors[:train] if train is not None else actors
+        self.engines = actors[train:] if train is not None else actors  # the ranks that generate
         self.pg = pg
         self.strategy = strategy
         self.timeout_s = timeout_s
@@ -131,7 +203,8 @@ class RayRanks:
 
     @property
     def world(self) -> int:
-        return len(self.actors)
+        """Training ranks (the rows of every model call are split over them)."""
+        return len(self.train_actors)
 
     @classmethod
     def start(cls, spec: WorkerSpec, nodes: int, per_node: int) -> RayRanks:
@@ -140,8 +213,9 @@ class RayRanks:
         from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
         res = spec.cfg.resources
-        world = nodes * per_node
-        owns = cluster.connect(res, world=world, device=spec.device)
+        rollout = res.rollout_ranks if res.placement == "split" else 0
+        world = nodes * per_node - rollout  # training ranks; split placement's rollout ranks come after them
+        owns = cluster.connect(res, world=world + rollout, device=spec.device)
         try:
             cluster.validate_request(res, cluster.describe(res.ray_address), device=spec.device)
         except ConfigError:
@@ -151,7 +225,10 @@ class RayRanks:
         gpu = spec.device == "cuda"
         bundle = {"GPU": 1.0} if gpu else {"CPU": 1.0}
         strategy = "PACK" if nodes == 1 else ("STRICT_SPREAD" if per_node == 1 else "SPREAD")
-        pg = placement_group([dict(bundle) for _ in range(world)], strategy=strategy)
+        tp = spec.cfg.rollout.tensor_parallel_size if gpu else 1  # a rollout rank's engine: tp GPUs
+        engine_bundle = {"GPU": float(tp)} if gpu else bundle
+        bundles = [dict(bundle) for _ in range(world)] + [dict(engine_bundle) for _ in range(rollout)]
+        pg = placement_group(bundles, strategy=strategy)
         ready, _ = ray.wait([pg.ready()], timeout=PLACEMENT_WAIT_S)
         if not ready:
             have = ray.cluster_resources()
@@ -159,20 +236,22 @@ class RayRanks:
             if owns:
                 ray.shutdown()
             raise ConfigError(
-                f"resources: {world} ranks ({nodes} node(s) x {per_node}) of {bundle} ({strategy}) do not fit the "
+                f"resources: {world + rollout} ranks ({nodes} node(s) x {per_node}) of {bundles} ({strategy}) do not fit the "
                 f"Ray cluster (it has {have}); lower resources.nodes / resources.ranks_per_node or add nodes"
             )
         remote = ray.remote(RankActor)
         actors: list[Any] = [  # handles: their methods are called with .remote
             remote.options(
                 num_cpus=0 if gpu else 1,
-                num_gpus=1 if gpu else 0,
+                num_gpus=(tp if r >= world else 1) if gpu else 0,
                 runtime_env={"env_vars": _worker_env()},
                 scheduling_strategy=PlacementGroupSchedulingStrategy(pg, placement_group_bundle_index=r),
             ).remote()
-            for r in range(world)
+            for r in range(world + rollout)
         ]
-        ranks = cls(actors, pg, strategy, timeout_s=res.collective_timeout_s, owns_ray=owns)
+        ranks = cls(
+            actors, pg, strategy, timeout_s=res.collective_timeout_s, owns_ray=owns, train=world if rollout else None
+        )
         ranks.checkpoints = Path(spec.cfg.run_dir) / "checkpoints"
         try:
             ranks.places = [
@@ -181,10 +260,14 @@ class RayRanks:
                     ranks._get([a.place.remote() for a in actors], "place", startup=True)
                 )
             ]
-            master = ranks._get([actors[0].address.remote()], "address", startup=True)[0]
-            ranks.nodes = ranks._get(
-                [a.setup.remote(spec, r, world, master) for r, a in enumerate(actors)], "setup", startup=True
-            )
+            master, second = ranks._get([actors[0].address.remote(), actors[0].address.remote()], "address", startup=True)
+            handoff = (second, 1 + rollout) if rollout else None
+            setups = [a.setup.remote(spec, r, world, master, handoff) for r, a in enumerate(actors[:world])]
+            setups += [
+                a.setup_rollout.remote(spec, world + i, 1 + i, handoff)
+                for i, a in enumerate(actors[world:])
+            ]
+            ranks.nodes = ranks._get(setups, "setup", startup=True)
         except BaseException:
             ranks.close()
             raise
@@ -192,7 +275,7 @@ class RayRanks:
 
     def run(self, method: str, per_rank: Sequence[tuple[Any, ...]], traffic: Traffic) -> list[Any]:
         sent = [len(pickle.dumps(args)) for args in per_rank]
-        refs = [a.call.remote(method, *args) for a, args in zip(self.actors, per_rank, strict=True)]
+        refs = [a.call.remote(method, *args) for a, args in zip(self.train_actors, per_rank, strict=True)]
         results: list[CallResult] = self._get(refs, method)
         for rank, (n, res) in enumerate(zip(sent, results, strict=True)):
             traffic.add(method, rank, n, res)
@@ -201,23 +284,57 @@ class RayRanks:
     def stream(
         self, per_rank: Sequence[tuple[int, list[list[int]], SamplingConfig]], traffic: Traffic
     ) -> Iterator[tuple[int, Completion]]:
-        """Each rank's share comes back whole; shares are yielded in the order the ranks finish."""
-        pending: dict[Any, int] = {}
-        sent: dict[int, int] = {}
+        """Completions one by one from every rank's streaming ``RankActor.stream``, in arrival order."""
+        pending: dict[Any, int] = {}  # ObjectRefGenerator -> global rank
         for rank, prompts, sampling in per_rank:
-            sent[rank] = len(pickle.dumps((prompts, sampling)))
-            pending[self.actors[rank].call.remote("generate", prompts, sampling)] = rank
+            gen = self.engines[rank].stream.options(num_returns="streaming").remote(prompts, sampling)
+            pending[gen] = rank + self._engine0
+            traffic.to_workers += len(pickle.dumps((prompts, sampling)))
         while pending:
-            _, rank, res = next_done(
+            rank, res = next_streamed(
                 pending, self.places, what="generate", timeout_s=self.timeout_s, checkpoints=self.checkpoints
             )
-            traffic.add("generate", rank, sent[rank], res)
-            for comp in res.value:
-                yield rank, comp
+            if res is not None:
+                traffic.add("generate", rank, 0, res)
+                yield rank - self._engine0, res.value
 
-    def _get(self, refs: list[Any], method: str, *, startup: bool = False) -> list[Any]:
+    @property
+    def engine_count(self) -> int:
+        return len(self.engines)
+
+    @property
+    def _engine0(self) -> int:
+        """The global rank of the first generating rank (split: after the training ranks)."""
+        return len(self.actors) - len(self.engines)
+
+    def run_engines(self, method: str, *args: Any) -> list[Any]:
+        """``method(*args)`` on every generating rank (the training ranks unless split)."""
+        if self.engines is self.train_actors:
+            return self.run(method, [args] * self.world, Traffic())
+        refs = [a.call.remote(method, *args) for a in self.engines]
+        return [res.value for res in self._get(refs, method, first_rank=self._engine0)]
+
+    def handoff(self, step: int, bucket_bytes: int, traffic: Traffic) -> list[Any]:
+        """New weights into every engine: colocated, each rank its own (``push_weights``); split, training
+        rank 0 broadcasts to the rollout ranks (``send_weights`` / ``receive_weights``, all at once)."""
+        if self.engines is self.train_actors:
+            return self.run("push_weights", [(step, bucket_bytes)] * self.world, traffic)
+        refs = [a.call.remote("send_weights", step, bucket_bytes) for a in self.train_actors]
+        refs += [a.call.remote("receive_weights", step) for a in self.engines]
+        results: list[CallResult] = self._get(refs, "hand-off")
+        for rank, res in enumerate(results):
+            traffic.add("send_weights" if rank < self.world else "receive_weights", rank, 0, res)
+        stats = [res.value for res in results]
+        checks = [s.check for s in stats[self.world :] if s.check is not None]
+        if checks:  # the step's record (rank 0's) carries the rollout ranks' gate: the worst probe gap
+            stats[0] = dc_replace(stats[0], check=max(checks, key=lambda c: c.probe_gap))
+        return stats
+
+    def _get(self, refs: list[Any], method: str, *, startup: bool = False, first_rank: int = 0) -> list[Any]:
         wait = max(self.timeout_s, STARTUP_WAIT_S) if startup else self.timeout_s
-        return gather(refs, self.places, what=method, timeout_s=wait, checkpoints=self.checkpoints)
+        return gather(
+            refs, self.places, what=method, timeout_s=wait, checkpoints=self.checkpoints, first_rank=first_rank
+        )
 
     def close(self) -> None:
         import ray

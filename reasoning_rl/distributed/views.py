@@ -137,11 +137,11 @@ class GroupEngine:
         )
 
     def sleep(self, keep_weights: bool = True) -> None:
-        self.group.call_all("engine_sleep", keep_weights)
+        self.group.call_engines("engine_sleep", keep_weights)
 
     def wake(self) -> None:
-        self.group.call_all("engine_wake")
+        self.group.call_engines("engine_wake")
 
     @property
     def asleep(self) -> bool:
-        return bool(self.group.call_all("engine_asleep")[0])
+        return bool(self.group.call_engines("engine_asleep")[0])

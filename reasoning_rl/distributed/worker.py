@@ -97,15 +97,17 @@ class ModelWorker:
         gate: Any = None,
         tokenizer: Any = None,
         rank: int = 0,
+        handoff: Any = None,
     ) -> None:
         self.models = models
         self.engine = engine
         self.gate = gate  # FreshnessGate: proves every hand-off (rollout.freshness_check)
         self.tokenizer = tokenizer  # rank 0: checkpoints carry the tokenizer files
         self.rank = rank
+        self.handoff = handoff  # split placement, rank 0: its HandoffGroup to the rollout ranks
 
     @classmethod
-    def build(cls, spec: WorkerSpec, *, rank: int = 0) -> ModelWorker:
+    def build(cls, spec: WorkerSpec, *, rank: int = 0, handoff: Any = None) -> ModelWorker:
         """Policy (+ reference, + critic) and the engine with the run's builders. The value head's random
         init is drawn from a generator seeded with ``run.seed`` (and the caller's RNG left as it was), so every
         rank, at any world size, starts from the same critic."""
@@ -117,7 +119,10 @@ class ModelWorker:
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(cfg.run.seed)
             models = build_models(cfg, spec.model_dir, spec.device, spec.dtype)
-        engine = engine_for(cfg, spec.model_dir, spec.device, spec.max_model_len, dtype=spec.dtype)
+        split = cfg.resources.placement == "split"  # the engines live on the rollout ranks
+        engine = (
+            None if split else engine_for(cfg, spec.model_dir, spec.device, spec.max_model_len, dtype=spec.dtype)
+        )
         gate = (
             FreshnessGate.for_run(
                 engine, [list(p) for p in spec.probe_prompts], cfg.rollout.freshness_probe_tol
@@ -126,7 +131,7 @@ class ModelWorker:
             else None
         )
         tokenizer = load_tokenizer(str(spec.model_dir)) if rank == 0 else None
-        return cls(models, engine, gate=gate, tokenizer=tokenizer, rank=rank)
+        return cls(models, engine, gate=gate, tokenizer=tokenizer, rank=rank, handoff=handoff)
 
     # ---------------------------------------------------------------------------------- generation
     def generate(self, prompts: list[list[int]], sampling: SamplingConfig) -> list[Completion]:
@@ -151,6 +156,13 @@ class ModelWorker:
         engine = self._engine()
         engine.wake()
         return push_weights(self.models.policy, engine, bucket_bytes=bucket_bytes, gate=self.gate, step=step)
+
+    def send_weights(self, step: int, bucket_bytes: int) -> Any:
+        """Split placement (collective over the training ranks, with the rollout ranks' ``receive_weights``):
+        broadcast the policy's full weights to the rollout ranks; ``HandoffStats``."""
+        from reasoning_rl.distributed.broadcast import send_weights
+
+        return send_weights(self.models.policy, self.handoff, bucket_bytes=bucket_bytes, gate=self.gate)
 
     def comm_bytes(self) -> dict[str, int]:
         """This rank's FSDP2 all-gather / reduce-scatter bytes of every model since the previous call."""

@@ -145,7 +145,7 @@ class Components:
         """Every rank streams its policy shards into its own engine (woken first); rank 0's stats are the
         step's metrics, and each rank's bytes and GB/s go to the trace."""
         start = time.time()
-        per_rank = self.group.call_all("push_weights", step, self.cfg.rollout.handoff_bucket_mb << 20)
+        per_rank = self.group.push_weights(step, self.cfg.rollout.handoff_bucket_mb << 20)
         stats = per_rank[0]
         if trace is not None:
             for rank, comm in enumerate(self.group.call_all("comm_bytes")):
@@ -367,6 +367,8 @@ def engine_for(
     r = cfg.rollout
     kind = rollout_kind(cfg)
     extra = dict(r.engine_args) if kind == "vllm" else {}
+    if r.tensor_parallel_size > 1:  # launch.check_tensor_parallel refused it anywhere but vLLM on CUDA
+        extra["tensor_parallel_size"] = r.tensor_parallel_size
     try:
         return make_engine(
             kind,

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Iterator
+from typing import Any
 
 
 class Rank:
@@ -35,3 +37,30 @@ class Rank:
             if die:
                 os._exit(1)
             f.write(b"y" * 1000)
+
+
+class SlowStreamWorker:
+    """A rank's engine side: each prompt's completion takes ``delay`` seconds except the first (instant);
+    ``fail_after`` completions, it raises (a rank that breaks mid-stream)."""
+
+    def __init__(self, delay: float, fail_after: int | None = None, die: bool = False) -> None:
+        self.delay = delay
+        self.fail_after = fail_after
+        self.die = die  # at ``fail_after``: the process exits instead of raising
+
+    def stream(self, prompts: list[list[int]], sampling: Any) -> Iterator[Any]:
+        from reasoning_rl.rollout import Completion
+
+        for i, p in enumerate(prompts):
+            if self.fail_after is not None and i >= self.fail_after:
+                if self.die:
+                    os._exit(1)
+                raise RuntimeError(f"engine broke after {i} completions")
+            if i:
+                time.sleep(self.delay)
+            tok = sampling.prompt_offset + i
+            yield Completion(i, 0, p, [tok], [0.0], str(tok), "stop")
+
+    def generate(self, prompts: list[list[int]], sampling: Any) -> list[Any]:
+        return list(self.stream(prompts, sampling))
+

@@ -50,3 +50,6 @@ def test_two_rank_trace_has_communication_by_rank(runs: Callable[[str, int], Pat
         assert sorted(c["attrs"]["rank"] for c in mem) == [0, 1] and min(c["value"] for c in mem) > 0
         methods = {c["attrs"]["method"] for c in counters[(step, "worker_seconds")]}
         assert {"generate", "policy_train_step", "push_weights"} <= methods
+    # completions stream from the ranks one by one: some were graded while the ranks still generated
+    waits = [r for r in trace if r.get("type") == "span" and r.get("stage") == "grade_wait"]
+    assert len(waits) >= STEPS and any(w["attrs"]["graded_during_generation"] > 0 for w in waits), waits

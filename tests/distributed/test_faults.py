@@ -75,6 +75,17 @@ def test_a_rank_that_dies_is_named_with_its_node_and_checkpoint(
     _fresh(ranks, 1)
 
 
+def test_a_call_on_later_ranks_only_names_them_right(ranks: tuple[list, list[RankPlace]]) -> None:
+    """Split placement's rollout ranks come after the training ranks: a call on them alone (``first_rank``)
+    gets its values in order and names the right rank when one dies."""
+    actors, places = ranks
+    assert gather([actors[1].work.remote("ok", 4)], places, what="engine_wake", timeout_s=30, first_rank=1) == [40]
+    with pytest.raises(WorkerFailure) as err:
+        gather([actors[1].work.remote("die", 2)], places, what="engine_wake", timeout_s=30, first_rank=1)
+    assert err.value.rank == 1 and f"rank 1 (node {places[1].ip}" in str(err.value)
+    _fresh(ranks, 1)
+
+
 def test_a_hung_rank_is_stopped_at_the_deadline(ranks: tuple[list, list[RankPlace]]) -> None:
     actors, places = ranks
     start = time.monotonic()

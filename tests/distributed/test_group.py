@@ -35,6 +35,10 @@ class FakeRanks:
     def world(self) -> int:
         return self._world
 
+    @property
+    def engine_count(self) -> int:
+        return self._world
+
     def run(self, method: str, per_rank: Sequence[tuple[Any, ...]], traffic: Traffic) -> list[Any]:
         assert method == "policy_logprobs"
         out = []
@@ -124,7 +128,11 @@ def _config(**override: dict[str, Any]) -> Any:
 @pytest.mark.parametrize(
     ("override", "message"),
     [
-        ({"resources": {"placement": "split", "rollout_ranks": 1}}, "placement=split"),
+        ({"resources": {"placement": "split", "rollout_ranks": 3}}, "leaves no training rank of 3"),
+        (  # split: the rows are spread over the 2 training ranks only
+            {"resources": {"placement": "split", "rollout_ranks": 1}, "algorithm": {"mini_batch_size": 1}},
+            "2 ranks need at least 2 rows",
+        ),
         ({"trainer": {"batch_size": 1}, "rollout": {"n": 2}}, "3 ranks need at least 3 rows"),
         ({"algorithm": {"mini_batch_size": 2}}, "mini_batch_size = 2"),
     ],

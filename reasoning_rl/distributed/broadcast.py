@@ -1,0 +1,118 @@
+"""Split placement's weight hand-off: training rank 0 broadcasts the full weights, bucket by bucket, to every
+rollout rank over a gloo group of its own (training rank 0 + the rollout ranks).
+
+The group is separate from the training ranks' default ``torch.distributed`` group on purpose: FSDP2's mesh and
+the loss all-reduces span the default group, which must hold only ranks with a policy shard. Every training rank
+walks ``Policy.iter_full_params`` (each bucket an all-gather); rank 0 sends each bucket's names, shapes and dtypes
+(pickled) and then the tensors; rollout ranks feed them lazily into their engine (one bucket alive at a time) and,
+with the freshness gate on, prove the engine holds them against the trainer's probe log-probs sent last.
+
+Public names (stable): ``HandoffGroup``, ``send_weights``, ``receive_weights``.
+"""
+
+from __future__ import annotations
+
+import pickle
+import time
+from collections.abc import Iterator
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+import torch
+import torch.distributed as tdist
+from torch import Tensor
+
+from reasoning_rl.freshness import FreshnessGate, SentFingerprints
+from reasoning_rl.handoff import HandoffStats
+
+if TYPE_CHECKING:
+    from reasoning_rl.policy.policy import Policy
+    from reasoning_rl.rollout.base import RolloutEngine
+
+_DTYPES = {str(d): d for d in (torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.int64)}
+
+
+class HandoffGroup:
+    """A gloo group of ``size`` members (member 0: training rank 0, the sender) on its own TCP store, so it
+    needs no default process group (rollout ranks have none)."""
+
+    def __init__(self, member: int, size: int, master: tuple[str, int], timeout_s: float) -> None:
+        timeout = timedelta(seconds=timeout_s)
+        store = tdist.TCPStore(master[0], master[1], size, is_master=member == 0, timeout=timeout)
+        pg = tdist.ProcessGroupGloo(tdist.PrefixStore("handoff", store), member, size, timeout)
+        self.pg: Any = pg  # Any: torch's stubs lack the backend's collectives (broadcast)
+        self.member = member
+
+    def broadcast(self, tensor: Tensor) -> Tensor:
+        """``tensor`` from member 0 to all, in place (a CPU tensor: gloo)."""
+        opts = tdist.BroadcastOptions()
+        opts.rootRank = 0
+        opts.rootTensor = 0
+        self.pg.broadcast([tensor], opts).wait()
+        return tensor
+
+    def broadcast_object(self, obj: Any) -> Any:
+        """A picklable object from member 0 (others pass None): length, then bytes."""
+        data = pickle.dumps(obj) if self.member == 0 else b""
+        size = self.broadcast(torch.tensor([len(data)], dtype=torch.int64))
+        buf = torch.frombuffer(bytearray(data), dtype=torch.uint8) if self.member == 0 else None
+        if buf is None:
+            buf = torch.empty(int(size[0]), dtype=torch.uint8)
+        self.broadcast(buf)
+        return pickle.loads(buf.numpy().tobytes()) if self.member != 0 else obj
+
+
+def send_weights(
+    policy: Policy, group: HandoffGroup | None, *, bucket_bytes: int, gate: FreshnessGate | None
+) -> HandoffStats:
+    """Training side (collective over the training ranks): rank 0 (``group`` set) broadcasts every bucket, the
+    others only join the all-gathers. With a ``gate``, the trainer's probe log-probs follow the weights."""
+    if bucket_bytes < 1:
+        raise ValueError(f"bucket_bytes must be >= 1; got {bucket_bytes}")
+    start = time.perf_counter()
+    nbytes = tensors = 0
+    for bucket in policy.iter_full_params(bucket_bytes):
+        if group is not None:
+            group.broadcast_object([(n, tuple(t.shape), str(t.dtype)) for n, t in bucket])
+            for _, t in bucket:
+                group.broadcast(t.detach().cpu().contiguous())
+        nbytes += sum(t.numel() * t.element_size() for _, t in bucket)
+        tensors += len(bucket)
+    if group is not None:
+        group.broadcast_object(None)  # end of the weights
+    trainer_lp = policy.logprobs(gate.probe.batch())[0] if gate is not None else None  # collective
+    if group is not None and gate is not None:
+        group.broadcast_object(trainer_lp)
+    return HandoffStats(bytes=nbytes, seconds=time.perf_counter() - start, tensors=tensors)
+
+
+def receive_weights(
+    engine: RolloutEngine, group: HandoffGroup, *, gate: FreshnessGate | None, step: int
+) -> HandoffStats:
+    """Rollout side: load what ``send_weights`` broadcasts into ``engine``; with a ``gate``, verify it
+    (``WeightSyncError`` naming the tensor or the probe gap)."""
+    counted = {"bytes": 0, "tensors": 0}
+    sent = SentFingerprints(gate.engine_dtype) if gate is not None else None
+
+    def stream() -> Iterator[tuple[str, Tensor]]:
+        while (meta := group.broadcast_object(None)) is not None:
+            for name, shape, dtype in meta:
+                t = group.broadcast(torch.empty(shape, dtype=_DTYPES[dtype]))
+                counted["bytes"] += t.numel() * t.element_size()
+                counted["tensors"] += 1
+                if sent is not None:
+                    sent.observe(name, t)
+                yield name, t
+
+    start = time.perf_counter()
+    engine.wake()
+    tensors = stream()
+    engine.load_weights(tensors)
+    for _ in tensors:  # an engine that stopped early must not leave the sender mid-broadcast
+        pass
+    seconds = time.perf_counter() - start
+    check = None
+    if gate is not None and sent is not None:
+        trainer_lp = group.broadcast_object(None)
+        check = gate.verify(trainer_lp, engine, sent.result(), step=step)
+    return HandoffStats(bytes=counted["bytes"], seconds=seconds, tensors=counted["tensors"], check=check)
