@@ -207,12 +207,18 @@ class LocalSandbox:
         payload = protocol.encode(request, kill_all=True, rlimits=rlimits)
         oom_before = box.leaf.oom_kills() if box.leaf is not None else 0
         started = time.monotonic()
-        outcome, out, err = _exchange(box.proc, payload.data, started + lim.wall_s + GRACE_S, lim.output_bytes)
+        outcome, out, err = _exchange(
+            box.proc, payload.data, started + lim.wall_s + GRACE_S, lim.output_bytes
+        )
         wall = time.monotonic() - started
         if outcome == "timeout":
             return RunResult(b"", b"", None, wall, "timeout", "wall clock: namespace killed"), False, True
         if outcome == "overflow":
-            return RunResult(b"", b"", None, wall, "output_limit", "output beyond the cap: namespace killed"), False, True
+            return (
+                RunResult(b"", b"", None, wall, "output_limit", "output beyond the cap: namespace killed"),
+                False,
+                True,
+            )
         oom = box.leaf is not None and box.leaf.oom_kills() > oom_before
         frame = protocol.decode(out, payload.nonce, wall) if outcome == "frame" else None
         if frame is not None:
@@ -234,11 +240,19 @@ class LocalSandbox:
             return result, frame.clean and not oom, True
         _end(box.proc)
         if box.proc.returncode == 125 and box.leaf is not None and not out:
-            return RunResult(b"", err[-4096:], None, wall, "sandbox_error", "could not join the cgroup leaf"), False, True
+            return (
+                RunResult(b"", err[-4096:], None, wall, "sandbox_error", "could not join the cgroup leaf"),
+                False,
+                True,
+            )
         if outcome == "unsent":
             return RunResult(b"", err[-4096:], None, wall, "sandbox_error", "warm sandbox died"), False, False
         if oom:
-            return RunResult(b"", err[-4096:], None, wall, "memory", "cgroup memory limit: OOM-killed"), False, True
+            return (
+                RunResult(b"", err[-4096:], None, wall, "memory", "cgroup memory limit: OOM-killed"),
+                False,
+                True,
+            )
         if box.proc.returncode not in (0, None) and b"bwrap:" in err:
             return RunResult(b"", err[-4096:], None, wall, "sandbox_error", "bubblewrap failed"), False, True
         return protocol.supervisor_lost(wall, err), False, True

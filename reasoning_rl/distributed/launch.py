@@ -107,7 +107,9 @@ def check_tensor_parallel(cfg: Any, device: str, per_node: int) -> None:
     if device != "cuda":
         raise ConfigError(f"{key} needs CUDA (vLLM tensor parallel over GPUs); on {device} set it to 1")
     if rollout_kind(cfg) != "vllm":
-        raise ConfigError(f"{key} needs rollout.engine=vllm (the {rollout_kind(cfg)} engine has no tensor parallel)")
+        raise ConfigError(
+            f"{key} needs rollout.engine=vllm (the {rollout_kind(cfg)} engine has no tensor parallel)"
+        )
     if per_node % tp:
         raise ConfigError(f"{key} must divide resources.ranks_per_node={per_node}: pick a divisor of it")
     if cfg.resources.placement != "split":
@@ -250,7 +252,12 @@ class RayRanks:
             for r in range(world + rollout)
         ]
         ranks = cls(
-            actors, pg, strategy, timeout_s=res.collective_timeout_s, owns_ray=owns, train=world if rollout else None
+            actors,
+            pg,
+            strategy,
+            timeout_s=res.collective_timeout_s,
+            owns_ray=owns,
+            train=world if rollout else None,
         )
         ranks.checkpoints = Path(spec.cfg.run_dir) / "checkpoints"
         try:
@@ -260,12 +267,13 @@ class RayRanks:
                     ranks._get([a.place.remote() for a in actors], "place", startup=True)
                 )
             ]
-            master, second = ranks._get([actors[0].address.remote(), actors[0].address.remote()], "address", startup=True)
+            master, second = ranks._get(
+                [actors[0].address.remote(), actors[0].address.remote()], "address", startup=True
+            )
             handoff = (second, 1 + rollout) if rollout else None
             setups = [a.setup.remote(spec, r, world, master, handoff) for r, a in enumerate(actors[:world])]
             setups += [
-                a.setup_rollout.remote(spec, world + i, 1 + i, handoff)
-                for i, a in enumerate(actors[world:])
+                a.setup_rollout.remote(spec, world + i, 1 + i, handoff) for i, a in enumerate(actors[world:])
             ]
             ranks.nodes = ranks._get(setups, "setup", startup=True)
         except BaseException:
@@ -333,7 +341,12 @@ class RayRanks:
     def _get(self, refs: list[Any], method: str, *, startup: bool = False, first_rank: int = 0) -> list[Any]:
         wait = max(self.timeout_s, STARTUP_WAIT_S) if startup else self.timeout_s
         return gather(
-            refs, self.places, what=method, timeout_s=wait, checkpoints=self.checkpoints, first_rank=first_rank
+            refs,
+            self.places,
+            what=method,
+            timeout_s=wait,
+            checkpoints=self.checkpoints,
+            first_rank=first_rank,
         )
 
     def close(self) -> None:

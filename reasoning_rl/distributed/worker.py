@@ -121,7 +121,9 @@ class ModelWorker:
             models = build_models(cfg, spec.model_dir, spec.device, spec.dtype)
         split = cfg.resources.placement == "split"  # the engines live on the rollout ranks
         engine = (
-            None if split else engine_for(cfg, spec.model_dir, spec.device, spec.max_model_len, dtype=spec.dtype)
+            None
+            if split
+            else engine_for(cfg, spec.model_dir, spec.device, spec.max_model_len, dtype=spec.dtype)
         )
         gate = (
             FreshnessGate.for_run(

@@ -62,7 +62,12 @@ def token_logprobs(
     rows = hidden.shape[0]
     if compiled and rows == 1:  # one row in all: score it twice, keep one (no size-1 graph, as above)
         lp, ent = token_logprobs(
-            head, hidden.repeat(2, 1), targets.repeat(2), chunk_tokens=2, temperature=temperature, compiled=True
+            head,
+            hidden.repeat(2, 1),
+            targets.repeat(2),
+            chunk_tokens=2,
+            temperature=temperature,
+            compiled=True,
         )
         return lp[:1], ent[:1]
     fn = _compiled_chunk() if compiled else _chunk

@@ -63,4 +63,3 @@ class SlowStreamWorker:
 
     def generate(self, prompts: list[list[int]], sampling: Any) -> list[Any]:
         return list(self.stream(prompts, sampling))
-

@@ -79,7 +79,9 @@ def test_a_call_on_later_ranks_only_names_them_right(ranks: tuple[list, list[Ran
     """Split placement's rollout ranks come after the training ranks: a call on them alone (``first_rank``)
     gets its values in order and names the right rank when one dies."""
     actors, places = ranks
-    assert gather([actors[1].work.remote("ok", 4)], places, what="engine_wake", timeout_s=30, first_rank=1) == [40]
+    assert gather(
+        [actors[1].work.remote("ok", 4)], places, what="engine_wake", timeout_s=30, first_rank=1
+    ) == [40]
     with pytest.raises(WorkerFailure) as err:
         gather([actors[1].work.remote("die", 2)], places, what="engine_wake", timeout_s=30, first_rank=1)
     assert err.value.rank == 1 and f"rank 1 (node {places[1].ip}" in str(err.value)

@@ -76,7 +76,9 @@ def test_compiled_layers_match_eager(tiny_model_dir):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("rows", [11, 9, 1])  # chunks of 4: last chunk 3 rows, 1 row (started early), 1 row in all
+@pytest.mark.parametrize(
+    "rows", [11, 9, 1]
+)  # chunks of 4: last chunk 3 rows, 1 row (started early), 1 row in all
 def test_compiled_chunks_match_eager_values_and_grads(rows):
     torch.manual_seed(1)
     head = torch.nn.Linear(8, 50, bias=False)

@@ -104,7 +104,9 @@ def test_warm_namespace_is_reused_and_replaced_when_its_supervisor_dies() -> Non
     try:
         first, second = (sb.run(RunRequest(["python3", "-c", NAMESPACE])) for _ in range(2))
         assert first.stopped_by == "exit" and first.stdout == second.stdout, (first, second)
-        killer = sb.run(RunRequest(["python3", "-c", "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)"]))
+        killer = sb.run(
+            RunRequest(["python3", "-c", "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)"])
+        )
         assert (killer.stopped_by, killer.exit_code) == ("exit", None), killer
         assert "killed the sandbox supervisor" in killer.detail, killer
         after = sb.run(RunRequest(["python3", "-c", "print('fresh')"]))
@@ -147,8 +149,12 @@ def test_threads_get_their_own_warm_namespaces() -> None:
     try:
         for _ in range(2):
             with ThreadPoolExecutor(3) as ex:
-                results = list(ex.map(lambda i: sb.run(RunRequest(["python3", "-c", f"print({i})"])), range(9)))
-            assert [(r.stdout, r.stopped_by) for r in results] == [(f"{i}\n".encode(), "exit") for i in range(9)]
+                results = list(
+                    ex.map(lambda i: sb.run(RunRequest(["python3", "-c", f"print({i})"])), range(9))
+                )
+            assert [(r.stdout, r.stopped_by) for r in results] == [
+                (f"{i}\n".encode(), "exit") for i in range(9)
+            ]
         main = sb.run(RunRequest(["python3", "-c", "print('main')"]))
         assert (main.stdout, main.stopped_by) == (b"main\n", "exit"), main
     finally:
@@ -174,7 +180,9 @@ def test_no_file_anywhere_survives_in_the_warm_namespace() -> None:
     sb = sandboxes.open_sandbox("local")
     try:
         assert sb.run(RunRequest(["python3", "-c", LEAVE])).stdout == b"done\n"
-        after = sb.run(RunRequest(["python3", "-c", LOOK_LEFT + "\nprint(os.listdir('/dev/shm'), os.listdir('.'))"]))
+        after = sb.run(
+            RunRequest(["python3", "-c", LOOK_LEFT + "\nprint(os.listdir('/dev/shm'), os.listdir('.'))"])
+        )
         assert after.stdout == b"[]\n[] []\n", after
     finally:
         sb.close()
