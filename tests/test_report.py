@@ -171,11 +171,17 @@ def test_comm_bytes_by_kind_per_step(tmp_path: Path) -> None:
         tw.counter("comm_bytes", 1, 3e6, kind="all_gather", rank=rank)
         tw.counter("comm_bytes", 1, 1e6, kind="reduce_scatter", rank=rank)
     tw.counter("comm_bytes", 2, 5e5, kind="handoff", rank=0)
+    tw.counter("dispatch_bytes", 2, 7e4, direction="to_workers")
+    tw.counter("dispatch_bytes", 2, 9e4, direction="from_workers")
     tw.close()
     a = analyze(load_run(run))
-    assert a.comm == {1: {"all_gather": 6e6, "reduce_scatter": 2e6}, 2: {"handoff": 5e5}}
+    assert a.comm == {
+        1: {"all_gather": 6e6, "reduce_scatter": 2e6},
+        2: {"handoff": 5e5, "dispatch_to_workers": 7e4, "dispatch_from_workers": 9e4},
+    }
     html = _html_without_figures(a)
     assert "<h2>Communication</h2>" in html and "all_gather" in html and "reduce_scatter" in html
+    assert "dispatch_to_workers" in html  # driver <-> worker data of several ranks
 
 
 def test_truncated_trace_still_reports_with_a_warning(tmp_path: Path) -> None:

@@ -187,11 +187,18 @@ def _counter_sums(counters: list[dict[str, Any]], name: str) -> dict[int, float]
 
 
 def comm_by_kind(counters: list[dict[str, Any]]) -> dict[int, dict[str, float]]:
-    """``comm_bytes`` counters (kind = all_gather / reduce_scatter / handoff / ...) summed per step and kind."""
+    """``comm_bytes`` counters (kind = all_gather / reduce_scatter / handoff / ...) and the driver <-> worker data
+    of several ranks (``dispatch_bytes``: kinds ``dispatch_to_workers`` / ``dispatch_from_workers``) summed per
+    step and kind."""
     out: dict[int, dict[str, float]] = defaultdict(lambda: defaultdict(float))
     for c in counters:
-        if c.get("name") == "comm_bytes" and isinstance(c.get("step"), int):
-            out[c["step"]][str((c.get("attrs") or {}).get("kind", "?"))] += float(c.get("value", 0.0))
+        if not isinstance(c.get("step"), int):
+            continue
+        attrs = c.get("attrs") or {}
+        if c.get("name") == "comm_bytes":
+            out[c["step"]][str(attrs.get("kind", "?"))] += float(c.get("value", 0.0))
+        elif c.get("name") == "dispatch_bytes":
+            out[c["step"]][f"dispatch_{attrs.get('direction', '?')}"] += float(c.get("value", 0.0))
     return {step: dict(kinds) for step, kinds in sorted(out.items())}
 
 

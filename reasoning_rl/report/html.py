@@ -124,7 +124,8 @@ def _comm_section(a: Analysis) -> str:
     totals = ", ".join(f"{k} {human_bytes(sum(by.get(k, 0.0) for by in a.comm.values()))}" for k in kinds)
     return (
         "<h2>Communication</h2>"
-        + f"<p>Bytes by kind over {len(a.comm)} steps: {escape(totals)} (per rank's collective buffers).</p>"
+        + f"<p>Bytes by kind over {len(a.comm)} steps: {escape(totals)} (collective buffers summed over "
+        + "ranks; dispatch_*: the driver's pickled calls to and results from the model workers).</p>"
         + _details("per step", table(["step", *kinds], rows))
     )
 
