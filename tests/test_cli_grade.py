@@ -246,7 +246,16 @@ def test_ctrl_c_keeps_finished_rows_and_rerun_resumes(tmp_path: Path) -> None:
         "sleep_s=0.1",
         "--no-progress",
     ]
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    # SIGINT at its default in the child: a runner started in the background by a non-interactive shell (nohup
+    # ... &) ignores SIGINT, the child inherits that, and Python then installs no KeyboardInterrupt handler.
+    proc = subprocess.Popen(
+        cmd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     deadline = time.monotonic() + 60
     while (not out.exists() or len(out.read_text().splitlines()) < 5) and time.monotonic() < deadline:
         time.sleep(0.05)

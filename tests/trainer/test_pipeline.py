@@ -228,7 +228,7 @@ def test_registered_plugin_names_validate_and_are_used(tmp_path: Path) -> None:
     path = tmp_path / "c.yaml"
     path.write_text("model: {path: m}\ndata: {train: {generator: fixed_digit}}\n")
     with pytest.raises(
-        ConfigError, match=r"rollout.engine: .*unknown rollout engine 'scripted_test'.*'hf', 'vllm'"
+        ConfigError, match=r"rollout.engine: .*unknown rollout engine 'scripted_test'.*'hf'.*'vllm'"
     ):
         load_config(path, ["rollout.engine=scripted_test"])
     with pytest.raises(ConfigError, match=r"unknown advantage estimator 'constant_test'.*'drgrpo'"):
