@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -51,6 +52,20 @@ class Grade:
         """The response exhausted a budget, tripped a guard or broke the checker: ``incorrect`` (marked
         ``response_fault`` in the details), or ``error`` when the run asked to ``mask`` such faults."""
         return cls(0.0, "error" if mask else "incorrect", reason, {**details, "response_fault": True})
+
+    @classmethod
+    def refused_call(
+        cls, check_options: Callable[[dict[str, Any]], None], options: dict[str, Any], response: object
+    ) -> Grade | None:
+        """The ``error`` grade of a call a grader cannot judge (options its ``check_options`` refuses, or a
+        response that is not a string: the caller's mistake, never the response's content); None if sound."""
+        try:
+            check_options(options)
+        except ValueError as exc:
+            return cls.error(str(exc))
+        if not isinstance(response, str):
+            return cls.error(f"response must be a string, got {type(response).__name__}")
+        return None
 
     def to_dict(self) -> dict[str, Any]:
         return {"score": self.score, "verdict": self.verdict, "reason": self.reason, "details": self.details}

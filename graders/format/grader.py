@@ -37,12 +37,9 @@ class FormatGrader:
             raise ValueError(f"format grader: style must be one of {', '.join(STYLES)}, got {style!r}")
 
     def grade(self, response: str, ground_truth: Any, **options: Any) -> Grade:
-        try:
-            self.check_options(options)
-        except ValueError as exc:
-            return Grade.error(str(exc))
-        if not isinstance(response, str):
-            return Grade.error(f"response must be a string, got {type(response).__name__}")
+        refused = Grade.refused_call(self.check_options, options, response)
+        if refused is not None:
+            return refused
         style = options.get("style", "boxed")
         try:
             text = after_think(response)

@@ -25,12 +25,9 @@ class LengthGrader:
             raise ValueError(f"length grader: max_chars must be a positive integer, got {limit!r}")
 
     def grade(self, response: str, ground_truth: Any, **options: Any) -> Grade:
-        try:
-            self.check_options(options)
-        except ValueError as exc:
-            return Grade.error(str(exc))
-        if not isinstance(response, str):
-            return Grade.error(f"response must be a string, got {type(response).__name__}")
+        refused = Grade.refused_call(self.check_options, options, response)
+        if refused is not None:
+            return refused
         used = min(1.0, len(response) / options["max_chars"])
         return Grade(
             used, "correct", f"{len(response)} of {options['max_chars']} characters", {"chars": len(response)}

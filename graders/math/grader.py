@@ -123,20 +123,16 @@ class MathGrader:
         rounded_decimals: int | None = None,
         **options: Any,
     ) -> Grade:
-        try:
-            self.check_options(
-                {
-                    "mode": mode,
-                    "timeout_s": timeout_s,
-                    "mask_response_faults": mask_response_faults,
-                    "rounded_decimals": rounded_decimals,
-                    **options,
-                }
-            )
-        except ValueError as exc:
-            return Grade.error(str(exc))
-        if not isinstance(response, str):
-            return Grade.error(f"response must be a string, got {type(response).__name__}")
+        every = {
+            "mode": mode,
+            "timeout_s": timeout_s,
+            "mask_response_faults": mask_response_faults,
+            "rounded_decimals": rounded_decimals,
+            **options,
+        }
+        refused = Grade.refused_call(self.check_options, every, response)
+        if refused is not None:
+            return refused
         if isinstance(ground_truth, bool) or not isinstance(ground_truth, str | int | float | Fraction):
             return Grade.error(
                 f"ground_truth must be a string or a number, got {type(ground_truth).__name__}"

@@ -48,12 +48,9 @@ class GSM8KGrader:
         self._math.check_options(dict(options))
 
     def grade(self, response: str, ground_truth: Any, **options: Any) -> Grade:
-        try:
-            self.check_options(options)
-        except ValueError as exc:
-            return Grade.error(str(exc))
-        if not isinstance(response, str):
-            return Grade.error(f"response must be a string, got {type(response).__name__}")
+        refused = Grade.refused_call(self.check_options, options, response)
+        if refused is not None:
+            return refused
         try:
             text = after_think(response)
         except UnclosedThinkError:
