@@ -30,6 +30,13 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
+def rank0(parts: Any) -> tuple[Any, Any]:
+    """The one in-process rank's own ``Policy`` and ``VLLMEngine`` (``parts.policy`` / ``parts.engine`` are the
+    worker group's views; the floors time the objects themselves)."""
+    worker = parts.group.backend.worker
+    return worker.models.policy, worker.engine
+
+
 def sync() -> None:
     if torch.cuda.is_available():
         torch.cuda.synchronize()
@@ -41,13 +48,13 @@ def timed_generation(engine: Any, prompts: list[list[int]], sampling: Any) -> di
 
     llm_engine = engine.llm.llm_engine
     rid = 0
-    for prompt in prompts:
+    for i, prompt in enumerate(prompts):
         for j in range(sampling.n):
             rid += 1
             llm_engine.add_request(
                 f"f{time.time_ns()}-{rid}",
                 TokensPrompt(prompt_token_ids=list(prompt)),
-                engine._params(sampling, j),
+                engine._params(sampling, i, j),
             )
     t0 = time.perf_counter()
     done: list[tuple[float, list[int], list[int]]] = []
@@ -85,7 +92,7 @@ def generate_grouped(engine: Any, prompts: list[list[int]], sampling: Any) -> di
     from vllm import SamplingParams
     from vllm.inputs import TokensPrompt
 
-    one = engine._params(sampling, 0)
+    one = engine._params(sampling, 0, 0)
     params = SamplingParams(
         n=sampling.n,
         temperature=one.temperature,
@@ -112,6 +119,7 @@ def update_floor(
     max_tokens: int,
     micro_tokens: int,
     profile_to: Path | None,
+    runs: int = 4,
 ) -> dict[str, Any]:
     from reasoning_rl.algorithms import compute_advantages
     from reasoning_rl.policy import TokenBatch
@@ -121,7 +129,7 @@ def update_floor(
     adv = compute_advantages("grpo", torch.rand(len(seqs), generator=g), torch.arange(len(seqs)) // 8)
     policy.micro_batch_tokens = micro_tokens
     times = []
-    for _ in range(4):
+    for _ in range(runs):
         sync()
         t0 = time.perf_counter()
         m = policy.train_step(batch, adv, None, None, algo, max_response_len=max_tokens)
@@ -160,7 +168,7 @@ def handoff_floor(parts: Any) -> dict[str, Any]:
     plain, gated = [], []
     nbytes = 0
     for _ in range(3):
-        stats = push_weights(parts.policy, parts.engine)
+        stats = push_weights(*rank0(parts))
         plain.append(stats.seconds)
         nbytes = stats.bytes
     for _ in range(3):
@@ -175,6 +183,67 @@ def handoff_floor(parts: Any) -> dict[str, Any]:
     }
 
 
+def replay_floors(parts: Any, cfg: Any, steps: list[int], gc_probe: bool = True) -> dict[str, Any]:
+    """The run's own batches, each stage alone, in the run's process right after its last step (engine and
+    compiled update as warm as the run left them), so each step's time has the floor of its own batch.
+
+    Step k's prompts are rows (k-1)*B..k*B (``data.shuffle=false``). Per step: generation through vLLM's engine
+    loop alone (twice, the faster counts), once through our ``collect`` (stream + grading pool, what the step
+    runs) to split our loop's cost from the engine's, and the update on the generated sequences (median of 2
+    after one more); once: with Python's GC off (does collection cost the engine loop time?), and the hand-off.
+    """
+    import gc
+
+    from reasoning_rl.trainer.collect import collect
+    from reasoning_rl.trainer.reward_plan import RewardPlan
+
+    size = cfg.trainer.batch_size
+    rewards = RewardPlan(cfg.grading)
+    policy, engine = rank0(parts)
+    rows = []
+    for k in steps:
+        prompts = parts.train_prompts[(k - 1) * size : k * size]
+        ids = [p.token_ids for p in prompts]
+        sampling = parts.sampling(seed=k)
+        raw = [timed_generation(engine, ids, sampling) for _ in range(2)]
+        best = min(raw, key=lambda g: g["seconds"])
+        seqs = best["_seqs"]
+        for g in raw:
+            g.pop("_seqs")
+        t0 = time.perf_counter()
+        ours = collect(parts.engine, parts.pool, prompts, sampling, rewards=rewards)
+        collect_s = time.perf_counter() - t0
+        upd = update_floor(
+            policy, seqs, cfg.algorithm, cfg.rollout.max_tokens, cfg.algorithm.micro_batch_tokens, None, 3
+        )
+        rows.append(
+            {
+                "step": k,
+                "generation_runs_s": [g["seconds"] for g in raw],
+                "generation_floor_s": best["seconds"],
+                "generation": best,
+                "collect_s": round(collect_s, 3),
+                "collect_tokens": ours.tokens,
+                "update_floor_s": upd["seconds"],
+                "update": upd,
+            }
+        )
+    probe = None
+    if gc_probe and steps:
+        prompts = parts.train_prompts[(steps[0] - 1) * size : steps[0] * size]
+        gc.collect()
+        gc.disable()
+        try:
+            probe = timed_generation(engine, [p.token_ids for p in prompts], parts.sampling(seed=steps[0]))
+        finally:
+            gc.enable()
+        probe.pop("_seqs")
+    handoff = handoff_floor(parts)
+    for row in rows:
+        row["floor_sum_s"] = round(row["generation_floor_s"] + row["update_floor_s"] + handoff["seconds"], 3)
+    return {"steps": rows, "handoff": handoff, "generation_gc_off": probe}
+
+
 def measure(cfg: Any, out_dir: Path, micro: list[int], tag: str) -> dict[str, Any]:
     from rich.console import Console
 
@@ -186,16 +255,17 @@ def measure(cfg: Any, out_dir: Path, micro: list[int], tag: str) -> dict[str, An
     try:
         prompts = [p.token_ids for p in parts.train_prompts[: cfg.trainer.batch_size]]
         sampling = parts.sampling(seed=1)
-        timed_generation(parts.engine, prompts[:4], sampling)  # warm-up (first requests pay lazy set-up)
-        gens = [timed_generation(parts.engine, prompts, sampling) for _ in range(2)]
-        grouped = generate_grouped(parts.engine, prompts, sampling)
+        policy, engine = rank0(parts)
+        timed_generation(engine, prompts[:4], sampling)  # warm-up (first requests pay lazy set-up)
+        gens = [timed_generation(engine, prompts, sampling) for _ in range(2)]
+        grouped = generate_grouped(engine, prompts, sampling)
         best = min(gens, key=lambda g: g["seconds"])
         seqs = best.pop("_seqs")
         for g in gens:
             g.pop("_seqs", None)
         updates = [
             update_floor(
-                parts.policy,
+                policy,
                 seqs,
                 cfg.algorithm,
                 cfg.rollout.max_tokens,

@@ -25,7 +25,9 @@ from typing import Any
 PROMPTS = int(os.environ.get("REAL_PROMPTS", 64))
 GENS = int(os.environ.get("REAL_GENS", 8))
 MAX_TOKENS = int(os.environ.get("REAL_MAX_TOKENS", 1024))
-MICRO_TOKENS = int(os.environ.get("OURS_MICRO_TOKENS", 32768))
+# 65,536: 7 micro-batches instead of 12 at 32,768 (the update is host-bound at this model size: fewer, larger
+# blocks; floors_real_20.json: 2.78 s -> 2.00 s), peak memory 75.9 GiB of the H200's 140 with vLLM at 0.3.
+MICRO_TOKENS = int(os.environ.get("OURS_MICRO_TOKENS", 65536))
 OURS_COMPILE = os.environ.get("OURS_COMPILE", "1") == "1"
 PEAK_FLOPS = 790e12  # bf16 dense matmul measured on this H200 kind (KINDS.md)
 SMOL = dict(  # SmolLM2-135M: the FLOP count of the update (6N + causal attention)
@@ -112,7 +114,10 @@ def summarise_ours(run_dir: Path) -> dict[str, Any]:
         toks = float(r["throughput/train_tokens"])  # prompt + response tokens of the batch (real, no padding)
         per_step.append(
             {
+                "step": int(r["step"]),
                 "step_s": round(float(r["time/step_s"]), 3),
+                "generate_s": round(float(r.get("time/generate_s", 0.0)), 3),
+                "update_s": round(float(r.get("time/update_s", 0.0)), 3),
                 "real_tokens": int(toks),
                 "tokens_per_s": round(toks / float(r["time/step_s"])),
                 "response_tokens": int(r.get("samples", 0) * r.get("response/length_mean", 0)),
@@ -182,24 +187,96 @@ def record_lengths(run_dir: Path, tokenizer: Any) -> None:
         (out / f"{path.stem.split('_')[1]}.txt").write_text(" ".join(map(str, lens)))
 
 
-def run_ours(gguf: Path, data: Path, steps: int, work: Path) -> dict[str, Any]:
+class GcClock:
+    """Wall time of each Python garbage collection (``gc.callbacks``), to set against the trace's spans."""
+
+    def __init__(self) -> None:
+        self.pauses: list[tuple[float, float, int]] = []  # (start, seconds, generation)
+        self._start = 0.0
+
+    def __call__(self, phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            self._start = time.time()
+        else:
+            self.pauses.append((self._start, time.time() - self._start, int(info["generation"])))
+
+    def during(self, trace: Path, stage: str) -> dict[int, dict[str, float]]:
+        """Per step: seconds of GC and full (gen-2) collections inside that step's ``stage`` span."""
+        out: dict[int, dict[str, float]] = {}
+        for line in trace.read_text().splitlines():
+            rec = json.loads(line)
+            if rec.get("type") != "span" or rec.get("stage") != stage:
+                continue
+            inside = [p for p in self.pauses if rec["start"] <= p[0] < rec["end"]]
+            out[int(rec["step"])] = {
+                "gc_s": round(sum(p[1] for p in inside), 4),
+                "collections": len(inside),
+                "full": sum(1 for p in inside if p[2] == 2),
+            }
+        return out
+
+
+def run_ours(gguf: Path, data: Path, steps: int, work: Path, floors: bool) -> dict[str, Any]:
+    """The run as ``rrl train`` runs it; with ``floors``, then each stage alone on the run's own batches, with
+    the run's components (kept open past ``Trainer.run`` by wrapping the loop's ``build_components``)."""
+    import gc
+
     import torch
 
+    import reasoning_rl.trainer.loop as loop
     from reasoning_rl.policy.model import load_tokenizer
     from reasoning_rl.trainer.build import resolve_model_dir
-    from reasoning_rl.trainer.loop import Trainer
 
     on_gpu = torch.cuda.is_available()
     cfg = real_config(gguf, data, work / "run_real", steps, on_gpu)
     if on_gpu:
         torch.cuda.reset_peak_memory_stats()
+    kept: list[Any] = []
+    build = loop.build_components
+
+    def build_and_keep(*args: Any, **kwargs: Any) -> Any:
+        parts = build(*args, **kwargs)
+        kept.append((parts, parts.close))
+        parts.close = lambda: None  # closed below, after the floors
+        return parts
+
+    if floors:
+        loop.build_components = build_and_keep
+    clock = GcClock()
+    gc.callbacks.append(clock)
     t0 = time.time()
-    Trainer(cfg).run()
-    wall = time.time() - t0
+    try:
+        loop.Trainer(cfg).run()
+        wall = time.time() - t0
+        gc.callbacks.remove(clock)
+        from torch._dynamo.utils import counters
+
+        graphs = dict(
+            counters["stats"]
+        )  # unique_graphs after step 1's compile: flat unless a step recompiled
+        replay = None
+        if kept:
+            from floors import replay_floors
+
+            replay = replay_floors(kept[0][0], cfg, list(range(2, steps + 2)))
+    finally:
+        loop.build_components = build
+        for _, close in kept:
+            close()
     tok = load_tokenizer(str(resolve_model_dir(cfg)))
     record_lengths(cfg.run_dir, tok)
     out = summarise_ours(cfg.run_dir)
     out["wall_s"] = round(wall, 1)
+    out["gc_during_generate"] = clock.during(cfg.run_dir / "trace.jsonl", "generate")
+    out["dynamo_after_run"] = graphs
+    if replay is not None:
+        out["floors"] = replay
+        by_step = {int(r["step"]): r for r in out["steps"]}
+        ratios = [
+            by_step[f["step"]]["step_s"] / f["floor_sum_s"] for f in replay["steps"] if f["step"] in by_step
+        ]
+        out["step_over_floor_sum"] = [round(x, 3) for x in ratios]
+        out["step_over_floor_sum_median"] = round(statistics.median(ratios), 3) if ratios else None
     return out
 
 
@@ -230,16 +307,20 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=4)
     ap.add_argument("--trl", default=None, help="path to trl_realistic.py; omit to run ours only")
     ap.add_argument("--trl-timeout", type=int, default=330)
+    ap.add_argument("--floors", action="store_true", help="then each stage alone on the run's batches")
     ap.add_argument("--only-ours", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
     work = Path("/tmp/rrl_real")
     work.mkdir(parents=True, exist_ok=True)
     if args.only_ours:  # child process: the GPU is all ours, and freed entirely when we exit
-        Path(args.out).write_text(json.dumps(run_ours(args.gguf, args.data, args.steps, work), default=str))
+        result = run_ours(args.gguf, args.data, args.steps, work, args.floors)
+        Path(args.out).write_text(json.dumps(result, default=str))
         return
     child = work / "ours.json"
     cmd = [sys.executable, __file__, "--gguf", str(args.gguf), "--data", str(args.data)]
+    if args.floors:
+        cmd.append("--floors")
     subprocess.run([*cmd, "--steps", str(args.steps), "--only-ours", "--out", str(child)], check=True)
     result: dict[str, Any] = {"workload": "realistic", "ours": json.loads(child.read_text())}
     if args.trl:
