@@ -6,15 +6,15 @@
 #   6    bash .gpu/c6/move.sh 6 && source .gpu/c6/install.sh && bash bench/gpu/run20.sh anchor
 #                                                            carry [.gpu/c6, .gpu_carry/whl, .gpu_carry/data]
 #   7    bash bench/gpu/run20.sh model1                                          carry [.gpu_carry/m1]
-#   8    source /tmp/vllm_kit/install.sh && bash bench/gpu/run20.sh real
+#   8    source /tmp/vllm_kit/install.sh && bash bench/gpu/run20.sh realfloors
 #                                                          carry [.gpu_carry/m2, .gpu_carry/whl, .gpu_carry/data]
-#   9    source /tmp/vllm_kit/install.sh && bash bench/gpu/run20.sh realfloors   carry [.gpu_carry/whl, .gpu_carry/data]
+#   9    source /tmp/vllm_kit/install.sh && bash bench/gpu/run20.sh real         carry [.gpu_carry/whl, .gpu_carry/data]
 # Phases:
 #   anchor      the fixed-length side by side (side_by_side.py qwen, ours vs TRL), then its stage floors (floors.py)
 #   model1      GGUF part 1 to /tmp/smol
-#   real        GGUF part 2, reassemble + check; the realistic workload, ours vs TRL (realistic.py)
-#   realfloors  the realistic workload's stage floors, update at two micro-batch budgets (floors.py real)
-# Call 9 of 2026-12-01 ran the realfloors command inline (same floors.py line, carry [.gpu_carry/data]).
+#   real        (GGUF part 2, reassemble + check, when not done yet) the realistic workload, ours vs TRL
+#   realfloors  (the same GGUF step) ours alone, then the stage floors on the run's own batches, in its process
+# (Before the 2nd 2026-12-01 session realfloors was `floors.py real`, a process of its own: floors_real_20.json.)
 set -uo pipefail
 export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
@@ -28,9 +28,16 @@ wheels() {
     fi
     export PYTHONPATH=/tmp/site:$PYTHONPATH
 }
+gguf() {  # the SmolLM2 GGUF from its two parts (part 1 moved to /tmp/smol by the model1 call)
+    if [ ! -f $GGUF ]; then
+        mv .gpu_carry/m2/gg.1 /tmp/smol/ && cat /tmp/smol/gg.0 /tmp/smol/gg.1 > $GGUF
+        echo "$(cat .gpu_carry/m2/sha256)  $GGUF" | sha256sum -c - || return 1
+        rm -f /tmp/smol/gg.*
+    fi
+}
 case "$1" in
 anchor)
-    cp .gpu/c6/install.sh /tmp/vllm_kit/install.sh
+    [ -f .gpu/c6/install.sh ] && cp .gpu/c6/install.sh /tmp/vllm_kit/install.sh
     wheels
     nvidia-smi --query-gpu=name,memory.total,power.limit,clocks.sm --format=csv
     # 2026-12-01 ran with 330 s here: TRL's half did not finish inside it (ours' half took ~250 s with the engine
@@ -44,20 +51,19 @@ model1)
     ;;
 real)
     wheels
-    if [ ! -f $GGUF ]; then
-        mv .gpu_carry/m2/gg.1 /tmp/smol/ && cat /tmp/smol/gg.0 /tmp/smol/gg.1 > $GGUF
-        echo "$(cat .gpu_carry/m2/sha256)  $GGUF" | sha256sum -c - || exit 1
-        rm -f /tmp/smol/gg.*
-    fi
+    gguf || exit 1
     python3 bench/gpu/realistic.py --gguf $GGUF --data "$DATA" --steps 4 --trl bench/gpu/trl_realistic.py \
         --trl-timeout ${TRL_TIMEOUT:-330} --out "$OUT/real_pair.json" 2>&1 | quiet | tail -30
     cp /tmp/rrl_real/run_real/trace.jsonl "$OUT/real_trace.jsonl"
     tail -c 60000 /tmp/rrl_real/trl.log > "$OUT/real_trl.log"
     ;;
 realfloors)
+    # ours alone, then each stage's floor on the run's own batches in the run's process (realistic.py --floors)
     wheels
-    timeout 440 python3 bench/gpu/floors.py real --gguf $GGUF --data "$DATA" --micro ${MICRO_LIST:-32768,65536} \
-        --out "$OUT/floors_real.json" 2>&1 | quiet | tail -8
+    gguf || exit 1
+    python3 bench/gpu/realistic.py --gguf $GGUF --data "$DATA" --steps 4 --floors \
+        --out "$OUT/real_floors.json" 2>&1 | quiet | tail -30
+    cp /tmp/rrl_real/run_real/trace.jsonl "$OUT/real_floors_trace.jsonl"
     ;;
 *) echo "unknown phase $1"; exit 2 ;;
 esac
