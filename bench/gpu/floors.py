@@ -244,6 +244,55 @@ def replay_floors(parts: Any, cfg: Any, steps: list[int], gc_probe: bool = True)
     return {"steps": rows, "handoff": handoff, "generation_gc_off": probe}
 
 
+def train_then_floors(
+    cfg: Any, floor_steps: list[int]
+) -> tuple[float, dict[str, Any], dict[str, Any] | None]:
+    """``Trainer(cfg).run()`` as ``rrl train`` runs it; with ``floor_steps``, then ``replay_floors`` on the run's
+    own components (kept open past ``run`` by wrapping the loop's ``build_components``). Returns the run's wall
+    seconds, torch.compile's graph counters right after the run, and the floors (None without steps)."""
+    from torch._dynamo.utils import counters
+
+    import reasoning_rl.trainer.loop as loop
+
+    kept: list[tuple[Any, Any]] = []
+    build = loop.build_components
+
+    def build_and_keep(*args: Any, **kwargs: Any) -> Any:
+        parts = build(*args, **kwargs)
+        kept.append((parts, parts.close))
+        parts.close = lambda: None  # closed below, after the floors
+        return parts
+
+    if floor_steps:
+        loop.build_components = build_and_keep
+    try:
+        t0 = time.time()
+        loop.Trainer(cfg).run()
+        wall = time.time() - t0
+        graphs = dict(
+            counters["stats"]
+        )  # unique_graphs after step 1's compile: flat unless a step recompiled
+        replay = replay_floors(kept[0][0], cfg, floor_steps) if kept else None
+    finally:
+        loop.build_components = build
+        for _, close in kept:
+            close()
+    return wall, graphs, replay
+
+
+def with_floor_ratios(out: dict[str, Any], replay: dict[str, Any]) -> None:
+    """Each step's time over the floor sum of its own batch (``out["steps"]``: rows with ``step``/``step_s``)."""
+    by_step = {int(r["step"]): r for r in out["steps"]}
+    ratios = [
+        by_step[f["step"]]["step_s"] / f["floor_sum_s"] for f in replay["steps"] if f["step"] in by_step
+    ]
+    sums = [f["floor_sum_s"] for f in replay["steps"]]
+    out["floors"] = replay
+    out["step_over_floor_sum"] = [round(x, 3) for x in ratios]
+    out["step_over_floor_sum_median"] = round(statistics.median(ratios), 3) if ratios else None
+    out["floor_sum_median_s"] = round(statistics.median(sums), 3) if sums else None
+
+
 def measure(cfg: Any, out_dir: Path, micro: list[int], tag: str) -> dict[str, Any]:
     from rich.console import Console
 

@@ -217,13 +217,12 @@ class GcClock:
 
 
 def run_ours(gguf: Path, data: Path, steps: int, work: Path, floors: bool) -> dict[str, Any]:
-    """The run as ``rrl train`` runs it; with ``floors``, then each stage alone on the run's own batches, with
-    the run's components (kept open past ``Trainer.run`` by wrapping the loop's ``build_components``)."""
+    """The run as ``rrl train`` runs it; with ``floors``, then each stage alone on the run's own batches."""
     import gc
 
     import torch
+    from floors import train_then_floors, with_floor_ratios
 
-    import reasoning_rl.trainer.loop as loop
     from reasoning_rl.policy.model import load_tokenizer
     from reasoning_rl.trainer.build import resolve_model_dir
 
@@ -231,38 +230,12 @@ def run_ours(gguf: Path, data: Path, steps: int, work: Path, floors: bool) -> di
     cfg = real_config(gguf, data, work / "run_real", steps, on_gpu)
     if on_gpu:
         torch.cuda.reset_peak_memory_stats()
-    kept: list[Any] = []
-    build = loop.build_components
-
-    def build_and_keep(*args: Any, **kwargs: Any) -> Any:
-        parts = build(*args, **kwargs)
-        kept.append((parts, parts.close))
-        parts.close = lambda: None  # closed below, after the floors
-        return parts
-
-    if floors:
-        loop.build_components = build_and_keep
     clock = GcClock()
     gc.callbacks.append(clock)
-    t0 = time.time()
     try:
-        loop.Trainer(cfg).run()
-        wall = time.time() - t0
-        gc.callbacks.remove(clock)
-        from torch._dynamo.utils import counters
-
-        graphs = dict(
-            counters["stats"]
-        )  # unique_graphs after step 1's compile: flat unless a step recompiled
-        replay = None
-        if kept:
-            from floors import replay_floors
-
-            replay = replay_floors(kept[0][0], cfg, list(range(2, steps + 2)))
+        wall, graphs, replay = train_then_floors(cfg, list(range(2, steps + 2)) if floors else [])
     finally:
-        loop.build_components = build
-        for _, close in kept:
-            close()
+        gc.callbacks.remove(clock)
     tok = load_tokenizer(str(resolve_model_dir(cfg)))
     record_lengths(cfg.run_dir, tok)
     out = summarise_ours(cfg.run_dir)
@@ -270,13 +243,7 @@ def run_ours(gguf: Path, data: Path, steps: int, work: Path, floors: bool) -> di
     out["gc_during_generate"] = clock.during(cfg.run_dir / "trace.jsonl", "generate")
     out["dynamo_after_run"] = graphs
     if replay is not None:
-        out["floors"] = replay
-        by_step = {int(r["step"]): r for r in out["steps"]}
-        ratios = [
-            by_step[f["step"]]["step_s"] / f["floor_sum_s"] for f in replay["steps"] if f["step"] in by_step
-        ]
-        out["step_over_floor_sum"] = [round(x, 3) for x in ratios]
-        out["step_over_floor_sum_median"] = round(statistics.median(ratios), 3) if ratios else None
+        with_floor_ratios(out, replay)
     return out
 
 

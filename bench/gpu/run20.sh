@@ -11,6 +11,7 @@
 #   9    source /tmp/vllm_kit/install.sh && bash bench/gpu/run20.sh real         carry [.gpu_carry/whl, .gpu_carry/data]
 # Phases:
 #   anchor      the fixed-length side by side (side_by_side.py qwen, ours vs TRL), then its stage floors (floors.py)
+#   anchorfloors  ours alone on the anchor, then the stage floors on the run's own batches, in its process
 #   model1      GGUF part 1 to /tmp/smol
 #   real        (GGUF part 2, reassemble + check, when not done yet) the realistic workload, ours vs TRL
 #   realfloors  (the same GGUF step) ours alone, then the stage floors on the run's own batches, in its process
@@ -45,6 +46,11 @@ anchor)
     timeout ${SBS_TIMEOUT:-420} python3 bench/gpu/side_by_side.py qwen --steps 4 --trl .gpu_carry/data/trl_bench.py \
         --out "$OUT/sbs_qwen.json" 2>&1 | quiet | tail -25
     timeout ${FLOORS_TIMEOUT:-170} python3 bench/gpu/floors.py anchor --shape qwen --out "$OUT/floors_anchor.json" 2>&1 | quiet | tail -8
+    ;;
+anchorfloors)
+    # ours alone on the anchor, then each stage's floor on the run's own batches in the run's process
+    wheels
+    timeout 400 python3 bench/gpu/side_by_side.py qwen --steps 4 --floors --out "$OUT/sbs_qwen_floors.json" 2>&1 | quiet | tail -5
     ;;
 model1)
     mkdir -p /tmp/smol && mv .gpu_carry/m1/gg.0 /tmp/smol/ && ls -la /tmp/smol

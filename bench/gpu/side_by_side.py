@@ -27,7 +27,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from shapes import SHAPES, build_random_model, random_prompts, train_flops  # noqa: E402
 
-PROMPTS, GENS, PROMPT_LEN, COMPLETION_LEN, MICRO = int(os.environ.get("SBS_PROMPTS", 32)), 8, 128, 256, 32
+PROMPTS, GENS, PROMPT_LEN, MICRO = int(os.environ.get("SBS_PROMPTS", 32)), 8, 128, 32
+COMPLETION_LEN = int(os.environ.get("SBS_COMPLETION_LEN", 256))  # smaller only to try the script on CPU
 OURS_MICRO = int(os.environ.get("OURS_MICRO", 64))
 OURS_COMPILE = os.environ.get("OURS_COMPILE", "1") == "1"
 OURS_SLEEP = os.environ.get("OURS_SLEEP", "0") == "1"
@@ -95,17 +96,18 @@ def anchor_config(shape: str, steps: int, work: Path) -> Any:
     )
 
 
-def run_ours(shape: str, steps: int, work: Path) -> dict[str, Any]:
+def run_ours(shape: str, steps: int, work: Path, floors: bool = False) -> dict[str, Any]:
+    """The run as ``rrl train`` runs it; with ``floors``, then each stage alone on the run's own batches."""
     import torch
+    from floors import train_then_floors, with_floor_ratios
 
-    from reasoning_rl.trainer.loop import Trainer
     from reasoning_rl.trainer.metrics import read_metrics
 
     cfg = anchor_config(shape, steps, work)
     run_dir = cfg.run_dir
     if torch.cuda.is_available():
         torch.cuda.reset_peak_memory_stats()
-    Trainer(cfg).run()
+    _, graphs, replay = train_then_floors(cfg, list(range(2, steps + 2)) if floors else [])
     rows = [r for r in read_metrics(run_dir / "metrics.jsonl") if "time/step_s" in r][
         1:
     ]  # first step = warm-up
@@ -117,14 +119,14 @@ def run_ours(shape: str, steps: int, work: Path) -> dict[str, Any]:
     step_s = med("time/step_s")
     tokens = PROMPTS * GENS * (PROMPT_LEN + COMPLETION_LEN)
     update_s = med("time/update_s")
-    return {
+    out = {
         "system": "reasoning-rl",
         "shape": shape,
         "micro_seqs": OURS_MICRO,
         "compile": OURS_COMPILE,
         "sleep": OURS_SLEEP,
         "engine_args": OURS_ENGINE_ARGS,
-        "steps": [round(float(r["time/step_s"]), 3) for r in rows],
+        "steps": [{"step": int(r["step"]), "step_s": round(float(r["time/step_s"]), 3)} for r in rows],
         "step_s_median": round(step_s, 3),
         "tokens_per_s": round(tokens / step_s),
         "gen_tokens_per_s": round(med("throughput/gen_tokens_per_s")),
@@ -146,7 +148,11 @@ def run_ours(shape: str, steps: int, work: Path) -> dict[str, Any]:
         if torch.cuda.is_available()
         else None,
         "all_metrics_last_step": rows[-1] if rows else {},
+        "dynamo_after_run": graphs,
     }
+    if replay is not None:
+        with_floor_ratios(out, replay)
+    return out
 
 
 def run_trl(shape: str, steps: int, trl_bench: str) -> dict[str, Any]:
@@ -173,6 +179,7 @@ def main() -> None:
     ap.add_argument("shape", choices=sorted(SHAPES))
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--trl", default=None, help="path to trl_bench.py; omit to run ours only")
+    ap.add_argument("--floors", action="store_true", help="then each stage alone on the run's batches")
     ap.add_argument("--only-ours", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
@@ -180,7 +187,7 @@ def main() -> None:
     work.mkdir(parents=True, exist_ok=True)
     if args.only_ours:  # child process: the GPU is all ours, and freed entirely when we exit
         started = time.time()
-        ours = run_ours(args.shape, args.steps, work)
+        ours = run_ours(args.shape, args.steps, work, args.floors)
         ours["wall_s"] = round(time.time() - started, 1)
         Path(args.out).write_text(json.dumps(ours, default=str))
         return
@@ -193,6 +200,7 @@ def main() -> None:
             "--steps",
             str(args.steps),
             "--only-ours",
+            *(["--floors"] if args.floors else []),
             "--out",
             str(child),
         ],
