@@ -6,6 +6,11 @@ A grader finds its cases in one of two places (first that applies):
 - a JSONL package resource next to the grader's module: ``selftest_file`` (class attribute, a file name
   in the grader's package), by default ``selftest.jsonl``. Built-ins: graders/math|code|lean/selftest.jsonl.
 
+A grader that needs something the machine may lack (Lean: a toolchain the user brings) may define
+``unavailable() -> str | None``: why it cannot run here, or None. Its cases are then skipped with that reason
+instead of failing as errors: a check of every grader passes on a machine without Lean, one that names the
+grader fails with the reason.
+
 Each line: ``{"response": ..., "ground_truth": ..., "verdict": "correct"|"incorrect"|"error",
 "options": {...}, "context": {...}, "note": "..."}``; ``context`` (for graders declaring ``context_fields``)
 takes ``prompt`` (text or chat messages), ``data_source``, ``extra_info`` and ``row_id``. A case passes when the grade's verdict equals ``verdict``. Cases are
@@ -111,6 +116,7 @@ class SelftestResult:
     source: str
     cases: int
     disagreements: list[Disagreement] = field(default_factory=list)
+    skipped: str | None = None  # why the cases did not run (the grader's ``unavailable()``)
 
     @property
     def ok(self) -> bool:
@@ -158,20 +164,28 @@ def run_selftests(specs: list[str], pool: GradingPool) -> list[SelftestResult]:
     for spec in specs:
         grader = resolve_grader(spec)
         cases, where = golden_cases(grader)
-        plans.append((spec, grader, cases, where, len(requests)))
-        requests.extend(
-            GradeRequest(spec, c.response, c.ground_truth, c.options, context=c.context) for c in cases
-        )
+        skipped = unavailable(grader) if cases else None
+        plans.append((spec, grader, cases, where, len(requests), skipped))
+        if skipped is None:
+            requests.extend(
+                GradeRequest(spec, c.response, c.ground_truth, c.options, context=c.context) for c in cases
+            )
     grades = pool.grade_batch(requests) if requests else []
     results = []
-    for spec, grader, cases, where, start in plans:
-        res = SelftestResult(spec, str(grader.name), str(grader.version), where, len(cases))
-        for i, case in enumerate(cases):
+    for spec, grader, cases, where, start, skipped in plans:
+        res = SelftestResult(spec, str(grader.name), str(grader.version), where, len(cases), skipped=skipped)
+        for i, case in enumerate(cases if skipped is None else []):
             got = grades[start + i]
             if got.verdict != case.verdict:
                 res.disagreements.append(Disagreement(i + 1, case, got))
         results.append(res)
     return results
+
+
+def unavailable(grader: Grader) -> str | None:
+    """The grader's own word on whether it can run on this machine (None: it can, or it does not say)."""
+    method = getattr(grader, "unavailable", None)
+    return method() if callable(method) else None
 
 
 def failures_message(results: list[SelftestResult]) -> str | None:
@@ -183,8 +197,9 @@ def failures_message(results: list[SelftestResult]) -> str | None:
 
 
 def selftest_command(names: list[str], *, workers: int, timeout_s: float) -> int:
-    """Body of ``rrl graders selftest [NAME...]``: 0 when all agree, 1 listing each disagreement, 2 for a
-    name nobody registered."""
+    """Body of ``rrl graders selftest [NAME...]``: 0 when all agree, 1 listing each disagreement (or a grader
+    named here that cannot run on this machine), 2 for a name nobody registered. Without names, graders that
+    cannot run here are listed as skipped with the reason."""
     from rich.console import Console
     from rich.table import Table
 
@@ -205,10 +220,16 @@ def selftest_command(names: list[str], *, workers: int, timeout_s: float) -> int
         table.add_column(col)
     for r in results:
         status = "no golden cases" if not r.cases else ("ok" if r.ok else f"FAIL ({len(r.disagreements)})")
-        table.add_row(r.name, r.version, str(r.cases), r.source or "-", status)
+        table.add_row(r.name, r.version, str(r.cases), r.source or "-", "skipped" if r.skipped else status)
     console.print(table)
+    for r in results:
+        if r.skipped:
+            console.print(f"[yellow]{r.name}: skipped:[/yellow] {r.skipped}", highlight=False, soft_wrap=True)
     message = failures_message(results)
     if message is not None:
         console.print(message, highlight=False, soft_wrap=True)
+        return 1
+    if names and any(r.skipped for r in results):
+        Console(stderr=True).print("[red]error:[/red] a grader named here cannot run on this machine (above)")
         return 1
     return 0

@@ -27,7 +27,7 @@ from graders.lean.source import (
     extract_code,
     extract_proof,
 )
-from graders.lean.toolchain import Toolchain, resolve
+from graders.lean.toolchain import Toolchain, ToolchainError, resolve
 from graders.types import Grade
 from sandboxes import Limits, RunRequest, RunResult, Sandbox, open_sandbox
 
@@ -110,6 +110,15 @@ class LeanGrader:
     def check_options(self, options: dict[str, Any]) -> None:
         """Raise ValueError for bad options (``rrl grade`` asks once, before grading any row)."""
         _check_options(options)
+
+    def unavailable(self) -> str | None:
+        """Why no check can run here (no toolchain found the default way: env, PATH), or None. Users bring
+        their own Lean, so a machine without one skips the golden cases instead of failing them."""
+        try:
+            resolve()
+        except ToolchainError as exc:
+            return str(exc)
+        return None
 
     def grade(self, response: str, ground_truth: Any, **options: Any) -> Grade:
         _check_options(options)

@@ -41,6 +41,9 @@ def selftest_or_raise(specs: Iterable[str], pool: GradingPool, console: Console)
     message = failures_message(results)
     if message is not None:
         raise SelftestError(message + "\n(skip with grading.selftest=false)")
+    missing = [f"{r.name} {r.version} cannot run on this machine: {r.skipped}" for r in results if r.skipped]
+    if missing:  # the run routes rows to it: every one of them would be an error, masked out of training
+        raise SelftestError("\n".join(missing) + "\n(skip with grading.selftest=false)")
     checked = [f"{r.name} {r.version} ({r.cases} cases)" for r in results if r.cases]
     if checked:
         console.print(f"grader selftest ok: {', '.join(checked)}")

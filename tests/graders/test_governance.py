@@ -87,6 +87,36 @@ def test_cli_selftest_passes_for_builtins_and_fails_for_a_bad_plugin():
     assert unknown.returncode == 2 and "unknown grader 'no_such_grader'" in unknown.stderr
 
 
+def test_cli_selftest_skips_lean_without_a_toolchain_and_fails_when_lean_is_named(tmp_path: Path):
+    """Users bring their own Lean: on a machine without one, checking every grader passes with lean skipped
+    (and why); asking for lean by name fails with the same reason instead of two error grades."""
+    env = {"PATH": f"{tmp_path}{os.pathsep}{Path(sys.executable).parent}{os.pathsep}/usr/bin:/bin"}
+    env.update({var: "" for var in ("RRL_LEAN", "RRL_LEAN_PROJECT", "LEAN_PATH")})
+    every = rrl("graders", "selftest", env=env)
+    assert every.returncode == 0, every.stdout + every.stderr
+    assert "lean: skipped: no Lean toolchain found" in every.stdout
+    assert "FAIL" not in every.stdout and "grader_exception" not in every.stdout
+    named = rrl("graders", "selftest", "lean", env=env)
+    assert named.returncode == 1, named.stdout + named.stderr
+    assert "lean: skipped: no Lean toolchain found" in named.stdout
+    assert "cannot run on this machine" in named.stderr
+
+
+def test_a_run_routed_to_a_grader_that_cannot_run_here_stops_before_training(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, pool
+):
+    """The run's own selftest does not skip: every row it sends to lean would be an error, masked out."""
+    from rich.console import Console
+
+    from reasoning_rl.trainer.governance import selftest_or_raise
+
+    for var in ("RRL_LEAN", "RRL_LEAN_PROJECT", "LEAN_PATH"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(SelftestError, match="lean 2.0.0 cannot run on this machine: no Lean toolchain found"):
+        selftest_or_raise(["lean", "math"], pool, Console())
+
+
 @pytest.mark.slow
 def test_regrade_lists_verdicts_flipped_by_a_new_grader_version(tmp_path: Path):
     rows = [
