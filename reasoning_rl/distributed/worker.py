@@ -170,7 +170,8 @@ class ModelWorker:
         """This rank's FSDP2 all-gather / reduce-scatter bytes of every model since the previous call."""
         total: dict[str, int] = {}
         for model in (self.models.policy, self.models.ref, self.models.critic):
-            for kind, n in (model.comm_bytes() if model is not None else {}).items():
+            meter = model.comm if model is not None else None  # None: not sharded, nothing counted
+            for kind, n in (meter.take() if meter is not None else {}).items():
                 total[kind] = total.get(kind, 0) + n
         return total
 

@@ -118,10 +118,6 @@ class Critic:
             comm=comm,
         )
 
-    def comm_bytes(self) -> dict[str, int]:
-        """This rank's FSDP2 all-gather / reduce-scatter bytes since the last call (empty without FSDP)."""
-        return self.comm.take() if self.comm is not None else {}
-
     def _plans(self, batch: TokenBatch) -> list[list[int] | None]:
         plans = plan_micro_batches(batch, self.micro_batch_tokens)
         return equalize(plans) if self.fsdp else list(plans)

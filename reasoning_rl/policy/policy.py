@@ -144,10 +144,6 @@ class Policy:
             comm=comm,
         )
 
-    def comm_bytes(self) -> dict[str, int]:
-        """This rank's FSDP2 all-gather / reduce-scatter bytes since the last call (empty without FSDP)."""
-        return self.comm.take() if self.comm is not None else {}
-
     # ---- scoring -------------------------------------------------------------------------------
     def logprobs(self, batch: TokenBatch, *, with_entropy: bool = False) -> tuple[Tensor, Tensor | None]:
         """Per-response-token log-probs [B, T] (and entropy [B, T]) under the current weights, no grad."""

@@ -56,10 +56,6 @@ class ReferencePolicy:
         module.eval()
         return cls(module, where.device, where.fsdp, offload, micro_batch_tokens, comm)
 
-    def comm_bytes(self) -> dict[str, int]:
-        """This rank's FSDP2 all-gather bytes since the last call (empty without FSDP)."""
-        return self.comm.take() if self.comm is not None else {}
-
     def logprobs(self, batch: TokenBatch) -> Tensor:
         """Per-response-token log-probs [B, T] under the frozen weights."""
         if self.offload and not self.fsdp and self.device.type != "cpu":

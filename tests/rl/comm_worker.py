@@ -60,12 +60,13 @@ def policy_step(model_dir: str, options: dict[str, Any]) -> dict[str, Any]:
     policy = Policy.from_pretrained(model_dir, lr=1e-3, micro_batch_tokens=20, **options)
     batch, adv = shard()
     measured()
+    assert policy.comm is not None  # sharded: its meter counts each collective's bytes
     out: dict[str, Any] = {"measured": [], "computed": []}
     for _ in range(2):
         old, _ = policy.logprobs(batch)
         metrics = policy.train_step(batch, adv, old - 0.2 * batch.response_mask, None, LossConfig())
         out["measured"].append(measured())
-        out["computed"].append(policy.comm_bytes())
+        out["computed"].append(policy.comm.take())
     out["metrics"] = metrics
     out["device"] = str(next(policy.module.parameters()).device)
     out["params"] = {n: t.clone() for bucket in policy.iter_full_params() for n, t in bucket}
@@ -76,11 +77,12 @@ def reference(model_dir: str, offload: bool) -> dict[str, Any]:
     ref = ReferencePolicy.from_pretrained(model_dir, offload=offload, micro_batch_tokens=20)
     batch, _ = shard()
     measured()
+    assert ref.comm is not None
     out: dict[str, Any] = {"measured": [], "computed": []}
     for _ in range(2):
         out["logprobs"] = ref.logprobs(batch)
         out["measured"].append(measured())
-        out["computed"].append(ref.comm_bytes())
+        out["computed"].append(ref.comm.take())
     out["offload"] = type(ref.module._get_fsdp_state()._fsdp_param_group.offload_policy).__name__  # type: ignore[operator, union-attr]
     return out
 
