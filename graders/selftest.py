@@ -7,9 +7,11 @@ A grader finds its cases in one of two places (first that applies):
   in the grader's package), by default ``selftest.jsonl``. Built-ins: graders/math|code|lean/selftest.jsonl.
 
 A grader that needs something the machine may lack (Lean: a toolchain the user brings) may define
-``unavailable() -> str | None``: why it cannot run here, or None. Its cases are then skipped with that reason
+``unavailable(setup) -> str | None``: why it cannot run here, or None. Its cases are then skipped with that reason
 instead of failing as errors: a check of every grader passes on a machine without Lean, one that names the
-grader fails with the reason.
+grader fails with the reason. ``setup_options`` (a class attribute) names the options that say where the
+grader runs rather than how it judges (Lean: the toolchain, the sandbox); a run's selftest grades the cases
+with the run's values of those, so the cases run where the run's rows will.
 
 Each line: ``{"response": ..., "ground_truth": ..., "verdict": "correct"|"incorrect"|"error",
 "options": {...}, "context": {...}, "note": "..."}``; ``context`` (for graders declaring ``context_fields``)
@@ -20,6 +22,7 @@ graded through the runtime (``GradingPool``: workers, hard budget), the same pat
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
@@ -157,18 +160,24 @@ def golden_cases(grader: Grader) -> tuple[list[GoldenCase], str]:
     return cases, where
 
 
-def run_selftests(specs: list[str], pool: GradingPool) -> list[SelftestResult]:
-    """Grade every spec's golden cases in one batch on ``pool``; one result per spec, in order."""
+def run_selftests(
+    specs: list[str], pool: GradingPool, options: Mapping[str, Mapping[str, Any]] | None = None
+) -> list[SelftestResult]:
+    """Grade every spec's golden cases in one batch on ``pool``; one result per spec, in order. ``options``: a
+    run's per-spec grader options, of which each grader's ``setup_options`` apply to its cases."""
     plans = []
     requests: list[GradeRequest] = []
     for spec in specs:
         grader = resolve_grader(spec)
         cases, where = golden_cases(grader)
-        skipped = unavailable(grader) if cases else None
+        keys: frozenset[str] = getattr(grader, "setup_options", frozenset())
+        setup = {k: v for k, v in (options or {}).get(spec, {}).items() if k in keys}
+        skipped = unavailable(grader, setup) if cases else None
         plans.append((spec, grader, cases, where, len(requests), skipped))
         if skipped is None:
             requests.extend(
-                GradeRequest(spec, c.response, c.ground_truth, c.options, context=c.context) for c in cases
+                GradeRequest(spec, c.response, c.ground_truth, {**c.options, **setup}, context=c.context)
+                for c in cases
             )
     grades = pool.grade_batch(requests) if requests else []
     results = []
@@ -182,10 +191,10 @@ def run_selftests(specs: list[str], pool: GradingPool) -> list[SelftestResult]:
     return results
 
 
-def unavailable(grader: Grader) -> str | None:
+def unavailable(grader: Grader, setup: Mapping[str, Any]) -> str | None:
     """The grader's own word on whether it can run on this machine (None: it can, or it does not say)."""
     method = getattr(grader, "unavailable", None)
-    return method() if callable(method) else None
+    return method(setup) if callable(method) else None
 
 
 def failures_message(results: list[SelftestResult]) -> str | None:

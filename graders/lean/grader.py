@@ -111,11 +111,16 @@ class LeanGrader:
         """Raise ValueError for bad options (``rrl grade`` asks once, before grading any row)."""
         _check_options(options)
 
-    def unavailable(self) -> str | None:
-        """Why no check can run here (no toolchain found the default way: env, PATH), or None. Users bring
-        their own Lean, so a machine without one skips the golden cases instead of failing them."""
+    # Where a check runs, not how it judges: a run's selftest grades the golden cases with the run's values.
+    setup_options = frozenset({"lean", "project", "lean_path", "lean_in_sandbox", "sandbox", "image"})
+
+    def unavailable(self, setup: Mapping[str, Any]) -> str | None:
+        """Why no check can run here with these setup options (no toolchain found), or None. Users bring their
+        own Lean, so a machine without one skips the golden cases instead of failing them."""
         try:
-            resolve()
+            resolve(
+                setup.get("lean"), setup.get("project"), setup.get("lean_path"), setup.get("lean_in_sandbox")
+            )
         except ToolchainError as exc:
             return str(exc)
         return None

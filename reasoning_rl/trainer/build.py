@@ -247,7 +247,7 @@ def build_components(cfg: Config, run_dir: Path, *, console: Console) -> Compone
         )
         used = sorted(rewards.graders(p.example for p in train + val))  # every reward component's grader
         if g.selftest:
-            selftest_or_raise(used, pool, console)
+            selftest_or_raise(used, pool, console, g.options)
         meta = {
             "run": cfg.run.name,
             "device": device,

@@ -3,8 +3,9 @@ rows and the run's trace metadata, and the graders' own golden cases checked bef
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from functools import cache
+from typing import Any
 
 from rich.console import Console
 
@@ -32,12 +33,15 @@ def run_graders(specs: Iterable[str]) -> dict[str, dict[str, str]]:
     }
 
 
-def selftest_or_raise(specs: Iterable[str], pool: GradingPool, console: Console) -> None:
-    """Grade the golden cases of these graders on the run's pool; ``SelftestError`` listing every
-    disagreement (the run has not started: nothing is trained on a grader that fails its own cases)."""
+def selftest_or_raise(
+    specs: Iterable[str], pool: GradingPool, console: Console, options: Mapping[str, Mapping[str, Any]]
+) -> None:
+    """Grade the golden cases of these graders on the run's pool, where the run's ``grading.options`` put them
+    (each grader's setup options: toolchain, sandbox); ``SelftestError`` listing every disagreement (the run
+    has not started: nothing is trained on a grader that fails its own cases)."""
     from graders.selftest import SelftestError, failures_message, run_selftests
 
-    results = run_selftests(sorted(set(specs)), pool)
+    results = run_selftests(sorted(set(specs)), pool, options)
     message = failures_message(results)
     if message is not None:
         raise SelftestError(message + "\n(skip with grading.selftest=false)")

@@ -114,7 +114,30 @@ def test_a_run_routed_to_a_grader_that_cannot_run_here_stops_before_training(
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("PATH", str(tmp_path))
     with pytest.raises(SelftestError, match="lean 2.0.0 cannot run on this machine: no Lean toolchain found"):
-        selftest_or_raise(["lean", "math"], pool, Console())
+        selftest_or_raise(["lean", "math"], pool, Console(), {"lean": {"timeout_s": 30}})
+
+
+@pytest.mark.lean
+def test_a_run_selftest_runs_the_cases_with_the_runs_toolchain_options(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, pool
+):
+    """A run that brings its Lean only through grading.options (no env, nothing on PATH) passes its selftest:
+    the cases get the run's setup options (toolchain, sandbox), never its judgement options."""
+    from rich.console import Console
+
+    from reasoning_rl.trainer.governance import selftest_or_raise
+
+    if not LAUNCHER.exists():
+        subprocess.run(["bash", str(REPO / "scripts/services.d/30-lean.sh")], check=True, cwd=REPO)
+    for var in ("RRL_LEAN", "RRL_LEAN_PROJECT", "LEAN_PATH"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}/usr/bin:/bin")
+    # not a setup option: a budget that would turn the correct case into an error if it reached the cases
+    judging = {"timeout_s": 0.01}
+    options = {"lean": {"lean": str(LAUNCHER), "sandbox": "local", **judging}}
+    selftest_or_raise(["lean"], pool, Console(), options)  # raises on a skip or a disagreement
+    with pytest.raises(SelftestError, match="no Lean toolchain found"):
+        selftest_or_raise(["lean"], pool, Console(), {"lean": judging})
 
 
 @pytest.mark.slow
