@@ -1,14 +1,20 @@
 #!/usr/bin/env bash
 # Issue 20 ON the GPU machine (nvidia-h200), from the repo root:  bash bench/gpu/run20.sh PHASE
 # Here first: `bash bench/gpu/prepare.sh` (vLLM kit .gpu/c1..c6, wheels, the SmolLM2 GGUF in two parts, GSM8K).
-# The device calls, back to back (< 30 s apart; the machine goes back after 30 s idle):
+# The device calls, back to back (< 30 s apart; the machine goes back after 30 s idle), as run on 2026-12-01
+# (second session; results in bench/RESULTS.md and bench/gpu/results/*_20b.*):
 #   1-5  bash .gpu/cN/move.sh N                                                 carry [.gpu/cN]
-#   6    bash .gpu/c6/move.sh 6 && source .gpu/c6/install.sh && bash bench/gpu/run20.sh anchor
-#                                                            carry [.gpu/c6, .gpu_carry/whl, .gpu_carry/data]
+#   6    bash .gpu/c6/move.sh 6 && source .gpu/c6/install.sh && cp .gpu/c6/install.sh /tmp/vllm_kit/install.sh
+#                                                                               carry [.gpu/c6]
 #   7    bash bench/gpu/run20.sh model1                                          carry [.gpu_carry/m1]
 #   8    source /tmp/vllm_kit/install.sh && bash bench/gpu/run20.sh realfloors
 #                                                          carry [.gpu_carry/m2, .gpu_carry/whl, .gpu_carry/data]
 #   9    source /tmp/vllm_kit/install.sh && bash bench/gpu/run20.sh real         carry [.gpu_carry/whl, .gpu_carry/data]
+#   10   source /tmp/vllm_kit/install.sh && SBS_TIMEOUT=420 FLOORS_TIMEOUT=140 bash bench/gpu/run20.sh anchor
+#                                                                               carry [.gpu_carry/whl, .gpu_carry/data]
+#   then on a fresh machine: 1-5 again, and
+#   6'   bash .gpu/c6/move.sh 6 && source .gpu/c6/install.sh && bash bench/gpu/run20.sh anchorfloors
+#                                                          carry [.gpu/c6, .gpu_carry/whl, .gpu_carry/data]
 # Phases:
 #   anchor      the fixed-length side by side (side_by_side.py qwen, ours vs TRL), then its stage floors (floors.py)
 #   anchorfloors  ours alone on the anchor, then the stage floors on the run's own batches, in its process
