@@ -10,7 +10,7 @@ fingerprinted as it streams past and the engine is verified after loading (``rea
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -48,6 +48,35 @@ class HandoffStats:
         return out if self.check is None else {**out, **self.check.as_metrics(prefix)}
 
 
+class Tally:
+    """Counts the tensors streamed into an engine and, for a gate, fingerprints each as it passes, so the stats
+    and the freshness check describe exactly what was loaded (both hand-off paths: here and split placement)."""
+
+    def __init__(self, gate: FreshnessGate | None) -> None:
+        self.bytes = 0
+        self.tensors = 0
+        self.sent = SentFingerprints(gate.engine_dtype) if gate is not None else None
+
+    def count(self, named: Iterable[tuple[str, Tensor]]) -> Iterator[tuple[str, Tensor]]:
+        for name, tensor in named:
+            self.bytes += tensor.numel() * tensor.element_size()
+            self.tensors += 1
+            if self.sent is not None:
+                self.sent.observe(name, tensor)
+            yield name, tensor
+
+    def stats(self, seconds: float, check: CheckResult | None) -> HandoffStats:
+        return HandoffStats(bytes=self.bytes, seconds=seconds, tensors=self.tensors, check=check)
+
+
+def load_all(engine: RolloutEngine, tensors: Iterator[tuple[str, Tensor]]) -> None:
+    """``engine.load_weights`` on the stream, then drain what it left: the stream's collectives (all-gathers,
+    broadcasts) must complete on this rank as on its peers even when the engine stops early."""
+    engine.load_weights(tensors)
+    for _ in tensors:
+        pass
+
+
 def push_weights(
     policy: Policy,
     engine: RolloutEngine | None,
@@ -65,28 +94,21 @@ def push_weights(
         raise ValueError(f"bucket_bytes must be >= 1; got {bucket_bytes}")
     if dist.is_main() and engine is None:
         raise ValueError("push_weights: rank 0 needs the rollout engine (got None)")
-    counted = {"bytes": 0, "tensors": 0}
-    sent = SentFingerprints(gate.engine_dtype) if gate is not None else None
-
-    def stream() -> Iterator[tuple[str, Tensor]]:
-        for bucket in policy.iter_full_params(bucket_bytes):
-            for name, tensor in bucket:
-                counted["bytes"] += tensor.numel() * tensor.element_size()
-                counted["tensors"] += 1
-                if sent is not None:
-                    sent.observe(name, tensor)
-                yield name, tensor
-
+    tally = Tally(gate)
     start = time.perf_counter()
+    tensors = tally.count(
+        (name, tensor) for bucket in policy.iter_full_params(bucket_bytes) for name, tensor in bucket
+    )
     if engine is not None:
-        tensors = stream()
-        engine.load_weights(tensors)
-        for _ in tensors:  # an engine that stopped early must not leave other ranks mid-gather
-            pass
+        load_all(engine, tensors)  # an engine that stopped early must not leave other ranks mid-gather
     else:
-        for _ in stream():
+        for _ in tensors:
             pass
     dist.barrier()
     seconds = time.perf_counter() - start
-    check = None if gate is None or sent is None else gate.check(policy, engine, sent.result(), step=step)
-    return HandoffStats(bytes=counted["bytes"], seconds=seconds, tensors=counted["tensors"], check=check)
+    check = (
+        None
+        if gate is None or tally.sent is None
+        else gate.check(policy, engine, tally.sent.result(), step=step)
+    )
+    return tally.stats(seconds, check)

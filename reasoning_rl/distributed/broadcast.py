@@ -22,8 +22,8 @@ import torch
 import torch.distributed as tdist
 from torch import Tensor
 
-from reasoning_rl.freshness import FreshnessGate, SentFingerprints
-from reasoning_rl.handoff import HandoffStats
+from reasoning_rl.freshness import FreshnessGate
+from reasoning_rl.handoff import HandoffStats, Tally, load_all
 
 if TYPE_CHECKING:
     from reasoning_rl.policy.policy import Policy
@@ -91,28 +91,21 @@ def receive_weights(
 ) -> HandoffStats:
     """Rollout side: load what ``send_weights`` broadcasts into ``engine``; with a ``gate``, verify it
     (``WeightSyncError`` naming the tensor or the probe gap)."""
-    counted = {"bytes": 0, "tensors": 0}
-    sent = SentFingerprints(gate.engine_dtype) if gate is not None else None
+    tally = Tally(gate)
 
-    def stream() -> Iterator[tuple[str, Tensor]]:
+    def received() -> Iterator[tuple[str, Tensor]]:
         while (meta := group.broadcast_object(None)) is not None:
             for name, shape, dtype in meta:
-                t = group.broadcast(torch.empty(shape, dtype=_DTYPES[dtype]))
-                counted["bytes"] += t.numel() * t.element_size()
-                counted["tensors"] += 1
-                if sent is not None:
-                    sent.observe(name, t)
-                yield name, t
+                yield name, group.broadcast(torch.empty(shape, dtype=_DTYPES[dtype]))
 
     start = time.perf_counter()
     engine.wake()
-    tensors = stream()
-    engine.load_weights(tensors)
-    for _ in tensors:  # an engine that stopped early must not leave the sender mid-broadcast
-        pass
+    load_all(
+        engine, tally.count(received())
+    )  # an engine that stopped early must not leave the sender mid-broadcast
     seconds = time.perf_counter() - start
     check = None
-    if gate is not None and sent is not None:
+    if gate is not None and tally.sent is not None:
         trainer_lp = group.broadcast_object(None)
-        check = gate.verify(trainer_lp, engine, sent.result(), step=step)
-    return HandoffStats(bytes=counted["bytes"], seconds=seconds, tensors=counted["tensors"], check=check)
+        check = gate.verify(trainer_lp, engine, tally.sent.result(), step=step)
+    return tally.stats(seconds, check)
