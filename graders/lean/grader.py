@@ -69,6 +69,13 @@ OPTIONS = frozenset(
 )  # fmt: skip
 
 
+def _toolchain(options: Mapping[str, Any]) -> Toolchain:
+    """The toolchain these options (or else the environment) name; ``ToolchainError`` when there is none."""
+    return resolve(
+        options.get("lean"), options.get("project"), options.get("lean_path"), options.get("lean_in_sandbox")
+    )
+
+
 def _check_options(options: Mapping[str, Any]) -> None:
     """A misspelt option would otherwise be ignored silently (e.g. `timeout=` instead of `timeout_s=`)."""
     unknown = sorted(set(options) - OPTIONS)
@@ -118,9 +125,7 @@ class LeanGrader:
         """Why no check can run here with these setup options (no toolchain found), or None. Users bring their
         own Lean, so a machine without one skips the golden cases instead of failing them."""
         try:
-            resolve(
-                setup.get("lean"), setup.get("project"), setup.get("lean_path"), setup.get("lean_in_sandbox")
-            )
+            _toolchain(setup)
         except ToolchainError as exc:
             return str(exc)
         return None
@@ -140,12 +145,7 @@ class LeanGrader:
         )
         if violation is not None:
             return Grade.incorrect(f"forbidden: {violation.reason}", token=violation.token)
-        toolchain = resolve(
-            options.get("lean"),
-            options.get("project"),
-            options.get("lean_path"),
-            options.get("lean_in_sandbox"),
-        )
+        toolchain = _toolchain(options)
         file = build_file(header, statement, proof)
         sandbox = self._sandbox(options.get("sandbox", "auto"), options.get("image"))
         result = sandbox.run(self._request(file, toolchain, options))
