@@ -2,8 +2,9 @@
 
 Every section forbids unknown keys so a typo is an error naming the key and the keys that exist, instead of a
 silently ignored setting. The resolved config (defaults filled in) is saved as ``run_dir/config.yaml``.
-``base`` holds what every section shares, ``algorithm`` the algorithm section, ``sections`` the others and
-``Config``, ``load`` the YAML/override loading; this module is their public face.
+``base`` holds what every section shares; each section sits in the module of its area (``run``, ``model``,
+``data``, ``rollout``, ``grading``, ``algorithm``, ``resources``); ``sections`` holds ``Config`` and the checks that
+span sections, ``load`` the YAML/override loading; this module is their public face.
 """
 
 from reasoning_rl.config.algorithm import (
@@ -16,6 +17,8 @@ from reasoning_rl.config.algorithm import (
     RolloutCorrectionConfig,
 )
 from reasoning_rl.config.base import ConfigError
+from reasoning_rl.config.data import DataConfig, RowConfig, SourceConfig
+from reasoning_rl.config.grading import GradingConfig, RewardTermConfig
 from reasoning_rl.config.load import (
     config_text,
     format_validation_error,
@@ -23,23 +26,11 @@ from reasoning_rl.config.load import (
     parse_overrides,
     save_config,
 )
+from reasoning_rl.config.model import ModelConfig, OptimConfig
 from reasoning_rl.config.resources import ResourcesConfig
-from reasoning_rl.config.sections import (
-    Config,
-    DataConfig,
-    EvalConfig,
-    GradingConfig,
-    LoggingConfig,
-    ModelConfig,
-    OptimConfig,
-    RewardTermConfig,
-    RolloutConfig,
-    RowConfig,
-    RunConfig,
-    SamplingParams,
-    SourceConfig,
-    TrainerConfig,
-)
+from reasoning_rl.config.rollout import RolloutConfig, SamplingParams
+from reasoning_rl.config.run import EvalConfig, LoggingConfig, RunConfig, TrainerConfig
+from reasoning_rl.config.sections import Config
 
 __all__ = [
     "GROUP_BASELINE_ESTIMATORS",

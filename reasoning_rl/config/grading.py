@@ -1,0 +1,99 @@
+"""The grading runtime as a run configures it: reward terms and the grading section."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field, field_validator
+
+from reasoning_rl.config.base import _Section
+
+
+class RewardTermConfig(_Section):
+    """One component of a composed reward (``grading.rewards``)."""
+
+    grader: str | None = Field(
+        default=None,
+        description="Grader name or module:Class; omitted: the row's own grader (data.grader_map / "
+        "data_source default / data.default_grader).",
+    )
+    weight: float = Field(default=1.0, allow_inf_nan=False, description="Its score's weight in the reward.")
+    name: str | None = Field(
+        default=None,
+        description="Metric name (reward/<name>/mean); default: the grader's name, 'answer' when omitted.",
+    )
+    options: dict[str, Any] = Field(
+        default_factory=dict, description="Grade options over grading.options of its grader."
+    )
+
+    @property
+    def label(self) -> str:
+        return self.name or self.grader or "answer"
+
+
+def _unique_labels(terms: list[RewardTermConfig], where: str) -> list[RewardTermConfig]:
+    labels = [t.label for t in terms]
+    twice = sorted({x for x in labels if labels.count(x) > 1})
+    if twice:
+        raise ValueError(f"{where}: component name(s) {twice} appear twice; give each a distinct `name`")
+    return terms
+
+
+class GradingConfig(_Section):
+    workers: int = Field(default=2, ge=1, description="Grading worker processes (or Ray actors).")
+    backend: Literal["auto", "process", "ray"] = Field(
+        default="auto",
+        description="Where graders run; auto: Ray when ray_address or RAY_ADDRESS is set or Ray is running, else local processes.",
+    )
+    ray_address: str | None = Field(
+        default=None, description="Ray cluster for the grading workers (backend ray/auto)."
+    )
+    timeout_s: float = Field(
+        default=10.0, gt=0.0, description="Hard budget per grade; a grade killed at it is an error (masked)."
+    )
+    retries: int = Field(
+        default=1,
+        ge=0,
+        description="Extra attempts after a worker failure (crash, bad result); timeouts are not retried.",
+    )
+    cache: bool = Field(
+        default=True,
+        description="Cache grades in run_dir/grades.sqlite, keyed by grader source, response and truth.",
+    )
+    max_in_flight: int = Field(
+        default=256, ge=1, description="Most streamed samples queued or being graded at once (back-pressure)."
+    )
+    options: dict[str, dict[str, Any]] = Field(
+        default_factory=dict, description="grader name -> grade options."
+    )
+    selftest: bool = Field(
+        default=True,
+        description="Run the golden cases of the graders this run uses before "
+        "step 1 (`rrl graders selftest`); a disagreement stops the run.",
+    )
+    rewards: list[RewardTermConfig] = Field(
+        default_factory=list,
+        description="Composed reward for every row: [{grader, weight, options, name}, ...], reward = "
+        "sum of weight x score, an error in any component masks the sample; the first component is the "
+        "verdict accuracy/pass@k count. Empty: the row's grader alone (docs/rewards.md).",
+    )
+    source_rewards: dict[str, list[RewardTermConfig]] = Field(
+        default_factory=dict,
+        description="data_source -> its own composed reward (replaces grading.rewards for those rows).",
+    )
+
+    @field_validator("rewards")
+    @classmethod
+    def _rewards_unique(cls, v: list[RewardTermConfig]) -> list[RewardTermConfig]:
+        return _unique_labels(v, "grading.rewards")
+
+    @field_validator("source_rewards")
+    @classmethod
+    def _source_rewards_unique(
+        cls, v: dict[str, list[RewardTermConfig]]
+    ) -> dict[str, list[RewardTermConfig]]:
+        for source, terms in v.items():
+            if not terms:
+                raise ValueError(f"grading.source_rewards.{source}: give at least one component")
+            _unique_labels(terms, f"grading.source_rewards.{source}")
+        return v

@@ -1,0 +1,75 @@
+"""What is trained and how: the model section and the optimizer section."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from reasoning_rl.config.base import _Section
+
+
+class ModelConfig(_Section):
+    path: str = Field(
+        description="Local HF model dir, hub name, or a dir holding a GGUF file (see gguf_file)."
+    )
+    gguf_file: str | None = Field(
+        default=None,
+        description="A GGUF file inside model.path to load (converted once to an HF dir under .cache/converted/).",
+    )
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
+        default="auto",
+        description="Weights and compute dtype of the trained models; auto: bfloat16 on CUDA, float32 on CPU.",
+    )
+    gradient_checkpointing: bool = Field(
+        default=False, description="Recompute activations in the backward pass: less memory, a slower update."
+    )
+    ref_offload: bool = Field(default=False, description="Keep the frozen reference policy on CPU.")
+    fsdp: Literal["auto", "on", "off"] = Field(
+        default="auto",
+        description="Wrap the trained models with FSDP2; auto: on with several ranks or on CUDA.",
+    )
+    cpu_offload: bool = Field(
+        default=False,
+        description="FSDP2 CPU offload (CPUOffloadPolicy) of the policy's and critic's parameters, gradients "
+        "and optimizer state: the optimizer step runs on CPU. Needs FSDP2.",
+    )
+    reduce_dtype: Literal["float32", "bfloat16"] = Field(
+        default="float32",
+        description="dtype of FSDP2's gradient reduce-scatter (MixedPrecisionPolicy.reduce_dtype); "
+        "bfloat16 halves its bytes.",
+    )
+    reshard_after_forward: bool = Field(
+        default=True,
+        description="FSDP2: free each decoder layer's gathered weights after forward and all-gather them "
+        "again in backward; false keeps them (one all-gather fewer per layer and micro-batch, more memory).",
+    )
+    forward_prefetch: int = Field(
+        default=0,
+        ge=0,
+        description="FSDP2: prefetch the all-gathers of the next N decoder layers in forward (and of the "
+        "previous N in backward) explicitly; 0: FSDP2's default prefetching.",
+    )
+    compile: bool | None = Field(
+        default=None,
+        description="torch.compile each decoder layer and the log-prob head "
+        "of the trained models (faster updates after a one-off compile; one graph serves "
+        "every micro-batch shape). None: on when training on CUDA, off on CPU.",
+    )
+
+
+class OptimConfig(_Section):
+    lr: float = Field(default=1e-6, gt=0.0, description="AdamW learning rate of the policy.")
+    weight_decay: float = Field(default=0.0, ge=0.0, description="AdamW weight decay.")
+    betas: tuple[float, float] = Field(default=(0.9, 0.999), description="AdamW betas (beta1, beta2).")
+    grad_clip: float | None = Field(
+        default=1.0, gt=0.0, description="Clip the gradient's global norm to this; None: no clipping."
+    )
+    schedule: Literal["constant", "cosine"] = Field(
+        default="constant",
+        description="Learning-rate schedule after warmup; cosine decays over trainer.steps.",
+    )
+    warmup_steps: int = Field(default=0, ge=0, description="Optimizer steps of linear learning-rate warmup.")
+    critic_lr: float = Field(
+        default=1e-5, gt=0.0, description="AdamW learning rate of the critic (algorithm.name=ppo)."
+    )

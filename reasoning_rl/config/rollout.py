@@ -1,0 +1,136 @@
+"""Generation: sampling parameters shared with evaluation, and the rollout section (engine, tools, hand-off)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from reasoning_rl.config.base import _Section
+from reasoning_rl.registry import ENGINES, TOOLS
+
+
+class SamplingParams(_Section):
+    """What to sample per prompt (``temperature=0`` is greedy): the sampling keys of ``rollout`` (which
+    extends this) and of every engine request (``rollout.SamplingConfig``)."""
+
+    n: int = Field(default=1, ge=1, description="Samples per prompt.")
+    temperature: float = Field(default=1.0, ge=0.0, description="Sampling temperature; 0: greedy.")
+    top_p: float = Field(
+        default=1.0, gt=0.0, le=1.0, description="Nucleus sampling: keep the top tokens up to this mass."
+    )
+    max_tokens: int = Field(default=256, ge=1, description="Most response tokens per sample.")
+    stop: list[str] = Field(default_factory=list, description="Strings that end a response (kept out of it).")
+    ignore_eos: bool = Field(
+        default=False, description="Generate exactly max_tokens (fixed-length benchmarks)."
+    )
+
+
+class RolloutConfig(SamplingParams):
+    n: int = Field(default=8, ge=1, description="Samples per prompt (the GRPO group size).")
+    engine: str = Field(
+        default="auto",
+        description="'auto' (vLLM when installed, else hf), or a name of the "
+        "engine registry: vllm, hf, or a plugin's.",
+    )
+    gpu_memory_utilization: float | None = Field(
+        default=None, gt=0.0, le=1.0, description="None: 0.2 on CPU, 0.5 on GPU."
+    )
+    sleep: bool | None = Field(default=None, description="vLLM sleep mode while training; None: on for GPU.")
+    handoff_bucket_mb: int = Field(
+        default=256,
+        ge=1,
+        description="Weight hand-off: full tensors gathered and loaded into the engine per bucket, in MiB "
+        "(bigger: fewer engine calls, more transient memory).",
+    )
+    seed_per_sample: bool | None = Field(
+        default=None,
+        description="Seed every sample (run.seed, step, sample "
+        "index): reproducible rollouts, but vLLM then draws each sequence's noise "
+        "with its own generator (a kernel per sequence per token); false: one "
+        "engine-wide stream. None: on for CPU, off on CUDA (where batched kernels "
+        "are not bitwise reproducible anyway).",
+    )
+    tensor_parallel_size: int = Field(
+        default=1,
+        ge=1,
+        description="GPUs per vLLM engine (tensor parallel). > 1 needs rollout.engine=vllm, CUDA, "
+        "resources.placement=split (each rollout rank gets that many GPUs) and ranks_per_node divisible by it.",
+    )
+    freshness_check: bool = Field(
+        default=True,
+        description="After every weight hand-off, prove the engine serves "
+        "the trainer's weights (per-tensor checksums + a fixed-prompt log-prob probe); "
+        "a mismatch stops the run with WeightSyncError.",
+    )
+    freshness_probe_tol: float | None = Field(
+        default=None,
+        gt=0.0,
+        description="Mean |delta log p| per probe "
+        "token allowed; None: from the engine's dtype (freshness.PROBE_TOL).",
+    )
+    engine_args: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Extra vLLM engine arguments "
+        "(``LLM(...)``: e.g. max_num_seqs, max_num_batched_tokens, async_scheduling).",
+    )
+    tools: list[str] = Field(
+        default_factory=list,
+        description="Tools the model may call (names of the tool registry: python, calculator, or a "
+        "plugin's); non-empty turns on multi-turn rollouts, where max_tokens is the whole response budget "
+        "(model + tool tokens).",
+    )
+    tool_format: Literal["fenced", "hermes"] = Field(
+        default="fenced",
+        description="How calls are written: fenced ```python blocks (output comes back as an ```output "
+        "block) or the chat template's <tool_call> JSON (Qwen/Hermes; output as a tool message).",
+    )
+    max_turns: int = Field(default=4, ge=0, description="Tool calls per trajectory (tools only).")
+    turn_max_tokens: int | None = Field(
+        default=None, ge=1, description="Tokens per generation call between tool calls; None: max_tokens."
+    )
+    tool_timeout_s: float = Field(default=10.0, gt=0.0, description="Time budget of one tool call.")
+    tool_options: dict[str, dict[str, Any]] = Field(
+        default_factory=dict,
+        description="Per-tool constructor options, e.g. {python: {sandbox: docker, pool_size: 4}}.",
+    )
+
+    @field_validator("engine")
+    @classmethod
+    def _known_engine(cls, v: str) -> str:
+        return v if v == "auto" else ENGINES.check(v)
+
+    @field_validator("tools")
+    @classmethod
+    def _known_tools(cls, v: list[str]) -> list[str]:
+        if len(set(v)) != len(v):
+            raise ValueError(f"tools are listed more than once: {v}")
+        return [TOOLS.check(name) for name in v]
+
+    @model_validator(mode="after")
+    def _tool_options_for_listed_tools(self) -> RolloutConfig:
+        stray = sorted(set(self.tool_options) - set(self.tools))
+        if stray:
+            raise ValueError(f"tool_options for {stray}, which are not in rollout.tools {self.tools}")
+        if self.tools and self.tool_format == "fenced" and "python" not in self.tools:
+            raise ValueError("tool_format 'fenced' calls the python tool: add python to rollout.tools")
+        return self
+
+    @field_validator("engine_args")
+    @classmethod
+    def _not_ours(cls, v: dict[str, Any]) -> dict[str, Any]:
+        owned = {
+            "model",
+            "dtype",
+            "seed",
+            "gpu_memory_utilization",
+            "max_model_len",
+            "enable_sleep_mode",
+            "logprobs_mode",
+        }
+        clash = sorted(owned & set(v))
+        if clash:
+            raise ValueError(
+                f"{clash} are set from other keys (model.*, run.seed, rollout.*); remove them here"
+            )
+        return v

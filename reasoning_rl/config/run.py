@@ -1,0 +1,98 @@
+"""The run's own sections: identity and device (run), steps and checkpoints (trainer), logging and evaluation."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from reasoning_rl.config.base import _Section
+
+
+class RunConfig(_Section):
+    name: str = Field(
+        default="run", description="Run name: fills '{name}' in run.dir; shown in logs, the trace and W&B."
+    )
+    dir: str = Field(default="runs/{name}", description="Run directory; '{name}' is replaced by run.name.")
+    seed: int = Field(
+        default=0,
+        description="Seeds prompt order, sampling and model init; same seed + config = same run on CPU.",
+    )
+    device: Literal["auto", "cpu", "cuda"] = Field(
+        default="auto",
+        description="Where the policy trains and the engine runs; auto: CUDA when visible, else CPU.",
+    )
+    doctor: bool = Field(default=True, description="Run `rrl doctor` checks before loading anything heavy.")
+
+
+class TrainerConfig(_Section):
+    steps: int = Field(
+        default=100, ge=0, description="Training steps (one batch of prompts, one policy update each)."
+    )
+    batch_size: int = Field(default=8, ge=1, description="Prompts per step (each sampled rollout.n times).")
+    checkpoint_every: int = Field(default=0, ge=0, description="0: only the final checkpoint.")
+    keep_checkpoints: int = Field(
+        default=2, ge=1, description="Newest checkpoints kept on disk; older ones are deleted."
+    )
+    resume: str = Field(
+        default="never", description="'never', 'auto' (latest checkpoint in run dir), or a checkpoint path."
+    )
+    export: bool = Field(
+        default=True, description="Export the final policy as an HF model dir to run_dir/export/step_N."
+    )
+    overwrite: bool = Field(
+        default=False, description="Allow starting fresh in a run dir that already has checkpoints."
+    )
+    force_resume: bool = Field(
+        default=False,
+        description="Resume even though trajectory-defining keys (model, "
+        "data, seed, rollout, algorithm, optimizer) changed since the checkpoint (`--force`).",
+    )
+
+
+class LoggingConfig(_Section):
+    console: Literal["rich", "plain", "none"] = Field(
+        default="rich",
+        description="rich: a live table on a terminal (plain lines when redirected); plain: one line per step; none: quiet.",
+    )
+    tensorboard: bool = Field(
+        default=True, description="Write metrics and completions to run_dir/tensorboard/."
+    )
+    wandb: bool = Field(
+        default=False, description="Log metrics and completions to Weights & Biases (needs wandb)."
+    )
+    wandb_project: str = Field(default="reasoning-rl", description="W&B project the run logs to.")
+    samples: bool = Field(
+        default=True, description="Write every step's prompts, responses and grades to samples/."
+    )
+    log_completions: int = Field(
+        default=6,
+        ge=0,
+        description="Samples per step shown as TensorBoard text and a W&B "
+        "table (the step's best, worst and errored in turn: prompt, response, ground "
+        "truth, grade, reason); 0: none.",
+    )
+    engine_logs: bool = Field(
+        default=False,
+        description="Show the rollout engine's (vLLM's) own INFO/WARNING log "
+        "lines and the libraries' progress bars; off: only their errors (`--verbose`).",
+    )
+
+
+class EvalConfig(_Section):
+    every: int = Field(
+        default=0, ge=0, description="Evaluate every k steps (0: only at the end when val is set)."
+    )
+    n: int = Field(default=1, ge=1, description="Samples per prompt (pass@k / maj@k use k = n).")
+    temperature: float = Field(
+        default=0.0, ge=0.0, description="Sampling temperature for evaluation; 0: greedy."
+    )
+    max_tokens: int | None = Field(
+        default=None, ge=1, description="Most response tokens; None: rollout.max_tokens."
+    )
+    max_prompts: int | None = Field(
+        default=None, ge=1, description="Evaluate only the first N prompts; None: all."
+    )
+    at_start: bool = Field(
+        default=False, description="Also evaluate before step 1 (a fresh run, not a resume)."
+    )
