@@ -15,9 +15,11 @@ from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 FormatName = Literal["fenced", "hermes"]
-_FENCED = re.compile(r"```python[ \t]*\n(.*?)\n?```", re.DOTALL)
+# The closing fence is a line of its own (as in Markdown), so a ``` inside the code (a string, a comment) is code.
+_FENCED = re.compile(r"```python[ \t]*\n(.*?)^```[ \t]*$", re.DOTALL | re.MULTILINE)
 _HERMES = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
 _SENTINEL = "\x00RRL-TOOL-CALL\x00"
+MAX_ARGUMENT_DEPTH = 16
 
 
 class Tokenizer(Protocol):
@@ -72,7 +74,8 @@ class FencedFormat:
             last = m
         if last is None:
             return None
-        return ToolCall("python", {"code": last.group(1)}, last.end())
+        code = last.group(1)
+        return ToolCall("python", {"code": code[:-1] if code.endswith("\n") else code}, last.end())
 
     def tool_turn(self, output: str, tokenizer: Tokenizer) -> list[int]:
         body = output if output.endswith("\n") or not output else output + "\n"
@@ -80,6 +83,24 @@ class FencedFormat:
 
     def open_call(self, text: str) -> str:
         return _open_tail(text, "```python", "```")
+
+
+def _json(text: str) -> tuple[Any, str]:
+    """Parsed JSON, or the reason it is none. Model text is untrusted: besides syntax errors, ``json`` raises
+    ``RecursionError`` on deep nesting and ``ValueError`` on integer literals past Python's digit limit; each is
+    that call's ``invalid_call``, never an exception out of the rollout."""
+    try:
+        return json.loads(text), ""
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError is a ValueError
+        return None, f"{type(exc).__name__}: {str(exc)[:200]}"
+
+
+def _depth(value: Any, level: int = 0) -> int:
+    """Nesting depth of parsed JSON, stopping early past the limit (arguments are stored with the sample)."""
+    if level > MAX_ARGUMENT_DEPTH or not isinstance(value, dict | list):
+        return level
+    items = value.values() if isinstance(value, dict) else value
+    return max((_depth(v, level + 1) for v in items), default=level + 1)
 
 
 class HermesFormat:
@@ -92,20 +113,22 @@ class HermesFormat:
             last = m
         if last is None:
             return None
-        try:
-            call = json.loads(last.group(1))
-        except json.JSONDecodeError as exc:
-            return ToolCall("", {}, last.end(), f"the tool call is not valid JSON ({exc})")
+        call, problem = _json(last.group(1))
+        if problem:
+            return ToolCall("", {}, last.end(), f"the tool call is not valid JSON ({problem})")
         if not isinstance(call, dict) or not isinstance(call.get("name"), str):
             return ToolCall("", {}, last.end(), 'a tool call needs {"name": ..., "arguments": {...}}')
         args = call.get("arguments", {})
         if isinstance(args, str):  # some models emit the arguments object JSON-encoded
-            try:
-                args = json.loads(args)
-            except json.JSONDecodeError as exc:
-                return ToolCall(call["name"], {}, last.end(), f"arguments are not valid JSON ({exc})")
+            args, problem = _json(args)
+            if problem:
+                return ToolCall(call["name"], {}, last.end(), f"arguments are not valid JSON ({problem})")
         if not isinstance(args, dict):
             return ToolCall(call["name"], {}, last.end(), "arguments must be a JSON object")
+        if _depth(args) > MAX_ARGUMENT_DEPTH:
+            return ToolCall(
+                call["name"], {}, last.end(), f"arguments nest deeper than {MAX_ARGUMENT_DEPTH} levels"
+            )
         return ToolCall(call["name"], args, last.end())
 
     def open_call(self, text: str) -> str:

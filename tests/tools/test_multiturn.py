@@ -382,3 +382,15 @@ def test_a_prompt_ending_inside_a_call_is_closed_by_the_model(bpe_tokenizer: Any
     assert [turn.arguments for turn in opened.turns] == [{"code": "print(42)"}]
     assert ")24(tnirp" in tok.decode(opened.token_ids) and opened.finish_reason == "stop"
     assert closed.turns == [] and closed.finish_reason == "stop"
+
+
+def test_a_hostile_hermes_call_costs_its_trajectory_a_turn_not_the_batch(bpe_tokenizer: Any) -> None:
+    """A call whose JSON nests 3000 levels (json raises RecursionError) next to a normal call: the hostile one
+    gets an invalid_call turn and goes on, the other is untouched; nothing raises out of the rollout."""
+    tok = bpe_tokenizer
+    hostile = "<tool_call>" + "[" * 3000 + "]" * 3000 + "</tool_call>"
+    good = '<tool_call>{"name": "python", "arguments": {"code": "abc"}}</tool_call>'
+    engine = ScriptedEngine(tok, {"H:": [hostile, "after"], "G:": [good, "done"]})
+    bad, fine = _run(engine, ["H:", "G:"], {"python": echo}, tok, _cfg(format="hermes", max_tokens=200_000))
+    assert [turn.result.status for turn in bad.turns] == ["invalid_call"] and bad.finish_reason == "stop"
+    assert [turn.result.text for turn in fine.turns] == ["cba"] and fine.finish_reason == "stop"

@@ -49,3 +49,29 @@ def test_tool_turns_are_the_formats_wrapping(bpe_tokenizer: Any) -> None:
 def test_unknown_format_is_a_clear_error() -> None:
     with pytest.raises(ValueError, match="unknown tool-call format 'xml'; choose one of fenced, hermes"):
         make_format("xml")
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "[" * 100_000 + "]" * 100_000,  # json raises RecursionError
+        '{"name": "p", "arguments": {"x": ' + "9" * 5000 + "}}",  # past Python's int digit limit: ValueError
+        '{"name": "p", "arguments": "' + "[" * 100_000 + '"}',  # the JSON-encoded arguments string, nested
+        '{"name": "p", "arguments": ' + '{"a": ' * 40 + "1" + "}" * 40 + "}",  # parses, too deep to keep
+    ],
+    ids=["deep-json", "huge-int", "deep-encoded-arguments", "deep-arguments"],
+)
+def test_a_hostile_hermes_call_is_an_invalid_call_not_an_exception(body: str) -> None:
+    """Model text is untrusted: whatever the call's JSON does to the parser, the result is that call's error
+    (shown to the model as invalid_call), never an exception that would take down the whole rollout batch."""
+    call = HermesFormat().find(f"<tool_call>{body}</tool_call>")
+    assert call is not None and call.error and call.arguments == {}
+
+
+def test_a_fence_inside_the_code_does_not_end_the_fenced_call() -> None:
+    """Only a line of its own closes the block: a ``` inside a string or a comment is part of the code."""
+    code = f'md = "{F}python"\nprint(md + "{F}")  # ends with {F}\nprint(1)'
+    call = FencedFormat().find(f"Let me run:\n{F}python\n{code}\n{F}\nrest")
+    assert call is not None and call.arguments == {"code": code}
+    empty = FencedFormat().find(f"{F}python\n{F}\n")
+    assert empty is not None and empty.arguments == {"code": ""}
