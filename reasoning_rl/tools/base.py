@@ -11,6 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, runtime_checkable
 
+from reasoning_rl.tools.isolated import ProcessRunner
+
 ToolStatus = Literal["ok", "error", "timeout", "invalid_call", "infra_error"]
 _JSON_TYPES: dict[Any, str] = {int: "integer", float: "number", str: "string", bool: "boolean"}
 
@@ -51,14 +53,18 @@ def schema(tool: Tool) -> dict[str, Any]:
 
 
 class FunctionTool:
-    """A plain Python function as a stateless tool. It runs on a worker thread; a call past its budget is
-    reported as ``timeout`` but the thread cannot be killed, so function tools must be trusted and quick
-    (untrusted code belongs in the sandbox, as the ``python`` tool does)."""
+    """A plain Python function as a stateless tool. By default it runs on a worker thread: a call past its
+    budget is reported as ``timeout`` but the thread cannot be killed (and C-level work holds the GIL), so such a
+    function must be trusted and quick. ``isolated=True`` runs it in killable worker processes instead
+    (``tools/isolated.py``): the budget then holds for every input, as a tool whose work depends on the model's
+    arguments needs (the ``calculator``); the function must be module-level. Untrusted code belongs in the
+    sandbox, as the ``python`` tool does."""
 
-    def __init__(self, fn: Callable[..., Any], name: str, description: str) -> None:
+    def __init__(self, fn: Callable[..., Any], name: str, description: str, *, isolated: bool = False) -> None:
         self.fn, self.name, self.description = fn, name, description
         self._signature = inspect.signature(fn)
         self.parameters = _parameters(self._signature, name)
+        self._runner = ProcessRunner(fn) if isolated else None
 
     async def call(self, arguments: dict[str, Any], *, session: str, budget_s: float) -> ToolResult:
         started = time.monotonic()
@@ -66,6 +72,17 @@ class FunctionTool:
             bound = self._signature.bind(**arguments)
         except TypeError as exc:
             return ToolResult(f"Error: bad arguments for {self.name}: {exc}", "invalid_call", 0.0)
+        wrong = _wrong_types(bound.arguments, self.parameters)
+        if wrong:
+            return ToolResult(f"Error: bad arguments for {self.name}: {wrong}", "invalid_call", 0.0)
+        if self._runner is not None:
+            status, text = await self._runner.call(bound.args, bound.kwargs, budget_s)
+            latency = time.monotonic() - started
+            if status == "ok":
+                return ToolResult(text, "ok", latency)
+            if status == "timeout":
+                return ToolResult(f"Error: {self.name} timed out after {budget_s:g} s", "timeout", latency)
+            return ToolResult(f"Error: {text}", "error", latency)
         try:
             value = await asyncio.wait_for(asyncio.to_thread(self.fn, *bound.args, **bound.kwargs), budget_s)
         except TimeoutError:
@@ -78,6 +95,23 @@ class FunctionTool:
 
     def end_session(self, session: str) -> None:
         """Stateless: nothing to free."""
+
+
+def _wrong_types(arguments: dict[str, Any], parameters: dict[str, Any]) -> str:
+    """Which arguments do not have their schema's JSON type (the model's JSON is untrusted); '' when all do."""
+    checks: dict[str, Callable[[Any], bool]] = {
+        "integer": lambda v: isinstance(v, int) and not isinstance(v, bool),
+        "number": lambda v: isinstance(v, int | float) and not isinstance(v, bool),
+        "string": lambda v: isinstance(v, str),
+        "boolean": lambda v: isinstance(v, bool),
+    }
+    props = parameters.get("properties", {})
+    bad = [
+        f"{k} must be a {props[k]['type']}"
+        for k, v in arguments.items()
+        if k in props and not checks[props[k]["type"]](v)
+    ]
+    return "; ".join(bad)
 
 
 def _parameters(sig: inspect.Signature, name: str) -> dict[str, Any]:
@@ -98,11 +132,12 @@ def _parameters(sig: inspect.Signature, name: str) -> dict[str, Any]:
 
 
 def tool(
-    name: str | None = None, description: str | None = None
+    name: str | None = None, description: str | None = None, *, isolated: bool = False
 ) -> Callable[[Callable[..., Any]], FunctionTool]:
-    """Decorator: ``@tool()`` turns ``def f(x: int) -> str`` into a ``Tool`` named ``f`` (docstring = description)."""
+    """Decorator: ``@tool()`` turns ``def f(x: int) -> str`` into a ``Tool`` named ``f`` (docstring = description);
+    ``isolated=True``: calls run in killable processes (see ``FunctionTool``)."""
 
     def deco(fn: Callable[..., Any]) -> FunctionTool:
-        return FunctionTool(fn, name or fn.__name__, description or inspect.getdoc(fn) or "")
+        return FunctionTool(fn, name or fn.__name__, description or inspect.getdoc(fn) or "", isolated=isolated)
 
     return deco

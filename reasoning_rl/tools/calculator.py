@@ -1,10 +1,11 @@
-"""``calculator``: evaluates one arithmetic/symbolic expression with SymPy, in-process (no sandbox).
+"""``calculator``: evaluates one arithmetic/symbolic expression with SymPy (no sandbox: a killable worker process).
 
 SymPy's parser is built on ``eval``, so the input is screened first: a length cap, a character allow-list, only
 allow-listed names (functions, constants, single-letter symbols), no attribute access and no huge powers,
-factorials or binomials (which would hang the worker thread the budget cannot kill). ``solve``/``simplify`` on a
-hostile 500-character input can still outlast the budget: the model then gets ``timeout`` while the thread finishes
-(unbounded symbolic work such as ``integrate`` is not offered)."""
+factorials or binomials. The screen is a fast path, not the bound: nested powers, ``solve``/``simplify`` on a
+hostile input and the like still pass it, so the tool runs in killable worker processes (``isolated=True``) and
+its budget holds for every input, without stalling the other trajectories' rollouts (unbounded symbolic work such
+as ``integrate`` is not offered)."""
 
 from __future__ import annotations
 
@@ -155,5 +156,6 @@ calculator = FunctionTool(
     _calculator,
     "calculator",
     "Evaluate one math expression exactly with SymPy, e.g. '2^10 - sqrt(16)' or 'factor(x^2 - 1)'.",
+    isolated=True,
 )
 TOOLS.register("calculator")(calculator)

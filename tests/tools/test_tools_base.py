@@ -127,3 +127,43 @@ def test_calculator_refuses_unsafe_or_unbounded_input(expr: str, why: str) -> No
         evaluate(expr)
     r = _call(calculator, {"expression": expr})
     assert r.status == "error" and why in r.text
+
+
+@pytest.mark.slow
+def test_a_calculator_call_past_its_budget_is_stopped_and_stalls_no_other_call() -> None:
+    """Nested powers pass the size screen and take minutes in C (holding the GIL on a thread): the call must be
+    a ``timeout`` at its budget, the event loop must keep running meanwhile, and a concurrent call must answer."""
+    hostile = {"expression": "(10^9999)^9999"}
+
+    async def scenario() -> tuple[ToolResult, ToolResult, float, ToolResult]:
+        await asyncio.gather(*(calculator.call({"expression": "1"}, session="w", budget_s=60) for _ in range(2)))
+        beats: list[float] = []
+
+        async def heartbeat() -> None:
+            while True:
+                beats.append(time.monotonic())
+                await asyncio.sleep(0.02)
+
+        beat = asyncio.create_task(heartbeat())
+        slow = asyncio.create_task(calculator.call(hostile, session="h", budget_s=1.5))
+        await asyncio.sleep(0.2)
+        quick = await calculator.call({"expression": "2 + 2"}, session="q", budget_s=5)
+        stopped = await slow
+        beat.cancel()
+        gap = max(b - a for a, b in zip(beats, beats[1:], strict=False))
+        after = await calculator.call({"expression": "3 * 3"}, session="a", budget_s=60)
+        return stopped, quick, gap, after
+
+    stopped, quick, gap, after = asyncio.run(scenario())
+    assert stopped.status == "timeout" and stopped.latency_s < 4.0, stopped
+    assert (quick.status, quick.text) == ("ok", "4") and quick.latency_s < 1.5, quick
+    assert gap < 0.5, f"the event loop stalled for {gap:.2f} s"
+    assert (after.status, after.text) == ("ok", "9")  # a fresh worker replaced the killed one
+
+
+def test_arguments_of_the_wrong_json_type_are_an_invalid_call() -> None:
+    """The model's JSON is untrusted: a string parameter given an object (or an int given a string) is refused
+    before the function runs."""
+    r = _call(calculator, {"expression": {"nested": [1, 2]}})
+    assert r.status == "invalid_call" and "expression must be a string" in r.text
+    assert _call(add, {"a": "2"}).status == "invalid_call" and _call(add, {"a": True}).status == "invalid_call"
