@@ -2,11 +2,14 @@
 
 Two independent checks, both cheap next to a training step:
 
-1. Fingerprints. Per tensor, the float64 sum and sum of squares of what the trainer sent (computed in the
-   hand-off stream, on the device where the gathered tensor already is) against the same numbers read back
-   from the engine's model after loading. Sums are layout-free, so a fused engine parameter (vLLM's
-   ``qkv_proj`` = q/k/v, ``gate_up_proj`` = gate/up) is compared with the sum over its pieces, and zero
-   padding (vLLM pads the vocabulary) changes nothing. The sent side is fingerprinted in the ENGINE's dtype
+1. Fingerprints. Per tensor, float64 reductions of what the trainer sent (computed in the hand-off stream,
+   on the device where the gathered tensor already is) against the same numbers read back from the engine's
+   model after loading: the sum, the sum of squares and the L1 norm, and two order-sensitive sums, each row's
+   sum weighted by its row index and each column's by its column index (so permuted rows or columns fail).
+   All of them compose over concatenation along the first dimension, so a fused engine parameter (vLLM's
+   ``qkv_proj`` = q/k/v, ``gate_up_proj`` = gate/up) is compared with its pieces combined in the engine's
+   order, and zero padding rows (vLLM pads the vocabulary) change nothing. Every engine parameter must be
+   covered by the hand-off: one the trainer never sends would keep serving stale values. The sent side is fingerprinted in the ENGINE's dtype
    (each tensor cast as the engine's loader casts it: round to nearest), so the comparison is exact up to
    float64 summation order even for an fp32 trainer feeding a bf16 engine: any element whose rounded value
    changed is seen. Where a held tensor's dtype still differs, the tolerance is the rounding bound of the cast.
@@ -38,6 +41,9 @@ if TYPE_CHECKING:
 # kernel differences give at that precision (fp32: measured <= 1e-4 between vLLM CPU and the trainer).
 PROBE_TOL: dict[torch.dtype, float] = {torch.float32: 5e-3, torch.float16: 5e-2, torch.bfloat16: 1e-1}
 SUM_RTOL = 1e-9  # float64 summation-order slack (pieces of a fused tensor vs the whole)
+# The same for the index-weighted sums, relative to (largest index x L1 norm): float64 summation of float32/bf16
+# values is ~1e-15 off, so a swap of two rows whose sums differ by more than ~1e-11 of the L1 norm x rows fails.
+WEIGHTED_RTOL = 1e-11
 
 
 class WeightSyncError(RuntimeError):
@@ -46,17 +52,31 @@ class WeightSyncError(RuntimeError):
 
 @dataclass(frozen=True)
 class Fingerprint:
-    """Layout-free checksum of one tensor: float64 sum and sum of squares, element count, dtype."""
+    """Checksum of one tensor: float64 sum, sum of squares and L1 norm; the row-index- and column-index-weighted
+    sums (``by_row``: sum over rows r of r x row r's sum, dimension 0; ``by_col`` the same over the last
+    dimension, 0 for 1-D tensors); its rows (first dimension), element count and dtype."""
 
     total: float
     sumsq: float
     numel: int
     dtype: torch.dtype
+    l1: float = 0.0
+    by_row: float = 0.0
+    by_col: float = 0.0
+    rows: int = 0
 
     def plus(self, other: Fingerprint) -> Fingerprint:
-        """The fingerprint of the two tensors concatenated (a fused parameter's pieces)."""
+        """The fingerprint of ``other`` concatenated after this tensor along dimension 0 (a fused parameter's
+        next piece): ``other``'s rows move down by this tensor's rows."""
         return Fingerprint(
-            self.total + other.total, self.sumsq + other.sumsq, self.numel + other.numel, self.dtype
+            self.total + other.total,
+            self.sumsq + other.sumsq,
+            self.numel + other.numel,
+            self.dtype,
+            self.l1 + other.l1,
+            self.by_row + other.by_row + self.rows * other.total,
+            self.by_col + other.by_col,
+            self.rows + other.rows,
         )
 
 
@@ -88,10 +108,24 @@ def fingerprint_tensors(
     return collector.result()
 
 
-def _device_pair(t: Tensor) -> Tensor:
-    """(sum, sum of squares) in float64 on the tensor's device, without a host sync."""
+def _device_sums(t: Tensor) -> Tensor:
+    """(sum, sum of squares, L1, row-weighted sum, column-weighted sum) in float64 on the tensor's device,
+    without a host sync."""
+    rows = t.reshape(t.shape[0] if t.dim() else 1, -1).sum(dim=1, dtype=torch.float64)
+    by_row = (rows * torch.arange(rows.numel(), dtype=torch.float64, device=t.device)).sum()
+    if t.dim() >= 2:
+        cols = t.reshape(-1, t.shape[-1]).sum(dim=0, dtype=torch.float64)
+        by_col = (cols * torch.arange(cols.numel(), dtype=torch.float64, device=t.device)).sum()
+    else:
+        by_col = torch.zeros((), dtype=torch.float64, device=t.device)
     return torch.stack(
-        [t.sum(dtype=torch.float64), torch.linalg.vector_norm(t, dtype=torch.float64).square()]
+        [
+            rows.sum(),
+            torch.linalg.vector_norm(t, dtype=torch.float64).square(),
+            torch.linalg.vector_norm(t, ord=1, dtype=torch.float64),
+            by_row,
+            by_col,
+        ]
     )
 
 
@@ -102,30 +136,40 @@ class SentFingerprints:
 
     def __init__(self, cast: torch.dtype | None = None) -> None:
         self.cast = cast
-        self._pending: list[tuple[str, Tensor, torch.dtype, int]] = []
+        self._pending: list[tuple[str, Tensor, torch.dtype, int, int]] = []
 
     def observe(self, name: str, tensor: Tensor) -> None:
         t = tensor.detach()
         if self.cast is not None and t.is_floating_point() and t.dtype != self.cast:
             t = t.to(self.cast)  # one transient copy of this tensor, on its device
-        self._pending.append((name, _device_pair(t), t.dtype, t.numel()))
+        self._pending.append((name, _device_sums(t), t.dtype, t.numel(), t.shape[0] if t.dim() else 1))
 
     def result(self) -> dict[str, Fingerprint]:
         if not self._pending:
             return {}
         dev = self._pending[0][1].device
-        pairs = torch.stack([p if p.device == dev else p.to(dev) for _, p, _, _ in self._pending])
-        values = pairs.cpu().tolist()
+        sums = torch.stack([p if p.device == dev else p.to(dev) for _, p, _, _, _ in self._pending])
+        values = sums.cpu().tolist()
         return {
-            n: Fingerprint(v[0], v[1], k, d) for (n, _, d, k), v in zip(self._pending, values, strict=True)
+            n: Fingerprint(v[0], v[1], k, d, v[2], v[3], v[4], r)
+            for (n, _, d, k, r), v in zip(self._pending, values, strict=True)
         }
 
 
 def engine_name(hf_name: str, packed: Mapping[str, list[str]]) -> str:
     """The engine parameter that holds HF tensor ``hf_name`` (``...q_proj.weight`` -> ``...qkv_proj.weight``)."""
-    piece_to_fused = {piece: fused for fused, pieces in packed.items() for piece in pieces}
-    parts = hf_name.split(".")
-    return ".".join(piece_to_fused.get(p, p) for p in parts)
+    return _placement(hf_name, packed)[0]
+
+
+def _placement(hf_name: str, packed: Mapping[str, list[str]]) -> tuple[str, int]:
+    """The engine parameter holding ``hf_name`` and the piece's position in it (0 for an unfused one)."""
+    piece_to_fused = {piece: (fused, i) for fused, pieces in packed.items() for i, piece in enumerate(pieces)}
+    parts, index = [], 0
+    for p in hf_name.split("."):
+        fused, i = piece_to_fused.get(p, (p, 0))
+        parts.append(fused)
+        index = max(index, i)
+    return ".".join(parts), index
 
 
 def _cast_eps(sent: torch.dtype, held: torch.dtype) -> float:
@@ -142,19 +186,33 @@ def _agrees(sent: Fingerprint, held: Fingerprint) -> bool:
     l1_bound = math.sqrt(max(sent.numel, 1) * max(sent.sumsq, 0.0))  # >= sum |x|
     tol_sum = (eps + SUM_RTOL) * l1_bound + 1e-12
     tol_sq = (2 * eps + eps * eps + SUM_RTOL) * sent.sumsq + 1e-12
-    return abs(sent.total - held.total) <= tol_sum and abs(sent.sumsq - held.sumsq) <= tol_sq
+    tol_l1 = (eps + SUM_RTOL) * sent.l1 + 1e-12
+    cols = sent.numel // max(sent.rows, 1)
+    tol_row = (eps + WEIGHTED_RTOL) * max(held.rows, sent.rows, 1) * sent.l1 + 1e-12
+    tol_col = (eps + WEIGHTED_RTOL) * max(cols, 1) * sent.l1 + 1e-12
+    return (
+        abs(sent.total - held.total) <= tol_sum
+        and abs(sent.sumsq - held.sumsq) <= tol_sq
+        and abs(sent.l1 - held.l1) <= tol_l1
+        and abs(sent.by_row - held.by_row) <= tol_row
+        and abs(sent.by_col - held.by_col) <= tol_col
+    )
 
 
 def compare_fingerprints(sent: Mapping[str, Fingerprint], held: EngineWeights) -> str | None:
-    """None when every sent tensor arrived; else a message naming the first bad tensor (in send order)."""
-    grouped: dict[str, tuple[list[str], Fingerprint]] = {}
+    """None when every sent tensor arrived and every engine parameter was sent; else a message naming the first
+    bad tensor (in send order), then the first engine parameter the hand-off did not cover."""
+    by_target: dict[str, list[tuple[int, str, Fingerprint]]] = {}
     for name, fp in sent.items():
-        target = engine_name(name, held.packed)
-        if target in grouped:
-            pieces, acc = grouped[target]
-            grouped[target] = ([*pieces, name], acc.plus(fp))
-        else:
-            grouped[target] = ([name], fp)
+        target, index = _placement(name, held.packed)
+        by_target.setdefault(target, []).append((index, name, fp))
+    grouped: dict[str, tuple[list[str], Fingerprint]] = {}
+    for target, parts in by_target.items():
+        parts.sort(key=lambda part: part[0])  # the engine's order of the pieces, whatever the send order
+        acc = parts[0][2]
+        for _, _, fp in parts[1:]:
+            acc = acc.plus(fp)
+        grouped[target] = ([name for _, name, _ in parts], acc)
     for target, (pieces, fp) in grouped.items():
         got = held.fingerprints.get(target)
         what = pieces[0] if len(pieces) == 1 else f"{target} (from {', '.join(pieces)})"
@@ -163,8 +221,15 @@ def compare_fingerprints(sent: Mapping[str, Fingerprint], held: EngineWeights) -
         if not _agrees(fp, got):
             return (
                 f"tensor {what}: sent sum={fp.total:.9g} sumsq={fp.sumsq:.9g}, engine holds "
-                f"sum={got.total:.9g} sumsq={got.sumsq:.9g} ({got.dtype})"
+                f"sum={got.total:.9g} sumsq={got.sumsq:.9g} ({got.dtype}), or its rows/columns are not "
+                "in the sent order"
             )
+    unsent = [name for name in held.fingerprints if name not in grouped]
+    if unsent:
+        return (
+            f"engine parameter {unsent[0]!r} was not in the hand-off ({len(unsent)} such): it would keep "
+            "serving stale values"
+        )
     return None
 
 
@@ -260,11 +325,13 @@ class FreshnessGate:
         *,
         step: int,
         start: float | None = None,
+        prior: str | None = None,
     ) -> CheckResult:
         """``check`` given the trainer's probe log-probs (a split rollout rank receives them: it has no
-        policy)."""
+        policy); ``prior``: a problem found before the engine is read (split placement: in transit), reported
+        first and through the same vote."""
         start = time.perf_counter() if start is None else start
-        problem: str | None = None
+        problem: str | None = prior
         gap = gap_max = 0.0
         tol = self.tolerance(next(iter(sent.values())).dtype if sent else torch.float32)
         checked = 0
@@ -278,7 +345,7 @@ class FreshnessGate:
             checked = len(held.fingerprints)
             self.engine_dtype = _engine_dtype(held)
             tol = self.tolerance(self.engine_dtype)
-            problem = compare_fingerprints(sent, held)
+            problem = problem or compare_fingerprints(sent, held)
             engine_lp = engine.score(self.probe.sequences, self.probe.prompt_lens)
             diffs = [
                 abs(e - float(t))

@@ -22,7 +22,7 @@ import torch
 import torch.distributed as tdist
 from torch import Tensor
 
-from reasoning_rl.freshness import FreshnessGate
+from reasoning_rl.freshness import EngineWeights, FreshnessGate, SentFingerprints, compare_fingerprints
 from reasoning_rl.handoff import HandoffStats, Tally, load_all
 
 if TYPE_CHECKING:
@@ -71,18 +71,21 @@ def send_weights(
         raise ValueError(f"bucket_bytes must be >= 1; got {bucket_bytes}")
     start = time.perf_counter()
     nbytes = tensors = 0
+    sent = SentFingerprints() if group is not None and gate is not None else None
     for bucket in policy.iter_full_params(bucket_bytes):
         if group is not None:
             group.broadcast_object([(n, tuple(t.shape), str(t.dtype)) for n, t in bucket])
-            for _, t in bucket:
+            for name, t in bucket:
+                if sent is not None:
+                    sent.observe(name, t)
                 group.broadcast(t.detach().cpu().contiguous())
         nbytes += sum(t.numel() * t.element_size() for _, t in bucket)
         tensors += len(bucket)
     if group is not None:
         group.broadcast_object(None)  # end of the weights
     trainer_lp = policy.logprobs(gate.probe.batch())[0] if gate is not None else None  # collective
-    if group is not None and gate is not None:
-        group.broadcast_object(trainer_lp)
+    if group is not None and sent is not None:
+        group.broadcast_object((trainer_lp, sent.result()))
     return HandoffStats(bytes=nbytes, seconds=time.perf_counter() - start, tensors=tensors)
 
 
@@ -90,13 +93,19 @@ def receive_weights(
     engine: RolloutEngine, group: HandoffGroup, *, gate: FreshnessGate | None, step: int
 ) -> HandoffStats:
     """Rollout side: load what ``send_weights`` broadcasts into ``engine``; with a ``gate``, verify it
-    (``WeightSyncError`` naming the tensor or the probe gap)."""
+    (``WeightSyncError`` naming the tensor or the probe gap). The check is against what the TRAINER sent: what
+    arrived is fingerprinted as received (exactly, in the sent dtype) and compared with the trainer's own
+    fingerprints, and the engine against what arrived, so a tensor changed in transit fails too."""
     tally = Tally(gate)
+    arrived = SentFingerprints() if gate is not None else None
 
     def received() -> Iterator[tuple[str, Tensor]]:
         while (meta := group.broadcast_object(None)) is not None:
             for name, shape, dtype in meta:
-                yield name, group.broadcast(torch.empty(shape, dtype=_DTYPES[dtype]))
+                tensor = group.broadcast(torch.empty(shape, dtype=_DTYPES[dtype]))
+                if arrived is not None:
+                    arrived.observe(name, tensor)
+                yield name, tensor
 
     start = time.perf_counter()
     engine.wake()
@@ -105,7 +114,9 @@ def receive_weights(
     )  # an engine that stopped early must not leave the sender mid-broadcast
     seconds = time.perf_counter() - start
     check = None
-    if gate is not None and tally.sent is not None:
-        trainer_lp = group.broadcast_object(None)
-        check = gate.verify(trainer_lp, engine, tally.sent.result(), step=step)
+    if gate is not None and tally.sent is not None and arrived is not None:
+        trainer_lp, trainer_sent = group.broadcast_object(None)
+        transit = compare_fingerprints(trainer_sent, EngineWeights(arrived.result()))
+        prior = None if transit is None else f"what arrived differs from what the trainer sent: {transit}"
+        check = gate.verify(trainer_lp, engine, tally.sent.result(), step=step, prior=prior)
     return tally.stats(seconds, check)

@@ -95,6 +95,38 @@ def test_tolerance_follows_the_engine_dtype():
     assert "no parameter 'w'" in (compare_fingerprints(sent, EngineWeights({})) or "")
 
 
+def test_permuted_rows_or_columns_fail_even_in_a_fused_parameter():
+    """Sums of values ignore order: swapped embedding rows (outside any probe) or swapped columns would pass
+    them. The index-weighted sums see both, also for a fused parameter whose pieces were sent out of order."""
+    g = torch.Generator().manual_seed(2)
+    emb = torch.randn(50, 8, generator=g)
+    sent = fingerprint_tensors([("embed.weight", emb)])
+    rows = emb.clone()
+    rows[[3, 4]] = rows[[4, 3]]  # two neighbouring rows swapped
+    cols = emb.clone()
+    cols[:, [0, 7]] = cols[:, [7, 0]]
+    padded = torch.cat([emb, torch.zeros(6, 8)])
+    assert compare_fingerprints(sent, EngineWeights(fingerprint_tensors([("embed.weight", padded)]))) is None
+    for bad in (rows, cols):
+        msg = compare_fingerprints(sent, EngineWeights(fingerprint_tensors([("embed.weight", bad)])))
+        assert msg is not None and "embed.weight" in msg
+    q, k, v = (torch.randn(4, 3, generator=g) for _ in range(3))
+    packed = {"qkv_proj": ["q_proj", "k_proj", "v_proj"]}
+    out_of_order = fingerprint_tensors([("a.v_proj.w", v), ("a.q_proj.w", q), ("a.k_proj.w", k)])
+    right = EngineWeights(fingerprint_tensors([("a.qkv_proj.w", torch.cat([q, k, v]))]), packed)
+    wrong = EngineWeights(fingerprint_tensors([("a.qkv_proj.w", torch.cat([k, q, v]))]), packed)
+    assert compare_fingerprints(out_of_order, right) is None
+    assert compare_fingerprints(out_of_order, wrong) is not None
+
+
+def test_an_engine_parameter_the_hand_off_never_sends_fails():
+    """A parameter only the engine has (the hand-off's name list missed it) would serve stale values forever."""
+    w = torch.randn(4, 4, generator=torch.Generator().manual_seed(3))
+    sent = fingerprint_tensors([("a.weight", w)])
+    held = EngineWeights(fingerprint_tensors([("a.weight", w), ("b.bias", torch.ones(4))]))
+    assert "engine parameter 'b.bias' was not in the hand-off" in (compare_fingerprints(sent, held) or "")
+
+
 # ---- the gate on the HF engine ---------------------------------------------------------------------
 def test_dropped_tensor_fails_on_the_step_it_happens(policy, hf_engine):
     name = "model.layers.1.mlp.down_proj.weight"
@@ -228,3 +260,66 @@ def test_per_rank_handoff_every_rank_checks_its_engine_and_all_stop_together(tin
     assert not r0["step2"]["ok"] and not r1["step2"]["ok"]  # both stop, neither hangs
     assert "step 2: rank 1: tensor model.layers.1.self_attn.o_proj.weight" in r1["step2"]["error"]
     assert "rank 0: another rank reported a mismatch" in r0["step2"]["error"]
+
+
+class _Wire:
+    """Both ends of a split-placement ``HandoffGroup`` in one process (a queue): member 0 sends; the receiving
+    end can change one named tensor in transit, as a broken transport would."""
+
+    def __init__(self, corrupt: str | None = None) -> None:
+        import queue
+
+        self.q: queue.Queue = queue.Queue()
+        self.corrupt = corrupt
+        self._next_names: list[str] = []
+
+    def end(self, member: int) -> _WireEnd:
+        return _WireEnd(self, member)
+
+
+class _WireEnd:
+    def __init__(self, wire: _Wire, member: int) -> None:
+        self.wire, self.member = wire, member
+
+    def broadcast_object(self, obj):
+        if self.member == 0:
+            self.wire.q.put(obj)
+            return obj
+        got = self.wire.q.get(timeout=60)
+        if isinstance(got, list):
+            self.wire._next_names = [name for name, _, _ in got]
+        return got
+
+    def broadcast(self, tensor):
+        if self.member == 0:
+            self.wire.q.put(tensor.clone())
+            return tensor
+        got = self.wire.q.get(timeout=60)
+        name = self.wire._next_names.pop(0)
+        if name == self.wire.corrupt:
+            got.view(-1)[0] += 1e-4  # far below what the probe sees
+        return tensor.copy_(got)
+
+
+@pytest.mark.parametrize("corrupt", [None, "model.layers.1.mlp.down_proj.weight"])
+def test_split_handoff_checks_what_the_trainer_sent_not_what_arrived(policy, hf_engine, corrupt):
+    """Split placement: the rollout rank compares what arrived with the trainer's own fingerprints, so a tensor
+    changed in transit fails the step (before, it checked its engine against what it had received: a pass)."""
+    import threading
+
+    from reasoning_rl.distributed.broadcast import receive_weights, send_weights
+
+    wire = _Wire(corrupt)
+    _train(policy, 1)
+    sender = threading.Thread(
+        target=send_weights, args=(policy, wire.end(0)), kwargs={"bucket_bytes": 1 << 16, "gate": _gate()}
+    )
+    sender.start()
+    try:
+        if corrupt is None:
+            assert receive_weights(hf_engine, wire.end(1), gate=_gate(), step=1).check is not None
+        else:
+            with pytest.raises(WeightSyncError, match=rf"step 1: what arrived differs .* tensor {corrupt}"):
+                receive_weights(hf_engine, wire.end(1), gate=_gate(), step=1)
+    finally:
+        sender.join(60)
