@@ -60,7 +60,9 @@ class FunctionTool:
     arguments needs (the ``calculator``); the function must be module-level. Untrusted code belongs in the
     sandbox, as the ``python`` tool does."""
 
-    def __init__(self, fn: Callable[..., Any], name: str, description: str, *, isolated: bool = False) -> None:
+    def __init__(
+        self, fn: Callable[..., Any], name: str, description: str, *, isolated: bool = False
+    ) -> None:
         self.fn, self.name, self.description = fn, name, description
         self._signature = inspect.signature(fn)
         self.parameters = _parameters(self._signature, name)
@@ -138,6 +140,8 @@ def tool(
     ``isolated=True``: calls run in killable processes (see ``FunctionTool``)."""
 
     def deco(fn: Callable[..., Any]) -> FunctionTool:
-        return FunctionTool(fn, name or fn.__name__, description or inspect.getdoc(fn) or "", isolated=isolated)
+        return FunctionTool(
+            fn, name or fn.__name__, description or inspect.getdoc(fn) or "", isolated=isolated
+        )
 
     return deco

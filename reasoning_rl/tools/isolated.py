@@ -78,7 +78,9 @@ class ProcessRunner:
         self.max_workers = max_workers
         self._idle: list[_Worker] = []
         self._lock = threading.Lock()
-        self._slots = threading.BoundedSemaphore(max_workers)  # threading, not asyncio: each rollout has its loop
+        self._slots = threading.BoundedSemaphore(
+            max_workers
+        )  # threading, not asyncio: each rollout has its loop
 
     async def call(self, args: tuple[Any, ...], kwargs: dict[str, Any], budget_s: float) -> tuple[str, str]:
         return await asyncio.to_thread(self._run, (args, kwargs), budget_s)

@@ -136,7 +136,9 @@ def test_a_calculator_call_past_its_budget_is_stopped_and_stalls_no_other_call()
     hostile = {"expression": "(10^9999)^9999"}
 
     async def scenario() -> tuple[ToolResult, ToolResult, float, ToolResult]:
-        await asyncio.gather(*(calculator.call({"expression": "1"}, session="w", budget_s=60) for _ in range(2)))
+        await asyncio.gather(
+            *(calculator.call({"expression": "1"}, session="w", budget_s=60) for _ in range(2))
+        )
         beats: list[float] = []
 
         async def heartbeat() -> None:
@@ -166,4 +168,6 @@ def test_arguments_of_the_wrong_json_type_are_an_invalid_call() -> None:
     before the function runs."""
     r = _call(calculator, {"expression": {"nested": [1, 2]}})
     assert r.status == "invalid_call" and "expression must be a string" in r.text
-    assert _call(add, {"a": "2"}).status == "invalid_call" and _call(add, {"a": True}).status == "invalid_call"
+    assert (
+        _call(add, {"a": "2"}).status == "invalid_call" and _call(add, {"a": True}).status == "invalid_call"
+    )
