@@ -8,6 +8,8 @@ Protocol. stdin: one JSON header line, then ``stdin_len`` bytes for the command'
 stdout: ``RRL1 <json>\\n`` followed by ``stdout_len`` + ``stderr_len`` bytes of captured output.
 The supervisor shares its uid with the program, so it is not trusted for *correctness* (graders compare values
 in the parent); it only makes limits cheap to enforce. The parent kills the whole sandbox as the backstop.
+Undumpable, it cannot be ptraced or read through /proc; what the program can still change from outside (its
+rlimits, priority, CPU set) is compared after every run, and a change makes the sandbox unclean.
 """
 
 import base64
@@ -51,13 +53,51 @@ def _oom_kills():
 
 
 def _undumpable():
-    """Hide our /proc entries (fd, mem, environ) from the same-uid program: it cannot forge our frame."""
+    """Hide our /proc entries (fd, mem, environ) and refuse ptrace to the same-uid program: it could otherwise
+    take over our pipes to the trusted side and answer later runs' requests. False when that failed."""
     try:
         import ctypes
 
-        ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE = 4
-    except Exception:  # noqa: BLE001 - best effort: the parent never trusts the frame for correctness anyway
-        pass
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(4, 0, 0, 0, 0) == 0 and libc.prctl(3, 0, 0, 0, 0) == 0  # PR_SET/GET_DUMPABLE
+    except Exception:  # noqa: BLE001 - no ctypes or no prctl: say so, every run is then refused
+        return False
+
+
+_IOPRIO_GET_NR = {"x86_64": 252, "aarch64": 31}
+
+
+def _io_priority():
+    nr = _IOPRIO_GET_NR.get(os.uname().machine)
+    if nr is None:
+        return None
+    import ctypes
+
+    return ctypes.CDLL(None, use_errno=True).syscall(nr, 1, 0)  # IOPRIO_WHO_PROCESS, ourselves
+
+
+def _inherited_state():
+    """What a run inherits from us that the same-uid program may change from outside (prlimit, setpriority,
+    sched_setaffinity, sched_setscheduler, ioprio_set; oom_score_adj if our /proc were writable): compared
+    after every run, so a run that changed any of it retires the sandbox instead of passing it on."""
+    import resource
+
+    try:
+        with open("/proc/self/oom_score_adj") as fh:
+            oom = fh.read().strip()
+        limits = [
+            resource.getrlimit(getattr(resource, n)) for n in sorted(dir(resource)) if n.startswith("RLIMIT_")
+        ]
+        return (
+            limits,
+            os.getpriority(os.PRIO_PROCESS, 0),
+            os.sched_getscheduler(0),
+            sorted(os.sched_getaffinity(0)),
+            _io_priority(),
+            oom,
+        )
+    except OSError as exc:  # e.g. a lowered RLIMIT_NOFILE: we cannot vouch for the next run
+        return repr(exc)
 
 
 def _write_files(workdir, files):
@@ -151,6 +191,7 @@ def _kill_all():
     for _ in range(200):
         with contextlib.suppress(OSError):
             os.kill(-1, signal.SIGKILL)
+        _reap()
         left = []
         for pid in os.listdir("/proc"):
             if pid.isdigit() and int(pid) not in (1, me):
@@ -165,7 +206,18 @@ def _kill_all():
     return False
 
 
+def _reap():
+    """Collect dead children (every orphan, as the local namespace's PID 1): zombies count as processes."""
+    with contextlib.suppress(ChildProcessError):
+        while os.waitpid(-1, os.WNOHANG)[0]:
+            pass
+
+
 def _wipe(dirs):
+    """Empty the scratch dirs; never as root (unclean instead): run outside a sandbox, that would empty the
+    host's /work and /tmp (it did once, from a test that ran this file on the host)."""
+    if os.getuid() == 0:
+        return False
     ok = True
     for top in dirs:
         try:
@@ -260,7 +312,7 @@ def _emit(frame, out=b"", err=b""):
     sys.stdout.buffer.flush()
 
 
-def _serve_one(stdin, header):
+def _serve_one(stdin, header, baseline):
     frame = {"exit_code": None, "wall_s": 0.0, "clean": False, "nonce": header["nonce"]}
     kill_all = header["kill_all"] and os.getuid() != 0  # never kill(-1) as root: that could reach the host
     try:
@@ -288,20 +340,27 @@ def _serve_one(stdin, header):
     clean = _wipe(header["scratch"]) and clean
     clean = _clear_sysv_ipc() and clean
     clean = _clear_keyrings() and clean
+    clean = _inherited_state() == baseline and clean  # after _kill_all: nothing of the run can change it now
     frame.update(exit_code=code, stopped_by=stopped_by, wall_s=wall, clean=clean, detail=detail)
     _emit(frame, out, err)
 
 
 def main():
-    """Serve requests until stdin closes: the Docker pool keeps one supervisor per warm container (no
-    ``docker exec`` per run); the local backend sends a single request."""
-    _undumpable()
+    """Serve requests until stdin closes: one supervisor per warm Docker container (no ``docker exec`` per run)
+    or warm local namespace (where it is PID 1: no other process of the namespace holds the trusted pipes)."""
+    undumpable, baseline = _undumpable(), _inherited_state()  # before any untrusted code ran
     stdin = sys.stdin.buffer
     while True:
         line = stdin.readline()
         if not line:
             return
-        _serve_one(stdin, json.loads(line))
+        header = json.loads(line)
+        if not undumpable:  # the program could take over our pipes to the trusted side: run nothing
+            frame = {"exit_code": None, "wall_s": 0.0, "clean": False, "nonce": header["nonce"]}
+            frame.update(stopped_by="sandbox_error", detail="supervisor: cannot make itself undumpable")
+            _emit(frame)
+            return
+        _serve_one(stdin, header, baseline)
 
 
 if __name__ == "__main__":

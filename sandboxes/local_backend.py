@@ -3,7 +3,9 @@ read-only system dirs, tmpfs work dir) plus rlimits, and a cgroup leaf for the a
 limits. Warm like Docker's pool: a namespace and its supervisor serve run after run (the supervisor kills every
 leftover process, wipes the scratch dirs and IPC between runs; a run that is not clean, hits a limit or times
 out retires the namespace and its leaf), which saves bubblewrap's start, the cgroup join (~12 ms on cgroup v1)
-and the supervisor's python start on every run. WEAKER than Docker: host system dirs are readable. Without a writable cgroup the limits are only
+and the supervisor's python start on every run. The supervisor is the namespace's PID 1 (no bubblewrap init
+with the trainer's environment and pipes; bubblewrap itself starts with a bare environment). WEAKER than
+Docker: host system dirs are readable. Without a writable cgroup the limits are only
 rlimits: per process for memory (forks multiply it) and none for pids as root, so as root it refuses to run
 untrusted code unless ``unbounded=True`` is asked for explicitly; otherwise it warns once."""
 
@@ -30,6 +32,7 @@ GRACE_S = 5.0
 _SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/etc")
 _SANDBOX_UID = 65534
 _STDERR_CAP = 16 << 10  # the supervisor's own stderr: only bubblewrap's or python's failure report
+_BWRAP_ENV = {"PATH": "/usr/bin:/bin"}
 _IDLE_PER_THREAD = 2  # warm boxes a thread keeps (one per distinct bwrap command line and limits)
 _warned = False
 
@@ -96,6 +99,8 @@ class LocalSandbox:
             str(_SANDBOX_UID),
             "--die-with-parent",
             "--new-session",
+            "--as-pid-1",  # the (undumpable) supervisor is PID 1: no bubblewrap init holding the parent's
+            # environment and the trusted pipes where the program could ptrace or read it
             "--cap-drop",
             "ALL",
             "--clearenv",
@@ -173,6 +178,7 @@ class LocalSandbox:
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 start_new_session=True,
+                env=_BWRAP_ENV,  # nothing of the trainer's environment enters the namespace, not even bwrap's
             )
         except OSError as exc:
             if leaf is not None:

@@ -104,9 +104,10 @@ def test_warm_namespace_is_reused_and_replaced_when_its_supervisor_dies() -> Non
     try:
         first, second = (sb.run(RunRequest(["python3", "-c", NAMESPACE])) for _ in range(2))
         assert first.stopped_by == "exit" and first.stdout == second.stdout, (first, second)
-        killer = sb.run(
-            RunRequest(["python3", "-c", "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)"])
-        )
+        # the supervisor is the namespace's PID 1, so signals from inside cannot kill it; starving it of
+        # file descriptors still makes it die before it reports
+        starve = "import os, resource\nresource.prlimit(os.getppid(), resource.RLIMIT_NOFILE, (3, 3))"
+        killer = sb.run(RunRequest(["python3", "-c", starve]))
         assert (killer.stopped_by, killer.exit_code) == ("exit", None), killer
         assert "killed the sandbox supervisor" in killer.detail, killer
         after = sb.run(RunRequest(["python3", "-c", "print('fresh')"]))
