@@ -338,8 +338,11 @@ def test_helpers_before_the_restated_theorem_are_kept_in_their_own_namespace() -
     proof = extract_proof(code, STMT)
     assert proof.helpers == "-- helper\nlemma aux : True := trivial"
     text = build_file("", STMT, proof).text
-    scope = text.split()[1]
-    assert text.startswith(f"namespace {scope}\n-- helper\nlemma aux : True := trivial\nend {scope}\n")
+    scope = text.splitlines()[1].split()[1]  # after the marker, which comes before anything of the response
+    marker = '#print "rrl: the proof follows"\n'
+    assert text.startswith(
+        f"{marker}namespace {scope}\n-- helper\nlemma aux : True := trivial\nend {scope}\n"
+    )
     assert text.rstrip().endswith(f":= open {scope} in\nby simp [aux]")
 
 
