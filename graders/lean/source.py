@@ -17,10 +17,13 @@ from dataclasses import dataclass
 
 from graders.lean.lexer import LexError, Token, tokenize
 
-# A fenced block: an opening ``` line with an optional language, up to the closing ``` line (or the end of a
-# truncated response). Matching pairs in order keeps a closing fence from being read as an opening one.
+# A fenced block as Markdown (CommonMark) has it: an opening line of three or more backticks or tildes with an
+# optional language, up to a closing line of the same character at least as long (or the end of a truncated
+# response). Matching pairs in order keeps a closing fence from being read as an opening one.
 _FENCE = re.compile(
-    r"^[ \t]*```[ \t]*([\w+-]*)[^\n]*\n(.*?)(?:^[ \t]*```[ \t]*$|\Z)", re.DOTALL | re.MULTILINE
+    r"^[ \t]*(?P<fence>(?P<char>[`~])(?P=char){2,})[ \t]*(?P<lang>[\w+-]*)[^\n]*\n(?P<code>.*?)"
+    r"(?:^[ \t]*(?P=fence)(?P=char)*[ \t]*$|\Z)",
+    re.DOTALL | re.MULTILINE,
 )
 _LEAN_FENCES = ("", "lean", "lean4")
 _DECL_KEYWORDS = ("theorem", "lemma", "example")
@@ -155,8 +158,9 @@ def _group_end(tokens: Sequence[Token], j: int, stop: int) -> int | None:
 
 
 def extract_code(response: str) -> str:
-    """The last ```lean (or unlabelled) fenced block, an unclosed final one included; else the whole response."""
-    blocks = [code for lang, code in _FENCE.findall(response) if lang.lower() in _LEAN_FENCES]
+    """The last ```lean (or unlabelled, `lean4`, `~~~`, ````) fenced block, an unclosed final one included;
+    else the whole response."""
+    blocks = [m["code"] for m in _FENCE.finditer(response) if m["lang"].lower() in _LEAN_FENCES]
     return (blocks[-1] if blocks else response).strip()
 
 

@@ -271,6 +271,25 @@ def test_extract_code_takes_last_fence_and_unclosed_fences() -> None:
 
 
 @pytest.mark.parametrize(
+    "response",
+    ["Proof:\n~~~lean\n:= Le.refl n\n~~~\ndone",
+     "Proof:\n~~~\n:= Le.refl n\n~~~",
+     "Proof:\n````lean4\n:= Le.refl n\n````\n",
+     "Proof:\n```` lean\n:= Le.refl n\n`````",
+     "Proof:\n~~~~lean\n:= Le.refl n\n~~~~~~\nand\n~~~python\nprint(1)\n~~~",
+     "Proof:\n~~~LEAN4\n:= Le.refl n"],
+)  # fmt: skip
+def test_extract_code_reads_every_markdown_fence(response: str) -> None:
+    """Tildes and longer backtick runs open a code block too (CommonMark); the fence is never fed to Lean."""
+    assert extract_code(response) == ":= Le.refl n"
+
+
+def test_a_shorter_fence_inside_a_longer_one_is_code() -> None:
+    response = "````lean\n:= by\n  -- e.g.\n  ```\n  rfl\n````\n"
+    assert extract_code(response) == ":= by\n  -- e.g.\n  ```\n  rfl"
+
+
+@pytest.mark.parametrize(
     ("code", "proof", "prefix"),
     [(":= Eq.refl", ":= Eq.refl", ""),
      ("by\n  exact h", "by\n  exact h", ""),
