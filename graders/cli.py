@@ -84,7 +84,8 @@ def grade_command(
         None,
         "--regrade",
         help="Re-grade stored `rrl grade` results with the installed "
-        "graders and list every flipped verdict per grader version pair (no INPUT/-o).",
+        "graders and list every flipped verdict per grader version pair (no INPUT/-o). A module:Class "
+        "grader the results name loads only when given again with --grader.",
     ),
 ) -> None:
     """Grade responses in INPUT (no model needed): accuracy, pass@k, maj@k per data_source.
@@ -120,6 +121,7 @@ def grade_command(
                 regrade,
                 report_path=report,
                 options=options,
+                allowed=frozenset(spec for spec in [grader, *by_source.values()] if spec and ":" in spec),
                 workers=workers,
                 timeout_s=timeout,
                 backend=backend,

@@ -25,6 +25,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from importlib import resources
+from importlib.resources.abc import Traversable
 from typing import Any
 
 from graders.runtime import GradeRequest, GradingPool, resolve_grader
@@ -149,15 +150,33 @@ def golden_cases(grader: Grader) -> tuple[list[GoldenCase], str]:
         return [], ""
     where = f"{package}/{file_name}"
     cases = []
-    for n, line in enumerate(resource.read_text(encoding="utf-8").splitlines(), start=1):
+    for n, line in enumerate(_case_lines(resource, where), start=1):
         if not line.strip():
             continue
         try:
             data = json.loads(line)
         except json.JSONDecodeError as exc:
             raise SelftestError(f"{where} line {n}: not JSON ({exc.msg})") from None
+        except (RecursionError, ValueError) as exc:  # nested too deeply; an integer too long to convert
+            raise SelftestError(f"{where} line {n}: not readable JSON ({type(exc).__name__})") from None
         cases.append(GoldenCase.parse(data, f"{where} line {n}"))
     return cases, where
+
+
+def _case_lines(resource: Traversable, where: str) -> list[str]:
+    """The lines of a golden-case file; ``SelftestError`` naming the file (and line) when it cannot be read
+    or is not UTF-8."""
+    try:
+        data = resource.read_bytes()
+    except OSError as exc:
+        raise SelftestError(f"{where}: cannot read the golden cases ({exc})") from None
+    try:
+        return data.decode("utf-8").splitlines()
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise SelftestError(
+            f"{where} line {line}: not UTF-8 (byte {data[exc.start]:#04x} at offset {exc.start})"
+        ) from None
 
 
 def run_selftests(
@@ -210,6 +229,7 @@ def selftest_command(names: list[str], *, workers: int, timeout_s: float) -> int
     named here that cannot run on this machine), 2 for a name nobody registered. Without names, graders that
     cannot run here are listed as skipped with the reason."""
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     from graders import registry
@@ -222,7 +242,7 @@ def selftest_command(names: list[str], *, workers: int, timeout_s: float) -> int
         with GradingPool(workers=workers, timeout_s=timeout_s) as pool:
             results = run_selftests(specs, pool)
     except (KeyError, TypeError, ImportError, SelftestError) as exc:
-        Console(stderr=True).print(f"[red]error:[/red] {exc}", highlight=False)
+        Console(stderr=True).print(f"[red]error:[/red] {escape(str(exc))}", highlight=False, soft_wrap=True)
         return 2
     table = Table(title="grader selftest (golden cases)", title_justify="left")
     for col in ("grader", "version", "cases", "source", "result"):

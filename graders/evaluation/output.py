@@ -24,9 +24,11 @@ def done_rows(path: Path) -> set[int]:
                 break  # torn final line: dropped below, its row is graded again
             if raw.strip():
                 try:
-                    line = json.loads(raw)
-                    done.add(int(line["row"]))
-                except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+                    row = json.loads(raw)["row"]
+                    if isinstance(row, bool) or not isinstance(row, int):
+                        raise ValueError(f"field `row` is {row!r:.100}, not a row number")
+                    done.add(row)
+                except (KeyError, TypeError, ValueError, RecursionError) as exc:  # JSONDecodeError too
                     raise OutputError(
                         f"{path} line {number} is not an rrl grade result ({exc}); refusing to resume into it"
                     ) from exc

@@ -73,57 +73,99 @@ def stored_specs(path: Path) -> dict[str, str]:
         return {}
     try:
         graders = json.loads(record.read_text(encoding="utf-8")).get("graders", {})
-    except (OSError, json.JSONDecodeError, AttributeError) as exc:
+        if not isinstance(graders, dict):
+            raise ValueError(f"field `graders` is a {type(graders).__name__}, not an object")
+    except (OSError, ValueError, AttributeError, RecursionError) as exc:  # JSONDecodeError, UnicodeError too
         raise OSError(f"{record} is unreadable ({exc}); move it away to re-grade by grader name") from exc
     return {str(ident.get("name")): str(spec) for spec, ident in graders.items() if isinstance(ident, dict)}
 
 
-def regrade(path: Path, pool: GradingPool, options: dict[str, Any] | None = None) -> RegradeReport:
-    """Re-grade every stored response in ``path`` on ``pool`` and compare with the stored verdicts."""
+@dataclass(frozen=True)
+class _Plan:
+    """One results line to re-judge: its row, the grader spec, the stored version and verdicts."""
+
+    row: int
+    spec: str
+    old_version: str
+    old_verdicts: list[str]
+
+
+def _stored_grades(line: dict[str, Any]) -> list[str]:
+    """The stored verdicts of a results line; ``RowProblem`` unless `grades` is a list of grade objects."""
+    stored = line.get("grades")
+    if not isinstance(stored, list) or not all(
+        isinstance(g, dict) and isinstance(g.get("verdict"), str) for g in stored
+    ):
+        raise RowProblem(
+            f"field `grades` must be a list of grade objects with a `verdict`, got {stored!r:.200}"
+        )
+    return [g["verdict"] for g in stored]
+
+
+def _plan(number: int, line: dict[str, Any], specs: dict[str, str], allowed: frozenset[str],
+          router: Router) -> tuple[_Plan, list[str], Any, Any]:  # fmt: skip
+    """What re-grading results line ``number`` takes, checking each field it reads; ``RowProblem`` names the
+    field. A grader loads only by a registered name or as a ``module:attr`` spec the user gave (``allowed``):
+    a results file (or the run record beside it) is data, and naming a module must not import it."""
+    row = line.get("row", number)
+    if isinstance(row, bool) or not isinstance(row, int) or row < 1:
+        raise RowProblem(f"field `row` must be a positive integer, got {row!r:.200}")
+    name = line.get("grader")
+    if not isinstance(name, str) or not name:
+        raise RowProblem(f"field `grader` must be a grader name, got {name!r:.200}")
+    verdicts = _stored_grades(line)
+    version = line.get("grader_version", "?")
+    if not isinstance(version, (str, int)) or isinstance(version, bool):
+        raise RowProblem(f"field `grader_version` must be a string, got {version!r:.200}")
+    spec = specs.get(name, name)
+    if ":" in spec and spec not in allowed:
+        raise RowProblem(
+            f"grader {name!r} was loaded as {spec!r}; a module:attr grader is re-graded only when named on "
+            f"the command line (--grader {spec})"
+        )
+    job = parse_row(row, _input_row(line), Router(default=spec))
+    router.identity(job.spec)
+    if len(job.responses) != len(verdicts):
+        raise RowProblem(f"{len(job.responses)} responses but {len(verdicts)} stored grades")
+    return _Plan(job.number, job.spec, str(version), verdicts), job.responses, job.ground_truth, job.context
+
+
+def regrade(
+    path: Path,
+    pool: GradingPool,
+    options: dict[str, Any] | None = None,
+    allowed: frozenset[str] = frozenset(),
+) -> RegradeReport:
+    """Re-grade every stored response in ``path`` on ``pool`` and compare with the stored verdicts;
+    ``allowed``: the ``module:attr`` grader specs the user named (``--grader``), which alone may be imported."""
     report = RegradeReport()
     specs = stored_specs(path)
-    plans: list[tuple[int, str, str, list[str]]] = []  # (row, grader spec, old version, old verdicts)
+    plans: list[_Plan] = []
     requests: list[GradeRequest] = []
     router = Router()
     for number, line in read_rows(path):
         if isinstance(line, BadRow):
-            report.skipped.append(f"line {number}: {line.reason}")
+            report.skipped.append(line.reason)  # it names the file and the line
             continue
-        stored = line.get("grades") or []
-        if not line.get("grader") or not stored:
+        if not line.get("grader") or not line.get("grades"):
             report.skipped.append(
-                f"line {number}: no stored grades (row {line.get('row', '?')}: "
-                f"{line.get('reason', 'not graded')})"
+                f"{path.name} line {number}: no stored grades (row {line.get('row', '?')!r:.50}: "
+                f"{str(line.get('reason', 'not graded'))[:500]})"
             )
             continue
-        row = _input_row(line)
         try:
-            default = specs.get(str(line["grader"]), str(line["grader"]))
-            job = parse_row(int(line.get("row", number)), row, Router(default=default))
-            router.identity(job.spec)
+            plan, responses, truth, context = _plan(number, line, specs, allowed, router)
         except RowProblem as exc:
-            report.skipped.append(f"line {number}: {exc}")
+            report.skipped.append(f"{path.name} line {number}: {exc}")
             continue
-        if len(job.responses) != len(stored):
-            report.skipped.append(
-                f"line {number}: {len(job.responses)} responses but {len(stored)} stored grades"
-            )
-            continue
-        plans.append(
-            (
-                job.number,
-                job.spec,
-                str(line.get("grader_version", "?")),
-                [str(g.get("verdict")) for g in stored],
-            )
-        )
+        plans.append(plan)
         requests.extend(
-            GradeRequest(job.spec, r, job.ground_truth, dict(options or {}), context=job.context)
-            for r in job.responses
+            GradeRequest(plan.spec, r, truth, dict(options or {}), context=context) for r in responses
         )
     grades = pool.grade_batch(requests) if requests else []
     at = 0
-    for number, spec, old_version, old_verdicts in plans:
+    for plan in plans:
+        number, spec, old_version, old_verdicts = plan.row, plan.spec, plan.old_version, plan.old_verdicts
         name, new_version = router.identity(spec)
         pair = report.pairs.setdefault(
             (name, old_version, new_version), PairReport(name, old_version, new_version)
@@ -207,13 +249,16 @@ def regrade_command(
     *,
     report_path: Path | None,
     options: dict[str, Any],
+    allowed: frozenset[str] = frozenset(),
     workers: int,
     timeout_s: float,
     backend: str,
     ray_address: str | None,
 ) -> int:
-    """Body of ``rrl grade --regrade``: exit 0 with the report, 2 when the file cannot be read."""
+    """Body of ``rrl grade --regrade``: exit 0 with the report, 2 when the file cannot be read. ``allowed``:
+    the ``module:attr`` graders named on the command line, the only ones a results line may load."""
     from rich.console import Console
+    from rich.markup import escape
 
     from graders.evaluation.inputs import InputError
 
@@ -225,9 +270,9 @@ def regrade_command(
             ray_address=ray_address,
             timeout_s=timeout_s,
         ) as pool:
-            result = regrade(path, pool, options)
+            result = regrade(path, pool, options, allowed)
     except (InputError, OSError) as exc:
-        Console(stderr=True).print(f"[red]error:[/red] {exc}", highlight=False)
+        Console(stderr=True).print(f"[red]error:[/red] {escape(str(exc))}", highlight=False, soft_wrap=True)
         return 2
     print_report(console, result, path)
     if report_path is not None:

@@ -51,7 +51,7 @@ class Router:
         if own is not None and (not isinstance(own, str) or ":" in own):
             # A row is data: it may name a registered grader, never make this process import a module.
             raise RowProblem(
-                f"field `grader` must be a registered grader name (see `rrl graders list`), got {own!r}; "
+                f"field `grader` must be a registered grader name (see `rrl graders list`), got {own!r:.200}; "
                 "module:attr specs are accepted from --grader / --source-grader only"
             )
         spec = own or self.default
@@ -60,7 +60,7 @@ class Router:
             spec = self.by_source.get(source) or known_source_grader(source)
         if not spec:
             raise RowProblem(
-                f"no grader for data_source {source!r}: give the row a `grader` field, pass --grader, "
+                f"no grader for data_source {source!r:.200}: give the row a `grader` field, pass --grader, "
                 "or map the source with --source-grader SOURCE=GRADER"
             )
         return spec

@@ -398,7 +398,8 @@ def main():
     audit_dir = os.path.join(workdir, "rrl-audit-" + os.urandom(16).hex())
     library, warm = config.get("library"), None
     search = [p for p in env.get("LEAN_PATH", "").split(os.pathsep) if p]
-    if library and _prctl(_PR_GET_DUMPABLE) == 0:  # a dumpable fork would be open to the response's ptrace
+    audit = bool(config["audit"])  # empty: a compile run only (the grader's check of the trusted part alone)
+    if audit and library and _prctl(_PR_GET_DUMPABLE) == 0:  # a dumpable fork would be open to ptrace
         warm = _WarmAudit(library, flags, [*search, _sysroot(library), audit_dir])
     keep = (warm.pid,) if warm is not None else ()
     argv = [lean, "--json", *flags, "-o", config["olean"], config["file"]]
@@ -408,7 +409,7 @@ def main():
     else:  # a wrapper (or an unknown toolchain): an exec, without the process confinement
         proof = _run(argv, workdir, env, config["timeout_s"], keep)
     frame = {"proof": dict(proof, confined=confined), "audit": None}
-    if proof["exit"] == 0:
+    if proof["exit"] == 0 and audit:
         frame["audit"] = _audit(config, env, workdir, audit_dir, warm)
     elif warm is not None:
         warm.close()

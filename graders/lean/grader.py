@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -38,6 +38,7 @@ DRIVER = "rrl_lean_driver.py"
 _DRIVER_TEXT = (Path(__file__).with_name("_driver.py")).read_text()
 _FRAME = "rrl-lean-audit "
 _MAX_MESSAGES = 20
+_MAX_SOUND = 1024
 
 
 @lru_cache(maxsize=4096)
@@ -112,6 +113,7 @@ class LeanGrader:
 
     def __init__(self) -> None:
         self._sandboxes: dict[str, Sandbox] = {}
+        self._sound: set[tuple[Any, ...]] = set()  # prologues that compiled alone (see _prologue_compiles)
         self._lock = threading.Lock()
 
     def check_options(self, options: dict[str, Any]) -> None:
@@ -149,7 +151,44 @@ class LeanGrader:
         file = build_file(header, statement, proof)
         sandbox = self._sandbox(options.get("sandbox", "auto"), options.get("image"))
         result = sandbox.run(self._request(file, toolchain, options))
-        return self._judge(result, file, options, native)
+        return self._judge(
+            result, file, options, native, lambda: self._prologue_compiles(sandbox, file, toolchain, options)
+        )
+
+    def _prologue_compiles(self, sandbox: Sandbox, file: LeanFile, toolchain: Toolchain,
+                           options: Mapping[str, Any]) -> bool:  # fmt: skip
+        """Whether the file's trusted part alone (``file.prologue``) compiles under the same limits. A run
+        stopped before Lean showed the marker is the trusted part's fault only if this fails too: Lean
+        reports messages from its worker threads, which the response's helpers can all keep busy, so the
+        marker's absence alone would let a response turn its own time-out into an ``error``. Only sound
+        prologues are remembered (a failure may be the machine's, and is asked again next time)."""
+        alone = LeanFile(file.prologue, file.name, audit="", proof_line=0, marker=file.marker)
+        request = self._request(alone, toolchain, options)
+        key = (
+            file.prologue,
+            toolchain,
+            request.limits,
+            repr(options.get("sandbox", "auto")),
+            options.get("image"),
+        )
+        if key in self._sound:
+            return True
+        frame = _frame(sandbox.run(request).stdout)
+        if frame is None or frame["proof"].get("exit") != 0:
+            return False
+        try:
+            messages = parse_messages(str(frame["proof"].get("stdout", "")).encode())
+        except MalformedOutput:
+            return False
+        sound = any(m.text == file.marker for m in messages) and not any(
+            m.severity == "error" for m in messages
+        )
+        if sound:
+            with self._lock:
+                if len(self._sound) >= _MAX_SOUND:
+                    self._sound.clear()
+                self._sound.add(key)
+        return sound
 
     def _request(self, file: LeanFile, toolchain: Toolchain, options: Mapping[str, Any]) -> RunRequest:
         cpus = float(options.get("cpus", DEFAULT_CPUS))
@@ -180,7 +219,8 @@ class LeanGrader:
         return RunRequest(["python3", "-I", "-S", DRIVER, "rrl_lean_driver.json"], files=files, limits=limits,
                           env=dict(toolchain.env), mounts=toolchain.mounts)  # fmt: skip
 
-    def _judge(self, result: RunResult, file: LeanFile, options: Mapping[str, Any], native: str) -> Grade:
+    def _judge(self, result: RunResult, file: LeanFile, options: Mapping[str, Any], native: str,
+               prologue_compiles: Callable[[], bool]) -> Grade:  # fmt: skip
         mask = bool(options.get("mask_response_faults", False))
         timing: dict[str, Any] = {"lean_wall_s": round(result.wall_s, 4)}
         frame = _frame(result.stdout)
@@ -201,7 +241,7 @@ class LeanGrader:
         timing["confined"] = bool(proof.get("confined"))  # True: the response's run could start no process
         reached = messages is not None and any(m.text == file.marker for m in messages)
         if proof["exit"] != 0 and (fault := _fault(proof, stderr, result.stopped_by)) is not None:
-            if reached:  # the trusted header went through: the response's part stopped Lean
+            if reached or prologue_compiles():  # the trusted part went through: the response's stopped Lean
                 return Grade.response_fault(fault, mask=mask, stderr=stderr, messages=shown, **timing)
             return Grade.error(
                 f"{fault} before the proof was reached", stderr=stderr, messages=shown, **timing
@@ -236,7 +276,9 @@ class LeanGrader:
         timing["audit_wall_s"] = audit["wall_s"]
         timing["audit_warm"] = bool(audit.get("warm"))  # False: the audit needed a Lean start of its own
         if audit["exit"] is None:
-            return Grade.error("timeout in the axiom audit", **timing)
+            # It imports what the compile run did, which fit the budget: what is left is the response's theorem.
+            mask = bool(options.get("mask_response_faults", False))
+            return Grade.response_fault("timeout in the axiom audit", mask=mask, **timing)
         try:
             report: list[Message] = parse_messages(audit["stdout"].encode())
         except MalformedOutput as exc:

@@ -15,7 +15,9 @@ from graders.lean.lexer import LexError, Token, tokenize
 
 NativePolicy = Literal["reject", "allow"]
 
-# keyword (exact token text) -> reason. Keywords cannot be written with «guillemets», so exact text is right.
+# keyword (exact token text) -> reason. Keywords cannot be written with «guillemets» (`«sorry»` is a name, not
+# the keyword), so exact text is right; every other name below is compared with the token's name as Lean's
+# lexer reads it (``_name``, «guillemets» stripped): `@[«implemented_by» f]` is `@[implemented_by f]` to Lean.
 _KEYWORDS: dict[str, str] = {
     "sorry": "sorry",
     "admit": "admit",
@@ -116,7 +118,7 @@ def _check_scopes(tokens: list[Token]) -> Violation | None:
     that closes a scope they did not open (either would let them reach the statement's scope)."""
     depth = 0
     for tok in tokens:
-        if tok.kind == "ident" and tok.parts[0] == "_root_":
+        if tok.kind == "ident" and _components(tok)[0] == "_root_":
             return Violation("helper declared outside its namespace (_root_)", tok.start, tok.text)
         if tok.text in ("namespace", "section", "mutual"):
             depth += 1
@@ -140,19 +142,20 @@ def _check_token(tokens: list[Token], i: int, *, native: NativePolicy, allow_com
         return None
     if tok.text in _KEYWORDS:
         return _KEYWORDS[tok.text]
-    for part in tok.parts:
+    name = _name(tok)
+    for part in _components(tok):
         if part in _NAMES:
             return _NAMES[part]
         if native == "reject" and part in _NATIVE_NAMES:
             return "native_decide"
-    if tok.text == "eval" and _text(tokens, i + 1) == "%":
+    if name == "eval" and _text(tokens, i + 1) == "%":
         return "eval% at elaboration time"
-    if native == "reject" and tok.text == "native" and _is_native_config(tokens, i):
+    if native == "reject" and name == "native" and _is_native_config(tokens, i):
         return "decide +native"
     if tok.text == "set_option" and (reason := _check_option(tokens, i)) is not None:
         return reason
-    if tok.text in _ATTRIBUTES and _inside_attribute(tokens, i):
-        return _ATTRIBUTES[tok.text]
+    if name in _ATTRIBUTES and _inside_attribute(tokens, i):
+        return _ATTRIBUTES[name]
     if not allow_commands:
         if tok.text in _COMMANDS:
             return f"top-level command {tok.text!r} in the proof"
@@ -161,13 +164,27 @@ def _check_token(tokens: list[Token], i: int, *, native: NativePolicy, allow_com
     return None
 
 
+def _components(tok: Token) -> tuple[str, ...]:
+    """The components of an identifier as Lean's lexer reads them (`Foo.«bar»` -> ("Foo", "bar")); a
+    «component» holding dots is split too (`«debug.skipKernelTC»`), which only ever rejects more."""
+    return tuple(c for part in tok.parts for c in part.split("."))
+
+
+def _name(tok: Token) -> str:
+    """The identifier without «guillemets»: `«implemented_by»` -> `implemented_by`."""
+    return ".".join(_components(tok))
+
+
 def _text(tokens: list[Token], i: int) -> str:
     return tokens[i].text if 0 <= i < len(tokens) else ""
 
 
 def _is_native_config(tokens: list[Token], i: int) -> bool:
-    """`decide +native` or `decide (config := { native := true })`."""
-    return _text(tokens, i - 1) == "+" or (_text(tokens, i + 1) == ":=" and _text(tokens, i + 2) == "true")
+    """`decide +native` or `decide (config := { native := v })` for any ``v`` but `false` (`true`, `Bool.true`,
+    `!false`, `«true»` all say the same)."""
+    value = tokens[i + 2] if i + 2 < len(tokens) else None
+    assigned = _text(tokens, i + 1) == ":=" and (value is None or value.text != "false")
+    return _text(tokens, i - 1) == "+" or assigned
 
 
 def _check_option(tokens: list[Token], i: int) -> str | None:
@@ -175,9 +192,9 @@ def _check_option(tokens: list[Token], i: int) -> str | None:
     if i + 1 >= len(tokens) or tokens[i + 1].kind != "ident":
         return None
     name, value = tokens[i + 1], tokens[i + 2] if i + 2 < len(tokens) else None
-    if name.parts[-1] == "maxHeartbeats" and value is not None and _nat_value(value) == 0:
+    if _components(name)[-1] == "maxHeartbeats" and value is not None and _nat_value(value) == 0:
         return "set_option maxHeartbeats 0"
-    if name.parts[0] == "debug":
+    if _components(name)[0] == "debug":
         return f"set_option {name.text}"
     return None
 

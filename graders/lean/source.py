@@ -17,10 +17,13 @@ from dataclasses import dataclass
 
 from graders.lean.lexer import LexError, Token, tokenize
 
-# A fenced block: an opening ``` line with an optional language, up to the closing ``` line (or the end of a
-# truncated response). Matching pairs in order keeps a closing fence from being read as an opening one.
+# A fenced block as Markdown (CommonMark) has it: an opening line of three or more backticks or tildes with an
+# optional language, up to a closing line of the same character at least as long (or the end of a truncated
+# response). Matching pairs in order keeps a closing fence from being read as an opening one.
 _FENCE = re.compile(
-    r"^[ \t]*```[ \t]*([\w+-]*)[^\n]*\n(.*?)(?:^[ \t]*```[ \t]*$|\Z)", re.DOTALL | re.MULTILINE
+    r"^[ \t]*(?P<fence>(?P<char>[`~])(?P=char){2,})[ \t]*(?P<lang>[\w+-]*)[^\n]*\n(?P<code>.*?)"
+    r"(?:^[ \t]*(?P=fence)(?P=char)*[ \t]*$|\Z)",
+    re.DOTALL | re.MULTILINE,
 )
 _LEAN_FENCES = ("", "lean", "lean4")
 _DECL_KEYWORDS = ("theorem", "lemma", "example")
@@ -81,8 +84,9 @@ class LeanFile:
     """The checked file, and the trusted `Audit.lean` that reads the axioms of its compiled theorem.
 
     ``name`` is the theorem's full name (header namespaces included); ``proof_line`` the 1-based line of the
-    statement (followed by the proof); ``marker`` is printed just before it, so a run that stops after the
-    marker stopped in the response's part of the file. Lines up to ``header_lines`` are the dataset's."""
+    statement (followed by the proof); ``marker`` is printed right after the trusted text (before the
+    response's helpers), so a run that stops after the marker stopped in the response's part of the
+    file. Lines up to ``header_lines`` are the dataset's."""
 
     text: str
     name: str
@@ -90,6 +94,7 @@ class LeanFile:
     proof_line: int
     header_lines: int = 0
     marker: str = "rrl: the proof follows"
+    prologue: str = ""  # the trusted first part alone (header, preamble, marker): nothing of the response
 
 
 class ProofError(ValueError):
@@ -153,8 +158,9 @@ def _group_end(tokens: Sequence[Token], j: int, stop: int) -> int | None:
 
 
 def extract_code(response: str) -> str:
-    """The last ```lean (or unlabelled) fenced block, an unclosed final one included; else the whole response."""
-    blocks = [code for lang, code in _FENCE.findall(response) if lang.lower() in _LEAN_FENCES]
+    """The last ```lean (or unlabelled, `lean4`, `~~~`, ````) fenced block, an unclosed final one included;
+    else the whole response."""
+    blocks = [m["code"] for m in _FENCE.finditer(response) if m["lang"].lower() in _LEAN_FENCES]
     return (blocks[-1] if blocks else response).strip()
 
 
@@ -250,7 +256,7 @@ def namespace_at_end(text: str) -> str:
 
 
 def build_file(header: str, statement: Statement, proof: Proof) -> LeanFile:
-    """header + [helpers in their own namespace] + marker + statement + proof, and the audit that reads the
+    """header + marker + [helpers in their own namespace] + statement + proof, and the audit that reads the
     compiled theorem's axioms in a separate Lean run."""
     name = statement.name or f"rrl_example_{secrets.token_hex(8)}"
     start, end = statement.keyword_span
@@ -267,18 +273,22 @@ def build_file(header: str, statement: Statement, proof: Proof) -> LeanFile:
         body = body[2:].strip()
     trusted = "\n".join(part.strip("\n") for part in (header, statement.preamble) if part.strip())
     parts = [trusted.rstrip() + "\n\n" if trusted else ""]
+    # The marker goes right after the trusted text, before anything of the response (its helpers included):
+    # a run that stops after it stopped in the response's part, which makes that stop the response's fault.
+    marker = LeanFile.__dataclass_fields__["marker"].default
+    parts.append(f'#print "{marker}"\n')
+    prologue = "".join(parts)
     if proof.helpers:
         scope = f"RrlHelpers{secrets.token_hex(6)}"
         parts.append(f"namespace {scope}\n{proof.helpers}\nend {scope}\n\n")
         body = f"open {scope} in\n{body}"
-    marker = LeanFile.__dataclass_fields__["marker"].default
-    parts.append(f'#print "{marker}"\n')
     head = "".join(parts)
     parts += [decl_text, " := ", body, "\n"]
     full = name.removeprefix("_root_.") if name.startswith("_root_.") else _qualified(trusted, name)
     audit = f"prelude\nimport {FILE_STEM}\n#print axioms {full}\n"
     header_lines = parts[0].rstrip("\n").count("\n") + 1 if parts[0] else 0
-    return LeanFile("".join(parts), full, audit, proof_line=head.count("\n") + 1, header_lines=header_lines)
+    return LeanFile("".join(parts), full, audit, proof_line=head.count("\n") + 1, header_lines=header_lines,
+                    prologue=prologue)  # fmt: skip
 
 
 FILE_STEM = "Proof"

@@ -171,8 +171,17 @@ def test_regrade_lists_verdicts_flipped_by_a_new_grader_version(tmp_path: Path):
         fh.write("not json\n")  # a damaged line is reported, not dropped
 
     report = tmp_path / "regrade.html"
+    again = ("--grader", "governance_graders:Versioned")  # a module:attr grader loads only when named again
     proc = rrl(
-        "grade", "--regrade", str(old), "--report", str(report), "--workers", "1", env={"GOV_VERSION": "2"}
+        "grade",
+        "--regrade",
+        str(old),
+        *again,
+        "--report",
+        str(report),
+        "--workers",
+        "1",
+        env={"GOV_VERSION": "2"},
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     out = proc.stdout
@@ -185,5 +194,5 @@ def test_regrade_lists_verdicts_flipped_by_a_new_grader_version(tmp_path: Path):
     page = report.read_text()
     assert "versioned 1 &rarr; 2" in page and "<td>3</td><td>1</td><td>correct</td><td>incorrect</td>" in page
 
-    same = rrl("grade", "--regrade", str(old), "--workers", "1", env={"GOV_VERSION": "1"})
+    same = rrl("grade", "--regrade", str(old), *again, "--workers", "1", env={"GOV_VERSION": "1"})
     assert same.returncode == 0 and "0 verdict(s) flipped out of 6" in same.stdout

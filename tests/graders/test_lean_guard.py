@@ -271,6 +271,25 @@ def test_extract_code_takes_last_fence_and_unclosed_fences() -> None:
 
 
 @pytest.mark.parametrize(
+    "response",
+    ["Proof:\n~~~lean\n:= Le.refl n\n~~~\ndone",
+     "Proof:\n~~~\n:= Le.refl n\n~~~",
+     "Proof:\n````lean4\n:= Le.refl n\n````\n",
+     "Proof:\n```` lean\n:= Le.refl n\n`````",
+     "Proof:\n~~~~lean\n:= Le.refl n\n~~~~~~\nand\n~~~python\nprint(1)\n~~~",
+     "Proof:\n~~~LEAN4\n:= Le.refl n"],
+)  # fmt: skip
+def test_extract_code_reads_every_markdown_fence(response: str) -> None:
+    """Tildes and longer backtick runs open a code block too (CommonMark); the fence is never fed to Lean."""
+    assert extract_code(response) == ":= Le.refl n"
+
+
+def test_a_shorter_fence_inside_a_longer_one_is_code() -> None:
+    response = "````lean\n:= by\n  -- e.g.\n  ```\n  rfl\n````\n"
+    assert extract_code(response) == ":= by\n  -- e.g.\n  ```\n  rfl"
+
+
+@pytest.mark.parametrize(
     ("code", "proof", "prefix"),
     [(":= Eq.refl", ":= Eq.refl", ""),
      ("by\n  exact h", "by\n  exact h", ""),
@@ -338,8 +357,11 @@ def test_helpers_before_the_restated_theorem_are_kept_in_their_own_namespace() -
     proof = extract_proof(code, STMT)
     assert proof.helpers == "-- helper\nlemma aux : True := trivial"
     text = build_file("", STMT, proof).text
-    scope = text.split()[1]
-    assert text.startswith(f"namespace {scope}\n-- helper\nlemma aux : True := trivial\nend {scope}\n")
+    scope = text.splitlines()[1].split()[1]  # after the marker, which comes before anything of the response
+    marker = '#print "rrl: the proof follows"\n'
+    assert text.startswith(
+        f"{marker}namespace {scope}\n-- helper\nlemma aux : True := trivial\nend {scope}\n"
+    )
     assert text.rstrip().endswith(f":= open {scope} in\nby simp [aux]")
 
 
