@@ -6,7 +6,6 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any
 
 import typer
 
@@ -21,14 +20,6 @@ def _pairs(values: list[str], flag: str) -> dict[str, str]:
             raise typer.BadParameter(f"expected KEY=VALUE, got {item!r}", param_hint=flag)
         out[key] = value
     return out
-
-
-def _option_value(text: str) -> Any:
-    """Grader options are JSON when they parse as JSON (numbers, booleans), strings otherwise."""
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError:
-        return text
 
 
 def grade_command(
@@ -50,9 +41,15 @@ def grade_command(
         [], "--source-grader", help="SOURCE=GRADER: route a data_source."
     ),
     option: list[str] = typer.Option(
-        [], "--option", help="KEY=VALUE grader option (JSON values), repeatable."
+        [],
+        "--option",
+        help="KEY=VALUE grader option for every grader of the run, or GRADER.KEY=VALUE for one grader "
+        "(e.g. math.mode=lenient: rows routed by data_source to gsm8k then keep their defaults); JSON values; "
+        "checked against every grader the rows route to before grading. Repeatable.",
     ),
-    mode: str = typer.Option(None, "--mode", help="Shorthand for --option mode=VALUE (a grader's mode)."),
+    mode: str = typer.Option(
+        None, "--mode", help="Shorthand for --option mode=VALUE (every grader; math.mode=VALUE for one)."
+    ),
     workers: int = typer.Option(2, "--workers", min=1, help="Grading workers (processes or Ray actors)."),
     ray_address: str = typer.Option(
         None, "--ray-address", help="Grade on this Ray cluster ('auto' = local)."
@@ -71,7 +68,11 @@ def grade_command(
         help="Grade only the first N rows of each data_source (the rest are left out of OUTPUT and counted).",
     ),
     summary_json: Path = typer.Option(None, "--summary-json", help="Also write the summary as JSON."),
-    progress: bool = typer.Option(True, "--progress/--no-progress", help="Show the progress bar."),
+    progress: bool = typer.Option(
+        None,
+        "--progress/--no-progress",
+        help="Show the progress bar (default: when stderr is a terminal; a log file gets none).",
+    ),
     overwrite: bool = typer.Option(
         False, "--overwrite", help="Start OUTPUT afresh instead of resuming into it (the cache is kept)."
     ),
@@ -88,13 +89,25 @@ def grade_command(
         "grader the results name loads only when given again with --grader.",
     ),
 ) -> None:
-    """Grade responses in INPUT (no model needed): accuracy, pass@k, maj@k per data_source.
+    """Grade responses in INPUT (no model needed): mean score, pass@k, maj@k per data_source.
+
+    \b
+    Input columns (one row per prompt; JSONL, parquet or a saved HF dataset):
+      response | responses   the answer text, or a list of k samples (pass@k, maj@k)
+      ground_truth           the gold answer (or verl's reward_model.ground_truth)
+      grader                 optional: a registered grader name for this row
+      data_source            optional: routes the row (--source-grader, verl's names)
+      prompt, extra_info     optional: context for graders that declare it
+    Other columns are carried into OUTPUT. Per row OUTPUT gets score (mean over the
+    k samples), verdict, pass, maj, grades; the summary's mean_score is the mean of
+    score, pass@1 the share of correct samples.
 
     Results go to OUTPUT, the summary to stdout, progress and messages to stderr. Exit codes: 0 done, 1 every
     row an error (or any, with --fail-on-errors), 2 a mistake in the command or input, 130 interrupted.
     """
     from graders.evaluation.display import print_summary
     from graders.evaluation.inputs import InputError
+    from graders.evaluation.options import GraderOptions, OptionError
     from graders.evaluation.output import OutputError
     from graders.evaluation.preflight import RunError
     from graders.evaluation.rows import Router
@@ -105,22 +118,26 @@ def grade_command(
     console = results_console(stderr=True)
     if backend not in ("auto", "process", "ray"):
         raise typer.BadParameter("must be auto, process or ray", param_hint="--backend")
-    options = {k: _option_value(v) for k, v in _pairs(option, "--option").items()}
+    try:
+        options = GraderOptions.parse(option, mode)
+    except OptionError as exc:
+        typer.secho(f"error: {exc}", fg="red", err=True)
+        raise typer.Exit(2) from exc
     by_source = _pairs(source_grader, "--source-grader")
     if any(":" in spec for spec in [grader or "", *by_source.values()]) and os.getcwd() not in sys.path:
         # module:Class from a plain .py file in the working directory, no packaging (the `rrl` script's own
         # sys.path lacks it); grading workers inherit sys.path as their PYTHONPATH
         sys.path.insert(0, os.getcwd())
-    if mode is not None:
-        options["mode"] = mode
     if regrade is not None:
+        if options.scoped:
+            raise typer.BadParameter("--regrade takes options for every grader only (KEY=VALUE)")
         from graders.evaluation.regrade import regrade_command
 
         raise typer.Exit(
             regrade_command(
                 regrade,
                 report_path=report,
-                options=options,
+                options=options.common,
                 allowed=frozenset(spec for spec in [grader, *by_source.values()] if spec and ":" in spec),
                 workers=workers,
                 timeout_s=timeout,
@@ -142,7 +159,7 @@ def grade_command(
         retries=retries,
         cache_path=None if no_cache else (cache or output.with_name(output.name + ".cache.sqlite")),
         split=split,
-        show_progress=progress,
+        show_progress=sys.stderr.isatty() if progress is None else progress,
         overwrite=overwrite,
         limit=limit,
     )

@@ -29,7 +29,7 @@ def spark(values: list[float]) -> str:
 
 
 def plot(metrics_path: Path, out_png: Path) -> list[tuple[int, float]]:
-    """Reward per step (and eval accuracy where measured) as a PNG; returns the reward curve."""
+    """Reward per step (and the eval mean score where measured) as a PNG; returns the reward curve."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -39,12 +39,12 @@ def plot(metrics_path: Path, out_png: Path) -> list[tuple[int, float]]:
 
     rows = read_metrics(metrics_path)
     curve = [(int(r["step"]), float(r["reward/mean"])) for r in rows if "reward/mean" in r]
-    evals = [(int(r["step"]), float(r["eval/accuracy"])) for r in rows if "eval/accuracy" in r]
+    evals = [(int(r["step"]), float(r["eval/mean_score"])) for r in rows if "eval/mean_score" in r]
     fig, ax = plt.subplots(figsize=(6, 3.5))
     if curve:
         ax.plot(*zip(*curve, strict=True), marker="o", label="train reward (mean)")
     if evals:
-        ax.plot(*zip(*evals, strict=True), marker="s", linestyle="--", label="eval accuracy (greedy)")
+        ax.plot(*zip(*evals, strict=True), marker="s", linestyle="--", label="eval mean score (greedy)")
     ax.set_xlabel("step")
     ax.set_ylabel("reward / accuracy")
     ax.set_ylim(-0.02, 1.02)
@@ -96,7 +96,7 @@ def main(argv: list[str]) -> int:
         console.print(f"  step {step:3d}  {reward:.3f}  {'#' * int(round(reward * 40))}")
     console.print(f"  {spark([r for _, r in curve])}")
     if summary.last_eval:
-        console.print(f"final eval accuracy: {summary.last_eval.get('eval/accuracy', float('nan')):.3f}")
+        console.print(f"final eval mean score: {summary.last_eval.get('eval/mean_score', float('nan')):.3f}")
     console.print(
         f"plot: {png}\nrun dir: {cfg.run_dir} (config.yaml, metrics.jsonl, trace.jsonl, checkpoints/, "
         f"export/step_N/)\nwall time: {time.time() - started:.0f} s"

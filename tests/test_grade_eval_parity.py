@@ -98,8 +98,8 @@ def test_rrl_eval_and_rrl_grade_report_identical_numbers(tmp_path: Path, grader:
             ]
         result = summarise(samples, 3, equivalence(pool, samples, RewardPlan(GradingConfig())))
 
-    rates = [k for k in graded["overall"] if k.startswith(("accuracy", "pass@", "maj@"))]
-    assert {"accuracy", "pass@1", "pass@3", "maj@3"} <= set(rates)
+    rates = [k for k in graded["overall"] if k.startswith(("mean_score", "pass@", "maj@"))]
+    assert {"mean_score", "pass@1", "pass@3", "maj@3"} <= set(rates)
     for key in rates:
         assert result.metrics[f"eval/{key}"] == graded["overall"][key], key
         for source in {s for s, _, _ in prompts}:
@@ -109,5 +109,5 @@ def test_rrl_eval_and_rrl_grade_report_identical_numbers(tmp_path: Path, grader:
         # alg 1: 0.5 = 1/2 outvotes 3; alg 2: 7 ties 8 (no box: no vote), first wins; geo 1: 2; geo 2: wrong
         assert graded["overall"]["maj@3"] == 0.75
     else:
-        assert graded["overall"]["accuracy"] == pytest.approx(3 / 9)  # 3 correct of 9, errors are not correct
+        assert graded["overall"]["mean_score"] == pytest.approx(3 / 9)  # 3 correct of 9, errors not correct
         assert graded["overall"]["maj@3"] == pytest.approx(2 / 3)  # the all-error row has no correct majority

@@ -19,12 +19,14 @@ def main() -> None:
     run_dir, out = Path(sys.argv[1]), Path(sys.argv[2])
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
     train = [(r["step"], r["reward/mean"]) for r in rows if "reward/mean" in r]
-    evals = [r for r in rows if any(k.startswith("eval/") and k.endswith("/accuracy") for k in r)]
+    # eval/<source>/mean_score (eval/<source>/accuracy in runs recorded before it was renamed)
+    name = "mean_score" if any(k.endswith("/mean_score") for r in rows for k in r) else "accuracy"
+    evals = [r for r in rows if any(k.startswith("eval/") and k.endswith(f"/{name}") for k in r)]
     sources = sorted(
-        {k.split("/")[1] for r in evals for k in r if k.count("/") == 2 and k.endswith("/accuracy")}
+        {k.split("/")[1] for r in evals for k in r if k.count("/") == 2 and k.endswith(f"/{name}")}
     )
     curves = {
-        s: [(r["step"], r[f"eval/{s}/accuracy"]) for r in evals if f"eval/{s}/accuracy" in r] for s in sources
+        s: [(r["step"], r[f"eval/{s}/{name}"]) for r in evals if f"eval/{s}/{name}" in r] for s in sources
     }
     summary = {
         "steps": len(train),

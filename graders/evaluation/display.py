@@ -8,7 +8,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-RATE_PREFIXES = ("accuracy", "pass@", "maj@")
+RATE_PREFIXES = ("mean_score", "pass@", "maj@")
 
 
 def _fmt(value: Any) -> str:
@@ -32,11 +32,11 @@ def rate_columns(summary: dict[str, Any]) -> list[str]:
 
 
 def console_columns(summary: dict[str, Any]) -> list[str]:
-    """accuracy, the largest pass@k and maj@k: what fits a terminal (the JSON/HTML have every k)."""
+    """mean_score, the largest pass@k and maj@k: what fits a terminal (the JSON/HTML have every k)."""
     cols = rate_columns(summary)
     passes = [c for c in cols if c.startswith("pass@")]
     majs = [c for c in cols if c.startswith("maj@")]
-    return ["accuracy", *passes[-1:], *majs]
+    return ["mean_score", *passes[-1:], *majs]
 
 
 def print_summary(console: Console, summary: dict[str, Any], run: dict[str, Any]) -> None:

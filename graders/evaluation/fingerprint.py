@@ -77,9 +77,9 @@ class RunRecord:
                 f"{self.path} is unreadable ({exc}); pass --overwrite to grade from scratch"
             ) from exc
         changes = [
-            f"{key}: {_short(old.get(key))} -> {_short(self.data[key])}"
-            for key in ("input", "routing", "options")
-            if _canon(old.get(key)) != _canon(self.data[key])
+            f"{key}: {_short(old.get(key))} -> {_short(self.data.get(key))}"
+            for key in ("input", "routing", "options", "grader_options")
+            if _canon(old.get(key)) != _canon(self.data.get(key))
         ]
         for spec, before in sorted((old.get("graders") or {}).items()):
             try:

@@ -69,10 +69,19 @@ def count_rows(path: Path, split: str | None = None) -> int:
         except (OSError, EOFError) as exc:  # gzip.BadGzipFile is an OSError
             raise InputError(f"cannot read {path}: {exc}") from exc
     if kind == "parquet":
-        import pyarrow.parquet as pq
-
-        return int(pq.ParquetFile(path).metadata.num_rows)
+        return int(_parquet(path).metadata.num_rows)
     return len(_load_hf(path, split))
+
+
+def _parquet(path: Path) -> Any:
+    """The open ``pyarrow.parquet.ParquetFile``; a file pyarrow cannot read (empty, cut off) is one line."""
+    import pyarrow
+    import pyarrow.parquet as pq
+
+    try:
+        return pq.ParquetFile(path)
+    except (pyarrow.ArrowException, OSError) as exc:
+        raise InputError(f"{path} is not a readable parquet file: {exc}") from exc
 
 
 def read_rows(path: Path, split: str | None = None) -> Iterator[tuple[int, Row | BadRow]]:
@@ -106,10 +115,8 @@ def too_deep(value: Any, limit: int = MAX_DEPTH) -> bool:
 
 
 def _read_parquet(path: Path) -> Iterator[tuple[int, Row]]:
-    import pyarrow.parquet as pq
-
     number = 0
-    for batch in pq.ParquetFile(path).iter_batches(batch_size=1024):
+    for batch in _parquet(path).iter_batches(batch_size=1024):
         for row in batch.to_pylist():
             number += 1
             yield number, row

@@ -31,6 +31,7 @@ from rich.text import Text
 
 from graders.evaluation.fingerprint import RunRecord, grader_identity, input_fingerprint
 from graders.evaluation.inputs import BadRow, InputError, count_rows, read_rows
+from graders.evaluation.options import GraderOptions
 from graders.evaluation.output import done_rows, sort_output, write_line
 from graders.evaluation.preflight import preflight
 from graders.evaluation.rows import Router, RowJob, RowProblem, error_line, parse_row, result_line
@@ -43,7 +44,7 @@ class GradeRunConfig:
     input: Path
     output: Path
     router: Router
-    options: dict[str, Any] = field(default_factory=dict)
+    options: GraderOptions = field(default_factory=GraderOptions)
     workers: int = 2
     backend: str = "auto"
     ray_address: str | None = None
@@ -86,7 +87,9 @@ def _start_record(cfg: GradeRunConfig) -> tuple[RunRecord, set[int]]:
         {
             "input": input_fingerprint(cfg.input, cfg.split),
             "routing": {"default": cfg.router.default, "by_source": cfg.router.by_source},
-            "options": cfg.options,  # not --limit: a row's result does not depend on it, so it may grow
+            "options": cfg.options.common,  # not --limit: a row's result does not depend on it, so it may grow
+            # only when given, so the records of runs without per-grader options stay the same
+            **({"grader_options": cfg.options.scoped} if cfg.options.scoped else {}),
         },
     )
     if cfg.overwrite:
@@ -237,10 +240,11 @@ def _submit(pool: GradingPool, job: RowJob, cfg: GradeRunConfig, kind: str) -> b
     else:
         work = [(job.responses[i], answer) for i, answer in job.checks]
         slots = job.check_grades
+    options = cfg.options.for_grader(job.spec, cfg.router.identity(job.spec)[0])
     for index, (response, truth) in enumerate(work):
         try:
             request = GradeRequest(
-                job.spec, response, truth, cfg.options, id=(job.number, kind, index), context=job.context
+                job.spec, response, truth, options, id=(job.number, kind, index), context=job.context
             )
             pool.submit(request)
         except RuntimeError:

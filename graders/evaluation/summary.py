@@ -63,8 +63,8 @@ class Group:
             "rows": self.rows,
             "malformed_rows": self.malformed,
             "responses": self.responses,
-            "accuracy": self.score_sum / self.responses if self.responses else None,
-            "accuracy_judged": self.judged_score_sum / self.judged if self.judged else None,
+            "mean_score": self.score_sum / self.responses if self.responses else None,
+            "mean_score_judged": self.judged_score_sum / self.judged if self.judged else None,
             "verdicts": dict(self.verdicts),
             "errors": dict(self.errors),
         }

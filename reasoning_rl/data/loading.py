@@ -50,6 +50,8 @@ def _open_hf(source: SourceConfig) -> tuple[Any, str]:
     path = Path(source.path or "")
     try:
         if path.is_file() and path.suffix == ".parquet":
+            if _parquet_rows(path) == 0:  # datasets raises a 75-line DatasetGenerationError for it
+                raise DataError(f"dataset {source.path!r} has no usable rows (the parquet file has 0 rows)")
             return datasets.load_dataset("parquet", data_files=str(path), split="train"), str(path)
         if path.is_dir():
             if (
@@ -75,6 +77,17 @@ def _open_hf(source: SourceConfig) -> tuple[Any, str]:
         raise DataError(f"dataset {source.path!r} not found: {exc}") from None
     except (ValueError, OSError, ConnectionError) as exc:
         raise DataError(f"dataset {source.path!r} could not be loaded: {exc}") from None
+
+
+def _parquet_rows(path: Path) -> int:
+    """The row count in a parquet file's footer (without reading any row)."""
+    import pyarrow
+    import pyarrow.parquet as pq
+
+    try:
+        return int(pq.ParquetFile(path).metadata.num_rows)
+    except (pyarrow.ArrowException, OSError) as exc:
+        raise DataError(f"dataset {str(path)!r} is not a readable parquet file: {exc}") from None
 
 
 def read_source(source: SourceConfig, seed: int) -> tuple[Iterator[tuple[str, Any]], str]:

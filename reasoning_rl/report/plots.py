@@ -27,7 +27,7 @@ CURVES: tuple[tuple[str, tuple[tuple[str, ...], ...]], ...] = (
     ("clip fraction", (("clip_frac", "policy/clip_frac"),)),
     ("grad norm", (("grad_norm", "policy/grad_norm"),)),
     ("learning rate", (("lr", "optim/lr", "policy/lr"),)),
-    ("eval accuracy", (("eval_accuracy", "eval/accuracy"),)),
+    ("eval mean score", (("eval_mean_score", "eval/mean_score", "eval_accuracy", "eval/accuracy"),)),
     ("engine vs trainer log-prob gap", (("rollout/logprob_diff_mean",), ("rollout/logprob_diff_max",))),
 )
 REWARD_STD = ("reward_std", "reward/std")

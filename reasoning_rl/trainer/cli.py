@@ -179,7 +179,7 @@ def eval_command(
         return _fail(exc)
     k = cfg.eval.n
     table = Table(title=f"eval: {cfg.model.path}")
-    for col in ("data_source", "prompts", "accuracy", f"pass@{k}", f"maj@{k}", "errors"):
+    for col in ("data_source", "prompts", "mean_score", f"pass@{k}", f"maj@{k}", "errors"):
         table.add_column(col, justify="right")
     counts: dict[str, int] = {}
     for row in result.rows:
@@ -188,14 +188,14 @@ def eval_command(
         table.add_row(
             src,
             str(counts.get(src, 0)),
-            *(f"{stats.get(c, float('nan')):.3f}" for c in ("accuracy", f"pass@{k}", f"maj@{k}")),
+            *(f"{stats.get(c, float('nan')):.3f}" for c in ("mean_score", f"pass@{k}", f"maj@{k}")),
             f"{stats.get('errors', 0):.0f}",
         )
     m = result.metrics
     table.add_row(
         "[bold]all",
         str(len(result.rows)),
-        *(f"{m.get('eval/' + c, float('nan')):.3f}" for c in ("accuracy", f"pass@{k}", f"maj@{k}")),
+        *(f"{m.get('eval/' + c, float('nan')):.3f}" for c in ("mean_score", f"pass@{k}", f"maj@{k}")),
         f"{m.get('eval/errors', 0):.0f}",
     )
     console.print(table)

@@ -1,6 +1,6 @@
 """Evaluation: generate k samples per validation prompt, grade with the same graders, and summarise
-accuracy (mean over samples), pass@k and maj@k (the most common answer, by the grader's equivalence, is
-correct) per data source, with ``rrl grade``'s implementation (graders.evaluation.scoring and summary).
+mean_score (the mean of the samples' scores: partial credit counts), pass@k and maj@k (the most common
+answer, by the grader's equivalence, is correct) per data source, with ``rrl grade``'s implementation (graders.evaluation.scoring and summary).
 Used during training (every ``eval.every`` steps) and by ``rrl eval``."""
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ def summarise(samples: Sequence[Sample], k: int, checks: Checks | None = None) -
                 **identity_fields(ex.grader),
                 "prompt": prompt_messages(ex),
                 "ground_truth": ex.ground_truth,
-                "accuracy": sum(g.score for g in grades) / len(grades),
+                "mean_score": sum(g.score for g in grades) / len(grades),
                 f"pass@{k}": float(score.passed),
                 f"maj@{k}": float(bool(score.maj)),
                 "majority_answer": score.majority_answer,
@@ -99,7 +99,7 @@ def summarise(samples: Sequence[Sample], k: int, checks: Checks | None = None) -
 
 
 def _numbers(group: Group) -> dict[str, float]:
-    """accuracy, pass@k, maj@k (as ``rrl grade`` reports them) and the error count of one group."""
+    """mean_score, pass@k, maj@k (as ``rrl grade`` reports them) and the error count of one group."""
     m = group.metrics()
     out = {key: float(v) for key, v in m.items() if key.startswith(RATE_PREFIXES) and v is not None}
     out["errors"] = float(m["verdicts"].get("error", 0))

@@ -284,8 +284,8 @@ class Trainer:
         write_rows(self.run_dir / "eval" / f"step_{step}.jsonl", result.rows)
         log.log(step, result.metrics)
         summary.last_eval = result.metrics
-        acc = result.metrics.get("eval/accuracy", float("nan"))
-        log.note(f"eval @ step {step}: accuracy {acc:.3f} on {len(result.rows)} prompts")
+        acc = result.metrics.get("eval/mean_score", float("nan"))
+        log.note(f"eval @ step {step}: mean score {acc:.3f} on {len(result.rows)} prompts")
         return result
 
     def _checkpoint(

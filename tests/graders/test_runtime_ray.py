@@ -113,7 +113,7 @@ def test_rrl_grade_on_the_ray_cluster(cluster_address: str, tmp_path: Path) -> N
     data = json.loads(summary.read_text())
     assert data["run"]["pool"]["backend"] == "ray"
     assert data["summary"]["overall"]["pass@2"] == 1.0
-    assert data["summary"]["overall"]["accuracy"] == pytest.approx((10 + 40) / 80)
+    assert data["summary"]["overall"]["mean_score"] == pytest.approx((10 + 40) / 80)
 
 
 def test_ray_actors_get_the_declared_context_only(cluster_address: str) -> None:

@@ -182,7 +182,7 @@ def test_final_eval_at_last_step_and_rows_carry_prompt_and_truth(
     ok(run(train_cmd(cfg)))
     run_dir = tmp_path / "ev"
     assert sorted(p.name for p in (run_dir / "eval").iterdir()) == ["step_2.jsonl", "step_3.jsonl"]
-    assert [r["step"] for r in metrics(run_dir) if "eval/accuracy" in r] == [2, 3]
+    assert [r["step"] for r in metrics(run_dir) if "eval/mean_score" in r] == [2, 3]
     for path in (run_dir / "samples" / "step_1.jsonl", run_dir / "eval" / "step_3.jsonl"):
         for row in map(json.loads, path.read_text().splitlines()):
             assert row["prompt"][-1]["role"] == "user" and row["prompt"][-1]["content"]

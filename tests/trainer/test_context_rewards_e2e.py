@@ -104,6 +104,6 @@ def test_a_composed_correctness_and_format_reward_trains(tmp_path: Path, tiny_mo
                 set(r["rewards"]) == {"correct", "format"}
                 and r["verdict"] == r["rewards"]["correct"]["verdict"]
             )
-        assert row["accuracy"] == sum(r["rewards"]["correct"]["score"] for r in row["responses"]) / len(
+        assert row["mean_score"] == sum(r["rewards"]["correct"]["score"] for r in row["responses"]) / len(
             row["responses"]
         )

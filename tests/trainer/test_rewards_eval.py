@@ -71,7 +71,7 @@ def test_pass_and_majority_at_k() -> None:
     ]
     r = summarise(s, 3)
     assert r.metrics["eval/pass@3"] == 1.0 and r.metrics["eval/maj@3"] == 0.5
-    assert math.isclose(r.metrics["eval/accuracy"], (1 / 3 + 2 / 3) / 2)
+    assert math.isclose(r.metrics["eval/mean_score"], (1 / 3 + 2 / 3) / 2)
     assert r.by_source["s"]["maj@3"] == 0.0 and r.by_source["t"]["maj@3"] == 1.0
 
 
@@ -117,4 +117,4 @@ def test_evaluate_asks_the_engine_for_text_only() -> None:
             rewards=RewardPlan(GradingConfig()),
             seed=0,
         )
-    assert [s.logprobs for s in asked] == [False] and result.metrics["eval/accuracy"] == 1.0
+    assert [s.logprobs for s in asked] == [False] and result.metrics["eval/mean_score"] == 1.0
