@@ -7,7 +7,8 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from reasoning_rl.config.base import _Section
-from reasoning_rl.registry import ENGINES, TOOLS
+from reasoning_rl.registry import ENGINES
+from reasoning_rl.tools.registry import check_name
 
 
 class SamplingParams(_Section):
@@ -76,8 +77,9 @@ class RolloutConfig(SamplingParams):
     )
     tools: list[str] = Field(
         default_factory=list,
-        description="Tools the model may call (names of the tool registry: python, calculator, or a "
-        "plugin's); non-empty turns on multi-turn rollouts, where max_tokens is the whole response budget "
+        description="Tools the model may call (names of the tool registry: python, calculator, a "
+        "plugin's, or module:attr of a @tool function / Tool in an importable module; `rrl tools list`); "
+        "non-empty turns on multi-turn rollouts, where max_tokens is the whole response budget "
         "(model + tool tokens).",
     )
     tool_format: Literal["fenced", "hermes"] = Field(
@@ -105,7 +107,7 @@ class RolloutConfig(SamplingParams):
     def _known_tools(cls, v: list[str]) -> list[str]:
         if len(set(v)) != len(v):
             raise ValueError(f"tools are listed more than once: {v}")
-        return [TOOLS.check(name) for name in v]
+        return [check_name(name) for name in v]
 
     @model_validator(mode="after")
     def _tool_options_for_listed_tools(self) -> RolloutConfig:

@@ -6,12 +6,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from reasoning_rl.config import RolloutConfig
+from reasoning_rl.config import ConfigError, RolloutConfig
 from reasoning_rl.rollout.base import SamplingConfig
 from reasoning_rl.rollout.multiturn import ToolRolloutConfig
 from reasoning_rl.rollout.tool_calls import FormatName, Tokenizer
 from reasoning_rl.tools.base import Tool
-from reasoning_rl.tools.registry import make
+from reasoning_rl.tools.registry import UnknownToolError, make
 
 
 @dataclass
@@ -33,9 +33,15 @@ class ToolSet:
         try:
             for name in r.tools:
                 try:
-                    tools[name] = make(name, **r.tool_options.get(name, {}))
-                except TypeError as exc:
-                    raise ValueError(f"rollout.tool_options.{name}: {exc}") from None
+                    made = make(name, **r.tool_options.get(name, {}))
+                except UnknownToolError as exc:  # a module:attr that does not load
+                    raise ConfigError(f"rollout.tools: {exc}") from None
+                except (TypeError, ValueError) as exc:  # a misspelled option, or one the tool does not take
+                    raise ConfigError(f"rollout.tool_options.{name}: {exc}") from None
+                if made.name in tools:
+                    _close([made])
+                    raise ConfigError(f"rollout.tools: two tools are named {made.name!r}")
+                tools[made.name] = made  # calls name the tool (a module:attr spec's tool by its own name)
         except BaseException:
             _close(tools.values())
             raise

@@ -1,8 +1,10 @@
 """Tools by name, through the shared ``reasoning_rl.registry.TOOLS`` registry: built-ins, in-process
-registrations and plugins of the ``reasoning_rl.tools`` entry-point group (as engines and estimators)."""
+registrations and plugins of the ``reasoning_rl.tools`` entry-point group (as engines and estimators), or as
+``module:attr`` from an importable module (as graders' ``module:Class``)."""
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 from reasoning_rl.registry import TOOLS
@@ -33,13 +35,41 @@ def unregister(name: str) -> None:
     TOOLS.unregister(name)
 
 
-def make(name: str, **options: Any) -> Tool:
-    """A tool instance. A name registers a ``Tool`` instance, or a class/factory called with ``options``."""
+def is_spec(name: str) -> bool:
+    """``module:attr`` (a ``@tool`` function, a ``Tool`` instance or a class in an importable module, no
+    packaging needed, as graders' ``module:Class``), rather than a registered name."""
+    return ":" in name
+
+
+def check_name(name: str) -> str:
+    """``name`` if it can be asked for: a registered name, or a well-formed ``module:attr`` spec (imported when
+    the tool is made, so config validation stays import-free)."""
+    if is_spec(name):
+        module, _, attr = name.partition(":")
+        if not module or not attr or ":" in attr:
+            raise ValueError(f"tool spec {name!r}: expected module:attr (e.g. my_tools:lookup)")
+        return name
+    return TOOLS.check(name)
+
+
+def _load(name: str) -> Any:
+    if not is_spec(name):
+        try:
+            TOOLS.check(name)
+        except ValueError as exc:
+            raise UnknownToolError(str(exc)) from None
+        return TOOLS.get(name)
+    module, _, attr = name.partition(":")
     try:
-        TOOLS.check(name)
-    except ValueError as exc:
-        raise UnknownToolError(str(exc)) from None
-    obj: Any = TOOLS.get(name)
+        return getattr(importlib.import_module(module), attr)
+    except (ImportError, AttributeError) as exc:
+        raise UnknownToolError(f"cannot load tool spec {name!r}: {type(exc).__name__}: {exc}") from None
+
+
+def make(name: str, **options: Any) -> Tool:
+    """A tool instance. A name (or ``module:attr``) gives a ``Tool`` instance, or a class/factory called with
+    ``options``."""
+    obj: Any = _load(name)
     if not isinstance(obj, type) and isinstance(obj, Tool):
         if options:
             raise ValueError(f"tool {name!r} takes no options, got {sorted(options)}")

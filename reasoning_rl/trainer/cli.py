@@ -76,6 +76,10 @@ def prepare(cfg: Config) -> None:
         for key, value in QUIET_ENV.items():
             if os.environ.get(key) == value:
                 del os.environ[key]
+    if any(":" in name for name in cfg.rollout.tools) and os.getcwd() not in sys.path:
+        # a module:attr tool from a plain .py file in the working directory, no packaging (as `rrl grade`'s
+        # module:Class graders; the `rrl` script's own sys.path lacks it)
+        sys.path.insert(0, os.getcwd())
     default_lean_launcher(cfg)
 
 

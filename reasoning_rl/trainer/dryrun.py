@@ -1,7 +1,8 @@
 """``rrl train --dry-run``: everything a run checks before its first step, without loading weights or training.
 
 Config (already validated by the caller), model path and tokenizer, every data row (read, routed and rendered
-through the prompt template), each routed grader and its ``grading.options``, and the doctor's required checks.
+through the prompt template), each routed grader and its ``grading.options``, the tool set (built, then
+released), the resource request (the run's own checks), and the doctor's required checks.
 The first problem raises one of the trainer's user errors, so the CLI prints one line and exits 2.
 """
 
@@ -43,6 +44,35 @@ def _check_graders(cfg: Config, examples: list[Example]) -> list[str]:
     return specs
 
 
+def _check_resources(cfg: Config) -> str:
+    """The real run's own request checks (``distributed.launch``: a split placement with no training rank
+    left, more training ranks than rows per update, a tensor-parallel size the ranks cannot give), so the dry
+    run refuses exactly what the run would, with the same line."""
+    from reasoning_rl.distributed.launch import check_request, check_tensor_parallel, layout
+    from reasoning_rl.trainer.build import resolve_device
+
+    try:
+        device = resolve_device(cfg.run.device)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    nodes, per_node = layout(cfg.resources, device)
+    check_request(cfg, nodes * per_node)
+    check_tensor_parallel(cfg, device, per_node)
+    return f"{nodes} node(s) x {per_node} rank(s) on {device}"
+
+
+def _check_tools(cfg: Config, tokenizer: Any) -> str | None:
+    """Build the run's tool set (``rollout.tools`` with their ``rollout.tool_options``) as the run does, then
+    release it: a misspelled option or a spec that does not load is refused here, in the run's one line."""
+    from reasoning_rl.rollout.toolset import ToolSet
+
+    tools = ToolSet.from_config(cfg.rollout, tokenizer)
+    if tools is None:
+        return None
+    tools.close()
+    return ", ".join(sorted(tools.tools))
+
+
 def dry_run(cfg: Config, console: Console) -> None:
     """Validate what ``cfg`` names; print what was checked. Raises a user error at the first problem."""
     from reasoning_rl.doctor import blocking, run_checks
@@ -56,6 +86,10 @@ def dry_run(cfg: Config, console: Console) -> None:
     train, val = load_data(cfg, tokenizer, console)
     specs = _check_graders(cfg, [p.example for p in train + val])
     console.print(f"graders: {', '.join(specs)} (load; options accepted)")
+    built = _check_tools(cfg, tokenizer)
+    if built is not None:
+        console.print(f"tools: {built} (built with their options)")
+    console.print(f"resources: {_check_resources(cfg)} (request accepted)")
     if cfg.run.doctor:
         stops = blocking(run_checks(cfg, essential_only=True))
         if stops:
