@@ -32,6 +32,11 @@ app.command("grade")(grade_command)
 graders_app.rich_markup_mode = None
 app.add_typer(graders_app, name="graders")
 
+from reasoning_rl.tools.cli import tools_app  # noqa: E402
+
+tools_app.rich_markup_mode = None
+app.add_typer(tools_app, name="tools")
+
 
 def _show_version(value: bool) -> None:
     if value:
