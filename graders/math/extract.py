@@ -2,7 +2,8 @@
 
 ``strict`` (rewards): only ``\\boxed{}``/``\\fbox{}`` answers after the last ``</think>`` count.
 ``lenient`` (evaluation): the last group of boxes, else "The answer is ...", "Answer: ...", GSM8K ``#### n``,
-the last maths segment, a final bare number, or an MCQ letter. All scanning here is linear in the input.
+the last maths segment, a final bare number, or an MCQ letter (words after "The answer is" are no answer: "The
+answer is obvious" falls through to the later rules). All scanning here is linear in the input.
 """
 
 from __future__ import annotations
@@ -122,6 +123,10 @@ _NUMBER = re.compile(
     r"|-?(?:\d{1,3}(?:,\d{3})+|\d{1,3}(?: \d{3})+(?!\d)|\d+)(?:[.,]\d+)?|-?\.\d+)(?!\d)"
 )
 _MCQ = re.compile(r"(?:^|[\s(*:])\(?([A-E])\)?(?=$|[\s).,*:])")
+# Plain words after an anchor (two letters or more each, no maths): prose, not an answer, unless a word names a
+# number. A gold written in words (``\text{odd}``) is still answered by a box.
+_PROSE = re.compile(r"[A-Za-z]{2,}(?:[\s,;'-]+[A-Za-z]{2,})*")
+MATH_WORDS = frozenset({"pi", "infinity", "inf", "infty"})
 _CONNECTORS = re.compile(r"[\s\\\"',.;]*(?:(?:and|or|,)[\s\\\"',.;]*)*")
 _HOPE = re.compile(r"\s*I hope it is correct.*$", re.I | re.S)
 
@@ -213,7 +218,10 @@ def _sentence_answer(sentence: str) -> str | None:
     numbers = _NUMBER.findall(tail)
     if numbers:
         return numbers[-1]
-    return tail.rstrip(".").strip() or None
+    tail = tail.rstrip(".").strip()
+    if _PROSE.fullmatch(tail) and tail.lower() not in MATH_WORDS:
+        return None  # "The answer is obvious": words are no answer (a variable, a letter or `pi` is)
+    return tail or None
 
 
 def _last(pattern: re.Pattern[str], text: str) -> re.Match[str] | None:

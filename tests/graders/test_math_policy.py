@@ -287,3 +287,25 @@ def test_long_lists_are_never_cut(grader: MathGrader) -> None:
     assert grader.grade(_boxed(gold), gold).verdict == "correct"
     result = grader.grade(_boxed("1"), ",".join(str(i) for i in range(65)))
     assert (result.verdict, result.reason) == ("error", "ground truth has too many items to judge"), result
+
+
+@pytest.mark.parametrize(
+    ("response", "gold", "verdict"),
+    [
+        ("The answer is obvious", "12", "incorrect"),  # issue 30: read as the answer `obvious` before
+        ("The answer is obvious. We get 12 in the end.", "12", "correct"),  # the words fall through to 12
+        ("The answer is very clear, so 7 it is", "7", "correct"),
+        ("The answer is x", "x", "correct"),  # a variable is an answer
+        ("The answer is B", "B", "correct"),  # so is a letter
+        ("The answer is pi", "pi", "correct"),  # and a word that names a number
+    ],
+)
+def test_lenient_mode_takes_no_word_as_the_answer(
+    grader: MathGrader, response: str, gold: str, verdict: str
+) -> None:
+    from graders.math.extract import extract
+
+    grade = grader.grade(response, gold, mode="lenient")
+    assert grade.verdict == verdict, grade
+    if response == "The answer is obvious":
+        assert extract(response, "lenient").answers == ()
