@@ -151,3 +151,14 @@ def test_rrl_train_on_verl_gsm8k_parquet_grades_with_its_format_and_no_option(
         assert m.get("grading/gsm8k/correct", 0) + m.get("grading/gsm8k/incorrect", 0) == 8
     evals = [json.loads(x) for x in (run / "eval" / "step_2.jsonl").read_text().splitlines()]
     assert {r["grader"] for r in evals} == {"gsm8k"} and {r["ground_truth"] for r in evals} == truths
+
+
+@pytest.mark.parametrize(
+    ("response", "verdict"),
+    [("#### 72", "correct"), ("#### 72$", "correct"), ("#### $72", "incorrect"), ("#### 7,2", "correct")],
+)
+def test_gsm8k_reads_dollars_as_docs_verl_says(response: str, verdict: str) -> None:
+    """docs/verl.md said `$` was dropped; the rule (verl's) never reads a `$` after `#### ` (issue 30)."""
+    assert graders.grade("gsm8k", response, "72").verdict == verdict
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "verl.md").read_text()
+    assert "`#### $72` has no answer" in doc and "`$` dropped" not in doc

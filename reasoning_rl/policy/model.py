@@ -110,10 +110,32 @@ def save_hf_model(
         with atomic_dir(out) as tmp:
             model.save_pretrained(tmp, state_dict=state_dict, safe_serialization=True)
             tokenizer.save_pretrained(tmp)
+            _umask_modes(tmp)
     finally:
         if trained_setting is not None:
             config.use_cache = trained_setting
     return out
+
+
+def _umask_modes(root: Path) -> None:
+    """Give every file the mode a plain ``open()`` would (0644 under umask 022): safetensors writes its weights
+    through a private temporary file (0600), which made ``model.safetensors`` unreadable to a serving user or
+    group while the config and tokenizer next to it were readable."""
+    umask = _umask()
+    for path in root.rglob("*"):
+        if path.is_file() and not path.is_symlink():
+            path.chmod(0o666 & ~umask)
+
+
+def _umask() -> int:
+    """The process umask, read without changing it (``os.umask`` sets it, racing other threads' files)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError):  # no procfs: the usual default
+        return 0o022
+    return 0o022
 
 
 def smollm2_gguf() -> tuple[Path, str]:

@@ -51,3 +51,9 @@ def selftest_or_raise(
     checked = [f"{r.name} {r.version} ({r.cases} cases)" for r in results if r.cases]
     if checked:
         console.print(f"grader selftest ok: {', '.join(checked)}")
+    unchecked = [f"{r.name} {r.version}" for r in results if not r.cases and r.skipped is None]
+    if unchecked:  # a plugin without cases is trusted unchecked: say so, never silently
+        console.print(
+            f"grader selftest: {', '.join(unchecked)} ship no golden cases, not checked "
+            "(add a selftest.jsonl next to the grader: examples/custom_grader/README.md)"
+        )

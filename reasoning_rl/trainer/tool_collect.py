@@ -78,11 +78,31 @@ def trace_tools(trace: TraceWriter, step: int, trajs: list[ToolTrajectory]) -> N
         trace.counter("tool_turns", step, len(t.turns), finish=t.finish_reason)
 
 
+def masked_spans(mask: list[int]) -> list[list[int]]:
+    """``[start, end)`` response-token ranges where ``mask`` is 0: the inserted tool turns, not trained on."""
+    spans: list[list[int]] = []
+    for i, m in enumerate(mask):
+        if m:
+            continue
+        if spans and spans[-1][1] == i:
+            spans[-1][1] = i + 1
+        else:
+            spans.append([i, i + 1])
+    return spans
+
+
 def turn_fields(c: Completion) -> dict[str, Any]:
-    """A samples-file row's view of a tool rollout: every tool turn (call, status, output, latency)."""
+    """A samples-file row's view of a tool rollout: every tool turn (call, status, output, latency) and the
+    loss mask (``trained_tokens`` of ``response_tokens``; ``tool_token_spans``: the untrained inserted ones)."""
     if c.mask is None:
         return {}
-    out: dict[str, Any] = {"tool_calls": len(c.turns), "turns": [turn.to_dict() for turn in c.turns]}
+    out: dict[str, Any] = {
+        "tool_calls": len(c.turns),
+        "turns": [turn.to_dict() for turn in c.turns],
+        "response_tokens": len(c.mask),
+        "trained_tokens": sum(c.mask),
+        "tool_token_spans": masked_spans(c.mask),
+    }
     if c.error:
         out["rollout_error"] = c.error
     return out

@@ -196,3 +196,17 @@ def test_regrade_lists_verdicts_flipped_by_a_new_grader_version(tmp_path: Path):
 
     same = rrl("grade", "--regrade", str(old), *again, "--workers", "1", env={"GOV_VERSION": "1"})
     assert same.returncode == 0 and "0 verdict(s) flipped out of 6" in same.stdout
+
+
+def test_a_run_selftest_names_a_grader_without_golden_cases(pool) -> None:
+    """Issue 30: a plugin grader with no golden cases was skipped by the pre-run selftest without a word."""
+    from rich.console import Console
+
+    from reasoning_rl.trainer.governance import selftest_or_raise
+
+    console = Console(record=True, width=200)
+    selftest_or_raise(["math", "tests.trainer.task_graders:ContainsAnswer"], pool, console, {})
+    text = console.export_text()
+    assert "grader selftest ok: math" in text
+    assert "contains_answer 1 ship no golden cases, not checked" in text
+    assert len([line for line in text.splitlines() if "no golden cases" in line]) == 1
