@@ -136,7 +136,11 @@ def render() -> str:
         "",
         "Every key of a run's config (`rrl train CONFIG.yaml key.path=value ...`), with its type, default and "
         "meaning. Keys are dotted paths; `[]` marks the items of a list (`data.train[].path` is the `path` of each "
-        "`data.train` source). Unknown keys are an error naming the key. `rrl train CONFIG.yaml --print-config` "
+        "`data.train` source). Unknown keys are an error naming the key. An override whose value is a mapping "
+        "merges into the file's mapping key by key, at every depth (`grading.options={math: {mode: strict}}` sets "
+        "`math.mode` and keeps the file's other graders' options and `math`'s other keys); any other value, a "
+        "list too (`data.train=[...]`), replaces the file's. To drop a mapping's key, edit the file. "
+        "`rrl train CONFIG.yaml --print-config` "
         "prints a config with every default filled in. Regenerate this file with "
         f"`{COMMAND}` after changing a config model (a test compares it with the models).",
         "",
