@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from graders.evaluation.streams import results_console
 from reasoning_rl.doctor_checks import CHECKS, CheckResult, Requirements, requirements_from_config
 
 __all__ = ["CheckResult", "doctor_or_exit", "load_config_mapping", "render", "run_checks"]
@@ -85,7 +86,7 @@ def render(results: list[CheckResult], console: Console | None = None) -> None:
     for r in results:
         status = STATUS_STYLE[r.status] + (" (required)" if r.required and r.status != "ok" else "")
         table.add_row(Text(r.name), status, Text(r.detail), Text(r.fix))  # Text: '[train-cpu]' is not markup
-    (console or Console()).print(table)
+    (console or results_console()).print(table)
 
 
 def blocking(results: list[CheckResult]) -> list[CheckResult]:
@@ -97,7 +98,7 @@ def doctor_or_exit(config: Any) -> list[CheckResult]:
     results = run_checks(config, essential_only=True)
     stops = blocking(results)
     if stops:
-        console = Console(stderr=True)
+        console = results_console(stderr=True)  # unwrapped when redirected (a log file is not 80 columns)
         render(stops, console)
         console.print(
             f"[bold red]{len(stops)} required check(s) failed[/bold red]; run `rrl doctor CONFIG` for all"

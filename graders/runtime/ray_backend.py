@@ -7,6 +7,7 @@ previous one), exactly one outcome per task, actors warmed with the graders befo
 from __future__ import annotations
 
 import itertools
+import logging
 import os
 import sys
 import threading
@@ -81,7 +82,10 @@ class RayBackend:
             raise ValueError(f"workers must be >= 1, got {workers}")
         self._owns_ray = not ray.is_initialized()
         if self._owns_ray:
-            ray.init(address=address, include_dashboard=False, log_to_driver=False)
+            # WARNING: no "Started a local Ray instance" banner in the grading command's output
+            ray.init(
+                address=address, include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING
+            )
         self._size = workers
         self._timeout = timeout_s
         self._max_grades = (limits or WorkerLimits()).max_grades

@@ -58,6 +58,22 @@ def single_process_error() -> str | None:
     )
 
 
+# What a run sets when its output goes to a file or pipe (nohup, SLURM, `> log`): no progress bars (tqdm's,
+# Hugging Face's, datasets'), whose carriage-return redraws become one line per refresh, and no Ray usage-stats
+# banner. A terminal keeps them; a value the user set wins.
+REDIRECTED_ENV = {
+    "TQDM_DISABLE": "1",
+    "HF_HUB_DISABLE_PROGRESS_BARS": "1",
+    "HF_DATASETS_DISABLE_PROGRESS_BARS": "1",
+    "RAY_USAGE_STATS_ENABLED": "0",
+}
+
+
+def redirected() -> bool:
+    """stdout or stderr is not a terminal."""
+    return not (sys.stdout.isatty() and sys.stderr.isatty())
+
+
 # What a quiet run sets; ``logging.engine_logs`` (``--verbose``) clears these values again, since an earlier quiet
 # command in the same process (or a parent that inherited them) would otherwise keep the engine silent.
 QUIET_ENV = {"VLLM_LOGGING_LEVEL": "ERROR", "HF_HUB_DISABLE_PROGRESS_BARS": "1"}
@@ -80,6 +96,9 @@ def prepare(cfg: Config) -> None:
         # a module:attr tool from a plain .py file in the working directory, no packaging (as `rrl grade`'s
         # module:Class graders; the `rrl` script's own sys.path lacks it)
         sys.path.insert(0, os.getcwd())
+    if redirected():  # after the quiet settings: --verbose shows the engine's lines, never a redrawn bar
+        for key, value in REDIRECTED_ENV.items():
+            os.environ.setdefault(key, value)
     default_lean_launcher(cfg)
 
 
