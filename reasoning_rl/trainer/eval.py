@@ -1,7 +1,8 @@
 """Evaluation: generate k samples per validation prompt, grade with the same graders, and summarise
 mean_score (the mean of the samples' scores: partial credit counts), pass@k and maj@k (the most common
-answer, by the grader's equivalence, is correct) per data source, with ``rrl grade``'s implementation (graders.evaluation.scoring and summary).
-Used during training (every ``eval.every`` steps) and by ``rrl eval``."""
+answer, by the grader's equivalence, is correct) per data source, with ``rrl grade``'s implementation
+(graders.evaluation.scoring and summary). Used during training (every ``eval.every`` steps) and by
+``rrl eval``."""
 
 from __future__ import annotations
 
