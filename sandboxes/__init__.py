@@ -53,7 +53,9 @@ def open_sandbox(backend: str = "auto", **options: Any) -> Sandbox:
 
         unknown = sorted(set(options) - _LOCAL_OPTIONS)
         if unknown:
-            raise SandboxError(f"the local backend takes only the options {sorted(_LOCAL_OPTIONS)}, got {unknown}")
+            raise SandboxError(
+                f"the local backend takes only the options {sorted(_LOCAL_OPTIONS)}, got {unknown}"
+            )
         return LocalSandbox(**options)
     try:
         return open_sandbox("docker", **options)

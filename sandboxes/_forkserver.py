@@ -15,6 +15,7 @@ another child). Between sessions the supervisor's clean-up (kill every process, 
 the child with everything else.
 """
 
+import contextlib
 import gc
 import json
 import os
@@ -45,19 +46,15 @@ class _Child:
             return False  # reaped already (the supervisor's clean-up killed it)
 
     def end(self):
-        try:
+        with contextlib.suppress(OSError):
             os.killpg(self.pid, signal.SIGKILL)
-        except OSError:
-            pass
         try:
             _, status = os.waitpid(self.pid, 0)
         except ChildProcessError:
             status = 0
         for fd in (self.ctl, self.res, self.out, self.err):
-            try:
+            with contextlib.suppress(OSError):
                 os.close(fd)
-            except OSError:
-                pass
         return os.waitstatus_to_exitcode(status)
 
 
@@ -120,8 +117,12 @@ def _child(header, ctl_r, res_w, out_w, err_w):
     os.environ.update(header["env"])
     os.chdir(header["workdir"])
     sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False))
-    sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), "utf-8", "backslashreplace", line_buffering=True)
-    sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), "utf-8", "backslashreplace", line_buffering=True)
+    sys.stdout = io.TextIOWrapper(
+        io.FileIO(1, "w", closefd=False), "utf-8", "backslashreplace", line_buffering=True
+    )
+    sys.stderr = io.TextIOWrapper(
+        io.FileIO(2, "w", closefd=False), "utf-8", "backslashreplace", line_buffering=True
+    )
     import random
 
     random.seed(0)  # what a silent replay recomputes, when a recycled session needs one
@@ -141,7 +142,7 @@ def _child(header, ctl_r, res_w, out_w, err_w):
 def _compile(src):
     import ast
 
-    tree = compile(src, "<cell>", "exec", ast.PyCF_ONLY_AST)
+    tree = ast.parse(src, "<cell>")
     last = None
     if tree.body and isinstance(tree.body[-1], ast.Expr):
         last = ast.Expression(tree.body.pop().value)
@@ -224,10 +225,8 @@ def run(header):
         if not silent:
             cell_s = repl.get("cell_s") or header["wall_s"]
             deadline = min(deadline, time.monotonic() + cell_s)
-        try:
+        with contextlib.suppress(OSError):  # it died before reading the cell: its end is read next
             _send(child.ctl, {"code": src, "silent": silent})
-        except OSError:
-            pass  # it died before reading the cell: its end (and what it said) is read next
         outcome = _collect(child, deadline, header["output_bytes"], out, err)
         if outcome not in ("ok", "error"):
             _state["child"] = None

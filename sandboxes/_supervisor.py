@@ -173,7 +173,7 @@ def _reap():
             pass
 
 
-_FORKSERVER = {}
+_FORKSERVER: dict = {}  # the fork server module's namespace, once loaded
 
 
 def _repl(header):

@@ -134,7 +134,13 @@ def _debootstrap(rootfs: Path, recipe: Recipe, mirror: str) -> None:
     tmp = rootfs.with_name("rootfs.partial")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.parent.mkdir(parents=True, exist_ok=True)
-    cmd = ["debootstrap", "--variant=minbase", f"--include={','.join(recipe.packages)}", DEBIAN_SUITE, str(tmp)]
+    cmd = [
+        "debootstrap",
+        "--variant=minbase",
+        f"--include={','.join(recipe.packages)}",
+        DEBIAN_SUITE,
+        str(tmp),
+    ]
     log.info("running %s %s", " ".join(cmd), mirror)
     proc = subprocess.run([*cmd, mirror], capture_output=True, text=True)
     if proc.returncode != 0:
@@ -162,7 +168,9 @@ def installed_versions(rootfs: Path, packages: tuple[str, ...]) -> dict[str, str
         return {}
     admin = f"--admindir={rootfs / 'var/lib/dpkg'}"
     proc = subprocess.run(
-        ["dpkg-query", admin, "-W", "-f", "${Package} ${Version}\n", *packages], capture_output=True, text=True
+        ["dpkg-query", admin, "-W", "-f", "${Package} ${Version}\n", *packages],
+        capture_output=True,
+        text=True,
     )
     return dict(line.split(" ", 1) for line in proc.stdout.splitlines() if " " in line)
 

@@ -56,7 +56,9 @@ def _root(image: str | None) -> str:
         return ""
     root = rootfs_dir(image)
     if not root.is_dir():
-        raise SandboxError(f"no root fs for image {image} at {root}: build it with `rrl sandbox build` (as root)")
+        raise SandboxError(
+            f"no root fs for image {image} at {root}: build it with `rrl sandbox build` (as root)"
+        )
     return str(root)
 
 
