@@ -13,6 +13,11 @@ pipes, 3-4 its message pipes, every other fd closed (the supervisor's request st
 reach), and it inherits the supervisor's non-dumpable flag (no ptrace, no prlimit, no /proc/<pid>/mem of it or of
 another child). Between sessions the supervisor's clean-up (kill every process, wipe scratch dirs and IPC) ends
 the child with everything else.
+
+Known limit: the child is a copy of the supervisor's memory, whose freed heap may still hold bytes of earlier
+requests served by this sandbox (other sessions' cell sources and outputs; never anything of the trusted side,
+which the supervisor is never sent). The fix is a zygote forked at supervisor start, before any request is read,
+that forks the children and passes their pipes over a unix socket.
 """
 
 import contextlib
