@@ -1,11 +1,11 @@
-"""Python-tool benchmark: many concurrent trajectories, each making 2 stateful calls (the second replays the first).
+"""Python-tool benchmark: many concurrent trajectories, each making 2 stateful calls (one live interpreter each).
 
 - sequential: one trajectory at a time, the per-call service time (what one call costs when nothing queues);
   target: warm p50 <= 100 ms on this 2-core machine. ``bare_p50_ms``: a bare ``python3 -c`` run through the same
-  sandbox, so ``p50_ms - bare_p50_ms`` is the tool's own cost (replay runner, output handling).
+  sandbox, so ``p50_ms - bare_p50_ms`` is the tool's own cost (fork server, session hand-over, output handling).
 - breakdown (warm only): where a warm call's time goes, p50 of ``true`` (the sandbox round trip: socket, supervisor,
   clean-up), a bare ``python3 -I -S -c pass`` (interpreter start) and the tool's first call; the rest of a call
-  is the runner (replay harness) itself.
+  is the fork server (a new interpreter per trajectory) and the clean-up between trajectories.
 - concurrent: TRAJECTORIES trajectories in flight at once (asyncio, as the rollout loop runs them): per-call latency
   including the wait for a free sandbox, and calls/s.
 Modes: ``warm`` (the Docker pool, POOL containers reused) and ``cold`` (``warm=False``: one container per call; run
@@ -86,7 +86,7 @@ def _summary(results: list[ToolResult], wall_s: float | None = None) -> dict[str
         "p50_ms": round(_pct(lat, 0.5), 1),
         "p99_ms": round(_pct(lat, 0.99), 1),
         "first_call_p50_ms": round(statistics.median(lat[0::2]), 1),
-        "second_call_p50_ms": round(statistics.median(lat[1::2]), 1),  # includes replaying the first cell
+        "second_call_p50_ms": round(statistics.median(lat[1::2]), 1),  # the first call's interpreter, kept
     }
     if wall_s is not None:
         out.update(wall_s=round(wall_s, 2), calls_per_s=round(len(results) / wall_s, 1))

@@ -15,6 +15,8 @@ from sandboxes.types import Limits, Mount, RunRequest, RunResult, Sandbox, Sandb
 log = logging.getLogger(__name__)
 
 BACKENDS = ("auto", "docker", "local")
+_LOCAL_OPTIONS = {"unbounded", "image", "max_sessions"}
+_SHARED_OPTIONS = {"image"}  # what ``auto`` passes on when it falls back to the local backend
 _fallback_warned = False
 
 __all__ = [
@@ -33,7 +35,8 @@ __all__ = [
 
 def open_sandbox(backend: str = "auto", **options: Any) -> Sandbox:
     """A ready sandbox. ``docker`` options: ``image``, ``pool_size`` (default 4), ``warm`` (default True);
-    ``local`` options: ``unbounded`` (default False: as root without a writable cgroup it refuses to start).
+    ``local`` options: ``unbounded`` (default False: as root without a writable cgroup it refuses to start),
+    ``image`` (default None: the host's system dirs; a tag: that image's root fs), ``max_sessions`` (default 8).
 
     ``auto`` picks Docker when the daemon and image work, otherwise the weaker local backend: the first such
     fallback in a process is a WARNING (and ``rrl sandbox check`` says so), later ones are logged at INFO.
@@ -48,9 +51,11 @@ def open_sandbox(backend: str = "auto", **options: Any) -> Sandbox:
     if backend == "local":
         from sandboxes.local_backend import LocalSandbox
 
-        unknown = sorted(set(options) - {"unbounded"})
+        unknown = sorted(set(options) - _LOCAL_OPTIONS)
         if unknown:
-            raise SandboxError(f"the local backend takes only the option 'unbounded', got {unknown}")
+            raise SandboxError(
+                f"the local backend takes only the options {sorted(_LOCAL_OPTIONS)}, got {unknown}"
+            )
         return LocalSandbox(**options)
     try:
         return open_sandbox("docker", **options)
@@ -63,7 +68,7 @@ def open_sandbox(backend: str = "auto", **options: Any) -> Sandbox:
             "Docker sandbox unavailable (%s); using the local bubblewrap sandbox: WEAKER isolation",
             exc,
         )
-        return open_sandbox("local")
+        return open_sandbox("local", **{k: v for k, v in options.items() if k in _SHARED_OPTIONS})
 
 
 def check(backend: str = "auto", **options: Any) -> tuple[bool, str]:

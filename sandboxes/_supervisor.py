@@ -207,10 +207,21 @@ def _kill_all():
 
 
 def _reap():
-    """Collect dead children (every orphan, as the local namespace's PID 1): zombies count as processes."""
+    """Collect dead children (every orphan, as the local namespace's PID 1; the fork server's REPL child):
+    zombies count as processes."""
     with contextlib.suppress(ChildProcessError):
         while os.waitpid(-1, os.WNOHANG)[0]:
             pass
+
+
+_FORKSERVER: dict = {}  # the fork server module's namespace, once loaded
+
+
+def _repl(header):
+    """The fork server (``_forkserver.py``, shipped as ``_FORKSERVER_SOURCE`` by ``protocol``), loaded once."""
+    if not _FORKSERVER:
+        exec(globals()["_FORKSERVER_SOURCE"], _FORKSERVER)
+    return _FORKSERVER["run"](header)
 
 
 def _wipe(dirs):
@@ -315,11 +326,15 @@ def _emit(frame, out=b"", err=b""):
 def _serve_one(stdin, header, baseline):
     frame = {"exit_code": None, "wall_s": 0.0, "clean": False, "nonce": header["nonce"]}
     kill_all = header["kill_all"] and os.getuid() != 0  # never kill(-1) as root: that could reach the host
+    # A session's runs share this sandbox: the first one starts clean, later ones continue its state; the
+    # parent ends the session with an ordinary run, whose clean-up ends everything the session left.
+    session = header.get("session", "")
     try:
         stdin_data = _read_exact(stdin, header["stdin_len"])
-        if kill_all:
+        if kill_all and session != "continue":
             _kill_all()
-        _wipe(header["scratch"])
+        if session != "continue":
+            _wipe(header["scratch"])
         _write_files(header["workdir"], header["files"])
     except Exception as exc:  # noqa: BLE001 - set-up failed before the program ran: our failure, say what
         frame.update(stopped_by="sandbox_error", detail=f"supervisor set-up: {exc!r}")
@@ -329,17 +344,20 @@ def _serve_one(stdin, header, baseline):
     detail = ""
     started = time.monotonic()
     try:
-        stopped_by, code, out, err = _run(header, stdin_data)
+        stopped_by, code, out, err = _repl(header) if header.get("repl") else _run(header, stdin_data)
     except OSError as exc:  # e.g. command not found: the program's problem, reported like a shell would
         stopped_by, code, out, err = "exit", 127, b"", str(exc).encode()
         detail = f"could not start the command: {exc}"
     wall = time.monotonic() - started
     if stopped_by == "exit" and oom_before >= 0 and _oom_kills() > oom_before:
         stopped_by = "memory"
-    clean = _kill_all() if kill_all else True
-    clean = _wipe(header["scratch"]) and clean
-    clean = _clear_sysv_ipc() and clean
-    clean = _clear_keyrings() and clean
+    if session and stopped_by == "exit":  # kept for the session's next run, never offered to anyone else
+        clean = True
+    else:
+        clean = _kill_all() if kill_all else True
+        clean = _wipe(header["scratch"]) and clean
+        clean = _clear_sysv_ipc() and clean
+        clean = _clear_keyrings() and clean
     clean = _inherited_state() == baseline and clean  # after _kill_all: nothing of the run can change it now
     frame.update(exit_code=code, stopped_by=stopped_by, wall_s=wall, clean=clean, detail=detail)
     _emit(frame, out, err)

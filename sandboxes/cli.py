@@ -17,6 +17,9 @@ def build(
     ),
     mirror: str = typer.Option(None, help="Debian mirror for the offline build (default: deb.debian.org)."),
     force: bool = typer.Option(False, help="Rebuild even if the tag exists."),
+    sci: bool = typer.Option(
+        False, "--sci", help="Build the scientific image (sympy, numpy, mpmath) the python tool uses."
+    ),
     lean: bool = typer.Option(
         False,
         "--lean",
@@ -28,12 +31,13 @@ def build(
         DEFAULT_IMAGE,
         LEAN_DOCKERFILE_DIR,
         LEAN_IMAGE,
+        SCI_IMAGE,
         build_dockerfile,
         build_offline,
     )
 
     logging.basicConfig(level=logging.INFO, format="[sandbox] %(message)s")
-    name = image or (LEAN_IMAGE if lean else DEFAULT_IMAGE)
+    name = image or (LEAN_IMAGE if lean else SCI_IMAGE if sci else DEFAULT_IMAGE)
     try:
         if lean:
             message = build_dockerfile(name, LEAN_DOCKERFILE_DIR)

@@ -19,6 +19,7 @@ from typing import Any, Literal
 from sandboxes import protocol
 from sandboxes.image import DEFAULT_IMAGE
 from sandboxes.pool import Pool
+from sandboxes.sessions import Held
 from sandboxes.types import Mount, RunRequest, RunResult, SandboxError
 
 log = logging.getLogger(__name__)
@@ -229,12 +230,15 @@ class DockerSandbox:
             raise SandboxError(f"sandbox image {image} not found; build it with `rrl sandbox build`") from exc
         self.image, self.warm = image, warm
         self._pool = Pool(start_box, remove_box, pool_size)
+        self._held: Held[tuple[ContainerSpec, Box]] = Held(pool_size, self._give_back)
         if warm and prestart:  # containers for the default limits, so the first runs are already warm
             self._pool.prestart(ContainerSpec.of(image, RunRequest([])))
         _OPEN.add(self)
 
     def run(self, request: RunRequest) -> RunResult:
         spec = ContainerSpec.of(self.image, request)
+        if request.session and self.warm:
+            return self._run_session(request, spec)
         started = time.monotonic()
         try:
             box = self._pool.acquire(spec) if self.warm else start_box(spec)
@@ -252,8 +256,41 @@ class DockerSandbox:
             else:
                 remove_box(box)
 
-    def _request(self, box: Box, request: RunRequest, started: float) -> tuple[RunResult, bool]:
-        payload = protocol.encode(request, kill_all=True)
+    def _run_session(self, request: RunRequest, spec: ContainerSpec) -> RunResult:
+        """A session's run on its held container (see ``sandboxes.sessions``)."""
+        held = self._held.take(request.session)
+        if held is not None and held[0] != spec:  # other limits: a new container, the old one cleaned
+            self._give_back(held)
+            held = None
+        started = time.monotonic()
+        if held is None:
+            self._held.make_room()
+            try:
+                box = self._pool.acquire(spec)
+            except Exception as exc:  # noqa: BLE001 - daemon/API failures are ours, never the program's
+                return RunResult(b"", b"", None, 0.0, "sandbox_error", f"container start: {exc}")
+        else:
+            box = held[1]
+        result, healthy = self._request(box, request, started, "continue" if held else "start")
+        if healthy:
+            self._held.keep(request.session, (spec, box))
+        else:
+            self._pool.release(spec, box, False)
+        return result
+
+    def _give_back(self, held: tuple[ContainerSpec, Box]) -> None:
+        """Clean a session's container with an ordinary run (the supervisor's full clean-up), then pool it."""
+        spec, box = held
+        result, healthy = self._request(box, RunRequest(["true"]), time.monotonic())
+        self._pool.release(spec, box, healthy and result.ok)
+
+    def end_session(self, session: str) -> None:
+        self._held.end(session)
+
+    def _request(
+        self, box: Box, request: RunRequest, started: float, session: protocol.SessionPhase = ""
+    ) -> tuple[RunResult, bool]:
+        payload = protocol.encode(request, kill_all=True, session=session)
         cap = request.limits.output_bytes
         reader = _StreamReader(
             box.sock,
@@ -307,6 +344,8 @@ class DockerSandbox:
             log.debug("kill %s: %s", getattr(container, "short_id", "?"), exc)
 
     def close(self) -> None:
+        for _, box in self._held.close():
+            remove_box(box)
         self._pool.close()
         _OPEN.discard(self)
 

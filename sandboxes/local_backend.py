@@ -24,6 +24,8 @@ from typing import Literal
 
 from sandboxes import protocol
 from sandboxes.cgroup import Cgroups, Leaf
+from sandboxes.image import rootfs_dir
+from sandboxes.sessions import Held
 from sandboxes.types import RunRequest, RunResult, SandboxError
 
 log = logging.getLogger(__name__)
@@ -44,11 +46,23 @@ def bwrap_path() -> str:
     return path
 
 
-def _python() -> str:
+def _python(root: str) -> str:
     for candidate in ("/usr/bin/python3", "/bin/python3"):
-        if os.path.exists(candidate):
+        if os.path.exists(root + candidate):
             return candidate
-    raise SandboxError("no system python3 under /usr/bin: the local sandbox only sees system dirs")
+    raise SandboxError(f"no python3 under {root}/usr/bin: the local sandbox only sees system dirs")
+
+
+def _root(image: str | None) -> str:
+    """Where the system dirs come from: the host ("") or the root fs ``rrl sandbox build`` kept for ``image``."""
+    if image is None:
+        return ""
+    root = rootfs_dir(image)
+    if not root.is_dir():
+        raise SandboxError(
+            f"no root fs for image {image} at {root}: build it with `rrl sandbox build` (as root)"
+        )
+    return str(root)
 
 
 def _warn_once(message: str) -> None:
@@ -65,9 +79,13 @@ class LocalSandbox:
     name = "local"
     isolation: Literal["strong", "weak"] = "weak"
 
-    def __init__(self, unbounded: bool = False) -> None:
+    def __init__(self, unbounded: bool = False, image: str | None = None, max_sessions: int = 8) -> None:
+        """``image``: mount the system dirs from that image's root fs (the Docker image's files), not the
+        host's; ``max_sessions``: namespaces held by sessions at once (``sandboxes.sessions``)."""
         self._bwrap = bwrap_path()
-        self._python = _python()
+        self._root = _root(image)
+        self._python = _python(self._root)
+        self._held: Held[tuple[_Key, _Box]] = Held(max_sessions, self._give_back)
         self._cgroups = Cgroups.find()
         self._local = threading.local()
         self._lock = threading.Lock()
@@ -114,7 +132,7 @@ class LocalSandbox:
             "/dev/mqueue",
         ]
         for d in _SYSTEM_DIRS:
-            argv += ["--ro-bind-try", d, d]
+            argv += ["--ro-bind-try", self._root + d, d]
         size = str(lim.disk_mb << 20)
         argv += ["--size", size, "--tmpfs", protocol.WORKDIR, "--size", size, "--tmpfs", "/tmp"]
         for m in request.mounts:
@@ -126,18 +144,39 @@ class LocalSandbox:
 
     def run(self, request: RunRequest) -> RunResult:
         key = _Key(tuple(self._argv(request)), request.limits.memory_mb, request.limits.pids)
+        held = self._held.take(request.session) if request.session else None
+        if held is not None and (held[0] != key or held[1].proc.poll() is not None):
+            self._give_back(held)  # other limits, or died: the session starts over in a clean box
+            held = None
         for attempt in (1, 2):
-            box = self._take(key)
+            box = held[1] if held is not None else self._take(key)
             if isinstance(box, RunResult):
                 return box
-            result, healthy, sent = self._request(box, request)
-            if healthy:
+            phase: protocol.SessionPhase = "" if not request.session else "continue" if held else "start"
+            result, healthy, sent = self._request(box, request, phase)
+            if healthy and request.session:
+                self._held.keep(request.session, (key, box))
+            elif healthy:
                 self._idle().setdefault(key, box)
             else:
                 self._discard(box)
-            if sent or attempt == 2:  # a warm box found dead before it read the request: retry once
+            if sent or attempt == 2 or held is not None:  # a warm box dead before it read the request: retry
                 return result
         raise AssertionError("unreachable")
+
+    def _give_back(self, held: tuple[_Key, _Box]) -> None:
+        """Clean a session's box with an ordinary run (the supervisor's full clean-up), then keep it warm."""
+        key, box = held
+        if box.proc.poll() is None:
+            result, healthy, _ = self._request(box, RunRequest(["true"]))
+            idle = self._idle()
+            if healthy and result.ok and key not in idle and len(idle) < _IDLE_PER_THREAD:
+                idle[key] = box
+                return
+        self._discard(box)
+
+    def end_session(self, session: str) -> None:
+        self._held.end(session)
 
     def _idle(self) -> dict[_Key, _Box]:
         """This thread's warm boxes: bubblewrap dies with the thread that started it (--die-with-parent)."""
@@ -202,7 +241,9 @@ class LocalSandbox:
         with self._lock:
             self._boxes.discard(box)
 
-    def _request(self, box: _Box, request: RunRequest) -> tuple[RunResult, bool, bool]:
+    def _request(
+        self, box: _Box, request: RunRequest, session: protocol.SessionPhase = ""
+    ) -> tuple[RunResult, bool, bool]:
         """(result, the box may serve the next run, the box was alive when the request was sent)."""
         lim = request.limits
         rlimits = {"RLIMIT_AS": lim.memory_mb << 20, "RLIMIT_FSIZE": lim.disk_mb << 20, "RLIMIT_CORE": 0}
@@ -210,7 +251,7 @@ class LocalSandbox:
             os.geteuid() != 0 and box.leaf is None
         ):  # NPROC counts the real uid; root is exempt, so it would mislead
             rlimits["RLIMIT_NPROC"] = lim.pids
-        payload = protocol.encode(request, kill_all=True, rlimits=rlimits)
+        payload = protocol.encode(request, kill_all=True, rlimits=rlimits, session=session)
         oom_before = box.leaf.oom_kills() if box.leaf is not None else 0
         started = time.monotonic()
         outcome, out, err = _exchange(
@@ -265,6 +306,7 @@ class LocalSandbox:
 
     def close(self) -> None:
         """Kill every warm box (and whatever runs in it) and remove its cgroup leaf."""
+        self._held.close()
         with self._lock:
             boxes = list(self._boxes)
         for box in boxes:

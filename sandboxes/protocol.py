@@ -7,10 +7,14 @@ import json
 import secrets
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from sandboxes.types import RunRequest, RunResult
 
 SUPERVISOR_SOURCE = (Path(__file__).parent / "_supervisor.py").read_text()
+# The fork server runs in the supervisor's process; it is shipped as a string the supervisor execs on first use.
+_FORKSERVER = (Path(__file__).parent / "_forkserver.py").read_text()
+_SOURCE = f"_FORKSERVER_SOURCE = {_FORKSERVER!r}\n{SUPERVISOR_SOURCE}"
 WORKDIR = "/work"
 SCRATCH = (WORKDIR, "/tmp", "/dev/shm", "/dev/mqueue")  # emptied before and after every run
 BASE_ENV = {
@@ -21,10 +25,11 @@ BASE_ENV = {
     "PYTHONDONTWRITEBYTECODE": "1",
 }
 _MAGIC = b"RRL1 "
+SessionPhase = Literal["", "start", "continue"]
 
 
 def supervisor_command(python: str = "python3") -> list[str]:
-    return [python, "-I", "-S", "-c", SUPERVISOR_SOURCE]
+    return [python, "-I", "-S", "-c", _SOURCE]
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,8 +38,15 @@ class Payload:
     nonce: str
 
 
-def encode(request: RunRequest, *, kill_all: bool, rlimits: dict[str, int] | None = None) -> Payload:
-    """Header line + stdin bytes for the supervisor."""
+def encode(
+    request: RunRequest,
+    *,
+    kill_all: bool,
+    rlimits: dict[str, int] | None = None,
+    session: SessionPhase = "",
+) -> Payload:
+    """Header line + stdin bytes for the supervisor. ``session``: "" an ordinary run (clean-up before and after),
+    "start" / "continue" a session's first / later run on its held sandbox (no clean-up after a normal exit)."""
     nonce = secrets.token_hex(16)
     files = {
         # surrogatepass: a text file with a lone surrogate is written as-is; the program decides what it means
@@ -55,6 +67,8 @@ def encode(request: RunRequest, *, kill_all: bool, rlimits: dict[str, int] | Non
         "kill_all": kill_all,
         "rlimits": rlimits or {},
         "nonce": nonce,
+        "session": session,
+        "repl": None if request.repl is None else request.repl.header(),
     }
     return Payload(json.dumps(header).encode() + b"\n" + request.stdin, nonce)
 

@@ -30,8 +30,33 @@ class Mount:
 
 
 @dataclass(frozen=True, slots=True)
+class ReplCell:
+    """A python cell for the sandbox's warm interpreter (``sandboxes/_forkserver.py``) instead of a command:
+    ``preload`` modules are imported once per sandbox, ``history`` (the session's earlier cells) is run silently
+    first when the session's interpreter is new; ``cell_s`` bounds the cell itself (``Limits.wall_s`` the whole
+    run, history included); ``address_space_mb`` caps the interpreter (a memory bomb is a fast MemoryError)."""
+
+    code: str
+    history: tuple[str, ...] = ()
+    preload: tuple[str, ...] = ()
+    cell_s: float | None = None
+    address_space_mb: int | None = None
+
+    def header(self) -> dict[str, object]:
+        return {
+            "code": self.code,
+            "history": list(self.history),
+            "preload": list(self.preload),
+            "cell_s": self.cell_s,
+            "address_space_mb": self.address_space_mb,
+        }
+
+
+@dataclass(frozen=True, slots=True)
 class RunRequest:
-    """A program to run: files written into the work dir, then ``command`` run there with ``stdin``."""
+    """A program to run: files written into the work dir, then ``command`` run there with ``stdin`` (or, with
+    ``repl``, a python cell in the warm interpreter). A non-empty ``session`` (a trajectory) keeps one sandbox
+    for its runs, state included, until ``Sandbox.end_session`` cleans it for the next user."""
 
     command: list[str]
     files: dict[str, bytes | str] = field(default_factory=dict)
@@ -39,6 +64,8 @@ class RunRequest:
     limits: Limits = field(default_factory=Limits)
     env: dict[str, str] = field(default_factory=dict)
     mounts: tuple[Mount, ...] = ()
+    repl: ReplCell | None = None
+    session: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,5 +95,9 @@ class Sandbox(Protocol):
     isolation: Literal["strong", "weak"]
 
     def run(self, request: RunRequest) -> RunResult: ...
+
+    def end_session(self, session: str) -> None:
+        """Clean the sandbox ``session`` held (every process, file and IPC object it left) and free it."""
+        ...
 
     def close(self) -> None: ...

@@ -1,31 +1,27 @@
-"""``python``: runs a cell of model-written code in the sandbox; state persists across the calls of one
-trajectory and nothing is shared between trajectories.
+"""``python``: runs a cell of model-written code in the sandbox, REPL-style; state persists across the calls of
+one trajectory and nothing is shared between trajectories.
 
-Semantics (replay). Each call sends the trajectory's earlier cells plus the new one to a warm sandbox, which
-re-runs the earlier cells with their output discarded and then runs the new cell with its output shown (a trailing
-expression's value is printed, as in a REPL). So variables, functions, imports and files written by earlier cells
-are there again; ``random`` is seeded at the start (when a cell mentions it), so replays recompute the same values. The sandbox's supervisor
-kills every process and wipes the scratch dirs after each run, so no variable, file or background process can reach
-another trajectory (or outlive the call: a background process does not survive between calls). Cells that ran out
-of time, memory or output are not replayed; cells that raised are (their side effects before the error count).
-Each call's wall limit is ``budget_s`` plus the recorded time of the replayed cells (capped at 4 x ``budget_s``).
+Semantics (a live interpreter per trajectory). A trajectory's calls go to one warm sandbox it holds
+(``RunRequest.session``) whose fork server keeps a python child alive between cells: variables, imports, files
+and background processes of earlier cells are there, and a value the model saw (``time``, ``random``,
+``os.urandom``, ``uuid``, a temporary file's name, a file read) is the value the next cell sees, as in a real
+REPL. The sandbox imports sympy, numpy and mpmath once (``SCI_IMAGE``, ``SCI_PRELOAD``) and forks the child
+from that interpreter, so ``import sympy`` in a cell costs nothing. ``end_session`` gives the sandbox back: the
+supervisor kills every process and wipes files and IPC before any other trajectory gets it.
 
-Why replay, not a persistent interpreter per trajectory: the warm pool's supervisor resets the sandbox after every
-run, which is what keeps trajectories from seeing each other; a persistent interpreter needs a sandbox held per
-trajectory for its whole life (256 containers for 256 trajectories in flight) or a new supervisor mode. Measured
-with ``bench/tool_calls.py`` on this 2-core machine (shared, load average 17-31, so absolute numbers are
-pessimistic; bench/RESULTS.md#tool-calls), Docker, pool of 4:
-- warm, one call at a time: p50 79-104 ms per call, about one bare interpreter start (74-113 ms in the same runs);
-  the sandbox round trip itself is 2-3 ms. The second call of a trajectory (which replays the first cell) costs
-  the same within the noise.
-- warm, 256 trajectories x 2 calls in flight: 9.3-11.8 calls/s (the 2 cores bound it; latency is queueing).
-- cold (one container per call, what a held-per-trajectory sandbox costs to start): 1.1-2.3 s per call, so
-  starting 256 per-trajectory sandboxes alone would take minutes per batch.
-Replay's cost grows with the number of earlier cells (bounded by ``max_turns``) and their run time.
+Held sandboxes are bounded (the Docker pool's size; ``max_sessions`` for the local backend): when more
+trajectories are in flight, the least recently used one gives its sandbox back, and its next call replays its
+earlier cells silently into a new interpreter (``ReplCell.history``; ``random`` and ``numpy.random`` are seeded
+when an interpreter starts, so a replay recomputes those; clocks and ``os.urandom`` it cannot). Cells that ran
+out of time, memory or output, or killed the interpreter, end it: they are not replayed, the earlier ones are.
+A call's cell gets ``budget_s``; the whole run (a replay included) at most 4 x ``budget_s``.
 
-Limits are the code grader's defaults: 512 MB memory (also as an address-space cap inside, so a memory bomb is a
-fast ``MemoryError``), 64 processes, 1 CPU, 1 MiB output per stream, no network; the model sees at most
-``max_output_chars`` of the output (head and tail). The sandbox image has the standard library only (no numpy/sympy).
+Why not replay every call (the design before): its 10th call re-ran cells 1-9 and their imports (hundreds of
+ms for sympy each time); bench/RESULTS.md#tool-calls has both designs' figures.
+
+Limits are the code grader's defaults: 512 MB memory (also as an address-space cap on the interpreter, so a
+memory bomb is a fast ``MemoryError``), 64 processes, 1 CPU, 1 MiB output per stream, no network; the model
+sees at most ``max_output_chars`` of the output (head and tail).
 """
 
 from __future__ import annotations
@@ -33,23 +29,25 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from reasoning_rl.registry import TOOLS
 from reasoning_rl.tools.base import ToolResult, ToolStatus
 from sandboxes import Limits, RunRequest, RunResult, Sandbox, open_sandbox
-
-_RUNNER = (Path(__file__).parent / "_replay.py").read_text()
-_REPLAYED = ("exit",)  # stopped_by values whose cells are replayed later
+from sandboxes.image import SCI_IMAGE, SCI_PRELOAD
+from sandboxes.types import ReplCell
 
 
 @dataclass
 class _Session:
+    """A trajectory's cells so far (replayed only into a new interpreter) and its sandbox session's key: unique
+    per trajectory life, so a name reused after ``end_session`` never meets the old state."""
+
+    key: str = field(default_factory=lambda: uuid.uuid4().hex)
     cells: list[str] = field(default_factory=list)
-    wall_s: list[float] = field(default_factory=list)
 
 
 class PythonTool:
@@ -72,16 +70,19 @@ class PythonTool:
         memory_mb: int = 512,
         output_bytes: int = 1 << 20,
         max_output_chars: int = 2000,
+        image: str = SCI_IMAGE,
+        preload: tuple[str, ...] = SCI_PRELOAD,
     ) -> None:
         if isinstance(sandbox, str):
-            sandbox = (
-                open_sandbox(sandbox, pool_size=pool_size) if sandbox != "local" else open_sandbox("local")
-            )
+            options: dict[str, Any] = {"image": image}
+            options.update({"max_sessions": pool_size} if sandbox == "local" else {"pool_size": pool_size})
+            sandbox = open_sandbox(sandbox, **options)
             self._owns_sandbox = True
         else:
             self._owns_sandbox = False
         self.sandbox = sandbox
         self.memory_mb, self.output_bytes, self.max_output_chars = memory_mb, output_bytes, max_output_chars
+        self.preload = tuple(preload)
         self._sessions: dict[str, _Session] = {}
         self._lock = threading.Lock()
         self._executor = ThreadPoolExecutor(max(pool_size, 1), thread_name_prefix="python-tool")
@@ -92,24 +93,23 @@ class PythonTool:
             return ToolResult("Error: the python tool needs a string argument 'code'", "invalid_call")
         with self._lock:
             state = self._sessions.setdefault(session, _Session())
-            cells, walls = list(state.cells), list(state.wall_s)
-        wall = min(budget_s + sum(walls), 4 * budget_s)
-        all_cells = [*cells, code]
+            key, history = state.key, tuple(state.cells)
+        wall = 4 * budget_s  # a cell gets budget_s; the rest is for replaying history into a new interpreter
         request = RunRequest(
-            ["python3", "-I", "-S", "runner.py", str(self.memory_mb), str(len(all_cells))],
-            files={"runner.py": _RUNNER, **{f"cell_{k}": src for k, src in enumerate(all_cells)}},
+            [],
+            repl=ReplCell(code, history, self.preload, cell_s=budget_s, address_space_mb=self.memory_mb),
+            session=key,
             env={"PYTHONHASHSEED": "0"},
             limits=Limits(wall_s=wall, memory_mb=self.memory_mb, output_bytes=self.output_bytes),
         )
         started = time.monotonic()
         result = await asyncio.get_running_loop().run_in_executor(self._executor, self.sandbox.run, request)
         latency = time.monotonic() - started
-        if result.stopped_by in _REPLAYED:
+        if result.stopped_by == "exit":
             with self._lock:
-                state = self._sessions.setdefault(session, _Session())
-                state.cells.append(code)
-                state.wall_s.append(result.wall_s)
-        status, text = self._render(result, wall)
+                if self._sessions.get(session) is state:
+                    state.cells.append(code)
+        status, text = self._render(result, budget_s)
         return ToolResult(
             text, status, latency, f"{result.stopped_by} exit={result.exit_code} {result.detail}"
         )
@@ -137,8 +137,11 @@ class PythonTool:
         return f"{text[: n // 2]}\n... [{len(text) - n} characters cut] ...\n{text[-n // 2 :]}"
 
     def end_session(self, session: str) -> None:
+        """Forget the trajectory; its sandbox is cleaned and freed on a worker thread (a few ms, off the loop)."""
         with self._lock:
-            self._sessions.pop(session, None)
+            state = self._sessions.pop(session, None)
+        if state is not None:
+            self._executor.submit(self.sandbox.end_session, state.key)
 
     def close(self) -> None:
         self._executor.shutdown(wait=False, cancel_futures=True)

@@ -61,7 +61,7 @@ def test_pool_never_exceeds_its_size_and_replaces_unhealthy() -> None:
 def test_open_sandbox_rejects_unknown_backends_and_options() -> None:
     with pytest.raises(SandboxError, match="unknown sandbox backend"):
         sandboxes.open_sandbox("qemu")
-    with pytest.raises(SandboxError, match="takes only the option .unbounded."):
+    with pytest.raises(SandboxError, match="takes only the options .*unbounded"):
         sandboxes.open_sandbox("local", pool_size=2)
     with pytest.raises(ValueError, match="pool_size"):
         Pool(lambda s: s, lambda b: None, size=0)

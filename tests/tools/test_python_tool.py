@@ -105,3 +105,29 @@ def test_repl_details_survive_the_lean_runner(python_tool: PythonTool) -> None:
     assert _call(python_tool, "quit()", s).status == "ok"
     bad = _call(python_tool, "print(1)\x00", s)
     assert bad.status == "error" and "null" in bad.text
+
+
+def test_a_trajectory_whose_sandbox_was_taken_back_replays_into_a_new_interpreter(
+    python_tool: PythonTool,
+) -> None:
+    """The pool holds 2 sandboxes: a third trajectory takes the least recently used one back (cleaned); that
+    trajectory's next call replays its cells into a new interpreter, so its state is there again."""
+    assert _call(python_tool, "a = 1\nimport os\nb = len(os.listdir('/tmp'))", "lru-0").ok
+    for s in ("lru-1", "lru-2"):
+        assert _call(python_tool, "a = 2", s).ok
+    again = _call(python_tool, "print(a, b)", "lru-0")
+    assert again.ok and again.text == "1 0\n", again.text
+    for s in ("lru-0", "lru-1", "lru-2"):
+        python_tool.end_session(s)
+
+
+def test_what_the_model_saw_is_what_the_next_cell_sees(python_tool: PythonTool) -> None:
+    """Issue 28: time, os.urandom, uuid and temporary names are not recomputed between calls."""
+    s = "real-repl"
+    first = _call(
+        python_tool,
+        "import os, time, uuid, tempfile\nv = (time.time(), os.urandom(8).hex(), str(uuid.uuid4()), tempfile.mkdtemp())\nv",
+        s,
+    )
+    assert first.ok and _call(python_tool, "v", s).text == first.text
+    python_tool.end_session(s)
