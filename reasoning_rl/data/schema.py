@@ -70,7 +70,9 @@ def _messages(row: Mapping[str, Any], rules: RowConfig) -> list[dict[str, str]]:
             last = msgs[users[-1]]
             last["content"] = _format(rules.prompt_template, row, last["content"])
         elif rules.prompt_template != DEFAULT_TEMPLATE:
-            raise ValueError("data.prompt_template is set but this row's prompt has no user message to apply it to")
+            raise ValueError(
+                "data.prompt_template is set but this row's prompt has no user message to apply it to"
+            )
     else:
         question = row.get("question", row.get("problem"))
         if not isinstance(question, str) or not question.strip():

@@ -15,7 +15,9 @@ from reasoning_rl.trainer.rewards import error_kind, verdict_grader
 
 def _top_cause(errors: Sequence[Sample]) -> str:
     causes = {(verdict_grader(s), error_kind(s.grade.reason)): s.grade.reason for s in reversed(errors)}
-    (grader, kind), n = Counter((verdict_grader(s), error_kind(s.grade.reason)) for s in errors).most_common(1)[0]
+    (grader, kind), n = Counter((verdict_grader(s), error_kind(s.grade.reason)) for s in errors).most_common(
+        1
+    )[0]
     return f"{n} x {kind} from grader {grader!r} (first: {causes[grader, kind][:160]!r})"
 
 

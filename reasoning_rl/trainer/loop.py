@@ -253,7 +253,10 @@ class Trainer:
     def _check_grading(self, rollouts: Rollouts, step: int) -> None:
         samples_file = self.run_dir / "samples" / f"step_{step}.jsonl" if self.cfg.logging.samples else None
         warning = check_grading(
-            rollouts.samples, step=step, warn_share=self.cfg.grading.warn_error_share, samples_file=samples_file
+            rollouts.samples,
+            step=step,
+            warn_share=self.cfg.grading.warn_error_share,
+            samples_file=samples_file,
         )
         if warning is not None:
             self.console.print("[yellow]warning:[/yellow]", escape(warning), highlight=False)
