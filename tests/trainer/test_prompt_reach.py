@@ -88,3 +88,19 @@ def test_dry_run_prints_the_first_rendered_prompt_of_each_source(
     assert "first prompt of gsm8k_style" in res.stdout
     shown = "".join(res.stdout.split())  # the tiny test tokenizer has no space token: compare without spaces
     assert "".join(INSTRUCTION.split()) in shown and "writea```pythoncodeblock" in shown
+
+
+@pytest.mark.slow
+def test_a_refused_row_is_at_most_three_lines_no_traceback(
+    tmp_path: Path, tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(REPO)
+    own = rows_file(tmp_path, [{"role": "system", "content": "mine"}, {"role": "user", "content": "q"}])
+    res = CliRunner().invoke(
+        app,
+        ["train", str(TIR), "--dry-run", f"model.path={tiny_model_dir}", "run.doctor=false"]
+        + [f"data.train=[{{path: '{own.path}'}}]"],
+    )
+    assert res.exit_code == 2 and "Traceback" not in res.output
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) <= 3 and "has its own system message" in res.stderr
