@@ -5,6 +5,7 @@ from __future__ import annotations
 import bisect
 import math
 import random
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,9 +17,16 @@ RESERVOIR = 4096
 HIST_EDGES_MS: list[float] = [10 ** (k / 4) for k in range(-8, 25)]
 
 
+_KIND = re.compile(r"[a-z][a-z0-9_]{0,39}")
+
+
 def error_kind(reason: str) -> str:
-    """The stable prefix of an error reason ("timeout", "grader_exception", ...), for low-cardinality counts."""
-    return reason.split(":", 1)[0].strip() or "unspecified"
+    """The stable prefix of an error reason ("timeout", "grader_exception", ...), for low-cardinality counts
+    and metric keys: a prefix that is no identifier (a plugin's free-text reason) counts as ``other``."""
+    head = reason.split(":", 1)[0].strip()
+    if not head:
+        return "unspecified"
+    return head if _KIND.fullmatch(head) else "other"
 
 
 def percentile(sorted_values: list[float], q: float) -> float:

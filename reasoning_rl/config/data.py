@@ -37,11 +37,13 @@ class RowConfig(_Section):
 
     prompt_template: str = Field(
         default="{question}",
-        description="Python format string applied to simple rows ({question}, plus any column).",
+        description="Python format string for each prompt: a simple row's question, or the last user message "
+        "of a verl chat row ({question}, plus any column); a row it cannot reach is refused.",
     )
     system_prompt: str | None = Field(
         default=None,
-        description="System message put before each prompt that has none; None: no system message.",
+        description="System message put before each prompt; a row with its own system message is refused "
+        "while it is set. None: no system message.",
     )
     grader_map: dict[str, str] = Field(
         default_factory=dict,

@@ -71,6 +71,13 @@ class GradingConfig(_Section):
         description="Run the golden cases of the graders this run uses before "
         "step 1 (`rrl graders selftest`); a disagreement stops the run.",
     )
+    warn_error_share: float = Field(
+        default=0.5,
+        ge=0.0,
+        le=1.0,
+        description="Warn when more than this share of a step's samples are grader errors (masked, untrained); "
+        "a step with no judged sample at all stops the run.",
+    )
     rewards: list[RewardTermConfig] = Field(
         default_factory=list,
         description="Composed reward for every row: [{grader, weight, options, name}, ...], reward = "

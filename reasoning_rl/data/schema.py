@@ -15,6 +15,7 @@ from graders import known_source_grader
 from reasoning_rl.config import RowConfig
 
 ROLES = ("system", "user", "assistant")
+DEFAULT_TEMPLATE = "{question}"  # data.prompt_template's default: the question as it is
 
 
 class DataError(ValueError):
@@ -33,33 +34,56 @@ class Example:
     extra_info: dict[str, Any] | None = None  # None: the row has none (a grader asking for it is refused)
 
 
+def _format(template: str, row: Mapping[str, Any], question: str) -> str:
+    fields = {k: v for k, v in row.items() if isinstance(k, str)}
+    fields["question"] = question
+    try:
+        return template.format(**fields)
+    except (KeyError, IndexError) as exc:
+        raise ValueError(f"data.prompt_template refers to {exc} which this row lacks") from None
+
+
+def _chat(prompt: Any) -> list[dict[str, str]]:
+    if isinstance(prompt, str):
+        return [{"role": "user", "content": prompt}]
+    if not isinstance(prompt, list | tuple) or not prompt:
+        raise ValueError("'prompt' must be a non-empty string or list of chat messages")
+    msgs = []
+    for i, m in enumerate(prompt):
+        if not isinstance(m, Mapping) or not isinstance(m.get("content"), str):
+            raise ValueError(f"prompt[{i}] must be a mapping with a string 'content'")
+        if m.get("role") not in ROLES:
+            raise ValueError(f"prompt[{i}].role must be one of {ROLES}, got {m.get('role')!r}")
+        msgs.append({"role": str(m["role"]), "content": str(m["content"])})
+    return msgs
+
+
 def _messages(row: Mapping[str, Any], rules: RowConfig) -> list[dict[str, str]]:
+    """The row's chat messages with ``data.prompt_template`` and ``data.system_prompt`` applied. The template
+    formats the question of a simple row and the last user message of a verl row alike (a template the user
+    set is never dropped silently); a row it or the system prompt cannot reach is refused with the reason."""
     prompt = row.get("prompt")
     if prompt is not None:
-        if isinstance(prompt, str):
-            msgs = [{"role": "user", "content": prompt}]
-        elif isinstance(prompt, list | tuple) and prompt:
-            msgs = []
-            for i, m in enumerate(prompt):
-                if not isinstance(m, Mapping) or not isinstance(m.get("content"), str):
-                    raise ValueError(f"prompt[{i}] must be a mapping with a string 'content'")
-                if m.get("role") not in ROLES:
-                    raise ValueError(f"prompt[{i}].role must be one of {ROLES}, got {m.get('role')!r}")
-                msgs.append({"role": str(m["role"]), "content": str(m["content"])})
-        else:
-            raise ValueError("'prompt' must be a non-empty string or list of chat messages")
+        msgs = _chat(prompt)
+        users = [i for i, m in enumerate(msgs) if m["role"] == "user"]
+        if users:
+            last = msgs[users[-1]]
+            last["content"] = _format(rules.prompt_template, row, last["content"])
+        elif rules.prompt_template != DEFAULT_TEMPLATE:
+            raise ValueError(
+                "data.prompt_template is set but this row's prompt has no user message to apply it to"
+            )
     else:
         question = row.get("question", row.get("problem"))
         if not isinstance(question, str) or not question.strip():
             raise ValueError("needs 'prompt' (verl schema) or a non-empty 'question'/'problem' string")
-        fields = {k: v for k, v in row.items() if isinstance(k, str)}
-        fields["question"] = question
-        try:
-            content = rules.prompt_template.format(**fields)
-        except (KeyError, IndexError) as exc:
-            raise ValueError(f"data.prompt_template refers to {exc} which this row lacks") from None
-        msgs = [{"role": "user", "content": content}]
-    if rules.system_prompt and msgs[0]["role"] != "system":
+        msgs = [{"role": "user", "content": _format(rules.prompt_template, row, question)}]
+    if rules.system_prompt:
+        if msgs[0]["role"] == "system":
+            raise ValueError(
+                "data.system_prompt is set but this row has its own system message, which would replace it; "
+                "unset data.system_prompt or drop the row's system message"
+            )
         msgs.insert(0, {"role": "system", "content": rules.system_prompt})
     return msgs
 

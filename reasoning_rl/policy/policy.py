@@ -27,6 +27,7 @@ from reasoning_rl.policy.model import load_tokenizer, save_hf_model
 from reasoning_rl.policy.sharded import load_train_state, save_train_state
 from reasoning_rl.policy.train_state import clip_and_step, load_trainable
 from reasoning_rl.policy.wrap import ScoringModule, equalize, forward_micro, score
+from reasoning_rl.policy.zero_advantage import TOKEN_AVERAGES, drop_rows, trained_rows, zero_missing_grads
 
 METRIC_KEYS = ("pg_loss", "clip_frac", "ratio_mean", "entropy", "kl")
 
@@ -160,6 +161,7 @@ class Policy:
         *,
         max_response_len: int | None = None,
         token_weights: Tensor | None = None,
+        skip_zero_advantage: bool = True,
     ) -> dict[str, float]:
         """One optimizer step on ``batch`` (micro-batched inside). Call on every rank with its shard.
 
@@ -167,7 +169,8 @@ class Policy:
         the current log-probs, detached (ratio 1: one on-policy update, no separate scoring pass).
         ``max_response_len``: the constant of ``seq-mean-token-sum-norm`` (the run's token budget); None: the
         longest response over all ranks. ``token_weights`` [B, T]: per-token loss weights (rollout-mismatch
-        correction), None = 1.
+        correction), None = 1. ``skip_zero_advantage``: no forward/backward for rows that cannot have a
+        gradient (``zero_advantage``; the step is unchanged).
         Returns loss, pg_loss, clip_frac, ratio_mean, entropy, kl (if ref), grad_norm, lr, tokens.
         """
         b, t = batch.shape
@@ -187,6 +190,14 @@ class Policy:
                 torch.tensor(compute_normalizer(cfg.loss_agg, mask, max_response_len=max_len))
             ).item()
         )
+        keep = trained_rows(advantages, mask, cfg) if skip_zero_advantage else None
+        scale = 1.0
+        if keep is not None:
+            plans = drop_rows(plans, keep)
+            live = dist.all_reduce_sum(
+                torch.tensor(compute_normalizer(cfg.loss_agg, mask[keep], max_response_len=max_len))
+            )
+            scale = normalizer / float(live) if float(live) > 0 else 0.0
         world = dist.world_size() if self.fsdp else 1
         sums = torch.zeros(
             len(METRIC_KEYS) + 1, device=self.device
@@ -222,13 +233,16 @@ class Policy:
                 if key in metrics:
                     sums[k] += metrics[key]
         sums = dist.all_reduce_sum(sums.cpu())
+        if keep is not None:
+            zero_missing_grads(self.module)  # no row trained anywhere: still the optimizer step of zero grads
         grad_norm = clip_and_step(self.module, self.optimizer, self.grad_clip)
         out = {"loss": float(sums[0]), "grad_norm": grad_norm, "lr": self.optimizer.param_groups[0]["lr"]}
         for k, key in enumerate(METRIC_KEYS, start=1):
             if key != "kl" or ref_logprobs is not None:
-                out[key] = float(sums[k])
+                out[key] = float(sums[k]) * (scale if key in TOKEN_AVERAGES else 1.0)
         out["tokens"] = float(dist.all_reduce_sum(torch.tensor(float(batch.num_tokens))).item())
         out["micro_batches"] = float(len(plans))
+        out["skipped_rows"] = float(len(batch) - int(keep.sum())) if keep is not None else 0.0
         self.scheduler.step()
         self.step += 1
         return out

@@ -135,8 +135,15 @@ def train_command(
     from reasoning_rl.freshness import WeightSyncError
     from reasoning_rl.trainer.loop import Trainer
 
+    trainer = Trainer(cfg, console=console)
     try:
-        summary = Trainer(cfg, console=console).run()
+        summary = trainer.run()
+    except KeyboardInterrupt:
+        from reasoning_rl.trainer.interrupt import interrupted_message
+
+        for line in interrupted_message(cfg, trainer.completed_step, config_path, overrides):
+            console.print(line, markup=False, highlight=False, soft_wrap=True)
+        return 130
     except _user_errors() as exc:
         return _fail(exc)
     except (

@@ -14,7 +14,7 @@ from rich.console import Console
 
 from graders.runtime import resolve_grader
 from reasoning_rl.config import Config, ConfigError
-from reasoning_rl.data import Example
+from reasoning_rl.data import Example, Prompt
 from reasoning_rl.policy.model import check_model_path, load_tokenizer
 from reasoning_rl.trainer.resume import TrainError
 from reasoning_rl.trainer.reward_plan import RewardPlan
@@ -73,6 +73,18 @@ def _check_tools(cfg: Config, tokenizer: Any) -> str | None:
     return ", ".join(sorted(tools.tools))
 
 
+def show_first_prompts(tokenizer: Any, prompts: list[Prompt], console: Console) -> None:
+    """Print the first rendered prompt of each data source exactly as the model gets it (template, system
+    prompt and chat template applied, decoded from the prompt's token ids), so a dropped instruction shows."""
+    first: dict[str, Prompt] = {}
+    for p in prompts:
+        first.setdefault(p.example.data_source, p)
+    for source, p in first.items():
+        text = tokenizer.decode(p.token_ids, skip_special_tokens=False)
+        console.print(f"first prompt of {source} ({len(p.token_ids)} tokens):", highlight=False)
+        console.print(text, markup=False, highlight=False, soft_wrap=True)
+
+
 def dry_run(cfg: Config, console: Console) -> None:
     """Validate what ``cfg`` names; print what was checked. Raises a user error at the first problem."""
     from reasoning_rl.doctor import blocking, run_checks
@@ -84,6 +96,7 @@ def dry_run(cfg: Config, console: Console) -> None:
     )
     console.print(f"model: {cfg.model.path} (tokenizer loads)")
     train, val = load_data(cfg, tokenizer, console)
+    show_first_prompts(tokenizer, train + val, console)
     specs = _check_graders(cfg, [p.example for p in train + val])
     console.print(f"graders: {', '.join(specs)} (load; options accepted)")
     built = _check_tools(cfg, tokenizer)

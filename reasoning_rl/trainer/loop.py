@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import torch
 from rich.console import Console
+from rich.markup import escape
 
 from reasoning_rl.config import Config, save_config
 from reasoning_rl.data import PromptSampler
@@ -27,6 +28,7 @@ from reasoning_rl.trainer.checkpoint import CheckpointManager
 from reasoning_rl.trainer.collect import collect
 from reasoning_rl.trainer.eval import EvalResult, evaluate, prompt_messages, write_rows
 from reasoning_rl.trainer.governance import identity_fields
+from reasoning_rl.trainer.grading_health import check_grading
 from reasoning_rl.trainer.metrics import MetricsLogger, check_wandb
 from reasoning_rl.trainer.records import Rollouts
 from reasoning_rl.trainer.resume import TrainError, check_config, check_data, data_fingerprint, rotate
@@ -63,6 +65,7 @@ class Trainer:
         self.ckpt = CheckpointManager(self.run_dir / "checkpoints", keep=cfg.trainer.keep_checkpoints)
         self._sample_rows: list[dict[str, Any]] = []  # the last step's samples (samples/, TensorBoard, W&B)
         self.rewards = RewardPlan(cfg.grading)  # each row's reward components (grading.rewards)
+        self.completed_step = 0  # the last step that finished (what an interrupted run reports)
 
     # ------------------------------------------------------------------------------------------ setup
     def _resume_point(self) -> Any:
@@ -106,6 +109,7 @@ class Trainer:
             if kept is not None:
                 self.console.print(f"previous trace.jsonl kept as {kept.name}")
         start_step = info.step if info is not None else 0
+        self.completed_step = start_step
         seed_everything(cfg.run.seed)
         parts = build_components(cfg, self.run_dir, console=self.console)
         sampler = PromptSampler(len(parts.train_prompts), cfg.run.seed, shuffle=cfg.data.shuffle)
@@ -142,7 +146,7 @@ class Trainer:
                 log.log(step, metrics)
                 log.log_samples(step, self._sample_rows)
                 summary.rewards.append(metrics["reward/mean"])
-                summary.steps = step
+                summary.steps = self.completed_step = step
                 last = step == cfg.trainer.steps
                 # every eval.every steps, and always at the last step (as verl and TRL do)
                 if parts.val_prompts and (last or (cfg.eval.every and step % cfg.eval.every == 0)):
@@ -171,6 +175,7 @@ class Trainer:
         t_step = time.time()
         rollouts = self._gather(parts, sampler, trace, step)  # generate n per prompt, graded as each finishes
         self._write_samples(step, rollouts)
+        self._check_grading(rollouts, step)  # no judged sample: stop; many errors: warn
         parts.engine_sleep()  # the trainer's passes get the engine's memory
         batch, batch_metrics = make_train_batch(rollouts, parts.models, parts.plan, trace=trace, step=step)
         trained = update(parts.models, batch, parts.plan, trace=trace, step=step)  # policy (+ critic) steps
@@ -244,6 +249,17 @@ class Trainer:
         ]
         if self.cfg.logging.samples:
             write_rows(self.run_dir / "samples" / f"step_{step}.jsonl", self._sample_rows)
+
+    def _check_grading(self, rollouts: Rollouts, step: int) -> None:
+        samples_file = self.run_dir / "samples" / f"step_{step}.jsonl" if self.cfg.logging.samples else None
+        warning = check_grading(
+            rollouts.samples,
+            step=step,
+            warn_share=self.cfg.grading.warn_error_share,
+            samples_file=samples_file,
+        )
+        if warning is not None:
+            self.console.print("[yellow]warning:[/yellow]", escape(warning), highlight=False)
 
     def _rollout_metrics(self, rollouts: Rollouts) -> dict[str, float]:
         """Reward / verdict / length statistics over every sample of the step (judged ones for rewards)."""

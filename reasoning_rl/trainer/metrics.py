@@ -33,6 +33,7 @@ CONSOLE_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("reward/mean", "reward", "{:.3f}"),
     ("reward/accuracy", "acc", "{:.3f}"),
     ("grading/error", "errors", "{:.0f}"),
+    ("reward/frac_zero_std", "zero-std", "{:.2f}"),
     ("response/length_mean", "len", "{:.0f}"),
     ("policy/kl", "kl", "{:.4f}"),
     ("policy/entropy", "entropy", "{:.3f}"),

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 import torch
 
+from graders.runtime.metrics import error_kind
 from reasoning_rl.algorithms.shaping import overlong_penalty
 from reasoning_rl.config import OverlongConfig
 from reasoning_rl.trainer.records import Sample
@@ -35,22 +36,45 @@ def informative_groups(samples: Sequence[Sample]) -> set[int]:
     return {g for g, values in scores.items() if len(values) > 1}
 
 
+def verdict_grader(s: Sample) -> str:
+    """The grader a sample's verdict comes from: for an error of a composed reward, the component's that
+    erred (``graders.compose`` names it), not the row's own grader."""
+    component = s.grade.details.get("component") if s.masked and s.composed is not None else None
+    if s.composed is not None and component is not None:
+        for term, _ in s.composed.components:
+            if term.name == component:
+                return term.grader
+    return s.example.grader
+
+
 def sample_metrics(samples: Sequence[Sample], rewards: torch.Tensor, mask: torch.Tensor) -> dict[str, float]:
     """Reward mean/std and accuracy over judged samples, verdicts per grader, response lengths, truncation."""
     out: dict[str, float] = {}
     judged = rewards[mask]
     out["reward/mean"] = float(judged.mean()) if judged.numel() else float("nan")
     out["reward/std"] = float(judged.std(unbiased=False)) if judged.numel() else float("nan")
+    # TRL's frac_reward_zero_std: groups whose judged rewards are all equal (no GRPO signal, no update work)
+    groups = {s.group for s in samples if not s.masked}
+    out["reward/frac_zero_std"] = (
+        1.0 - len(informative_groups(samples)) / len(groups) if groups else float("nan")
+    )
     correct = sum(1 for s in samples if s.grade.verdict == "correct")
     out["reward/accuracy"] = correct / max(1, int(mask.sum()))
-    verdicts = Counter((s.example.grader, s.grade.verdict) for s in samples)
+    verdicts = Counter((verdict_grader(s), s.grade.verdict) for s in samples)
     for verdict in ("correct", "incorrect", "error"):
         out[f"grading/{verdict}"] = float(sum(n for (_, v), n in verdicts.items() if v == verdict))
     for (grader, verdict), n in verdicts.items():
         out[f"grading/{grader}/{verdict}"] = float(n)
-    reasons = Counter(s.grade.reason.split(":")[0] for s in samples if s.masked)
+    reasons = Counter(error_kind(s.grade.reason) for s in samples if s.masked)
     for reason, n in reasons.items():
-        out[f"grading/error_reason/{reason or 'unknown'}"] = float(n)
+        out[f"grading/error_reason/{reason}"] = float(n)
+    components = Counter(
+        str(s.grade.details["component"])
+        for s in samples
+        if s.masked and s.composed is not None and "component" in s.grade.details
+    )
+    for name, n in components.items():
+        out[f"grading/error_component/{name}"] = float(n)
     lengths = torch.tensor([len(s.completion.token_ids) for s in samples], dtype=torch.float32)
     out["response/length_mean"] = float(lengths.mean()) if lengths.numel() else 0.0
     out["response/length_max"] = float(lengths.max()) if lengths.numel() else 0.0

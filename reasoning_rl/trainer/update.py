@@ -39,6 +39,7 @@ def update(
                     assert mini.returns is not None and mini.values is not None  # GAE filled them
                     _add(stats, "critic", models.critic.train_step(mini.tokens, mini.returns, mini.values))
         attrs["tokens"] = batch.tokens.num_tokens * a.epochs
+        attrs["skipped_rows"] = sum(stats.get("policy/skipped_rows", []))  # zero advantage: no pass run
     trace.counter("tokens_trained", step, batch.tokens.num_tokens * a.epochs)
     if torch.cuda.is_available():
         trace.counter("gpu_mem_peak_bytes", step, torch.cuda.max_memory_allocated())

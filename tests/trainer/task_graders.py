@@ -62,3 +62,13 @@ class TargetFromContext:
         if str(info["target"]) in response:
             return Grade.correct("contains extra_info.target")
         return Grade.incorrect("extra_info.target not in response")
+
+
+class AlwaysErrors(ContainsAnswer):
+    """Judges nothing: every grade is an ``error`` with a free-text reason (a run routed to it has nothing to
+    train on and must stop saying so, and the reason's text must not become a metric key)."""
+
+    name = "always_errors"
+
+    def grade(self, response: str, ground_truth: Any, **options: Any) -> Grade:
+        return Grade.error("Could not reach the judge service at http://judge:8000")

@@ -1,0 +1,38 @@
+"""Rows that cannot move the policy: with an exactly zero advantage on every response token and no loss term
+that reads the row otherwise (an entropy bonus, a KL loss), a row's policy-gradient term and its gradient are
+exactly 0, so ``Policy.train_step`` skips its forward and backward. Steps where every GRPO group has equal
+rewards then cost an optimizer step, not a full pass that changes nothing. The loss normaliser is still the
+whole batch's, so the step is the same as with the rows in it; metrics that average over tokens (ratio,
+clip fraction, entropy, KL) are rescaled to the rows that were trained."""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from reasoning_rl.algorithms.losses import LossConfig
+
+TOKEN_AVERAGES = ("clip_frac", "ratio_mean", "entropy", "kl")  # METRIC_KEYS a skipped row would dilute
+
+
+def trained_rows(advantages: Tensor, response_mask: Tensor, cfg: LossConfig) -> Tensor | None:
+    """[B] bool: the rows whose loss can have a gradient; None when every row can (entropy or KL loss on)."""
+    if cfg.entropy_coef or cfg.uses_kl_loss:
+        return None
+    if advantages.dim() == 1:
+        return advantages != 0
+    return (advantages.masked_fill(~response_mask.bool(), 0) != 0).any(dim=1)
+
+
+def drop_rows(plans: list[list[int]], keep: Tensor) -> list[list[int]]:
+    """The micro-batch plans without the skipped rows (order and grouping kept; empty plans dropped)."""
+    kept = [[r for r in rows if bool(keep[r])] for rows in plans]
+    return [rows for rows in kept if rows]
+
+
+def zero_missing_grads(module: nn.Module) -> None:
+    """A step in which no row was trained still steps the optimizer on zero gradients, as the full pass would
+    have (AdamW's moments and weight decay move the weights; a ``None`` gradient would skip the parameter)."""
+    for p in module.parameters():
+        if p.requires_grad and p.grad is None:
+            p.grad = torch.zeros_like(p)

@@ -1,0 +1,43 @@
+"""A step's grading health: a step whose every sample is a grader ``error`` has nothing to train on (its loss
+is masked everywhere), so the run stops naming the cause instead of exiting 0 having learnt nothing; a high
+error share short of that is a warning on the console."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+
+from reasoning_rl.trainer.records import Sample
+from reasoning_rl.trainer.resume import TrainError
+from reasoning_rl.trainer.rewards import error_kind, verdict_grader
+
+
+def _top_cause(errors: Sequence[Sample]) -> str:
+    causes = {(verdict_grader(s), error_kind(s.grade.reason)): s.grade.reason for s in reversed(errors)}
+    (grader, kind), n = Counter((verdict_grader(s), error_kind(s.grade.reason)) for s in errors).most_common(
+        1
+    )[0]
+    return f"{n} x {kind} from grader {grader!r} (first: {causes[grader, kind][:160]!r})"
+
+
+def check_grading(
+    samples: Sequence[Sample], *, step: int, warn_share: float, samples_file: Path | None
+) -> str | None:
+    """Raise ``TrainError`` when no sample of the step was judged; return a warning line when the error share
+    is over ``warn_share`` (``grading.warn_error_share``), else None."""
+    errors = [s for s in samples if s.masked]
+    if not samples or not errors:
+        return None
+    share = len(errors) / len(samples)
+    if len(errors) == len(samples):
+        raise TrainError(
+            f"step {step}: every one of {len(samples)} samples is a grader error, nothing to train on: "
+            f"{_top_cause(errors)}" + (f"; see {samples_file}" if samples_file is not None else "")
+        )
+    if share > warn_share:
+        return (
+            f"step {step}: {len(errors)} of {len(samples)} samples ({share:.0%}) are grader errors (masked, "
+            f"over grading.warn_error_share={warn_share:g}): {_top_cause(errors)}"
+        )
+    return None

@@ -1,0 +1,63 @@
+"""Rows with an exactly zero advantage are skipped in the update (issue 30 item 9): no forward/backward, the
+same weights after the step as with them, and no skipping when an entropy or KL loss term reads every row."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from reasoning_rl.algorithms import LossConfig  # noqa: E402
+from reasoning_rl.policy import Policy, TokenBatch  # noqa: E402
+from reasoning_rl.policy.zero_advantage import trained_rows  # noqa: E402
+
+
+def batch_of(n: int = 8, seed: int = 0) -> TokenBatch:
+    g = torch.Generator().manual_seed(seed)
+    seqs = [torch.randint(7, 90, (6 + (3 * i) % 7,), generator=g) for i in range(n)]
+    return TokenBatch(seqs, [3] * n)
+
+
+def params(policy: Policy) -> dict[str, torch.Tensor]:
+    return {k: v.detach().clone() for k, v in policy.module.named_parameters()}
+
+
+def test_skipped_rows_leave_the_step_unchanged(tiny_model_dir) -> None:
+    batch = batch_of()
+    warm = torch.linspace(-1, 1, 8)  # a first step everywhere: AdamW moments that a zero-grad step still uses
+    partial = torch.tensor([0.5, -0.5, 0.0, 0.0, 1.0, -1.0, 0.0, 0.0])  # two of four groups all-equal
+    steps = [warm, partial, torch.zeros(8)]
+    runs = []
+    for skip in (False, True):
+        policy = Policy.from_pretrained(str(tiny_model_dir), lr=1e-2, weight_decay=0.1, micro_batch_tokens=40)
+        for name, p in policy.module.named_parameters():
+            # a key bias has an exactly zero gradient (softmax ignores a shift shared by a query's scores);
+            # AdamW would turn its rounding noise into lr-sized steps that no summation order reproduces
+            if name.endswith("k_proj.bias"):
+                p.requires_grad_(False)
+        metrics = [
+            policy.train_step(batch, adv, None, None, LossConfig(), skip_zero_advantage=skip) for adv in steps
+        ]
+        runs.append((params(policy), metrics))
+    (full, m_full), (skipped, m_skip) = runs
+    for name, value in full.items():
+        torch.testing.assert_close(skipped[name], value, rtol=1e-5, atol=1e-6, msg=name)
+    assert [m["skipped_rows"] for m in m_skip] == [0.0, 4.0, 8.0]
+    assert m_skip[2]["micro_batches"] == 0 < m_full[2]["micro_batches"]  # nothing was run forward
+    assert m_skip[1]["micro_batches"] <= m_full[1]["micro_batches"]
+    for a, b in zip(m_full, m_skip, strict=True):
+        assert a["loss"] == pytest.approx(b["loss"], abs=1e-6)
+        assert a["grad_norm"] == pytest.approx(b["grad_norm"])
+    assert m_skip[1]["ratio_mean"] == pytest.approx(1.0)  # over the trained rows, not diluted by skipped ones
+
+
+def test_no_skipping_when_another_loss_term_reads_every_row() -> None:
+    adv, mask = torch.tensor([0.0, 1.0]), torch.ones(2, 3, dtype=torch.bool)
+    assert trained_rows(adv, mask, LossConfig()).tolist() == [False, True]
+    assert trained_rows(adv, mask, LossConfig(entropy_coef=0.01)) is None
+    assert trained_rows(adv, mask, LossConfig(kl_coef=0.1, kl_mode="loss")) is None
+    assert trained_rows(adv, mask, LossConfig(kl_coef=0.1, kl_mode="reward")) is not None  # KL in the reward
+    per_token = torch.tensor([[0.0, 0.0, 2.0], [0.0, 0.0, 0.0]])
+    padded = torch.tensor([[True, True, False], [True, True, True]])
+    assert trained_rows(per_token, padded, LossConfig()).tolist() == [False, False]  # 2.0 sits on padding

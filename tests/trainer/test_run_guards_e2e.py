@@ -1,0 +1,60 @@
+"""`rrl train` as a subprocess (issue 30): a run whose every sample is a grader error stops at step 1 with one
+line and exit 2; Ctrl-C prints after which step it stopped and how to continue (or that it cannot)."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.trainer.test_train_e2e import REPO, config, env, train_cmd
+
+pytestmark = [pytest.mark.slow, pytest.mark.vllm]
+
+
+def test_all_error_run_stops_with_one_line(tmp_path: Path, tiny_model_dir: Path) -> None:
+    cfg = config(
+        tmp_path,
+        tiny_model_dir,
+        "errs",
+        data={"default_grader": "task_graders:AlwaysErrors"},
+        grading={"selftest": False},
+    )
+    proc = subprocess.run(train_cmd(cfg), cwd=REPO, env=env(), capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "Traceback" not in proc.stdout + proc.stderr
+    (line,) = [
+        x for x in proc.stderr.splitlines() if x.startswith("error:")
+    ]  # one line (the rest: engine logs)
+    assert "step 1: every one of 32 samples is a grader error" in line
+    assert "'task_graders:AlwaysErrors'" in line and "other" in line and "step 2" not in proc.stdout
+
+
+def test_ctrl_c_says_where_the_run_stopped_and_how_to_continue(tmp_path: Path, tiny_model_dir: Path) -> None:
+    cfg = config(tmp_path, tiny_model_dir, "intr", trainer={"steps": 50, "checkpoint_every": 1})
+    # SIGINT at its default in the child (a background runner's children may inherit it ignored)
+    proc = subprocess.Popen(
+        train_cmd(cfg, "rollout.n=4"),
+        cwd=REPO,
+        env=env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    done = tmp_path / "intr" / "checkpoints" / "step_2" / "COMPLETE"
+    deadline = time.monotonic() + 240
+    while not done.exists() and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 130, out[-3000:]
+    assert "Traceback" not in out
+    said = [
+        line for line in out.splitlines() if line.startswith(("interrupted", "latest checkpoint", "no check"))
+    ]
+    assert len(said) == 2 and said[0].startswith("interrupted after step ")
+    assert "latest checkpoint:" in said[1] and "trainer.resume=auto" in said[1] and "rollout.n=4" in said[1]
