@@ -162,8 +162,9 @@ def write_rows(path: Path, rows: list[dict[str, Any]]) -> None:
 
 def run_eval(cfg: Config, *, out: Path | None, console: Console) -> tuple[EvalResult, Path]:
     """``rrl eval``: evaluate ``cfg.model`` on ``data.val`` (or ``data.train``), no training."""
+    from reasoning_rl.factory import resolve_device, resolve_model_dir
     from reasoning_rl.policy.model import load_tokenizer
-    from reasoning_rl.trainer.build import build_engine, load_data, resolve_device, resolve_model_dir
+    from reasoning_rl.trainer.build import build_engine, load_data
 
     device = resolve_device(cfg.run.device)
     model_dir = resolve_model_dir(cfg)

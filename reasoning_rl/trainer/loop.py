@@ -19,11 +19,11 @@ import numpy as np
 import torch
 from rich.console import Console
 
+from reasoning_rl.checkpoint import CheckpointManager
 from reasoning_rl.config import Config, save_config
 from reasoning_rl.data import PromptSampler
 from reasoning_rl.trace import TraceWriter
 from reasoning_rl.trainer.build import Components, build_components
-from reasoning_rl.trainer.checkpoint import CheckpointManager
 from reasoning_rl.trainer.collect import collect
 from reasoning_rl.trainer.eval import EvalResult, evaluate, prompt_messages, write_rows
 from reasoning_rl.trainer.governance import identity_fields

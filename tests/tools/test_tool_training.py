@@ -19,11 +19,12 @@ from graders.types import Grade
 from reasoning_rl.algorithms import policy_loss, token_rewards
 from reasoning_rl.config import Config, ConfigError, GradingConfig, LossConfig, load_config
 from reasoning_rl.data import Example, Prompt
+from reasoning_rl.factory import Models
 from reasoning_rl.rollout import Completion, SamplingConfig
 from reasoning_rl.rollout.toolset import ToolSet
 from reasoning_rl.tools import ToolResult
 from reasoning_rl.trace import TraceWriter
-from reasoning_rl.trainer.plan import Models, step_plan
+from reasoning_rl.trainer.plan import step_plan
 from reasoning_rl.trainer.records import Rollouts, Sample
 from reasoning_rl.trainer.reward_plan import RewardPlan
 from reasoning_rl.trainer.tool_collect import collect_with_tools
