@@ -30,9 +30,9 @@ from reasoning_rl.factory import (
 from reasoning_rl.rollout import RolloutEngine, SamplingConfig
 from reasoning_rl.rollout.toolset import ToolSet
 from reasoning_rl.trace import TraceWriter
+from reasoning_rl.trainer.collect import RewardPlan
 from reasoning_rl.trainer.governance import run_graders, selftest_or_raise
 from reasoning_rl.trainer.plan import StepPlan, step_plan
-from reasoning_rl.trainer.reward_plan import RewardPlan
 
 PROBE_PROMPTS = 2  # the freshness probe scores the first prompts (Probe.from_prompts takes 2)
 

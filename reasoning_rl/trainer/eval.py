@@ -23,10 +23,9 @@ from reasoning_rl.config import Config, EvalConfig
 from reasoning_rl.data import Example, Prompt
 from reasoning_rl.rollout import RolloutEngine, SamplingConfig
 from reasoning_rl.rollout.toolset import ToolSet
-from reasoning_rl.trainer.collect import collect
+from reasoning_rl.trainer.collect import RewardPlan, collect, example_context
 from reasoning_rl.trainer.governance import identity_fields
 from reasoning_rl.trainer.records import Sample
-from reasoning_rl.trainer.reward_plan import RewardPlan, example_context
 from reasoning_rl.trainer.tool_collect import turn_fields
 
 
