@@ -1,6 +1,7 @@
-"""Build everything a run needs from its config: data, tokenizer, the models (policy, reference, critic),
-the rollout engine, the grading pool and the step plan, held in ``Components`` with the few operations that
-move state between them (sampling request, engine sleep / weight hand-off, checkpoint files)."""
+"""Build everything a run needs from its config: data, tokenizer, the group of model workers (each rank builds
+its policy, reference, critic and rollout engine with ``reasoning_rl.factory`` from the ``WorkerSpec`` resolved
+here), the grading pool and the step plan, held in ``Components`` with the few operations that move state
+between them (sampling request, engine sleep / weight hand-off, checkpoint files)."""
 
 from __future__ import annotations
 
