@@ -17,10 +17,11 @@ demo: install
 	@$(PY) -m reasoning_rl.demo
 
 lint: install
-	@echo "[lint] ruff (check + format) + mypy"
+	@echo "[lint] ruff (check + format) + mypy + import contracts (lint-imports)"
 	@$(VENV)/bin/ruff check reasoning_rl graders sandboxes tests bench examples
 	@$(VENV)/bin/ruff format --check reasoning_rl graders sandboxes tests bench examples
 	@$(VENV)/bin/mypy
+	@$(VENV)/bin/lint-imports --no-cache
 
 test: services lint
 	@echo "[test] running the whole suite (unit + slow + docker + vllm + distributed)"

@@ -43,10 +43,11 @@ def _median_s(fn: Callable[[], object], repeats: int = REPEATS) -> float:
 
 def measure(name: str) -> dict[str, float | str | int]:
     os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
-    from reasoning_rl.freshness import FreshnessGate, SentFingerprints
+    from reasoning_rl.freshness import FreshnessGate
     from reasoning_rl.handoff import push_weights
     from reasoning_rl.policy import Policy, smollm2_hf_dir
     from reasoning_rl.rollout import make_engine
+    from reasoning_rl.rollout.fingerprints import SentFingerprints
     from reasoning_rl.tiny import build_tiny_model
 
     spec = SIZES[name]

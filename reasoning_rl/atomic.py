@@ -1,6 +1,6 @@
 """Write a directory atomically: fill a temporary sibling, fsync it, then one ``rename`` publishes it.
 
-The one implementation behind checkpoints (``trainer/checkpoint.py``), exports (``trainer/export.py``,
+The one implementation behind checkpoints (``checkpoint.py``), exports (``trainer/export.py``,
 ``Policy.save_pretrained``) and the GGUF conversion cache (``policy/model.py``). A crash at any point leaves
 the previous target untouched (plus a ``.tmp-*`` sibling that the next writer may remove), never a half
 directory. Directories are created with mode 0o777 minus the umask (0755 under the usual umask 022), not

@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING
 from torch import Tensor
 
 from reasoning_rl import dist
-from reasoning_rl.freshness import CheckResult, FreshnessGate, SentFingerprints
+from reasoning_rl.freshness import CheckResult, FreshnessGate
+from reasoning_rl.rollout.fingerprints import SentFingerprints
 
 if TYPE_CHECKING:
     from reasoning_rl.policy.policy import Policy

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from reasoning_rl.config import Config
+from reasoning_rl.config.routing import graders_named
 
 LAUNCHER = Path(".cache") / "lean" / "bin" / "lean"
 REPO = Path(__file__).resolve().parents[1]
@@ -43,8 +44,6 @@ def with_default_launcher(options: Mapping[str, Any]) -> dict[str, Any]:
 def default_lean_launcher(cfg: Config) -> None:
     """Fill ``grading.options.lean.lean`` for a config that routes rows to the lean grader (the resolved
     config saved in the run dir then names the launcher used)."""
-    from reasoning_rl.doctor_checks.requirements import graders_named
-
     if "lean" not in graders_named(cfg.model_dump(mode="json")):
         return
     options = with_default_launcher(cfg.grading.options.get("lean", {}))

@@ -88,3 +88,20 @@ TOOLS: Registry[Any] = Registry(
     "reasoning_rl.tools",
     {"python": "reasoning_rl.tools.python_tool", "calculator": "reasoning_rl.tools.calculator"},
 )
+
+
+def is_tool_spec(name: str) -> bool:
+    """``module:attr`` (a ``@tool`` function, a ``Tool`` instance or a class in an importable module, no
+    packaging needed, as graders' ``module:Class``), rather than a registered name."""
+    return ":" in name
+
+
+def check_tool_name(name: str) -> str:
+    """``name`` if it can be asked for: a registered name, or a well-formed ``module:attr`` spec (imported when
+    the tool is made, so config validation stays import-free). Here, below both the config and the tools."""
+    if is_tool_spec(name):
+        module, _, attr = name.partition(":")
+        if not module or not attr or ":" in attr:
+            raise ValueError(f"tool spec {name!r}: expected module:attr (e.g. my_tools:lookup)")
+        return name
+    return TOOLS.check(name)

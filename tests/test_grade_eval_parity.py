@@ -16,9 +16,8 @@ from reasoning_rl.cli import app
 from reasoning_rl.config import GradingConfig
 from reasoning_rl.data import Example
 from reasoning_rl.rollout import Completion
-from reasoning_rl.trainer.collect import Sample
+from reasoning_rl.trainer.collect import RewardPlan, Sample
 from reasoning_rl.trainer.eval import equivalence, summarise
-from reasoning_rl.trainer.reward_plan import RewardPlan
 
 PROMPTS = [  # (data_source, ground truth, 3 responses)
     ("alg", "\\frac{1}{2}", ["\\boxed{3}", "\\boxed{0.5}", "\\boxed{\\frac12}"]),  # maj by equivalence only

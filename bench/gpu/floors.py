@@ -194,8 +194,7 @@ def replay_floors(parts: Any, cfg: Any, steps: list[int], gc_probe: bool = True)
     """
     import gc
 
-    from reasoning_rl.trainer.collect import collect
-    from reasoning_rl.trainer.reward_plan import RewardPlan
+    from reasoning_rl.trainer.collect import RewardPlan, collect
 
     size = cfg.trainer.batch_size
     rewards = RewardPlan(cfg.grading)

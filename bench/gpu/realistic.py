@@ -223,8 +223,8 @@ def run_ours(gguf: Path, data: Path, steps: int, work: Path, floors: bool) -> di
     import torch
     from floors import train_then_floors, with_floor_ratios
 
+    from reasoning_rl.factory import resolve_model_dir
     from reasoning_rl.policy.model import load_tokenizer
-    from reasoning_rl.trainer.build import resolve_model_dir
 
     on_gpu = torch.cuda.is_available()
     cfg = real_config(gguf, data, work / "run_real", steps, on_gpu)

@@ -4,7 +4,8 @@ Every section forbids unknown keys so a typo is an error naming the key and the 
 silently ignored setting. The resolved config (defaults filled in) is saved as ``run_dir/config.yaml``.
 ``base`` holds what every section shares; each section sits in the module of its area (``run``, ``model``,
 ``data``, ``rollout``, ``grading``, ``algorithm``, ``resources``); ``sections`` holds ``Config`` and the checks that
-span sections, ``load`` the YAML/override loading; this module is their public face.
+span sections, ``load`` the YAML/override loading, ``routing`` the reading of a dumped config by dotted path
+(which graders its rows go to); this module is their public face.
 """
 
 from reasoning_rl.config.algorithm import (

@@ -7,8 +7,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from reasoning_rl.config.base import _Section
-from reasoning_rl.registry import ENGINES
-from reasoning_rl.tools.registry import check_name
+from reasoning_rl.registry import ENGINES, check_tool_name
 
 
 class SamplingParams(_Section):
@@ -107,7 +106,7 @@ class RolloutConfig(SamplingParams):
     def _known_tools(cls, v: list[str]) -> list[str]:
         if len(set(v)) != len(v):
             raise ValueError(f"tools are listed more than once: {v}")
-        return [check_name(name) for name in v]
+        return [check_tool_name(name) for name in v]
 
     @model_validator(mode="after")
     def _tool_options_for_listed_tools(self) -> RolloutConfig:

@@ -22,8 +22,9 @@ import torch
 import torch.distributed as tdist
 from torch import Tensor
 
-from reasoning_rl.freshness import EngineWeights, FreshnessGate, SentFingerprints, compare_fingerprints
+from reasoning_rl.freshness import FreshnessGate
 from reasoning_rl.handoff import HandoffStats, Tally, load_all
+from reasoning_rl.rollout.fingerprints import EngineWeights, SentFingerprints, compare_fingerprints
 
 if TYPE_CHECKING:
     from reasoning_rl.policy.policy import Policy

@@ -52,7 +52,7 @@ def last_good_checkpoint(checkpoints: Path | None) -> Path | None:
     """The newest complete checkpoint under the run's ``checkpoints`` dir (None: none yet)."""
     if checkpoints is None or not checkpoints.is_dir():
         return None
-    from reasoning_rl.trainer.checkpoint import CheckpointManager
+    from reasoning_rl.checkpoint import CheckpointManager
 
     latest = CheckpointManager(checkpoints).latest()
     return latest.path if latest else None

@@ -46,6 +46,7 @@ from reasoning_rl.distributed.worker import (
     join_process_group,
     node_address,
 )
+from reasoning_rl.factory import rollout_kind
 from reasoning_rl.rollout import Completion, SamplingConfig
 
 PLACEMENT_WAIT_S = 60.0  # a placement group the cluster cannot hold never becomes ready: say so instead
@@ -98,8 +99,6 @@ def check_request(cfg: Any, world: int) -> None:
 
 def check_tensor_parallel(cfg: Any, device: str, per_node: int) -> None:
     """Refuse a ``rollout.tensor_parallel_size`` this run cannot give its engines (one line naming the key)."""
-    from reasoning_rl.trainer.build import rollout_kind
-
     tp = cfg.rollout.tensor_parallel_size
     if tp == 1:
         return

@@ -15,6 +15,7 @@ from typing import Any
 
 from reasoning_rl.distributed.broadcast import HandoffGroup, receive_weights
 from reasoning_rl.distributed.worker import WorkerSpec, node_address
+from reasoning_rl.factory import engine_for
 from reasoning_rl.rollout import Completion, RolloutEngine, SamplingConfig
 
 
@@ -32,7 +33,6 @@ class RolloutWorker:
     @classmethod
     def build(cls, spec: WorkerSpec, handoff: HandoffGroup, *, rank: int) -> RolloutWorker:
         from reasoning_rl.freshness import FreshnessGate
-        from reasoning_rl.trainer.build import engine_for
 
         cfg = spec.cfg
         engine = engine_for(cfg, spec.model_dir, spec.device, spec.max_model_len, dtype=spec.dtype)

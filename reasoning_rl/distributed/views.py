@@ -20,9 +20,9 @@ from torch import Tensor
 
 from reasoning_rl.algorithms import LossConfig
 from reasoning_rl.distributed.group import WorkerGroup
+from reasoning_rl.factory import Models
 from reasoning_rl.policy.batch import TokenBatch
 from reasoning_rl.rollout import Completion, SamplingConfig
-from reasoning_rl.trainer.plan import Models
 
 
 def _rows(x: Tensor | None, rows: range, width: int) -> Tensor | None:

@@ -27,10 +27,10 @@ from torch import Tensor
 
 from reasoning_rl import dist
 from reasoning_rl.algorithms import LossConfig
+from reasoning_rl.checkpoint import CRITIC_DIR, POLICY_DIR, save_model_files
+from reasoning_rl.factory import Models, build_models, engine_for
 from reasoning_rl.policy.batch import TokenBatch
 from reasoning_rl.rollout import Completion, RolloutEngine, SamplingConfig
-from reasoning_rl.trainer.checkpoint import CRITIC_DIR, POLICY_DIR
-from reasoning_rl.trainer.plan import Models
 
 
 @dataclass(frozen=True)
@@ -113,7 +113,6 @@ class ModelWorker:
         rank, at any world size, starts from the same critic."""
         from reasoning_rl.freshness import FreshnessGate
         from reasoning_rl.policy.model import load_tokenizer
-        from reasoning_rl.trainer.build import build_models, engine_for
 
         cfg = spec.cfg
         with torch.random.fork_rng(devices=[]):
@@ -222,8 +221,6 @@ class ModelWorker:
         """Policy (model, optimizer, scheduler, step) and the critic's as sharded ``policy/`` (``critic/``)
         directories, each rank writing its own shards (collective), plus the model's config + tokenizer files
         from rank 0 (self-contained: exportable anywhere). Several nodes: ``directory`` must be shared."""
-        from reasoning_rl.trainer.export import save_model_files
-
         self.models.policy.save_sharded(directory / POLICY_DIR)
         if self.models.critic is not None:
             self.models.critic.save_sharded(directory / CRITIC_DIR)

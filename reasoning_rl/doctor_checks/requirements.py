@@ -11,57 +11,41 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from reasoning_rl.config.routing import dotted_get, graders_named
 from reasoning_rl.doctor_checks.base import Requirements
 
 SANDBOXED_GRADERS = ("code", "lean")  # graders that run untrusted programs through `sandboxes`
 
 
-def _get(cfg: Mapping[str, Any], dotted: str, default: Any = None) -> Any:
-    node: Any = cfg
-    for part in dotted.split("."):
-        if not isinstance(node, Mapping) or part not in node:
-            return default
-        node = node[part]
-    return node
-
-
-def graders_named(cfg: Mapping[str, Any]) -> set[str]:
-    """Graders the config routes rows to: the default, the mapping's targets, and those given options."""
-    names = {str(_get(cfg, "data.default_grader", "math"))}
-    names |= {str(v) for v in (_get(cfg, "data.grader_map") or {}).values()}
-    names |= {str(k) for k in (_get(cfg, "grading.options") or {})}
-    return names
-
-
 def requirements_from_config(cfg: Mapping[str, Any]) -> Requirements:
     graders = graders_named(cfg)
     backends = frozenset(
-        str((_get(cfg, f"grading.options.{g}") or {}).get("sandbox", "auto")).lower()
+        str((dotted_get(cfg, f"grading.options.{g}") or {}).get("sandbox", "auto")).lower()
         for g in SANDBOXED_GRADERS
         if g in graders
     )
-    engine = str(_get(cfg, "rollout.engine", "auto")).lower()
-    ray_address = _get(cfg, "grading.ray_address")
-    run_dir = _get(cfg, "run.dir")
-    model_path = _get(cfg, "model.path")
-    cuda = str(_get(cfg, "run.device", "auto")).lower() == "cuda"
+    engine = str(dotted_get(cfg, "rollout.engine", "auto")).lower()
+    ray_address = dotted_get(cfg, "grading.ray_address")
+    run_dir = dotted_get(cfg, "run.dir")
+    model_path = dotted_get(cfg, "model.path")
+    cuda = str(dotted_get(cfg, "run.device", "auto")).lower() == "cuda"
     local_procs = os.environ.get("LOCAL_WORLD_SIZE", "")
     return Requirements(
         vllm=engine == "vllm",
         cuda=cuda,
         gpus=int(local_procs) if cuda and local_procs.isdigit() else 0,
-        vllm_sleep=_get(cfg, "rollout.sleep") is True and engine in ("vllm", "auto"),
+        vllm_sleep=dotted_get(cfg, "rollout.sleep") is True and engine in ("vllm", "auto"),
         sandboxes=backends,
         lean="lean" in graders,
-        ray=str(_get(cfg, "grading.backend", "auto")).lower() == "ray" or bool(ray_address),
+        ray=str(dotted_get(cfg, "grading.backend", "auto")).lower() == "ray" or bool(ray_address),
         ray_address=str(ray_address) if ray_address else None,
-        vllm_dtype=str(_get(cfg, "model.dtype", "auto")) if engine in ("vllm", "auto") else None,
-        output_dir=Path(str(run_dir).format(name=_get(cfg, "run.name", "run"))) if run_dir else None,
+        vllm_dtype=str(dotted_get(cfg, "model.dtype", "auto")) if engine in ("vllm", "auto") else None,
+        output_dir=Path(str(run_dir).format(name=dotted_get(cfg, "run.name", "run"))) if run_dir else None,
         model_dir=Path(model_path) if isinstance(model_path, str) and Path(model_path).is_dir() else None,
-        lean_options=dict(_get(cfg, "grading.options.lean") or {}),
-        wandb=_get(cfg, "logging.wandb") is True,
-        keep_checkpoints=int(_get(cfg, "trainer.keep_checkpoints", 2)),
-        device=str(_get(cfg, "run.device", "auto")).lower(),
-        resources=dict(_get(cfg, "resources") or {}),
+        lean_options=dict(dotted_get(cfg, "grading.options.lean") or {}),
+        wandb=dotted_get(cfg, "logging.wandb") is True,
+        keep_checkpoints=int(dotted_get(cfg, "trainer.keep_checkpoints", 2)),
+        device=str(dotted_get(cfg, "run.device", "auto")).lower(),
+        resources=dict(dotted_get(cfg, "resources") or {}),
         from_config=True,
     )

@@ -14,7 +14,7 @@ from reasoning_rl.config import SamplingParams
 from reasoning_rl.registry import ENGINES
 
 if TYPE_CHECKING:
-    from reasoning_rl.rollout.multiturn import ToolTurn
+    from reasoning_rl.tools.base import ToolTurn
 
 
 class SamplingConfig(SamplingParams):

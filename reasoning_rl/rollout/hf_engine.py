@@ -7,8 +7,8 @@ from typing import Any
 
 import torch
 
-from reasoning_rl.freshness import EngineWeights, fingerprint_tensors
 from reasoning_rl.rollout.base import Completion, RolloutError, SamplingConfig, check_prompts, register_engine
+from reasoning_rl.rollout.fingerprints import EngineWeights, fingerprint_tensors
 
 
 class HFEngine:

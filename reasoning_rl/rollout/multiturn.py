@@ -17,11 +17,11 @@ import uuid
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
 from reasoning_rl.rollout.base import Completion, RolloutEngine, SamplingConfig
 from reasoning_rl.rollout.tool_calls import CallFormat, FormatName, Tokenizer, ToolCall, make_format
-from reasoning_rl.tools.base import Tool, ToolResult
+from reasoning_rl.tools.base import Tool, ToolResult, ToolTurn
 
 FinishReason = Literal["stop", "length", "max_turns", "error"]
 
@@ -46,27 +46,6 @@ class ToolRolloutConfig:
             raise ValueError("ToolRolloutConfig: max_turns must be >= 0, max_tokens >= 1, tool_budget_s > 0")
         if self.sampling.n != 1:
             raise ValueError("ToolRolloutConfig.sampling.n must be 1; pass n= to run_tool_rollouts instead")
-
-
-@dataclass(frozen=True, slots=True)
-class ToolTurn:
-    """One tool call and what came back (``result.text`` is what the model saw); ``started``: wall clock."""
-
-    name: str
-    arguments: dict[str, Any]
-    result: ToolResult
-    started: float = 0.0
-
-    def to_dict(self) -> dict[str, Any]:
-        """The turn as a samples-file row field."""
-        r = self.result
-        return {
-            "tool": self.name,
-            "arguments": self.arguments,
-            "status": r.status,
-            "output": r.text,
-            "latency_s": round(r.latency_s, 4),
-        }
 
 
 @dataclass

@@ -16,8 +16,8 @@ from typing import Any
 
 import torch
 
-from reasoning_rl.freshness import EngineWeights, Fingerprint, fingerprint_tensors
 from reasoning_rl.rollout.base import Completion, RolloutError, SamplingConfig, check_prompts, register_engine
+from reasoning_rl.rollout.fingerprints import EngineWeights, Fingerprint, fingerprint_tensors
 
 
 class VLLMEngine:

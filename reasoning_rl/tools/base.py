@@ -31,6 +31,27 @@ class ToolResult:
         return self.status == "ok"
 
 
+@dataclass(frozen=True, slots=True)
+class ToolTurn:
+    """One tool call and what came back (``result.text`` is what the model saw); ``started``: wall clock."""
+
+    name: str
+    arguments: dict[str, Any]
+    result: ToolResult
+    started: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        """The turn as a samples-file row field."""
+        r = self.result
+        return {
+            "tool": self.name,
+            "arguments": self.arguments,
+            "status": r.status,
+            "output": r.text,
+            "latency_s": round(r.latency_s, 4),
+        }
+
+
 @runtime_checkable
 class Tool(Protocol):
     """``session`` names the trajectory: stateful tools keep per-session state until ``end_session``."""

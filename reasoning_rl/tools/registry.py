@@ -7,7 +7,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from reasoning_rl.registry import TOOLS
+from reasoning_rl.registry import TOOLS, is_tool_spec
 from reasoning_rl.tools.base import Tool
 
 ENTRY_POINT_GROUP = TOOLS.group
@@ -35,25 +35,8 @@ def unregister(name: str) -> None:
     TOOLS.unregister(name)
 
 
-def is_spec(name: str) -> bool:
-    """``module:attr`` (a ``@tool`` function, a ``Tool`` instance or a class in an importable module, no
-    packaging needed, as graders' ``module:Class``), rather than a registered name."""
-    return ":" in name
-
-
-def check_name(name: str) -> str:
-    """``name`` if it can be asked for: a registered name, or a well-formed ``module:attr`` spec (imported when
-    the tool is made, so config validation stays import-free)."""
-    if is_spec(name):
-        module, _, attr = name.partition(":")
-        if not module or not attr or ":" in attr:
-            raise ValueError(f"tool spec {name!r}: expected module:attr (e.g. my_tools:lookup)")
-        return name
-    return TOOLS.check(name)
-
-
 def _load(name: str) -> Any:
-    if not is_spec(name):
+    if not is_tool_spec(name):
         try:
             TOOLS.check(name)
         except ValueError as exc:

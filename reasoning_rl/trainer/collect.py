@@ -1,28 +1,128 @@
-"""Generate and grade one batch with grading overlapped: each completion is submitted to the grading pool
-the moment the engine finishes it, so after generation ends the step only waits for the stragglers."""
+"""From completions to graded samples, for single-turn and tool rollouts alike: which graders judge a row and
+how their grades become its reward (``RewardPlan``), the grading stream (``StreamGrading``: each completion is
+submitted to the grading pool the moment its producer finishes it, so after generation ends the step only
+waits for the stragglers) and ``collect``, which runs one producer into that stream.
+
+The producers: the engine's ``stream`` (single-turn), or the multi-turn tool loop (``tool_collect``: each
+trajectory's completion the moment it finishes, while the others still generate or wait for their tools). A
+completion our infrastructure ruined (``Completion.error``: a sandbox failure) is not graded: its sample gets an
+``error`` grade and is masked, never a fake 0.
+
+The reward components are ``grading.rewards`` (every row) or ``grading.source_rewards`` (per ``data_source``),
+else the row's own grader alone. The combination itself is ``graders.compose`` (one implementation for rollouts
+and evaluation); ``RewardPlan`` only resolves the config per row and checks, before step 1, that each grader's
+declared context fields exist in every row.
+"""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from functools import cache
 from typing import Any
 
-from graders.runtime import GradingPool
-from graders.types import Grade, GradeContext
-from reasoning_rl.data import Prompt
+from graders.compose import ComposedReward, RewardTerm, compose
+from graders.runtime import GradeRequest, GradingPool, resolve_grader
+from graders.types import ContextField, Grade, GradeContext, context_fields
+from reasoning_rl.config import GradingConfig, RewardTermConfig
+from reasoning_rl.data import DataError, Example, Prompt
 from reasoning_rl.rollout import Completion, RolloutEngine, SamplingConfig
 from reasoning_rl.rollout.toolset import ToolSet
 from reasoning_rl.trace import TraceWriter
 from reasoning_rl.trainer.records import Rollouts, Sample
-from reasoning_rl.trainer.reward_plan import RewardPlan, example_context
+from reasoning_rl.trainer.tool_collect import tool_completions, trace_tools
 
 Key = tuple[int, int]  # (prompt index, sample index)
+
+
+def example_context(ex: Example) -> GradeContext:
+    """The row as a grader may see it (only graders declaring ``context_fields`` get any of it)."""
+    return GradeContext.from_messages(
+        ex.messages, data_source=ex.data_source, extra_info=ex.extra_info, row_id=ex.uid
+    )
+
+
+@cache
+def _declared(spec: str) -> tuple[ContextField, ...]:
+    return context_fields(resolve_grader(spec))
+
+
+class RewardPlan:
+    """The reward components of each row (by ``data_source`` and routed grader), built from ``grading``."""
+
+    def __init__(self, grading: GradingConfig) -> None:
+        self.options: dict[str, dict[str, Any]] = grading.options
+        self._global = grading.rewards
+        self._by_source = grading.source_rewards
+        self._terms: dict[tuple[str, str], tuple[RewardTerm, ...]] = {}
+
+    @property
+    def composed(self) -> bool:
+        """Whether any row gets more than its own grader (samples then record each component)."""
+        return bool(self._global or self._by_source)
+
+    def terms(self, ex: Example) -> tuple[RewardTerm, ...]:
+        key = (ex.data_source, ex.grader)
+        terms = self._terms.get(key)
+        if terms is None:
+            configs: Sequence[RewardTermConfig] = self._by_source.get(ex.data_source) or self._global
+            if not configs:
+                terms = (RewardTerm(ex.grader, ex.grader, 1.0, self.options.get(ex.grader, {})),)
+            else:
+                terms = tuple(self._term(c, ex.grader) for c in configs)
+            self._terms[key] = terms
+        return terms
+
+    def _term(self, c: RewardTermConfig, row_grader: str) -> RewardTerm:
+        spec = c.grader or row_grader
+        return RewardTerm(c.label, spec, c.weight, {**self.options.get(spec, {}), **c.options})
+
+    def primary(self, ex: Example) -> RewardTerm:
+        """The component whose verdict the sample carries (accuracy, pass@k, maj@k): the first."""
+        return self.terms(ex)[0]
+
+    def requests(self, ex: Example, response: str, context: GradeContext, key: Any) -> list[GradeRequest]:
+        """One request per component, ids ``(key, component index)``."""
+        return [
+            GradeRequest(t.grader, response, ex.ground_truth, t.options, id=(key, i), context=context)
+            for i, t in enumerate(self.terms(ex))
+        ]
+
+    def combine(self, ex: Example, grades: Sequence[Grade]) -> tuple[Grade, ComposedReward | None]:
+        """The sample's grade, and its composition when the run composes rewards."""
+        if not self.composed:
+            return grades[0], None
+        result = compose(self.terms(ex), grades)
+        return result.grade, result
+
+    def graders(self, examples: Iterable[Example]) -> set[str]:
+        """Every grader spec these rows are judged by (selftest, governance)."""
+        return {t.grader for ex in examples for t in self.terms(ex)}
+
+    def check(self, examples: Iterable[Example]) -> None:
+        """DataError for a component grader that cannot be loaded, or a row lacking a context field one of
+        its graders declares (naming the field and the row): before step 1, not as masked samples."""
+        for ex in examples:
+            context = example_context(ex)
+            for term in self.terms(ex):
+                try:
+                    fields = _declared(term.grader)
+                except Exception as exc:  # an unloadable grader is one config mistake, named once
+                    raise DataError(
+                        f"reward component {term.name!r}: grader {term.grader!r} cannot be loaded: {exc}"
+                    ) from None
+                missing = [name for name in fields if getattr(context, name) is None]
+                if missing:
+                    raise DataError(
+                        f"example {ex.uid!r} ({ex.data_source}): grader {term.grader!r} needs context field "
+                        f"{missing[0]!r}, which this row does not have"
+                    )
 
 
 class StreamGrading:
     """The grading side of a collect: every reward component of ``rewards`` for each completion, with its row
     as context, submitted as the completion arrives; then the stragglers, and the combined grade per sample.
-    Single-turn and tool rollouts share it, so both grade the same way."""
+    Single-turn and tool rollouts feed it the same way (``take``), so both grade the same way."""
 
     def __init__(self, pool: GradingPool, prompts: Sequence[Prompt], rewards: RewardPlan) -> None:
         self.pool = pool
@@ -32,6 +132,15 @@ class StreamGrading:
         self._parts: dict[Key, list[Grade | None]] = {}
         self._contexts: dict[int, GradeContext] = {}
         self._failed: set[Key] = set()
+
+    def take(self, comp: Completion) -> None:
+        """One finished completion, from whichever producer: graded at once, or (``comp.error``: our
+        infrastructure ruined it) given an ``error`` grade and never sent to the graders."""
+        key = (comp.prompt_index, comp.sample_index)
+        if comp.error:
+            self.fail(key, comp, Grade.error(f"rollout infrastructure: {comp.error}"))
+        else:
+            self.submit(key, comp)
 
     def submit(self, key: Key, comp: Completion) -> None:
         self.completions[key] = comp
@@ -109,27 +218,21 @@ def collect(
 ) -> Rollouts:
     """Samples in (prompt, sample) order, each with its grade (every reward component of ``rewards``, with the
     row as context); prompt k is group ``group_offset + k``. With ``tools`` (``rollout.tools``) each sample
-    is a multi-turn tool rollout (``tool_collect``)."""
-    if tools is not None:
-        from reasoning_rl.trainer.tool_collect import collect_with_tools
-
-        return collect_with_tools(
-            engine,
-            pool,
-            prompts,
-            sampling,
-            tools,
-            rewards=rewards,
-            trace=trace,
-            step=step,
-            group_offset=group_offset,
-        )
+    is a multi-turn tool rollout (``tool_collect``); its completion carries ``mask``, ``turns`` and ``error``."""
     grading = StreamGrading(pool, prompts, rewards)
     t0 = time.time()
-    for comp in engine.stream([p.token_ids for p in prompts], sampling):
-        grading.submit((comp.prompt_index, comp.sample_index), comp)
+    if tools is None:
+        trajs = None
+        for comp in engine.stream([p.token_ids for p in prompts], sampling):
+            grading.take(comp)
+    else:
+        trajs = tool_completions(engine, prompts, sampling, tools, grading.take)
     t1 = time.time()
     graded = grading.graded()
     grading.wait()
+    if trace is not None and trajs is not None:
+        trace_tools(trace, step, trajs)
     grading.trace(trace, step, t0, t1, time.time(), graded=graded)
+    if trajs is not None and len(grading.completions) != len(trajs):
+        raise RuntimeError(f"tool rollout: {len(trajs)} trajectories, {len(grading.completions)} finished")
     return grading.rollouts(group_offset)

@@ -16,8 +16,8 @@ from graders.runtime import resolve_grader
 from reasoning_rl.config import Config, ConfigError
 from reasoning_rl.data import Example, Prompt
 from reasoning_rl.policy.model import check_model_path, load_tokenizer
+from reasoning_rl.trainer.collect import RewardPlan
 from reasoning_rl.trainer.resume import TrainError
-from reasoning_rl.trainer.reward_plan import RewardPlan
 
 
 def _check_graders(cfg: Config, examples: list[Example]) -> list[str]:

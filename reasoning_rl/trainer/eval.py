@@ -24,10 +24,9 @@ from reasoning_rl.config import Config, EvalConfig
 from reasoning_rl.data import Example, Prompt
 from reasoning_rl.rollout import RolloutEngine, SamplingConfig
 from reasoning_rl.rollout.toolset import ToolSet
-from reasoning_rl.trainer.collect import collect
+from reasoning_rl.trainer.collect import RewardPlan, collect, example_context
 from reasoning_rl.trainer.governance import identity_fields
 from reasoning_rl.trainer.records import Sample
-from reasoning_rl.trainer.reward_plan import RewardPlan, example_context
 from reasoning_rl.trainer.tool_collect import turn_fields
 
 
@@ -163,8 +162,9 @@ def write_rows(path: Path, rows: list[dict[str, Any]]) -> None:
 
 def run_eval(cfg: Config, *, out: Path | None, console: Console) -> tuple[EvalResult, Path]:
     """``rrl eval``: evaluate ``cfg.model`` on ``data.val`` (or ``data.train``), no training."""
+    from reasoning_rl.factory import resolve_device, resolve_model_dir
     from reasoning_rl.policy.model import load_tokenizer
-    from reasoning_rl.trainer.build import build_engine, load_data, resolve_device, resolve_model_dir
+    from reasoning_rl.trainer.build import build_engine, load_data
 
     device = resolve_device(cfg.run.device)
     model_dir = resolve_model_dir(cfg)

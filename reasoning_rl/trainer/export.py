@@ -12,19 +12,7 @@ from typing import Any
 
 import yaml
 
-from reasoning_rl.trainer.checkpoint import POLICY_DIR, CheckpointManager
-
-MODEL_FILES = "hf"  # inside a checkpoint: config.json, generation_config.json, tokenizer files
-
-
-def save_model_files(checkpoint_dir: Path, model: Any, tokenizer: Any) -> None:
-    """What a checkpoint needs besides its weights to become an HF model again: config + tokenizer."""
-    target = checkpoint_dir / MODEL_FILES
-    model.config.save_pretrained(target)
-    generation = getattr(model, "generation_config", None)
-    if generation is not None:
-        generation.save_pretrained(target)
-    tokenizer.save_pretrained(target)
+from reasoning_rl.checkpoint import MODEL_FILES, POLICY_DIR, CheckpointManager
 
 
 def _model_and_tokenizer(run: Path, checkpoint: Path) -> tuple[Any, Any]:

@@ -20,19 +20,18 @@ import torch
 from rich.console import Console
 from rich.markup import escape
 
+from reasoning_rl.checkpoint import CheckpointManager
 from reasoning_rl.config import Config, save_config
 from reasoning_rl.data import PromptSampler
 from reasoning_rl.trace import TraceWriter
 from reasoning_rl.trainer.build import Components, build_components
-from reasoning_rl.trainer.checkpoint import CheckpointManager
-from reasoning_rl.trainer.collect import collect
+from reasoning_rl.trainer.collect import RewardPlan, collect
 from reasoning_rl.trainer.eval import EvalResult, evaluate, prompt_messages, write_rows
 from reasoning_rl.trainer.governance import identity_fields
 from reasoning_rl.trainer.grading_health import check_grading
 from reasoning_rl.trainer.metrics import MetricsLogger, check_wandb
 from reasoning_rl.trainer.records import Rollouts
 from reasoning_rl.trainer.resume import TrainError, check_config, check_data, data_fingerprint, rotate
-from reasoning_rl.trainer.reward_plan import RewardPlan
 from reasoning_rl.trainer.rewards import informative_groups, rewards_and_mask, sample_metrics
 from reasoning_rl.trainer.tool_collect import tool_metrics, turn_fields
 from reasoning_rl.trainer.train_batch import make_train_batch

@@ -1,10 +1,10 @@
-"""What a step follows, decided once when the run is built: the models it trains and scores with, and
-where the old log-probs come from (which fixes both the engine request and the update's branch)."""
+"""What a step follows, decided once when the run is built: where the old log-probs come from (which fixes
+both the engine request and the update's branch). The models it trains and scores with are
+``reasoning_rl.factory.Models``."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from reasoning_rl.config import AlgorithmConfig, Config
 from reasoning_rl.trainer.records import OldLogprobSource
@@ -30,15 +30,6 @@ def old_logprob_source(cfg: Config) -> OldLogprobSource:
     if not single_update:
         return "recompute"
     return "engine" if a.advantage == "gae" or a.uses_kl_reward else "policy"
-
-
-@dataclass(frozen=True)
-class Models:
-    """The trained policy, the frozen reference (when a KL term is on) and the critic (PPO)."""
-
-    policy: Any
-    ref: Any = None
-    critic: Any = None
 
 
 @dataclass(frozen=True)

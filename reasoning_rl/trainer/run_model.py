@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from reasoning_rl.trainer.checkpoint import CheckpointManager
+from reasoning_rl.checkpoint import CheckpointManager
 
 
 def is_run_dir(path: str | Path) -> bool:

@@ -1,51 +1,31 @@
-"""``collect`` with tools: multi-turn rollouts (``rollout.multiturn``), each trajectory graded the moment it
-finishes while the others are still generating or waiting for their tools. A trajectory our infrastructure
-ruined (a sandbox failure) is not graded: its sample gets an ``error`` grade and is masked, never a fake 0."""
+"""The multi-turn tool loop (``rollout.multiturn``) as a producer of completions for ``collect``: each
+trajectory's completion is emitted the moment it finishes, while the others are still generating or waiting for
+their tools (grading is ``collect``'s alone); plus the tool counters, metrics and samples-file fields."""
 
 from __future__ import annotations
 
 import asyncio
-import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from graders.runtime import GradingPool
-from graders.types import Grade
 from reasoning_rl.data import Prompt
 from reasoning_rl.rollout import Completion, RolloutEngine, SamplingConfig
 from reasoning_rl.rollout.multiturn import ToolTrajectory, run_tool_rollouts
 from reasoning_rl.rollout.toolset import ToolSet
 from reasoning_rl.trace import TraceWriter
-from reasoning_rl.trainer.collect import StreamGrading
 from reasoning_rl.trainer.records import Rollouts
-from reasoning_rl.trainer.reward_plan import RewardPlan
 
 
-def collect_with_tools(
+def tool_completions(
     engine: RolloutEngine,
-    pool: GradingPool,
     prompts: Sequence[Prompt],
     sampling: SamplingConfig,
     tools: ToolSet,
-    *,
-    rewards: RewardPlan,
-    trace: TraceWriter | None = None,
-    step: int = 0,
-    group_offset: int = 0,
-) -> Rollouts:
-    """Samples in (prompt, sample) order, as ``collect``; completions carry ``mask``, ``turns`` and ``error``."""
-    grading = StreamGrading(pool, prompts, rewards)
-
-    def finished(t: ToolTrajectory) -> None:
-        key = (t.prompt_index, t.sample_index)
-        comp = t.completion(tools.tokenizer)
-        if comp.error:
-            grading.fail(key, comp, Grade.error(f"rollout infrastructure: {comp.error}"))
-        else:
-            grading.submit(key, comp)
-
-    t0 = time.time()
-    trajs = asyncio.run(
+    emit: Callable[[Completion], None],
+) -> list[ToolTrajectory]:
+    """Run the multi-turn loop over ``prompts`` (``sampling.n`` trajectories each) and hand each trajectory's
+    ``Completion`` to ``emit`` the moment it finishes; the trajectories, for the tool counters."""
+    return asyncio.run(
         run_tool_rollouts(
             engine,
             [p.token_ids for p in prompts],
@@ -53,18 +33,9 @@ def collect_with_tools(
             tools.tokenizer,
             tools.rollout_config(sampling),
             n=sampling.n,
-            on_finish=finished,
+            on_finish=lambda t: emit(t.completion(tools.tokenizer)),
         )
     )
-    t1 = time.time()
-    graded = grading.graded()
-    grading.wait()
-    if trace is not None:
-        trace_tools(trace, step, trajs)
-    grading.trace(trace, step, t0, t1, time.time(), graded=graded)
-    if len(grading.completions) != len(trajs):
-        raise RuntimeError(f"tool rollout: {len(trajs)} trajectories, {len(grading.completions)} finished")
-    return grading.rollouts(group_offset)
 
 
 def trace_tools(trace: TraceWriter, step: int, trajs: list[ToolTrajectory]) -> None:

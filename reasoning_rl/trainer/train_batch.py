@@ -17,9 +17,10 @@ from reasoning_rl.algorithms import (
 )
 from reasoning_rl.algorithms.rollout_correction import correction_weights, mismatch_metrics
 from reasoning_rl.config import RolloutCorrectionConfig
+from reasoning_rl.factory import Models
 from reasoning_rl.policy.batch import build_batch
 from reasoning_rl.trace import TraceWriter
-from reasoning_rl.trainer.plan import Models, StepPlan
+from reasoning_rl.trainer.plan import StepPlan
 from reasoning_rl.trainer.records import Rollouts, TrainBatch
 from reasoning_rl.trainer.rewards import rewards_and_mask
 

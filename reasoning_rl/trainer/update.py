@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import torch
 
+from reasoning_rl.factory import Models
 from reasoning_rl.trace import TraceWriter
-from reasoning_rl.trainer.plan import Models, StepPlan
+from reasoning_rl.trainer.plan import StepPlan
 from reasoning_rl.trainer.records import TrainBatch
 
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from reasoning_rl.checkpoint import CheckpointManager
 from reasoning_rl.distributed.faults import RankPlace, WorkerFailure, gather, next_done
-from reasoning_rl.trainer.checkpoint import CheckpointManager
 from tests.distributed.actors import Rank
 
 pytestmark = [pytest.mark.distributed, pytest.mark.slow]

@@ -53,7 +53,7 @@ def test_tensor_parallel_size_must_be_positive() -> None:
 def test_engine_gets_tensor_parallel_size(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
     """On CUDA the vLLM engine is made with ``tensor_parallel_size`` (the bundle of a rollout rank holds that
     many GPUs)."""
-    from reasoning_rl.trainer import build
+    from reasoning_rl import factory as build
 
     seen: dict[str, Any] = {}
     monkeypatch.setattr(build, "make_engine", lambda kind, path, **kw: seen.update(kind=kind, **kw))

@@ -10,19 +10,17 @@ import pytest
 import torch
 
 from reasoning_rl.algorithms import LossConfig
-from reasoning_rl.freshness import (
-    EngineWeights,
-    FreshnessGate,
-    Probe,
-    WeightSyncError,
-    compare_fingerprints,
-    engine_name,
-    fingerprint_tensors,
-)
+from reasoning_rl.freshness import FreshnessGate, Probe, WeightSyncError
 from reasoning_rl.handoff import push_weights
 from reasoning_rl.policy import Policy
 from reasoning_rl.policy.batch import TokenBatch
 from reasoning_rl.rollout import make_engine
+from reasoning_rl.rollout.fingerprints import (
+    EngineWeights,
+    compare_fingerprints,
+    engine_name,
+    fingerprint_tensors,
+)
 
 PROMPTS = [[7 + (i * 5 + k) % 60 for k in range(24)] for i in range(3)]
 

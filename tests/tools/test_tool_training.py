@@ -19,14 +19,14 @@ from graders.types import Grade
 from reasoning_rl.algorithms import policy_loss, token_rewards
 from reasoning_rl.config import Config, ConfigError, GradingConfig, LossConfig, load_config
 from reasoning_rl.data import Example, Prompt
+from reasoning_rl.factory import Models
 from reasoning_rl.rollout import Completion, SamplingConfig
 from reasoning_rl.rollout.toolset import ToolSet
 from reasoning_rl.tools import ToolResult
 from reasoning_rl.trace import TraceWriter
-from reasoning_rl.trainer.plan import Models, step_plan
+from reasoning_rl.trainer.collect import RewardPlan, collect
+from reasoning_rl.trainer.plan import step_plan
 from reasoning_rl.trainer.records import Rollouts, Sample
-from reasoning_rl.trainer.reward_plan import RewardPlan
-from reasoning_rl.trainer.tool_collect import collect_with_tools
 from reasoning_rl.trainer.train_batch import make_train_batch
 
 BASE: dict[str, Any] = {
@@ -166,8 +166,8 @@ def test_an_infrastructure_failure_is_an_error_sample_and_is_dropped_from_traini
     tools = ToolSet({"python": _BrokenSandbox()}, bpe_tokenizer)
     trace = TraceWriter(tmp_path / "trace.jsonl")
     with GradingPool(workers=1, timeout_s=20) as pool:
-        rollouts = collect_with_tools(
-            engine, pool, [prompt(good), prompt(bad)], SamplingConfig(n=1, max_tokens=64), tools,
+        rollouts = collect(
+            engine, pool, [prompt(good), prompt(bad)], SamplingConfig(n=1, max_tokens=64), tools=tools,
             rewards=RewardPlan(GradingConfig()), trace=trace, step=1,
         )  # fmt: skip
     trace.close()

@@ -11,12 +11,12 @@ from pathlib import Path
 
 import torch
 
-from reasoning_rl.trainer.checkpoint import CheckpointManager
+from reasoning_rl.checkpoint import CheckpointManager
 
 SLOW_SAVER = r"""
 import sys, time, torch
 from pathlib import Path
-from reasoning_rl.trainer.checkpoint import CheckpointManager
+from reasoning_rl.checkpoint import CheckpointManager
 mgr = CheckpointManager(sys.argv[1], keep=5)
 def payload(d: Path) -> None:
     torch.save({"w": torch.full((4,), 2.0)}, d / "model.pt")

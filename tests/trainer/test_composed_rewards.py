@@ -15,8 +15,8 @@ from graders.types import Grade
 from reasoning_rl.config import GradingConfig, OverlongConfig
 from reasoning_rl.data import DataError, Example
 from reasoning_rl.rollout import Completion
+from reasoning_rl.trainer.collect import RewardPlan
 from reasoning_rl.trainer.records import Sample
-from reasoning_rl.trainer.reward_plan import RewardPlan
 from reasoning_rl.trainer.rewards import informative_groups, rewards_and_mask, sample_metrics
 
 TERMS = (RewardTerm("math", "math", 1.0), RewardTerm("format", "format", 0.1))

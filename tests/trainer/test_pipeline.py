@@ -16,11 +16,12 @@ from graders.types import Grade
 from reasoning_rl.algorithms import compute_advantages, policy_loss
 from reasoning_rl.config import AlgorithmConfig, Config, ConfigError, LossConfig, RolloutConfig, load_config
 from reasoning_rl.data import Example
+from reasoning_rl.factory import Models
 from reasoning_rl.registry import ENGINES, ESTIMATORS
 from reasoning_rl.rollout import Completion, SamplingConfig
 from reasoning_rl.trace import TraceWriter
 from reasoning_rl.trainer.build import Components
-from reasoning_rl.trainer.plan import Models, old_logprob_source, step_plan
+from reasoning_rl.trainer.plan import old_logprob_source, step_plan
 from reasoning_rl.trainer.records import Rollouts, Sample
 from reasoning_rl.trainer.train_batch import make_train_batch
 from reasoning_rl.trainer.update import update

@@ -14,9 +14,10 @@ from tests.trainer.test_train_e2e import config, metrics, train
 
 def _components(model: Path, seed: int) -> Any:
     from reasoning_rl.config import Config
+    from reasoning_rl.factory import Models
     from reasoning_rl.policy import Critic, Policy
     from reasoning_rl.trainer.build import Components
-    from reasoning_rl.trainer.plan import Models, step_plan
+    from reasoning_rl.trainer.plan import step_plan
 
     torch.manual_seed(seed)  # the value head's init comes from the global RNG
     policy = Policy.from_pretrained(str(model), lr=1e-3)

@@ -3,6 +3,10 @@
 A crash (even SIGKILL) at any point leaves either the previous checkpoints untouched plus a stale
 ``.tmp-*`` dir (removed on the next start), or the new complete ``step_N``. ``latest()`` only ever
 returns complete checkpoints: published names plus a ``COMPLETE`` marker written last inside the tmp dir.
+
+Below both the trainer (``CheckpointManager`` saves, resumes, prunes) and the distributed workers (each rank
+writes its shards under ``POLICY_DIR`` / ``CRITIC_DIR`` and rank 0 the ``MODEL_FILES``; a failure message
+names the newest complete checkpoint), so the layout of ``step_N/`` is spelled in one place.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ STATE_FILE = "trainer_state.json"
 RNG_FILE = "rng.pt"
 POLICY_DIR = "policy"  # the models' sharded (torch.distributed.checkpoint) directories inside step_N/
 CRITIC_DIR = "critic"
+MODEL_FILES = "hf"  # inside a checkpoint: config.json, generation_config.json, tokenizer files
 
 
 @dataclass(frozen=True)
@@ -120,3 +125,13 @@ class CheckpointManager:
                 f"trainer.resume={resume!r} is not a complete checkpoint dir (step_N/{MARKER})"
             )
         return CheckpointInfo(int(m.group(1)), path)
+
+
+def save_model_files(checkpoint_dir: Path, model: Any, tokenizer: Any) -> None:
+    """What a checkpoint needs besides its weights to become an HF model again: config + tokenizer."""
+    target = checkpoint_dir / MODEL_FILES
+    model.config.save_pretrained(target)
+    generation = getattr(model, "generation_config", None)
+    if generation is not None:
+        generation.save_pretrained(target)
+    tokenizer.save_pretrained(target)

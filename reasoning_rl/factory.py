@@ -1,0 +1,173 @@
+"""Model and engine construction from the config: one rank's ``Models`` (policy, reference, critic) and its
+rollout engine, plus the device / model-dir / length decisions both need.
+
+It sits below both the trainer (the driver resolves device, dtype and lengths into a ``WorkerSpec``) and the
+distributed workers (each rank builds its models and engine from that spec), so neither imports the other
+to build.
+
+Public names: ``Models``, ``build_models``, ``sharding_of``, ``engine_for``, ``rollout_kind``,
+``device_defaults``, ``model_max_len``, ``resolve_device``, ``resolve_model_dir``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from reasoning_rl.config import Config, ConfigError
+from reasoning_rl.rollout import RolloutEngine, make_engine
+
+if TYPE_CHECKING:
+    from reasoning_rl.data import Prompt
+    from reasoning_rl.policy.comm import Sharding
+
+
+@dataclass(frozen=True)
+class Models:
+    """The trained policy, the frozen reference (when a KL term is on) and the critic (PPO)."""
+
+    policy: Any
+    ref: Any = None
+    critic: Any = None
+
+
+def resolve_device(device: str) -> str:
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cuda" and not torch.cuda.is_available():
+        raise ValueError("run.device=cuda but no CUDA device is visible; use run.device=auto or cpu")
+    return device
+
+
+def resolve_model_dir(cfg: Config) -> Path:
+    """A local HF model dir for both trainer and vLLM; a GGUF checkpoint is converted once and cached."""
+    from reasoning_rl.policy.model import convert_gguf
+
+    if cfg.model.gguf_file is None:
+        return Path(cfg.model.path)
+    stem = Path(cfg.model.gguf_file).stem.lower().replace(".", "-")
+    return convert_gguf(cfg.model.path, cfg.model.gguf_file, Path(".cache") / "converted" / stem)
+
+
+def build_models(cfg: Config, model_dir: Path, device: str, dtype: str) -> Models:
+    """One rank's policy, reference (when a KL term is on) and critic (PPO), from ``model.*`` / ``optim.*``
+    (sharded with FSDP2 over the process group when there is one)."""
+    from reasoning_rl.policy import Policy
+    from reasoning_rl.policy.comm import Sharding
+
+    o = cfg.optim
+    compiled, _ = device_defaults(cfg, device)
+    fsdp = {"auto": None, "on": True, "off": False}[cfg.model.fsdp]
+    trainable: dict[str, Any] = dict(  # what the policy and the critic share; each brings its own lr
+        dtype=dtype,
+        device=device,
+        fsdp=fsdp,
+        weight_decay=o.weight_decay,
+        betas=o.betas,
+        grad_clip=o.grad_clip,
+        warmup_steps=o.warmup_steps,
+        total_steps=cfg.trainer.steps if o.schedule == "cosine" else None,
+        activation_checkpointing=cfg.model.gradient_checkpointing,
+        compile_layers=compiled,
+        micro_batch_tokens=cfg.algorithm.micro_batch_tokens,
+        sharding=sharding_of(cfg),
+    )
+    policy = Policy.from_pretrained(str(model_dir), lr=o.lr, **trainable)
+    if not policy.fsdp and trainable["sharding"] != Sharding():
+        raise ConfigError(
+            "model.cpu_offload / reduce_dtype / reshard_after_forward / forward_prefetch are FSDP2 switches, "
+            "but this run trains without FSDP2: set model.fsdp=on (or train on more than one rank)"
+        )
+    ref = None
+    if cfg.algorithm.kl_coef > 0:
+        from reasoning_rl.policy import ReferencePolicy
+
+        ref = ReferencePolicy.from_pretrained(
+            str(model_dir),
+            dtype=dtype,
+            device=device,
+            fsdp=fsdp,
+            offload=cfg.model.ref_offload,
+            micro_batch_tokens=cfg.algorithm.micro_batch_tokens,
+        )
+    critic = None
+    if cfg.algorithm.name == "ppo":
+        from reasoning_rl.policy import Critic
+
+        critic = Critic.from_pretrained(str(model_dir), lr=o.critic_lr, **trainable)
+    return Models(policy, ref, critic)
+
+
+def sharding_of(cfg: Config) -> Sharding:
+    """The FSDP2 memory / communication switches of ``model.*``."""
+    from reasoning_rl.policy.comm import Sharding
+
+    m = cfg.model
+    return Sharding(
+        cpu_offload=m.cpu_offload,
+        reduce_dtype={"float32": torch.float32, "bfloat16": torch.bfloat16}[m.reduce_dtype],
+        reshard_after_forward=m.reshard_after_forward,
+        forward_prefetch=m.forward_prefetch,
+    )
+
+
+def engine_for(
+    cfg: Config, model_dir: Path, device: str, max_model_len: int, *, dtype: str, sleep: bool | None = None
+) -> RolloutEngine:
+    """The rollout engine of ``cfg.rollout`` with room for ``max_model_len`` tokens (one per rank in a run;
+    ``sleep`` defaults to ``rollout.sleep``)."""
+    r = cfg.rollout
+    kind = rollout_kind(cfg)
+    extra = dict(r.engine_args) if kind == "vllm" else {}
+    if r.tensor_parallel_size > 1:  # launch.check_tensor_parallel refused it anywhere but vLLM on CUDA
+        extra["tensor_parallel_size"] = r.tensor_parallel_size
+    try:
+        return make_engine(
+            kind,
+            str(model_dir),
+            dtype=dtype,
+            seed=cfg.run.seed,
+            gpu_memory_utilization=r.gpu_memory_utilization or (0.5 if device == "cuda" else 0.2),
+            max_model_len=max_model_len,
+            enable_sleep_mode=r.sleep if sleep is None else sleep,
+            **extra,
+        )
+    except TypeError as e:  # vLLM names the unknown argument
+        if not extra:
+            raise
+        raise ConfigError(f"rollout.engine_args {sorted(extra)}: vLLM rejected them ({e})") from e
+
+
+def device_defaults(cfg: Config, device: str) -> tuple[bool, bool]:
+    """(model.compile, rollout.seed_per_sample) with None resolved for ``device``: compiled and one sampling
+    stream on CUDA (speed), eager and per-sample seeds on CPU (no compile wait, exact reproducibility)."""
+    compiled = cfg.model.compile if cfg.model.compile is not None else device == "cuda"
+    seeded = cfg.rollout.seed_per_sample if cfg.rollout.seed_per_sample is not None else device != "cuda"
+    return compiled, seeded
+
+
+def model_max_len(model_dir: Path, prompts: list[Prompt], max_tokens: int) -> int:
+    """Longest prompt + response budget, so the engine reserves no more than the run needs."""
+    import json
+
+    need = max((len(p.token_ids) for p in prompts), default=1) + max_tokens
+    conf = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
+    limit = conf.get("max_position_embeddings")
+    if limit is not None and need > int(limit):
+        raise ConfigError(
+            f"longest prompt + rollout.max_tokens = {need} tokens exceeds the model's "
+            f"max_position_embeddings={limit}; lower rollout.max_tokens or data.max_prompt_tokens"
+        )
+    return need
+
+
+def rollout_kind(cfg: Config) -> str:
+    """``rollout.engine=auto``: vLLM when importable, else the plain transformers engine."""
+    import importlib.util
+
+    if cfg.rollout.engine != "auto":
+        return cfg.rollout.engine
+    return "vllm" if importlib.util.find_spec("vllm") is not None else "hf"
