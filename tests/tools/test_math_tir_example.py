@@ -1,5 +1,6 @@
-"""examples/math_tir as a user runs it (issue 30 item 1): the real SmolLM2-135M on vLLM (CPU in CI) writes
-```python blocks that the Docker sandbox runs, and ``--dry-run`` shows the instruction that makes it do so."""
+"""examples/math_tir as a user runs it (issue 30 item 1, issue 33's TIR recipe): the real SmolLM2-135M on vLLM
+(CPU in CI) writes ```python blocks that the Docker sandbox runs, ``--dry-run`` shows the instruction that makes
+it do so, ``rrl eval`` of the same config evaluates with the tool on, and the config trains."""
 
 from __future__ import annotations
 
@@ -40,3 +41,26 @@ def test_math_tir_smoke_shape_makes_tool_calls(tmp_path: Path) -> None:
     calls = [r["tools/calls_per_sample"] * r["samples"] for r in steps]
     print(f"tool calls per step: {calls}; step seconds: {[round(r['time/step_s']) for r in steps]}")
     assert sum(calls) >= 1, steps
+
+
+def test_math_tir_config_evaluates_with_the_tool_on(tmp_path: Path) -> None:
+    """`rrl eval` of the same config (the recipe for evaluating a TIR-style model): every prompt is a tool rollout,
+    the per-prompt results carry each response's tool turns, and the eval table is printed."""
+    pytest.importorskip("vllm")
+    from reasoning_rl.policy.model import smollm2_hf_dir
+
+    out = tmp_path / "eval.jsonl"
+    cmd = [sys.executable, "-m", "reasoning_rl.cli", "eval", "examples/math_tir/config.yaml", "-o", str(out)]
+    cmd += [f"model.path={smollm2_hf_dir()}", f"run.dir={tmp_path / 'ev'}", "eval.max_prompts=4", "eval.n=2"]
+    cmd += ["eval.temperature=1.0", "logging.console=plain", "run.seed=0"]
+    env = {**os.environ, "PYTHONPATH": str(REPO), "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
+    done = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(rows) == 4 and all(len(r["responses"]) == 2 for r in rows)
+    responses = [resp for r in rows for resp in r["responses"]]
+    assert all("tool_calls" in resp and "trained_tokens" in resp for resp in responses)  # tool rollouts
+    calls = sum(resp["tool_calls"] for resp in responses)
+    print(f"eval: {calls} tool calls in {len(responses)} responses")
+    assert calls >= 1, responses[0]
+    assert "mean_score" in done.stdout and "pass@2" in done.stdout
