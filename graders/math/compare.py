@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass, replace
 from typing import Protocol
 
-from graders.math.normalize import strip_text_wrappers
+from graders.math.normalize import EMPTY_SET, strip_text_wrappers
 from graders.math.numbers import Number, agree_when_rounded, parse_number, scaled
 from graders.math.structure import Interval, Items, Leaf, Node, Relation, Union
 
@@ -73,6 +73,8 @@ class FastJudge:
     def leaf(self, gold: str, pred: str, ctx: Context) -> bool:
         if squash(gold) == squash(pred) and ctx.gold_percent == ctx.pred_percent:
             return True
+        if EMPTY_SET in (gold.strip(), pred.strip()):  # the empty set equals only itself
+            return False
         g, p = parse_number(gold), parse_number(pred)
         if g is not None and p is not None:
             return numbers_equal(g, p, ctx)
@@ -243,12 +245,16 @@ def equal(gold: Node, pred: Node, judge: LeafJudge, ctx: Context) -> bool:
     if gold_named is not None and pred_named is not None and set(gold_named) == set(pred_named):
         # "a_3 = 2, a_{37} = 19" against "a_{37} = 19, a_3 = 2": the names pair the values up
         return all(equal(gold_named[k], pred_named[k], judge, ctx) for k in gold_named)
+    if isinstance(gold, Items) != isinstance(pred, Items) and Leaf(EMPTY_SET) in (gold, pred):
+        return False  # "\\{\\emptyset\\}" is a set with one member, not the empty set
     if _is_tuple(gold) != _is_tuple(pred) and isinstance(gold, Items) and isinstance(pred, Items):
         # "(1,3)" against "{1,3}": the tuple's order is part of the answer
         return len(gold.items) == len(pred.items) and all(
             equal(g, p, judge, ctx) for g, p in zip(gold.items, pred.items, strict=True)
         )
     gold_items, pred_items = _flatten(gold), _flatten(pred)
+    if not gold_items or not pred_items:  # a list of nothing: only another such list matches it
+        return not gold_items and not pred_items
     if len(gold_items) > 1 or len(pred_items) > 1:
         if any(false_chain(p, judge, ctx) for p in pred_items):
             return False

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
 import threading
 import time
@@ -23,7 +24,7 @@ from graders.math.guards import MAX_ANSWER_CHARS, unsafe
 from graders.math.normalize import Cleaned, clean
 from graders.math.numbers import parse_number
 from graders.math.structure import Node, TooManyItems, leaves, parse
-from graders.math.worker import WorkerCrashed, WorkerPool, WorkerTimeout
+from graders.math.worker import GOLD_UNREADABLE, WorkerCrashed, WorkerPool, WorkerTimeout
 from graders.types import Grade
 
 MAX_DISTINCT_ANSWERS = 32
@@ -149,8 +150,13 @@ class MathGrader:
             return Grade.response_fault(
                 "answer too deeply nested to judge", mask=mask_response_faults, mode=mode
             )
-        except Exception as exc:  # a grader bug must cost one masked sample, never the caller's training run
-            return Grade.error(f"internal error: {type(exc).__name__}: {exc}", mode=mode)
+        except Exception as exc:  # a grader bug must cost one sample, never the caller's training run
+            reason = f"internal error: {type(exc).__name__}: {exc}"
+            if _gold_judges_itself(str(ground_truth)):
+                # The gold alone is sound, so the response drove the grader into the bug: a masked ``error``
+                # would let an answer pick "no penalty" for itself, so it is the response's fault.
+                return Grade.response_fault(reason, mask=mask_response_faults, mode=mode, cause="grader bug")
+            return Grade.error(reason, mode=mode)
 
     def _grade(self, response: str, ground_truth: str, mode: str, deadline: float, policy: Context) -> Grade:
         if len(ground_truth) > 100 * MAX_RAW_ANSWER_CHARS:
@@ -289,8 +295,22 @@ class MathGrader:
                 raise _prediction_fault(error, error)
             if error == "expression too deeply nested":
                 raise _prediction_fault(error, "answer too deeply nested to judge")
+            if error != GOLD_UNREADABLE and self._helper_judges_gold(gold.text, ctx):
+                raise _prediction_fault(error, f"could not judge the answer: {error}")  # the answer broke it
             raise _infrastructure_fault(error, f"could not judge: {error}")
         return bool(reply["equal"])
+
+    def _helper_judges_gold(self, gold: str, ctx: Context) -> bool:
+        """After a helper failed on a pair: does it judge the gold against itself? (Then the prediction made it
+        fail; if not, the gold or the helpers are at fault and the verdict is ``error``.)"""
+        itself = {"gold": gold, "pred": gold, "context": asdict(replace(ctx, pred_percent=ctx.gold_percent))}
+        try:
+            return all(
+                self.pool.run(request, _PROBE_BUDGET_S).get("ok")
+                for request in ({"gold": gold, "gold_only": True}, itself)
+            )
+        except (WorkerTimeout, WorkerCrashed):
+            return False
 
     def _gold_too_expensive(self, gold: str, budget_s: float) -> bool:
         """After a time-out: does the gold's own share of the work (parse, expand, evaluate) fit the budget the
@@ -339,6 +359,22 @@ def _parsed(text: str, *, by_response: bool) -> Node:
         raise _infrastructure_fault(
             "ground truth too deeply nested", "ground truth too deeply nested"
         ) from exc
+
+
+def _gold_judges_itself(ground_truth: str) -> bool:
+    """Does the gold go through every in-process step (extraction, cleaning, shapes, the fast judge) when
+    judged against itself? Used after a grader bug to tell whose input drove the grader into it."""
+    try:
+        golds = [g for g in (clean(raw) for raw in gold_answers(ground_truth)) if g.text]
+        if not golds:
+            return False
+        gold = _combine(golds)
+        node = parse(gold.text)
+        with contextlib.suppress(NeedsSymbolic):
+            equal(node, node, FastJudge(), Context(gold_percent=gold.percent, pred_percent=gold.percent))
+    except Exception:  # any failure here is the gold's (or the grader's), never the response's
+        return False
+    return True
 
 
 def _int_text(s: str) -> str:

@@ -10,6 +10,7 @@ import sympy
 from graders.math.compare import Context
 from graders.math.structure import leaves, parse
 from graders.math.symbolic import UngradableGold, judge, numeric, to_sympy, warm_up
+from graders.math.worker import GOLD_UNREADABLE
 
 __all__ = ["answer", "warm_up"]
 
@@ -37,7 +38,7 @@ def answer(request: dict[str, Any]) -> dict[str, Any]:
     except UngradableGold:
         return {
             "ok": False,
-            "error": "ground truth does not parse",
+            "error": GOLD_UNREADABLE,
         }  # the caller: an error (not the answer's)
     except (ValueError, TypeError, ArithmeticError, NotImplementedError) as exc:
         # SymPy raises these for things it cannot decide (e.g. comparing a set with a number): not equal.

@@ -70,7 +70,11 @@ _UNICODE = {
     "\u2208": "\\in ",
     "\u222a": "\\cup ",
     "\u00b1": "\\pm ",
+    "\u2205": "\\emptyset ",
 }
+EMPTY_SET = "\\emptyset"  # the one spelling of the empty set after cleaning (see ``_EMPTY_SET``)
+# ``\varnothing``, ``\emptyset``, ``\{\}`` and ``\{ \}`` (spaces already folded) all name the empty set.
+_EMPTY_SET = re.compile(r"\\(?:varnothing|emptyset)(?![A-Za-z])|\\\{\s*\\\}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,6 +135,7 @@ def clean(answer: str) -> Cleaned:
     s = _DROP.sub("", s)
     s = _THOUSANDS_BRACE.sub("", s)
     s = _SPACES.sub(" ", s)
+    s = _EMPTY_SET.sub(lambda m: EMPTY_SET + " ", s)
     s = _DEGREES.sub("", s)
     percent = bool(_PERCENT.search(s))
     if percent:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from graders.math.normalize import strip_braces, strip_units
+from graders.math.normalize import EMPTY_SET, strip_braces, strip_units
 
 MAX_ITEMS = 64  # more items than this is not judged item by item: ``TooManyItems``, never a silent cut
 MAX_DEPTH = 8
@@ -198,7 +198,8 @@ def parse(s: str, depth: int = 0) -> Node:
         open_c, inner, close_c = wrapped
         items = split_top(inner, ",;")
         if open_c == "{":
-            return Items("set", tuple(parse(p, depth + 1) for p in _capped(items) if p))
+            members = tuple(parse(p, depth + 1) for p in _capped(items) if p)
+            return Items("set", members) if members else Leaf(EMPTY_SET)  # "\\{,\\}": no member at all
         if len(items) == 2 and (open_c == "[" or close_c == "]"):
             return Interval(
                 open_c == "[", parse(items[0], depth + 1), parse(items[1], depth + 1), close_c == "]"

@@ -25,6 +25,9 @@ from typing import Any
 from graders.runtime.killable import KillableProcess, child_channel
 
 MEMORY_LIMIT_BYTES = 3 * 1024**3
+GOLD_UNREADABLE = (
+    "ground truth does not parse"  # a helper's reply error: the gold, not the answer, is at fault
+)
 _REPO_ROOT = str(Path(__file__).resolve().parents[2])
 
 
