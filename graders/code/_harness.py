@@ -2,10 +2,14 @@
 serialised with a plain-data allow-list. It receives inputs only, never expected outputs; the trusted parent
 decodes and compares. The codec below is also imported by the parent (``graders.code.values``).
 
-Request (stdin, JSON): {"mode": "stdio"|"call", "code": str, "fn_name": str, "tests": [...], "per_test_s": float,
-"total_s": float, "output_caps": [int, ...], "stop_on_failure": bool}; stdio tests are input strings, call tests
-are {"args": enc, "kwargs": enc}; ``output_caps`` bounds each test's stdout (and result line) in bytes.
-Response (stdout, JSON): {"results": [{"status": "ok"|"error"|"crash"|"timeout"|"output_limit"|"skipped",
+Request (stdin): its length in bytes on one line, then that much JSON: {"mode": "stdio"|"call", "code": str,
+"fn_name": str, "tests": [...], "per_test_s": float, "total_s": float, "output_caps": [int, ...],
+"stop_on_failure": bool}; stdio tests are input strings, call tests are {"args": enc, "kwargs": enc};
+``output_caps`` bounds each test's stdout (and result line) in bytes. Then one line: the trusted side's nonce
+for this run. It is read only after every test has run (it waits in the pipe; no test process holds the pipe
+or can open it, the harness being undumpable), and the response carries it: whatever a test's process
+manages to print, it cannot be taken for the harness's reply.
+Response (stdout, JSON): {"nonce": str, "results": [{"status": "ok"|"error"|"crash"|"timeout"|"output_limit"|"skipped",
 "stdout": str, "value": enc, "mutated": [enc args, enc kwargs], "error": str, "exit_code": int, "time_s": float},
 ...]}; ``mutated`` is present when the call changed its arguments in place.
 """
@@ -417,10 +421,31 @@ def _run_test(req, compiled, test, deadline, cap):
     return result
 
 
+def _read_exact(n):
+    data = bytearray()
+    while _len(data) < n:
+        chunk = os.read(0, n - _len(data))
+        if not chunk:
+            raise EOFError("stdin ended early")
+        data += chunk
+    return bytes(data)
+
+
+def _read_line(limit):
+    """One line from fd 0, byte by byte: nothing after it is read (a buffered reader would read ahead)."""
+    line = bytearray()
+    while not line.endswith(b"\n") and _len(line) <= limit:
+        c = os.read(0, 1)
+        if not c:
+            break
+        line += c
+    return bytes(line).strip()
+
+
 def main():
     _undumpable()
     builtins.exit, builtins.quit = _Quitter("exit"), _Quitter("quit")  # type: ignore[assignment]
-    req = json.loads(sys.stdin.read())
+    req = json.loads(_read_exact(int(_read_line(20))))
     total_deadline = time.monotonic() + req["total_s"]
     results = []
     try:
@@ -443,7 +468,8 @@ def main():
                     {"status": "skipped", "error": stop, "time_s": 0.0} for _ in req["tests"][_len(results) :]
                 ]
                 break
-    sys.stdout.write(json.dumps({"results": results}))
+    nonce = _read_line(128).decode("ascii", "replace")  # only now: every test process is gone
+    sys.stdout.write(json.dumps({"nonce": nonce, "results": results}))
     sys.stdout.flush()
 
 

@@ -32,7 +32,7 @@ from types import FrameType
 from typing import Any
 
 from graders.code.suites import AST_LOCK, AssertSuite
-from graders.code.values import HashSpread, call_key, decode
+from graders.code.values import HashSpread, call_key, decode, decode_mutation
 
 MAX_ROUNDS = 64  # each round resolves one more level of dependent calls (``candidate(candidate(x))``)
 MAX_CALLS = 5000  # distinct calls one grade may make (all rounds together)
@@ -117,15 +117,7 @@ class CallTable:
             try:
                 self.spread.add(decode(outcome.get("value")))
                 if outcome.get("mutated") is not None:
-                    mutated = decode(outcome["mutated"])
-                    if not (
-                        type(mutated) is list
-                        and len(mutated) == 2
-                        and type(mutated[0]) is list
-                        and type(mutated[1]) is dict
-                    ):
-                        raise ValueError("malformed mutated arguments")
-                    self.spread.add(mutated)
+                    self.spread.add(list(decode_mutation(outcome["mutated"])))
             except (ValueError, TypeError, RecursionError) as exc:
                 outcome = {**outcome, "status": "malformed", "error": f"unusable result: {exc}"}
         self.outcomes[key] = outcome
@@ -136,7 +128,7 @@ def _apply_mutations(args: tuple[Any, ...], kwargs: dict[str, Any], mutated: Any
     solutions are checked by looking at the argument afterwards)."""
     if mutated is None:
         return
-    new_args, new_kwargs = decode(mutated)
+    new_args, new_kwargs = decode_mutation(mutated)
     for old, new in [
         *zip(args, new_args, strict=False),
         *((kwargs[k], v) for k, v in new_kwargs.items() if k in kwargs),

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import secrets
 import threading
 import time
 from dataclasses import dataclass
@@ -19,6 +20,7 @@ from graders.code.asserts import MAX_ROUNDS, AssertRun
 from graders.code.compare import output_matches
 from graders.code.extract import extract_code
 from graders.code.options import CodeOptions
+from graders.code.outcomes import parse_outcomes
 from graders.code.suites import AssertSuite, CallSuite, GroundTruthError, StdioSuite, parse_suite
 from graders.code.values import Unserialisable, encode, encoded_equal
 from graders.types import Grade
@@ -183,14 +185,16 @@ class CodeGrader:
             sandbox = self._sandbox(opts.sandbox)
         except SandboxError as exc:
             return _Verdict(grade=Grade.error(f"sandbox: {exc}", sandbox=str(opts.sandbox)))
+        body = json.dumps(request).encode()  # ASCII JSON: lone surrogates travel as escapes
+        nonce = secrets.token_hex(16)  # the harness reads it after the tests and signs its reply with it
         result = sandbox.run(
             RunRequest(
                 ["python3", "-I", "-S", "harness.py"],
                 files={"harness.py": HARNESS_SOURCE},
-                stdin=json.dumps(request).encode(),
+                stdin=b"%d\n%s%s\n" % (len(body), body, nonce.encode()),
                 limits=limits,
             )
-        )  # ASCII JSON: lone surrogates travel as escapes
+        )
         if result.stopped_by == "sandbox_error":
             return _Verdict(
                 grade=Grade.error(
@@ -206,7 +210,7 @@ class CodeGrader:
                     exit_code=result.exit_code,
                 )
             )
-        outcomes = _parse_outcomes(result.stdout, len(tests))
+        outcomes = parse_outcomes(result.stdout, len(tests), nonce)
         if outcomes is None:
             return _Verdict(grade=Grade.incorrect("the test harness output was tampered with or cut short"))
         tests_s = sum(
@@ -228,20 +232,6 @@ class CodeGrader:
             for sandbox in self._sandboxes.values():
                 sandbox.close()
             self._sandboxes.clear()
-
-
-def _parse_outcomes(stdout: bytes, n: int) -> list[dict[str, Any]] | None:
-    """The harness's JSON, validated: exactly ``n`` result objects with a string status."""
-    try:
-        data = json.loads(stdout)
-    except (ValueError, RecursionError):
-        return None
-    results = data.get("results") if isinstance(data, dict) else None
-    if not isinstance(results, list) or len(results) != n:
-        return None
-    if not all(isinstance(r, dict) and isinstance(r.get("status"), str) for r in results):
-        return None
-    return results
 
 
 def _cap(opts: CodeOptions, expected_bytes: int) -> int:

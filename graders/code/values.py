@@ -9,12 +9,31 @@ from typing import Any
 
 from graders.code._harness import MAX_DEPTH, MAX_SAME_HASH, Unserialisable, decode, encode
 
-__all__ = ["HashSpread", "Unserialisable", "call_key", "decode", "encode", "encoded_equal", "values_equal"]
+__all__ = [
+    "HashSpread",
+    "Unserialisable",
+    "call_key",
+    "decode",
+    "decode_mutation",
+    "encode",
+    "encoded_equal",
+    "values_equal",
+]
 
 
 def call_key(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
     """A canonical string for one call's arguments (raises ``Unserialisable`` for unsupported types)."""
     return json.dumps([encode(list(args)), encode(kwargs)], sort_keys=True)
+
+
+def decode_mutation(enc: Any) -> tuple[list[Any], dict[Any, Any]]:
+    """A call's reported in-place changes, ``[args, kwargs]`` after the call; ValueError if not that shape."""
+    mutated = decode(enc)
+    if not (
+        type(mutated) is list and len(mutated) == 2 and type(mutated[0]) is list and type(mutated[1]) is dict
+    ):
+        raise ValueError("malformed mutated arguments")
+    return mutated[0], mutated[1]
 
 
 class HashSpread:
