@@ -1,8 +1,9 @@
 """The one killable-worker primitive: a Python worker process that can always be killed with everything it
 started, talking to its owner over a private pair of pipes.
 
-Used by the grading runtime's local workers (``graders.runtime.local`` / ``procworker``) and by the math
-grader's SymPy helpers (``graders.math.worker``); each speaks its own protocol over the channel.
+Used by the grading runtime's local workers (``graders.runtime.local`` / ``procworker``) and by the warm
+helpers of ``graders.runtime.helper_pool`` (the math grader's SymPy, the code grader's checks); each speaks
+its own protocol over the channel.
 
 - Whole tree: the worker runs under a keeper (``graders/runtime/keeper.py``), a child subreaper that kills
   every process left below it once the worker is gone, including ones in a new session whose parent died.
