@@ -1,5 +1,6 @@
-"""Assert-based tests without trusting the submission: the assert programs (trusted dataset code) run HERE,
-against a stand-in ``candidate`` whose answers are values the sandboxed function returned, decoded with the
+"""Assert-based tests without trusting the submission: the assert programs (trusted dataset code) run on the
+trusted side (in a check helper the grader kills at the deadline, ``graders.code.check_worker``), against a
+stand-in ``candidate`` whose answers are values the sandboxed function returned, decoded with the
 plain-data allow-list. The sandbox sees only call arguments, never the asserts or their expected values.
 
 Two passes per round: *record* runs the programs with asserts made non-fatal and unknown calls answered by a
@@ -15,7 +16,8 @@ under a deadline (the grade's time budget) and a cap on calls, so a submission's
 away. The deadline holds even where the check swallows its exception (`except:`, `except BaseException`,
 `contextlib.suppress`, `finally: continue`): CPython unsets a trace function that raised, so the tracer alone
 would fire once; the compiled check code also re-checks the deadline at every loop iteration, function or
-lambda entry, exception handler and finally block (``_Ticks``).
+lambda entry, exception handler and finally block (``_Ticks``). One C call driven by an answer
+(``sum(range(candidate(1)))``) sees none of that: the kill of the helper process bounds it.
 """
 
 from __future__ import annotations

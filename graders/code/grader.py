@@ -12,24 +12,27 @@ import re
 import secrets
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from graders.code.asserts import MAX_ROUNDS, AssertRun
+from graders.code.asserts import MAX_ROUNDS
+from graders.code.check_worker import GRACE_S, CheckPool
 from graders.code.compare import output_matches
 from graders.code.extract import extract_code
 from graders.code.options import CodeOptions
 from graders.code.outcomes import parse_outcomes
 from graders.code.suites import AssertSuite, CallSuite, GroundTruthError, StdioSuite, parse_suite
 from graders.code.values import Unserialisable, encode, encoded_equal
+from graders.runtime.helper_pool import WorkerCrashed, WorkerTimeout
 from graders.types import Grade
 from sandboxes import Limits, RunRequest, Sandbox, SandboxError, open_sandbox
 
 HARNESS_SOURCE = (Path(__file__).parent / "_harness.py").read_text()
 _STARTUP_S = 3.0  # sandbox + interpreter start-up on top of the tests' own budget
 _MAX_SANDBOX_OUTPUT = 256 << 20
-_CAP_SLACK = 64 << 10  # a test's output cap is max(output_cap, 4 x its expected output + this)
+_CAP_SLACK = 64 << 10
+_PROBE_S = 30.0  # a fresh check helper's start-up and one trivial answer  # a test's output cap is max(output_cap, 4 x its expected output + this)
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +53,8 @@ class CodeGrader:
     def __init__(self) -> None:
         self._sandboxes: dict[str, Sandbox] = {}
         self._lock = threading.Lock()
+        self._checks = CheckPool()
+        self._checks_busy = 0  # check passes in flight: a time-out while every helper was taken may be load
 
     def check_options(self, options: dict[str, Any]) -> None:
         """Raise ValueError for bad options (``rrl grade`` asks once, before grading any row)."""
@@ -106,54 +111,102 @@ class CodeGrader:
         if suite.setup and not re.search(rf"\bdef\s+{re.escape(suite.entry_point)}\b", code):
             code = suite.setup + code  # a completion of the prompt (HumanEval style), not a whole program
         # one budget for the tests and the checks of all rounds; the sandbox's own start-up is not charged
-        run = AssertRun(suite, time.monotonic() + opts.total_timeout_s)
-        try:
-            calls = run.record()
-        except (SyntaxError, ValueError) as exc:
-            return Grade.error(f"ground truth: test code is not Python: {exc}")
+        deadline = time.monotonic() + opts.total_timeout_s
+        outcomes: dict[str, dict[str, Any]] = {}
+        step = self._checks_pass(suite, outcomes, "record", deadline, opts)
+        if isinstance(step, Grade):
+            return step
+        _, calls = step
         n_calls = 0
         timing = {"sandbox_s": 0.0, "tests_s": 0.0}
         for _ in range(MAX_ROUNDS):
             if calls:
-                try:
-                    tests = [{"args": encode(list(a)), "kwargs": encode(k)} for a, k in calls]
-                except Unserialisable as exc:
-                    return Grade.error(f"ground truth: the check passes an unsupported argument type ({exc})")
-                left = run.deadline - time.monotonic()
+                left = deadline - time.monotonic()
                 if left <= 0:
                     return Grade.incorrect(
                         f"time limit of {opts.total_timeout_s} s reached after {n_calls} calls", calls=n_calls
                     )
+                tests = [{"args": args, "kwargs": kwargs} for _, args, kwargs in calls]
                 result = self._harness(
                     opts, "call", code, suite.entry_point, tests, [opts.output_cap] * len(tests), total_s=left
                 )
                 if result.outcomes is None:
                     assert result.grade is not None
                     return result.grade
-                run.add(calls, result.outcomes)
+                outcomes.update((key, o) for (key, _, _), o in zip(calls, result.outcomes, strict=True))
                 n_calls += len(calls)
                 round_timing = result.timing or {}
-                run.deadline += max(
-                    0.0, round_timing.get("sandbox_s", 0.0) - round_timing.get("tests_s", 0.0)
-                )
+                deadline += max(0.0, round_timing.get("sandbox_s", 0.0) - round_timing.get("tests_s", 0.0))
                 for key, value in round_timing.items():
                     timing[key] += value
-            verdicts, calls = run.judge()
+            step = self._checks_pass(suite, outcomes, "judge", deadline, opts)
+            if isinstance(step, Grade):
+                return step
+            verdicts, calls = step
             if not calls:
                 break
         else:  # only answers that keep changing the check's next arguments get here (a correct one settles)
             return Grade.incorrect(
                 f"the check kept making new calls after {MAX_ROUNDS} rounds", calls=n_calls
             )
-        outcomes = [
+        outcomes_out = [
             {
                 "status": "ok" if v is None else "failed",
                 "calls": n_calls,
-                **({} if v is None else {"error": f"{type(v).__name__}: {v}"[:300]}),
+                **({} if v is None else {"error": f"{v[0]}: {v[1]}"[:300]}),
             }
             for v in verdicts
         ]
-        return _score([v is None for v in verdicts], outcomes, opts, timing)
+        return _score([v is None for v in verdicts], outcomes_out, opts, timing)
+
+    def _checks_pass(
+        self,
+        suite: AssertSuite,
+        outcomes: dict[str, dict[str, Any]],
+        which: str,
+        deadline: float,
+        opts: CodeOptions,
+    ) -> tuple[list[list[str] | None], list[list[Any]]] | Grade:
+        """One record/judge pass of the checks in a helper killed at ``deadline`` (``graders.code.check_worker``):
+        (verdicts, the calls still to run), or the grade that pass decided."""
+        budget_s = max(deadline - time.monotonic(), 0.0)
+        request = {"suite": asdict(suite), "outcomes": outcomes, "pass": which, "budget_s": budget_s}
+        with self._lock:
+            saturated = self._checks_busy >= self._checks.max_workers
+            self._checks_busy += 1
+        try:
+            reply = self._checks.run(request, budget_s + GRACE_S)
+        except (WorkerTimeout, WorkerCrashed) as exc:
+            if saturated or not self._check_helpers_work():
+                return Grade.error(
+                    f"check helpers unavailable ({type(exc).__name__}; saturated: {saturated})"
+                )
+            if isinstance(exc, WorkerCrashed):
+                return Grade.response_fault("the checks crashed on the submission's values", cause="memory")
+            return Grade.response_fault(
+                f"the checks ran past the time limit of {opts.total_timeout_s} s (stopped from outside)",
+                cause="timeout",
+            )
+        finally:
+            with self._lock:
+                self._checks_busy -= 1
+        if reply.get("error") == "memory":  # the checks' work on the answer's values ran out of memory
+            return Grade.response_fault(
+                "the checks ran out of memory on the submission's values", cause="memory"
+            )
+        if not reply.get("ok"):
+            return Grade.error(f"check helper: {reply.get('error')}")
+        if "ground_truth" in reply:
+            return Grade.error(f"ground truth: {reply['ground_truth']}")
+        return list(reply["verdicts"]), list(reply["calls"])
+
+    def _check_helpers_work(self) -> bool:
+        """After a helper was killed or died: does a fresh one answer? (If not, it is the helpers, not the
+        answer, and blaming the answer would turn an outage into silent zero rewards.)"""
+        try:
+            return bool(self._checks.run({"probe": True}, _PROBE_S).get("ok"))
+        except (WorkerTimeout, WorkerCrashed):
+            return False
 
     # -- the sandbox -------------------------------------------------------------------------------------
     def _harness(
@@ -232,6 +285,7 @@ class CodeGrader:
             for sandbox in self._sandboxes.values():
                 sandbox.close()
             self._sandboxes.clear()
+        self._checks.close()
 
 
 def _cap(opts: CodeOptions, expected_bytes: int) -> int:
