@@ -50,7 +50,7 @@ class WorkerLimits:
     is 20x that: room for big batches of long responses, yet a leak is cut off long before it hurts.
     ``max_grades``: a grade count, for leaks that RSS hides (off by default: a fresh worker costs its
     graders' warm-up).
-    The Ray backend applies ``max_grades``; memory there is Ray's memory monitor's job.
+    Both backends apply both limits (a Ray actor reports its RSS with every grade).
     """
 
     max_rss_mb: float | None = 512.0

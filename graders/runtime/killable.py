@@ -89,13 +89,7 @@ class KillableProcess:
     def rss_bytes(self) -> int:
         """The worker's resident memory now (0 once it is gone)."""
         pid = self._worker_pid(0.0)
-        if pid is None:
-            return 0
-        try:
-            with open(f"/proc/{pid}/statm", "rb") as fh:
-                return int(fh.read().split()[1]) * _PAGE
-        except (OSError, IndexError, ValueError):  # exited meanwhile, or not Linux
-            return 0
+        return 0 if pid is None else rss_bytes(pid)
 
     def kill(self) -> None:
         """SIGKILL the worker and everything it started, wait for them, close the channel. Idempotent."""
@@ -142,6 +136,15 @@ class KillableProcess:
     @property
     def returncode(self) -> int | None:
         return self.proc.returncode
+
+
+def rss_bytes(pid: int | str = "self") -> int:
+    """A process's resident memory now (0 once it is gone, or where there is no /proc)."""
+    try:
+        with open(f"/proc/{pid}/statm", "rb") as fh:
+            return int(fh.read().split()[1]) * _PAGE
+    except (OSError, IndexError, ValueError):  # exited meanwhile, or not Linux
+        return 0
 
 
 def child_channel() -> tuple[int, int]:

@@ -19,6 +19,7 @@ import ray
 from ray.exceptions import GetTimeoutError, RayActorError, RayError
 
 from graders.runtime.backend import OnOutcomes, OutcomeKind, TaskOutcome, WorkerLimits
+from graders.runtime.killable import rss_bytes
 from graders.runtime.request import Payload, Task, warm_grader
 from graders.runtime.worker import Outcome, run_one
 
@@ -39,8 +40,9 @@ class GradeActor:
         for spec in specs:
             warm_grader(spec)
 
-    def grade(self, payload: Payload) -> Outcome:
-        return run_one(payload)
+    def grade(self, payload: Payload) -> tuple[Outcome, int]:
+        """The outcome, and this actor's resident memory after it (the driver recycles a fat actor)."""
+        return run_one(payload), rss_bytes()
 
 
 def _driver_path() -> str:
@@ -63,6 +65,7 @@ class _Actor:
         self.queue: deque[tuple[Task, Any]] = deque()  # (task, ObjectRef); the head is running
         self.head_started = 0.0
         self.graded = 0
+        self.rss = 0  # bytes, as the actor reported with its last grade
 
     @property
     def ready(self) -> bool:
@@ -88,7 +91,7 @@ class RayBackend:
             )
         self._size = workers
         self._timeout = timeout_s
-        self._max_grades = (limits or WorkerLimits()).max_grades
+        self._limits = limits or WorkerLimits()
         self._on_outcomes = on_outcomes
         self._lock = threading.Lock()
         self._pending: deque[Task] = deque()
@@ -171,16 +174,23 @@ class RayBackend:
             self._collect(a, done_set)
         now = time.monotonic()
         for a in list(self._actors):
-            if self._max_grades is not None and a.graded >= self._max_grades and not a.queue:
+            if self._over_limits(a) and not a.queue:
                 self._recycle(a)
             elif a.queue and now - a.head_started >= self._timeout:
                 self._replace(a, "timeout", now - a.head_started)
             elif a.gate is not None and now - a.gate_since >= ACTOR_START_BUDGET_S:
                 self._replace(a, "lost", 0.0)
 
+    def _over_limits(self, a: _Actor) -> bool:
+        """Due for recycling: past its grade count or its resident-memory cap (``WorkerLimits``)."""
+        limits = self._limits
+        return (limits.max_grades is not None and a.graded >= limits.max_grades) or (
+            limits.max_rss_mb is not None and a.rss > limits.max_rss_mb * 2**20
+        )
+
     def _fill(self) -> None:
-        cap = self._max_grades
-        ready = [a for a in self._actors if a.ready]
+        cap = self._limits.max_grades
+        ready = [a for a in self._actors if a.ready and not self._over_limits(a)]
         with self._lock:
             if self._new_specs:  # warm new graders first (next round)
                 return
@@ -207,7 +217,7 @@ class RayBackend:
                 self._startup_failures = 0
             while a.queue and a.queue[0][1] in done:
                 task, ref = a.queue.popleft()
-                seq, grade, seconds = ray.get(ref)
+                (seq, grade, seconds), a.rss = ray.get(ref)
                 a.graded += 1
                 a.head_started = time.monotonic()
                 finished.append((task, "ok", grade, seconds, a.node))
@@ -222,7 +232,7 @@ class RayBackend:
             self._on_outcomes(finished)
 
     def _recycle(self, a: _Actor) -> None:
-        """Swap an actor that reached ``max_grades`` (nothing queued on it) for a fresh one."""
+        """Swap an actor over its limits (nothing queued on it) for a fresh one."""
         ray.kill(a.handle, no_restart=True)
         self.recycled += 1
         fresh = _Actor(next(self._ids), list(self._specs))

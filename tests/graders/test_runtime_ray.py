@@ -15,6 +15,7 @@ from graders.runtime import GradeRequest, GradingPool
 from graders.types import GradeContext
 
 ECHO = f"{faulty.__name__}:EchoGrader"
+LEAKING = f"{faulty.__name__}:LeakingGrader"
 pytestmark = [pytest.mark.slow, pytest.mark.distributed]
 
 
@@ -75,6 +76,18 @@ def test_ray_actors_are_recycled_after_max_grades(cluster_address: str) -> None:
         per_actor[g.details["pid"]] = per_actor.get(g.details["pid"], 0) + 1
     assert max(per_actor.values()) <= 5 and len(per_actor) >= 5
     assert metrics["workers_recycled"] >= 3 and metrics["worker_restarts"] == 0
+
+
+def test_leaking_ray_actor_is_recycled_at_its_rss_cap(cluster_address: str) -> None:
+    """Issue 28: Ray actors had no memory cap (one grew to 560 MB); they now report their RSS with each grade."""
+    reqs = [GradeRequest(LEAKING, str(i), None, {"mb": 40}) for i in range(12)]
+    with GradingPool(workers=1, ray_address=cluster_address, timeout_s=30.0, max_worker_rss_mb=400) as pool:
+        _wait_ready(pool)
+        grades = [pool.grade_batch([r])[0] for r in reqs]
+        metrics = pool.metrics()
+    assert all(g.verdict == "correct" for g in grades), grades
+    assert metrics["workers_recycled"] >= 1 and metrics["worker_restarts"] == 0
+    assert len({g.details["pid"] for g in grades}) >= 2
 
 
 def test_rrl_grade_on_the_ray_cluster(cluster_address: str, tmp_path: Path) -> None:
