@@ -2,8 +2,9 @@
 
 Meant as a small-weight component of a composed reward (``grading.rewards``: correctness + format), as TRL's
 format rewards and verl's reward managers are used: it never looks at the ground truth. Styles: ``boxed``
-(the final answer in a closed, non-empty ``\\boxed{}``: the math grader's strict rule) and ``gsm8k`` (a
-``#### <number>`` in the last 300 characters: verl's strict GSM8K rule, the gsm8k grader's own pattern).
+(the final answer in a closed ``\\boxed{}`` that is not empty once spacing such as ``\\quad`` is dropped: the
+math grader's strict rule) and ``gsm8k`` (a well-formed ``#### <number>`` in the last 300 characters: the gsm8k
+grader's own rule, ``graders.math.gsm8k.final_answer``).
 Text inside ``<think>...</think>`` does not count; an unclosed ``<think>`` has no final answer.
 """
 
@@ -12,8 +13,8 @@ from __future__ import annotations
 from typing import Any
 
 from graders.math.extract import UnclosedThinkError, after_think, find_boxes
-from graders.math.gsm8k import _ANSWER as GSM8K_ANSWER
-from graders.math.gsm8k import CLIP_CHARS
+from graders.math.gsm8k import final_answer
+from graders.math.normalize import clean
 from graders.types import Grade
 
 STYLES = ("boxed", "gsm8k")
@@ -46,11 +47,13 @@ class FormatGrader:
         except UnclosedThinkError:
             return Grade.incorrect("unclosed <think>: no final answer", style=style)
         if style == "gsm8k":
-            if GSM8K_ANSWER.search(text[-CLIP_CHARS:]):
+            answer, why = final_answer(text)
+            if answer is not None:
                 return Grade.correct("'#### <number>' answer", style=style)
-            return Grade.incorrect("no '#### <number>' in the last 300 characters", style=style)
+            return Grade.incorrect(why, style=style)
         boxes = find_boxes(text)
-        if boxes and boxes[-1].content.strip():
+        # empty as the math grader sees it: spacing (\quad, \,, ~), dollars and trailing dots are not an answer
+        if boxes and clean(boxes[-1].content).text:
             return Grade.correct("\\boxed{} answer", style=style)
         return Grade.incorrect("no closed, non-empty \\boxed{} answer", style=style)
 
@@ -59,6 +62,12 @@ class FormatGrader:
         return [
             {"response": "so \\boxed{42}", "ground_truth": None, "verdict": "correct"},
             {"response": "so \\boxed{}", "ground_truth": None, "verdict": "incorrect", "note": "empty box"},
+            {
+                "response": "so \\boxed{\\quad}",
+                "ground_truth": None,
+                "verdict": "incorrect",
+                "note": "only spacing",
+            },
             {
                 "response": "so \\boxed{4",
                 "ground_truth": None,

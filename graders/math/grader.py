@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import math
 import re
 import threading
 import time
@@ -138,6 +139,8 @@ class MathGrader:
             return Grade.error(
                 f"ground_truth must be a string or a number, got {type(ground_truth).__name__}"
             )
+        if isinstance(ground_truth, float) and not math.isfinite(ground_truth):  # e.g. an empty pandas cell
+            return Grade.error(f"ground_truth is {ground_truth!r}, not a number any answer can equal")
         deadline = time.monotonic() + float(timeout_s)
         try:
             policy = Context(rounded_decimals=rounded_decimals, chains_must_hold=mode == "strict")

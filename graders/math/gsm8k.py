@@ -17,7 +17,30 @@ from graders.types import Grade
 
 # verl: re.findall("#### (\\-?[0-9\\.\\,]+)", solution_str[-300:]) and the last match.
 _ANSWER = re.compile(r"#### (-?[0-9.,]+)")
+# What may not follow that number: verl reads "#### 5-2" as 5 and "#### 7/2" as 7; we judge such a final
+# answer malformed (incorrect) instead of guessing which part was meant (the number is read greedily, so
+# only an operator, a bracket or a ratio can follow it).
+_CONTINUED = re.compile(r"[ \t]*(?:[-+*/^=(×÷]|\\(?:frac|div|times|cdot)\b)|:\d")
 CLIP_CHARS = 300
+
+
+def final_answer(text: str) -> tuple[str | None, str]:
+    """The number of the last ``#### N`` in the last 300 characters of ``text`` (verl's rule), or None and
+    why not: no such answer, or one that goes on as an expression (``#### 5-2``, ``#### 7/2``)."""
+    clipped = text[-CLIP_CHARS:]
+    matches = list(_ANSWER.finditer(clipped))
+    if not matches:
+        return None, "no '#### <number>' answer in the last 300 characters"
+    last = matches[-1]
+    if _CONTINUED.match(clipped, last.end()):
+        tail = clipped[last.start() : last.end() + 20].split("\n")[0]
+        return None, f"malformed '####' answer (a number must stand alone): {tail!r}"
+    answer = last.group(1).replace(",", "").replace("$", "").rstrip(".")
+    if not answer or answer in ("-", "."):
+        return None, "empty '####' answer"
+    return answer, "####"
+
+
 _OPTIONS = {"timeout_s", "mask_response_faults"}
 
 
@@ -55,12 +78,9 @@ class GSM8KGrader:
             text = after_think(response)
         except UnclosedThinkError:
             return Grade.incorrect("unclosed <think>: no final answer", rule="####")
-        found = _ANSWER.findall(text[-CLIP_CHARS:])
-        if not found:
-            return Grade.incorrect("no '#### <number>' answer in the last 300 characters", rule="####")
-        answer = found[-1].replace(",", "").replace("$", "").rstrip(".")
-        if not answer or answer in ("-", "."):
-            return Grade.incorrect("empty '####' answer", rule="####")
+        answer, why = final_answer(text)
+        if answer is None:
+            return Grade.incorrect(why, rule="####")
         verdict = self._math.grade(f"\\boxed{{{answer}}}", ground_truth, mode="strict", **options)
         details = {**verdict.details, "rule": "####", "extracted": [answer]}
         return Grade(verdict.score, verdict.verdict, verdict.reason, details)
