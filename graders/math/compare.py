@@ -17,6 +17,9 @@ from graders.math.normalize import EMPTY_SET, strip_text_wrappers
 from graders.math.numbers import Number, agree_when_rounded, parse_number, scaled
 from graders.math.structure import Interval, Items, Leaf, Node, Relation, Union
 
+# A SymPy helper's reply error when the gold, not the answer, is at fault (the grader then keeps `error`).
+GOLD_UNREADABLE = "ground truth does not parse"
+
 _NAME = re.compile(r"[A-Za-z\\|:(),{}\s^'_]*")
 _TEXTY = re.compile(r"[A-Za-z][A-Za-z\s'\-.]*")
 _EQ_OPS = ("=", "\\approx", "\\in")

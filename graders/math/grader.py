@@ -11,7 +11,7 @@ from dataclasses import asdict, replace
 from fractions import Fraction
 from typing import Any, cast
 
-from graders.math.compare import Context, FastJudge, NeedsSymbolic, equal, squash, text_form
+from graders.math.compare import GOLD_UNREADABLE, Context, FastJudge, NeedsSymbolic, equal, squash, text_form
 from graders.math.extract import (
     MODES,
     Extraction,
@@ -25,7 +25,7 @@ from graders.math.guards import MAX_ANSWER_CHARS, unsafe
 from graders.math.normalize import Cleaned, clean
 from graders.math.numbers import parse_number
 from graders.math.structure import Node, TooManyItems, leaves, parse
-from graders.math.worker import GOLD_UNREADABLE, WorkerCrashed, WorkerPool, WorkerTimeout
+from graders.math.worker import WorkerCrashed, WorkerPool, WorkerTimeout
 from graders.types import Grade
 
 MAX_DISTINCT_ANSWERS = 32

@@ -7,10 +7,9 @@ from typing import Any
 
 import sympy
 
-from graders.math.compare import Context
+from graders.math.compare import GOLD_UNREADABLE, Context
 from graders.math.structure import leaves, parse
 from graders.math.symbolic import UngradableGold, judge, numeric, to_sympy, warm_up
-from graders.math.worker import GOLD_UNREADABLE
 
 __all__ = ["answer", "warm_up"]
 

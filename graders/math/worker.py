@@ -12,12 +12,9 @@ import sys
 
 from graders.runtime.helper_pool import HelperPool, WorkerCrashed, WorkerTimeout, serve
 
-__all__ = ["GOLD_UNREADABLE", "MEMORY_LIMIT_BYTES", "WorkerCrashed", "WorkerPool", "WorkerTimeout"]
+__all__ = ["MEMORY_LIMIT_BYTES", "WorkerCrashed", "WorkerPool", "WorkerTimeout"]
 
 MEMORY_LIMIT_BYTES = 3 * 1024**3
-GOLD_UNREADABLE = (
-    "ground truth does not parse"  # a helper's reply error: the gold, not the answer, is at fault
-)
 
 
 class WorkerPool(HelperPool):

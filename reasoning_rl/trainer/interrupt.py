@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import shlex
 
+from reasoning_rl.checkpoint import CheckpointManager
 from reasoning_rl.config import Config
-from reasoning_rl.trainer.checkpoint import CheckpointManager
 
 
 def interrupted_message(cfg: Config, completed: int, config_path: str, overrides: list[str]) -> list[str]:

@@ -10,10 +10,10 @@ import pytest
 
 from graders.compose import RewardTerm, compose
 from graders.types import Grade
+from reasoning_rl.checkpoint import CheckpointManager
 from reasoning_rl.config import OverlongConfig, load_config
 from reasoning_rl.data import Example
 from reasoning_rl.rollout import Completion
-from reasoning_rl.trainer.checkpoint import CheckpointManager
 from reasoning_rl.trainer.grading_health import check_grading
 from reasoning_rl.trainer.interrupt import interrupted_message
 from reasoning_rl.trainer.records import Sample
