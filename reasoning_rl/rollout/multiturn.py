@@ -210,9 +210,9 @@ class _Run:
         except Exception as exc:  # noqa: BLE001 - e.g. a chat template that cannot render a tool turn
             t.finish_reason, t.error = "error", f"tool turn for {call.name}: {type(exc).__name__}: {exc}"
         finally:
+            self.wake.set()  # first: the generation loop must go on even if ending the sessions fails
             if t.finish_reason is not None:
                 self._end_sessions(t)
-            self.wake.set()
 
     async def _execute(self, t: ToolTrajectory, call: ToolCall) -> ToolResult:
         if call.error:

@@ -301,6 +301,9 @@ class _FailingSandbox:
             raise ConnectionError("docker daemon gone")
         return RunResult(b"", b"", None, 0.0, "sandbox_error", "container died")
 
+    def end_session(self, session: str) -> None:
+        """Nothing held per session."""
+
     def close(self) -> None:
         """Nothing held."""
 
