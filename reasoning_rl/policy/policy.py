@@ -27,7 +27,13 @@ from reasoning_rl.policy.model import load_tokenizer, save_hf_model
 from reasoning_rl.policy.sharded import load_train_state, save_train_state
 from reasoning_rl.policy.train_state import clip_and_step, load_trainable
 from reasoning_rl.policy.wrap import ScoringModule, equalize, forward_micro, score
-from reasoning_rl.policy.zero_advantage import TOKEN_AVERAGES, drop_rows, trained_rows, zero_missing_grads
+from reasoning_rl.policy.zero_advantage import (
+    TOKEN_AVERAGES,
+    drop_rows,
+    no_row_anywhere,
+    trained_rows,
+    zero_missing_grads,
+)
 
 METRIC_KEYS = ("pg_loss", "clip_frac", "ratio_mean", "entropy", "kl")
 
@@ -192,6 +198,8 @@ class Policy:
         )
         keep = trained_rows(advantages, mask, cfg) if skip_zero_advantage else None
         scale = 1.0
+        if keep is not None and self.fsdp and no_row_anywhere(keep):
+            keep = None  # FSDP2: zero gradients cannot be made without a pass; run the (exact) full pass
         if keep is not None:
             plans = drop_rows(plans, keep)
             live = dist.all_reduce_sum(

@@ -36,3 +36,11 @@ def zero_missing_grads(module: nn.Module) -> None:
     for p in module.parameters():
         if p.requires_grad and p.grad is None:
             p.grad = torch.zeros_like(p)
+
+
+def no_row_anywhere(keep: Tensor) -> bool:
+    """True when no rank trains any row (collective). Under FSDP2 such a step runs the full pass instead:
+    zero gradients made by hand do not match FSDP2's sharded gradients (``clip_grad_norm_`` refuses the mix)."""
+    from reasoning_rl import dist
+
+    return float(dist.all_reduce_sum(torch.tensor(float(keep.sum())))) == 0
