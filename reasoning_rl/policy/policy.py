@@ -196,7 +196,8 @@ class Policy:
                 torch.tensor(compute_normalizer(cfg.loss_agg, mask, max_response_len=max_len))
             ).item()
         )
-        keep = trained_rows(advantages, mask, cfg) if skip_zero_advantage else None
+        # not with a KL to track: its metric averages over every row (the golden runs pin it)
+        keep = trained_rows(advantages, mask, cfg) if skip_zero_advantage and ref_logprobs is None else None
         scale = 1.0
         if keep is not None and self.fsdp and no_row_anywhere(keep):
             keep = None  # FSDP2: zero gradients cannot be made without a pass; run the (exact) full pass
