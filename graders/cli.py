@@ -227,19 +227,10 @@ def list_command(
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
     """Show every grader that can be used by name, with its version and where it comes from."""
+    from graders.evaluation.streams import print_listing
     from graders.listing import installed_graders
 
     infos = installed_graders()
-    if as_json:
-        typer.echo(json.dumps(infos, indent=2))
-        return
-    from rich.table import Table
-
-    from graders.evaluation.streams import results_console
-
-    table = Table(title="graders (entry point group reasoning_rl.graders)", title_justify="left")
-    for col in ("name", "version", "provider", "target", "status"):
-        table.add_column(col)
-    for info in infos:
-        table.add_row(info["name"], info["version"] or "-", info["provider"], info["target"], info["status"])
-    results_console().print(table)
+    rows = infos if as_json else [{**info, "version": info["version"] or "-"} for info in infos]
+    columns = ("name", "version", "provider", "target", "status")
+    print_listing(rows, "graders (entry point group reasoning_rl.graders)", columns, as_json)
