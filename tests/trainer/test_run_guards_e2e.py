@@ -34,7 +34,8 @@ def test_all_error_run_stops_with_one_line(tmp_path: Path, tiny_model_dir: Path)
 
 
 def test_ctrl_c_says_where_the_run_stopped_and_how_to_continue(tmp_path: Path, tiny_model_dir: Path) -> None:
-    cfg = config(tmp_path, tiny_model_dir, "intr", trainer={"steps": 50, "checkpoint_every": 1})
+    # more steps than the test can ever see finish: a fast machine must not end the run before the signal
+    cfg = config(tmp_path, tiny_model_dir, "intr", trainer={"steps": 100_000, "checkpoint_every": 1})
     # SIGINT at its default in the child (a background runner's children may inherit it ignored)
     proc = subprocess.Popen(
         train_cmd(cfg, "rollout.n=4"),
@@ -45,10 +46,12 @@ def test_ctrl_c_says_where_the_run_stopped_and_how_to_continue(tmp_path: Path, t
         text=True,
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
-    done = tmp_path / "intr" / "checkpoints" / "step_2" / "COMPLETE"
+    checkpoints = tmp_path / "intr" / "checkpoints"
     deadline = time.monotonic() + 240
-    while not done.exists() and time.monotonic() < deadline and proc.poll() is None:
+    # any completed checkpoint from step 2 on (older ones are pruned: run.keep_checkpoints)
+    while not _completed_from_step_2(checkpoints) and time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.2)
+    assert proc.poll() is None, "the run ended before it was interrupted"
     proc.send_signal(signal.SIGINT)
     out, _ = proc.communicate(timeout=120)
     assert proc.returncode == 130, out[-3000:]
@@ -58,3 +61,7 @@ def test_ctrl_c_says_where_the_run_stopped_and_how_to_continue(tmp_path: Path, t
     ]
     assert len(said) == 2 and said[0].startswith("interrupted after step ")
     assert "latest checkpoint:" in said[1] and "trainer.resume=auto" in said[1] and "rollout.n=4" in said[1]
+
+
+def _completed_from_step_2(checkpoints: Path) -> bool:
+    return any(int(p.parent.name.split("_")[1]) >= 2 for p in checkpoints.glob("step_*/COMPLETE"))
