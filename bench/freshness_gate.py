@@ -9,18 +9,15 @@ Each model runs in its own process. Prints a table; writes bench/out/freshness_g
 
 from __future__ import annotations
 
-import json
-import os
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
+from per_model import REPO, engine_and_policy, main_or_one, print_and_save
+
 OUT = REPO / "bench" / "out" / "freshness_gate.json"
 SIZES: dict[
     str, dict[str, Any] | None
@@ -42,20 +39,11 @@ def _median_s(fn: Callable[[], object], repeats: int = REPEATS) -> float:
 
 
 def measure(name: str) -> dict[str, float | str | int]:
-    os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+    _, engine, policy = engine_and_policy(SIZES[name], Path(tempfile.mkdtemp()), name)
     from reasoning_rl.freshness import FreshnessGate
     from reasoning_rl.handoff import push_weights
-    from reasoning_rl.policy import Policy, smollm2_hf_dir
-    from reasoning_rl.rollout import make_engine
     from reasoning_rl.rollout.fingerprints import SentFingerprints
-    from reasoning_rl.tiny import build_tiny_model
 
-    spec = SIZES[name]
-    model_dir = (
-        smollm2_hf_dir() if spec is None else build_tiny_model(Path(tempfile.mkdtemp()) / name, **spec)
-    )
-    engine = make_engine("vllm", str(model_dir), gpu_memory_utilization=0.2, max_model_len=256)
-    policy = Policy.from_pretrained(str(model_dir))
     vocab = int(policy.lm.config.vocab_size)
     prompts = [[(7 + 13 * i + 7 * k) % vocab for k in range(48)] for i in range(2)]
     gate = FreshnessGate.for_run(engine, prompts, None)
@@ -87,23 +75,7 @@ def measure(name: str) -> dict[str, float | str | int]:
     }
 
 
-def main() -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    rows = []
-    for name in SIZES:
-        proc = subprocess.run(
-            [sys.executable, __file__, "--one", name],
-            capture_output=True,
-            text=True,
-            cwd=REPO,
-            env={**os.environ, "PYTHONPATH": str(REPO)},
-        )
-        if proc.returncode != 0:
-            raise SystemExit(f"freshness_gate: {name} failed:\n{proc.stderr[-3000:]}")
-        rows.append(json.loads(proc.stdout.strip().splitlines()[-1]))
-    table = Table(title=f"Freshness gate cost (CPU, vLLM float32, median of {REPEATS})")
+def report(rows: list[dict[str, Any]]) -> None:
     cols = (
         "model",
         "params",
@@ -115,10 +87,8 @@ def main() -> None:
         "check s",
         "probe gap",
     )
-    for col in cols:
-        table.add_column(col, justify="right")
-    for r in rows:
-        table.add_row(
+    cells = [
+        [
             r["model"],
             f"{r['params']:,}",
             str(r["tensors"]),
@@ -128,14 +98,12 @@ def main() -> None:
             f"{r['probe_s']:.3f}",
             f"{r['check_s']:.3f}",
             f"{r['probe_gap']:.1e}",
-        )
-    Console(width=160).print(table)
-    OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_text(json.dumps({"repeats": REPEATS, "results": rows}, indent=2))
+        ]
+        for r in rows
+    ]
+    title = f"Freshness gate cost (CPU, vLLM float32, median of {REPEATS})"
+    print_and_save(title, cols, cells, OUT, {"repeats": REPEATS, "results": rows}, width=160)
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 3 and sys.argv[1] == "--one":
-        print(json.dumps(measure(sys.argv[2])))
-    else:
-        main()
+    main_or_one(__file__, list(SIZES), measure, report)

