@@ -24,6 +24,18 @@ class ModelConfig(_Section):
     gradient_checkpointing: bool = Field(
         default=False, description="Recompute activations in the backward pass: less memory, a slower update."
     )
+    checkpoint_every: int = Field(
+        default=1,
+        ge=1,
+        description="With gradient_checkpointing: recompute one decoder layer in every k (1: all; 2: every "
+        "other one, half the recompute for a bit more memory).",
+    )
+    activation_offload: bool = Field(
+        default=False,
+        description="Keep the tensors autograd saves for backward in host memory "
+        "(torch.autograd.graph.save_on_cpu) during the update: activation memory of about one layer, "
+        "at the cost of copies to and from the host.",
+    )
     ref_offload: bool = Field(default=False, description="Keep the frozen reference policy on CPU.")
     fsdp: Literal["auto", "on", "off"] = Field(
         default="auto",

@@ -117,7 +117,7 @@ class ModelWorker:
         cfg = spec.cfg
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(cfg.run.seed)
-            models = build_models(cfg, spec.model_dir, spec.device, spec.dtype)
+            models = build_models(cfg, spec.model_dir, spec.device, spec.dtype, spec.max_model_len)
         split = cfg.resources.placement == "split"  # the engines live on the rollout ranks
         engine = (
             None

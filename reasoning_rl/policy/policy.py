@@ -25,7 +25,7 @@ from reasoning_rl.policy.batch import TokenBatch, pack, plan_micro_batches, unfl
 from reasoning_rl.policy.comm import CommMeter, Sharding
 from reasoning_rl.policy.model import load_tokenizer, save_hf_model
 from reasoning_rl.policy.sharded import load_train_state, save_train_state
-from reasoning_rl.policy.train_state import clip_and_step, load_trainable
+from reasoning_rl.policy.train_state import clip_and_step, load_trainable, saved_tensors_on_host
 from reasoning_rl.policy.wrap import ScoringModule, equalize, forward_micro, score
 from reasoning_rl.policy.zero_advantage import (
     TOKEN_AVERAGES,
@@ -72,8 +72,10 @@ class Policy:
         micro_batch_tokens: int,
         micro_batch_size: int | None,
         comm: CommMeter | None = None,
+        activation_offload: bool = False,
     ) -> None:
         self.module = module
+        self.activation_offload = activation_offload
         self.comm = comm
         self.lm: Any = module.lm
         self.source = source
@@ -100,6 +102,8 @@ class Policy:
         device: str | None = None,
         fsdp: bool | None = None,
         activation_checkpointing: bool = False,
+        checkpoint_every: int = 1,
+        activation_offload: bool = False,
         compile_layers: bool = False,
         sharding: Sharding = Sharding(),
         lr: float = 1e-6,
@@ -116,7 +120,9 @@ class Policy:
 
         ``fsdp=None``: FSDP2 when world_size > 1 or on GPU; ``sharding``: its memory/communication switches. On GPU with FSDP, ``dtype`` is the compute
         dtype (params/grad reduction stay float32). ``micro_batch_tokens`` bounds the packed tokens per
-        forward; ``micro_batch_size`` optionally also bounds sequences per forward.
+        forward; ``micro_batch_size`` optionally also bounds sequences per forward. Memory switches:
+        ``activation_checkpointing`` (every ``checkpoint_every``-th layer), ``activation_offload`` (what
+        autograd saves stays in host memory).
         """
         if lr <= 0:
             raise ValueError(f"lr must be > 0; got {lr}")
@@ -131,6 +137,7 @@ class Policy:
             device=device,
             fsdp=fsdp,
             activation_checkpointing=activation_checkpointing,
+            checkpoint_every=checkpoint_every,
             compile_layers=compile_layers,
             sharding=sharding,
             head=lambda lm: ScoringModule(lm, chunk_tokens=chunk_tokens, compiled=compile_layers),
@@ -149,6 +156,7 @@ class Policy:
             micro_batch_tokens=micro_batch_tokens,
             micro_batch_size=micro_batch_size,
             comm=comm,
+            activation_offload=activation_offload,
         )
 
     # ---- scoring -------------------------------------------------------------------------------
@@ -217,7 +225,8 @@ class Policy:
                 (lp_flat.sum() * 0.0).backward()
                 continue
             mb = pack(batch, rows, self.device)
-            lp_flat, ent_flat = forward_micro(self.module, mb)
+            with saved_tensors_on_host(self.activation_offload, self.device):
+                lp_flat, ent_flat = forward_micro(self.module, mb)
             width = max(mb.lens)
             lp = unflatten(lp_flat.float(), mb.lens, width)
             ent = unflatten(ent_flat.float(), mb.lens, width)
