@@ -435,8 +435,8 @@ SWITCHES: tuple[tuple[str, dict[str, Any]], ...] = (
 
 def advice(shape: ModelShape, s: TrainSetup, usable: int, longest: int, budget: int | None) -> str | None:
     """None when the update fits ``usable`` (with ``budget`` tokens, or at least one ``longest`` sequence);
-    else one line naming the budget, or the first switch (in that order, combined with those before it)
-    that makes it fit."""
+    else one line naming the budget, or the first of ``SWITCHES`` (each alone, then together) that makes it
+    fit."""
     need = max(budget or longest, longest)
     if update_peak(shape, s, need) <= usable:
         return None
@@ -446,15 +446,15 @@ def advice(shape: ModelShape, s: TrainSetup, usable: int, longest: int, budget: 
     head = f"memory plan: {what} needs {peak} in the update, {_gib(usable)} usable on this device"
     if budget and largest >= longest:
         return f"{head}: set algorithm.micro_batch_tokens<={largest} (or leave it unset: the plan picks it)"
-    tried, sets = s, []
-    for name, change in SWITCHES:
-        if all(getattr(tried, k) == v for k, v in change.items()):
-            continue
-        tried, sets = replace(tried, **change), [*sets, name]
+    todo = [(name, change) for name, change in SWITCHES if any(getattr(s, k) != v for k, v in change.items())]
+    combos = [[c] for c in todo] + [todo[:n] for n in range(2, len(todo) + 1)]  # each alone, then together
+    for combo in combos:
+        tried = replace(s, **{k: v for _, change in combo for k, v in change.items()})
         if update_peak(shape, tried, longest) <= usable:
             fit = largest_budget(shape, tried, usable)
-            return f"{head}: set {' '.join(sets)} (then micro_batch_tokens up to {fit} fit)"
-    return f"{head}, even with {' '.join(sets) or 'every memory switch'}: lower rollout.max_tokens or use more GPUs"
+            return f"{head}: set {' '.join(n for n, _ in combo)} (then micro_batch_tokens up to {fit} fit)"
+    every = " ".join(n for n, _ in todo) or "every memory switch"
+    return f"{head}, even with {every}: lower rollout.max_tokens or use more GPUs"
 
 
 def plan_run(

@@ -1,0 +1,279 @@
+"""The memory plan's formulas against known shapes: parameter counts of the real Qwen2.5 models (and of the
+model transformers builds from the same config), the activations autograd really saves per token of a decoder
+layer (counted tensor by tensor on CPU), the budget it picks, and the one-line fix of a config that cannot fit."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+from reasoning_rl.config import Config, ConfigError  # noqa: E402
+from reasoning_rl.memory_plan import (  # noqa: E402
+    BUDGET_STEP,
+    GiB,
+    ModelShape,
+    PlanUnavailable,
+    TrainSetup,
+    largest_budget,
+    plan_engine,
+    plan_run,
+    update_peak,
+    update_terms,
+    usable_bytes,
+)
+
+H200 = 124 * GiB
+QWEN15 = dict(
+    vocab_size=151936,
+    hidden_size=1536,
+    intermediate_size=8960,
+    num_hidden_layers=28,
+    num_attention_heads=12,
+    num_key_value_heads=2,
+    tie_word_embeddings=True,
+    max_position_embeddings=131072,
+)
+QWEN7 = dict(
+    vocab_size=152064,
+    hidden_size=3584,
+    intermediate_size=18944,
+    num_hidden_layers=28,
+    num_attention_heads=28,
+    num_key_value_heads=4,
+    tie_word_embeddings=False,
+    max_position_embeddings=131072,
+)
+
+
+def qwen2(**kw: Any) -> Any:
+    return transformers.Qwen2Config(**kw)
+
+
+def meta_params(config: Any) -> int:
+    """Parameters of the model transformers builds from ``config`` (no memory: the meta device)."""
+    with torch.device("meta"):
+        model = transformers.AutoModelForCausalLM.from_config(config)
+    return sum(p.numel() for p in model.parameters())
+
+
+@pytest.mark.parametrize(
+    ("kw", "known"),
+    [(QWEN15, 1_543_714_304), (QWEN7, 7_615_616_512)],
+    ids=["qwen2.5-1.5b", "qwen2.5-7b"],
+)
+def test_parameter_counts_are_the_real_models(kw: dict[str, Any], known: int) -> None:
+    config = qwen2(**kw)
+    shape = ModelShape.from_config(config.to_dict())
+    assert shape.params == known == meta_params(config)  # 1.54B and 7.62B, as published
+    assert round(shape.params / 1e9, 2) == (1.54 if known < 2e9 else 7.62)
+
+
+@pytest.mark.parametrize("family", ["llama", "qwen3"])
+def test_parameter_counts_of_other_dense_families(family: str) -> None:
+    kw = dict(
+        vocab_size=300, hidden_size=64, intermediate_size=96, num_hidden_layers=3, num_attention_heads=4
+    )
+    config = (
+        transformers.LlamaConfig(num_key_value_heads=2, attention_bias=True, mlp_bias=True, **kw)
+        if family == "llama"
+        else transformers.Qwen3Config(num_key_value_heads=2, head_dim=24, **kw)
+    )
+    assert ModelShape.from_config(config.to_dict()).params == meta_params(config)
+
+
+def test_kv_cache_bytes_per_token() -> None:
+    shape = ModelShape.from_config(qwen2(**QWEN15).to_dict())
+    assert shape.kv_bytes_per_token(2) == 2 * 28 * 2 * 128 * 2 == 28_672  # 28 KiB a token in bf16
+
+
+def saved_bytes(model: Any, tokens: int) -> int:
+    """Bytes of the tensors autograd saves in a forward of ``model.model`` (each storage once, weights out)."""
+    weights = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    seen: dict[int, int] = {}
+
+    def pack(t: Any) -> Any:
+        ptr = t.untyped_storage().data_ptr()
+        if ptr not in weights:
+            seen[ptr] = t.untyped_storage().nbytes()
+        return t
+
+    ids = torch.randint(0, model.config.vocab_size, (1, tokens), generator=torch.Generator().manual_seed(0))
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        model.model(input_ids=ids, use_cache=False)
+    return sum(seen.values())
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+@pytest.mark.parametrize("family", ["qwen2", "llama", "qwen3"])
+def test_saved_activations_per_layer_are_what_autograd_keeps(family: str, dtype: Any) -> None:
+    """Eager HF decoder layers: one more layer adds exactly ``layer_saved_bytes`` per token."""
+    kw = dict(
+        vocab_size=128, hidden_size=128, intermediate_size=320, num_attention_heads=4, num_key_value_heads=2
+    )
+    cls = {
+        "qwen2": transformers.Qwen2Config,
+        "llama": transformers.LlamaConfig,
+        "qwen3": transformers.Qwen3Config,
+    }
+    extra = {} if family == "qwen2" else {"head_dim": 48}
+    counts = []
+    for layers in (1, 2):
+        config = cls[family](num_hidden_layers=layers, **kw, **extra)
+        torch.manual_seed(0)
+        model = transformers.AutoModelForCausalLM.from_config(config).to(dtype)
+        counts.append(saved_bytes(model, 48))
+    shape = ModelShape.from_config(config.to_dict())
+    b = 2 if dtype == torch.bfloat16 else 4
+    assert (counts[1] - counts[0]) / 48 == shape.layer_saved_bytes(b, compiled=False)
+
+
+def test_compiled_layer_formula_matches_the_cpu_measurement() -> None:
+    """The compiled figure (AOTAutograd's partitioner, measured once on CPU with inductor: 73,784 bytes per
+    token for the Qwen2-1.5B layer, of which 512 are the rotary cos/sin every layer shares) stays pinned."""
+    shape = ModelShape.from_config(qwen2(**QWEN15).to_dict())
+    assert shape.layer_saved_bytes(2, compiled=True) == 73_784 - 512
+    assert shape.layer_saved_bytes(2, compiled=False) == 103_480
+
+
+def tiny_config(tmp_path: Path, shape_kw: dict[str, Any], **sections: Any) -> tuple[Config, ModelShape]:
+    model_dir = tmp_path / "model"
+    model_dir.mkdir(exist_ok=True)
+    conf = qwen2(**shape_kw).to_dict()
+    (model_dir / "config.json").write_text(json.dumps(conf))
+    raw: dict[str, Any] = {"model": {"path": str(model_dir)}, "data": {"train": "x.jsonl"}}
+    for key, value in sections.items():
+        raw.setdefault(key.split("_")[0], {}).update(value)
+    return Config.model_validate(raw), ModelShape.from_model_dir(model_dir)
+
+
+def test_budget_is_the_largest_that_fits(tmp_path: Path) -> None:
+    cfg, shape = tiny_config(tmp_path, QWEN15)
+    s = TrainSetup.of(cfg, device="cuda", dtype="bfloat16", world=1)
+    usable = usable_bytes(H200)
+    best = largest_budget(shape, s, usable)
+    assert best % BUDGET_STEP == 0
+    assert update_peak(shape, s, best) <= usable < update_peak(shape, s, best + BUDGET_STEP)
+
+
+def test_qwen_1_5b_at_8k_plans_the_optimizer_state_from_step_one(tmp_path: Path) -> None:
+    cfg, shape = tiny_config(
+        tmp_path, QWEN15, rollout={"max_tokens": 8192, "n": 8}, trainer={"batch_size": 16}
+    )
+    plan = plan_run(
+        cfg, shape, device="cuda", dtype="bfloat16", capacity=H200, world=1, max_model_len=8704, engine=True
+    )
+    assert plan.fits, plan.problem
+    assert plan.update["optimizer"] == 8 * shape.params  # fp32 AdamW moments, counted before step 1 made them
+    assert plan.micro_batch_tokens >= 8704 and plan.update_peak <= plan.usable
+    e = plan.engine
+    assert e is not None and e.max_num_seqs == e.wanted_seqs == 128  # 16 prompts x 8 samples on one engine
+    assert e.kv == 128 * 8704 * 28_672  # KV for exactly what a step asks, not a fixed share
+    assert 0.1 < e.utilization(H200) < 0.5
+    lines = plan.lines()
+    assert "gpu_memory_utilization=" in lines[1] and "optimizer" in lines[0]
+
+
+def test_a_config_that_cannot_fit_gets_one_line_with_the_switch(tmp_path: Path) -> None:
+    """7B on an 80 GiB GPU: fp32 masters, gradients and AdamW alone are 113 GiB, so the fix is the offload;
+    on a 24 GiB one it takes checkpointing too."""
+    cfg, shape = tiny_config(tmp_path, QWEN7, rollout={"max_tokens": 4096})
+    plan = plan_run(
+        cfg,
+        shape,
+        device="cuda",
+        dtype="bfloat16",
+        capacity=80 * GiB,
+        world=1,
+        max_model_len=4608,
+        engine=False,
+    )
+    assert plan.problem is not None and "\n" not in plan.problem
+    assert plan.problem.startswith("memory plan: one 4608-token sequence needs")
+    assert ": set model.cpu_offload=true (then micro_batch_tokens up to" in plan.problem
+    fixed, _ = tiny_config(tmp_path, QWEN7, rollout={"max_tokens": 4096}, model={"cpu_offload": True})
+    assert plan_run(
+        fixed,
+        shape,
+        device="cuda",
+        dtype="bfloat16",
+        capacity=80 * GiB,
+        world=1,
+        max_model_len=4608,
+        engine=False,
+    ).fits
+    small = plan_run(
+        cfg,
+        shape,
+        device="cuda",
+        dtype="bfloat16",
+        capacity=24 * GiB,
+        world=1,
+        max_model_len=4608,
+        engine=False,
+    )
+    assert small.problem is not None
+    assert ": set model.gradient_checkpointing=true model.cpu_offload=true (then" in small.problem
+
+
+def test_a_budget_too_large_is_named_with_the_largest_that_fits(tmp_path: Path) -> None:
+    cfg, shape = tiny_config(tmp_path, QWEN15, algorithm={"micro_batch_tokens": 262_144})
+    plan = plan_run(
+        cfg, shape, device="cuda", dtype="bfloat16", capacity=H200, world=1, max_model_len=4096, engine=False
+    )
+    s = TrainSetup.of(cfg, device="cuda", dtype="bfloat16", world=1)
+    best = largest_budget(shape, s, usable_bytes(H200))
+    assert plan.problem is not None
+    assert f"set algorithm.micro_batch_tokens<={best}" in plan.problem
+
+
+def test_switches_lower_the_planned_peak(tmp_path: Path) -> None:
+    cfg, shape = tiny_config(tmp_path, QWEN15)
+    base = TrainSetup.of(cfg, device="cuda", dtype="bfloat16", world=1)
+    peaks = {
+        name: update_peak(shape, TrainSetup(**{**base.__dict__, **change}), 16384)
+        for name, change in {
+            "none": {},
+            "every_2": {"checkpointing": True, "checkpoint_every": 2},
+            "all": {"checkpointing": True},
+            "act_offload": {"activation_offload": True},
+            "cpu_offload": {"cpu_offload": True},
+        }.items()
+    }
+    assert peaks["none"] > peaks["every_2"] > peaks["all"]
+    assert peaks["none"] > peaks["act_offload"]
+    # 7B: the optimizer step (fp32 state + foreach AdamW's full-size temporary, 20 bytes a parameter) is the
+    # peak whatever the activations, so only the optimizer offload brings it under one H200
+    big = ModelShape.from_config(qwen2(**QWEN7).to_dict())
+    assert (
+        update_terms(big, TrainSetup(**{**base.__dict__, "checkpointing": True}), 4608)["optimizer_step"] > 0
+    )
+    assert update_peak(big, base, 4608) == 20 * big.params
+    assert peaks["none"] - peaks["cpu_offload"] == 16 * shape.params  # masters, grads, moments to the host
+    sharded = update_terms(shape, TrainSetup(**{**base.__dict__, "world": 4}), 16384)
+    assert sharded["optimizer"] == 8 * -(-shape.params // 4)
+
+
+def test_a_response_limit_the_engine_cannot_hold_is_one_line(tmp_path: Path) -> None:
+    cfg, shape = tiny_config(tmp_path, QWEN15, rollout={"max_tokens": 120_000})
+    with pytest.raises(ConfigError) as err:
+        plan_engine(shape, cfg, dtype="bfloat16", available=8 * GiB, max_model_len=120_512, wanted_seqs=8)
+    msg = str(err.value)
+    assert "\n" not in msg and msg.startswith("rollout.max_tokens=120000: one 120512-token sequence needs")
+    fit = int(msg.split("lower rollout.max_tokens to <= ")[1])
+    plan = plan_engine(
+        shape, cfg, dtype="bfloat16", available=8 * GiB, max_model_len=fit + 512, wanted_seqs=8
+    )
+    assert plan.max_num_seqs == 1  # the limit it names does fit: one sequence at a time
+
+
+def test_models_it_cannot_plan_say_why(tmp_path: Path) -> None:
+    with pytest.raises(PlanUnavailable, match="no config.json"):
+        ModelShape.from_model_dir(tmp_path)
+    with pytest.raises(PlanUnavailable, match="model_type 'mixtral'"):
+        ModelShape.from_config({"model_type": "mixtral"})
