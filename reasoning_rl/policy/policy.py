@@ -266,17 +266,22 @@ class Policy:
         return out
 
     # ---- weights out ---------------------------------------------------------------------------
-    def iter_full_params(self, bucket_bytes: int = 256 << 20) -> Iterator[list[tuple[str, Tensor]]]:
+    def iter_full_params(
+        self, bucket_bytes: int = 256 << 20, dtype: torch.dtype | None = None
+    ) -> Iterator[list[tuple[str, Tensor]]]:
         """Full (unsharded) parameters in buckets of at most ``bucket_bytes`` (one tensor may exceed it).
 
         HF names (``model.layers.0...``). Collective under FSDP2: every rank must iterate to the end.
-        Only one bucket is materialised at a time; without FSDP the tensors are views (no copy).
+        Only one bucket is materialised at a time; without FSDP the tensors are views (no copy). ``dtype``:
+        floating tensors cast to it on their device (the engine's dtype: fp32 masters go out as bf16).
         """
         bucket: list[tuple[str, Tensor]] = []
         size = 0
         for name, p in self.lm.named_parameters():
             full = p.full_tensor() if hasattr(p, "full_tensor") else p
             full = full.detach()
+            if dtype is not None and full.is_floating_point() and full.dtype != dtype:
+                full = full.to(dtype)
             nbytes = full.numel() * full.element_size()
             if bucket and size + nbytes > bucket_bytes:
                 yield bucket
