@@ -112,23 +112,35 @@ def build_models(
 
 
 def memory_plan(
-    cfg: Config, model_dir: Path, device: str, dtype: str, max_model_len: int
+    cfg: Config, model_dir: Path, device: str, dtype: str, max_model_len: int, world: int | None = None
 ) -> MemoryPlan | None:
-    """This rank's memory plan on its device (``reasoning_rl.memory_plan``); None for a model it cannot plan."""
+    """This rank's memory plan on its device (``reasoning_rl.memory_plan``; ``world``: the training ranks,
+    default the process group's); None for a model it cannot plan."""
     try:
-        shape = ModelShape.from_model_dir(model_dir)
+        return plan_config(cfg, model_dir, device, dtype, max_model_len, world)
     except PlanUnavailable:
         return None
+
+
+def plan_config(
+    cfg: Config, model_dir: Path, device: str, dtype: str, max_model_len: int, world: int | None = None
+) -> MemoryPlan:
+    """``memory_plan``, raising ``PlanUnavailable`` (with why) for a model it cannot plan."""
     return plan_run(
         cfg,
-        shape,
+        ModelShape.from_model_dir(model_dir),
         device=device,
         dtype=dtype,
         capacity=device_capacity(device),
-        world=dist.world_size(),
+        world=world or dist.world_size(),
         max_model_len=max_model_len,
         engine=rollout_kind(cfg) == "vllm",
     )
+
+
+def run_dtype(cfg: Config, device: str) -> str:
+    """``model.dtype`` with auto resolved: bfloat16 on CUDA, float32 on CPU."""
+    return cfg.model.dtype if cfg.model.dtype != "auto" else ("bfloat16" if device == "cuda" else "float32")
 
 
 def micro_batch_budget(cfg: Config, model_dir: Path, device: str, dtype: str, max_model_len: int) -> int:

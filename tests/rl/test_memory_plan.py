@@ -277,3 +277,13 @@ def test_models_it_cannot_plan_say_why(tmp_path: Path) -> None:
         ModelShape.from_model_dir(tmp_path)
     with pytest.raises(PlanUnavailable, match="model_type 'mixtral'"):
         ModelShape.from_config({"model_type": "mixtral"})
+
+
+def test_doctor_prints_the_plan_of_a_config(tmp_path: Path) -> None:
+    """`rrl doctor CONFIG` lists the plan's lines (a CPU run here: the host's memory, no engine sizing)."""
+    from reasoning_rl.doctor import run_checks
+
+    cfg, _ = tiny_config(tmp_path, QWEN15, run={"device": "cpu"})
+    rows = [r for r in run_checks(cfg.model_dump(mode="json"), essential_only=True) if r.name == "memory plan"]
+    assert rows and rows[0].status == "ok" and rows[0].detail.startswith("update peak ")
+    assert "micro_batch_tokens=8192" in rows[0].detail  # CPU keeps the former fixed budget
