@@ -81,6 +81,7 @@ def build_models(
         activation_checkpointing=cfg.model.gradient_checkpointing,
         checkpoint_every=cfg.model.checkpoint_every,
         activation_offload=cfg.model.activation_offload,
+        fused_optimizer=fused_adamw(cfg, device),
         compile_layers=compiled,
         micro_batch_tokens=budget,
         sharding=sharding_of(cfg),
@@ -210,6 +211,14 @@ def engine_for(
         if not extra:
             raise
         raise ConfigError(f"rollout.engine_args {sorted(extra)}: vLLM rejected them ({e})") from e
+
+
+def fused_adamw(cfg: Config, device: str) -> bool:
+    """``optim.fused`` with None resolved: the fused AdamW on CUDA (no optimizer-step temporaries), unless
+    ``model.cpu_offload`` runs the step on the host."""
+    if cfg.optim.fused is not None:
+        return cfg.optim.fused
+    return device == "cuda" and not cfg.model.cpu_offload
 
 
 def device_defaults(cfg: Config, device: str) -> tuple[bool, bool]:

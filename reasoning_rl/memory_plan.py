@@ -181,6 +181,7 @@ class TrainSetup:
     chunk_tokens: int = 1024
     ref: str = "none"  # none | device | cpu
     critic: bool = False
+    fused_optimizer: bool = False
     engine_in_update: int = 0  # bytes the engine holds during the trainer's passes (asleep or awake)
 
     @classmethod
@@ -203,6 +204,9 @@ class TrainSetup:
             reduce_bytes=DTYPE_BYTES[m.reduce_dtype],
             ref=ref,
             critic=cfg.algorithm.name == "ppo",
+            fused_optimizer=(
+                cfg.optim.fused if cfg.optim.fused is not None else device == "cuda" and not m.cpu_offload
+            ),
         )
 
 
@@ -257,10 +261,8 @@ def update_terms(shape: ModelShape, s: TrainSetup, tokens: int) -> dict[str, int
         "activations": activation_bytes(shape, s, tokens),
         "logprob_chunk": chunk,
     }
-    step = {
-        **kept,
-        "optimizer_step": 0 if s.cpu_offload else s.master_bytes * math.ceil(shape.params / s.world),
-    }
+    foreach = not (s.cpu_offload or s.fused_optimizer)  # foreach AdamW: one full-size temporary (sqrt of v)
+    step = {**kept, "optimizer_step": foreach * s.master_bytes * math.ceil(shape.params / s.world)}
     return backward if sum(backward.values()) >= sum(step.values()) else step
 
 

@@ -82,6 +82,11 @@ class OptimConfig(_Section):
         description="Learning-rate schedule after warmup; cosine decays over trainer.steps.",
     )
     warmup_steps: int = Field(default=0, ge=0, description="Optimizer steps of linear learning-rate warmup.")
+    fused: bool | None = Field(
+        default=None,
+        description="AdamW's fused kernel (no full-size temporaries in the optimizer step: 4 bytes a "
+        "parameter less at its peak than the foreach one). None: on CUDA unless model.cpu_offload.",
+    )
     critic_lr: float = Field(
         default=1e-5, gt=0.0, description="AdamW learning rate of the critic (algorithm.name=ppo)."
     )

@@ -59,6 +59,7 @@ class Critic:
         value_clip: float | None,
         comm: CommMeter | None = None,
         activation_offload: bool = False,
+        fused_optimizer: bool = False,
     ) -> None:
         self.module = module
         self.activation_offload = activation_offload
@@ -68,7 +69,10 @@ class Critic:
         self.grad_clip = grad_clip
         self.micro_batch_tokens = micro_batch_tokens
         self.value_clip = value_clip
-        self.optimizer = torch.optim.AdamW(module.parameters(), lr=lr, betas=betas, weight_decay=weight_decay)
+        impl = {"fused": True} if fused_optimizer else {}
+        self.optimizer = torch.optim.AdamW(
+            module.parameters(), lr=lr, betas=betas, weight_decay=weight_decay, **impl
+        )
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
             self.optimizer, lr_lambda(warmup_steps, total_steps)
         )
@@ -85,6 +89,7 @@ class Critic:
         activation_checkpointing: bool = False,
         checkpoint_every: int = 1,
         activation_offload: bool = False,
+        fused_optimizer: bool = False,
         compile_layers: bool = False,
         sharding: Sharding = Sharding(),
         lr: float = 1e-5,
@@ -122,6 +127,7 @@ class Critic:
             value_clip=value_clip,
             comm=comm,
             activation_offload=activation_offload,
+            fused_optimizer=fused_optimizer,
         )
 
     def _plans(self, batch: TokenBatch) -> list[list[int] | None]:

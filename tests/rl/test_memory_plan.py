@@ -28,7 +28,7 @@ from reasoning_rl.memory_plan import (  # noqa: E402
     usable_bytes,
 )
 
-H200 = 124 * GiB
+H200 = 139 * GiB  # what torch reports for the lent H200s (about 139 GiB)
 QWEN15 = dict(
     vocab_size=151936,
     hidden_size=1536,
@@ -247,13 +247,13 @@ def test_switches_lower_the_planned_peak(tmp_path: Path) -> None:
     }
     assert peaks["none"] > peaks["every_2"] > peaks["all"]
     assert peaks["none"] > peaks["act_offload"]
-    # 7B: the optimizer step (fp32 state + foreach AdamW's full-size temporary, 20 bytes a parameter) is the
-    # peak whatever the activations, so only the optimizer offload brings it under one H200
+    # 7B: with foreach AdamW the optimizer step (fp32 state + its full-size temporary, 20 bytes a parameter) is
+    # the peak whatever the activations; the fused AdamW (the CUDA default) has none, so checkpointing fits
     big = ModelShape.from_config(qwen2(**QWEN7).to_dict())
-    assert (
-        update_terms(big, TrainSetup(**{**base.__dict__, "checkpointing": True}), 4608)["optimizer_step"] > 0
-    )
-    assert update_peak(big, base, 4608) == 20 * big.params
+    foreach = TrainSetup(**{**base.__dict__, "fused_optimizer": False, "checkpointing": True})
+    assert base.fused_optimizer and update_peak(big, foreach, 4608) == 20 * big.params
+    fused = TrainSetup(**{**base.__dict__, "checkpointing": True})
+    assert update_peak(big, fused, 4608) < usable_bytes(H200) < update_peak(big, foreach, 4608)
     assert peaks["none"] - peaks["cpu_offload"] == 16 * shape.params  # masters, grads, moments to the host
     sharded = update_terms(shape, TrainSetup(**{**base.__dict__, "world": 4}), 16384)
     assert sharded["optimizer"] == 8 * -(-shape.params // 4)
