@@ -448,15 +448,30 @@ def advice(shape: ModelShape, s: TrainSetup, usable: int, longest: int, budget: 
     head = f"memory plan: {what} needs {peak} in the update, {_gib(usable)} usable on this device"
     if budget and largest >= longest:
         return f"{head}: set algorithm.micro_batch_tokens<={largest} (or leave it unset: the plan picks it)"
-    todo = [(name, change) for name, change in SWITCHES if any(getattr(s, k) != v for k, v in change.items())]
-    combos = [[c] for c in todo] + [todo[:n] for n in range(2, len(todo) + 1)]  # each alone, then together
-    for combo in combos:
+    found = fitting_switches(shape, s, usable, longest)
+    if found is not None:
+        names, tried = found
+        fit = largest_budget(shape, tried, usable)
+        return f"{head}: set {' '.join(names)} (then micro_batch_tokens up to {fit} fit)"
+    every = " ".join(n for n, c in SWITCHES if _changes(s, c)) or "every memory switch"
+    return f"{head}, even with {every}: lower rollout.max_tokens or use more GPUs"
+
+
+def _changes(s: TrainSetup, change: dict[str, Any]) -> bool:
+    return any(getattr(s, k) != v for k, v in change.items())
+
+
+def fitting_switches(
+    shape: ModelShape, s: TrainSetup, usable: int, longest: int
+) -> tuple[list[str], TrainSetup] | None:
+    """The first of ``SWITCHES`` not yet on (each alone, then together in order) under which one ``longest``
+    sequence's update fits ``usable``: their ``key=value`` names and the setup; None if none does."""
+    todo = [(name, change) for name, change in SWITCHES if _changes(s, change)]
+    for combo in [[c] for c in todo] + [todo[:n] for n in range(2, len(todo) + 1)]:
         tried = replace(s, **{k: v for _, change in combo for k, v in change.items()})
         if update_peak(shape, tried, longest) <= usable:
-            fit = largest_budget(shape, tried, usable)
-            return f"{head}: set {' '.join(n for n, _ in combo)} (then micro_batch_tokens up to {fit} fit)"
-    every = " ".join(n for n, _ in todo) or "every memory switch"
-    return f"{head}, even with {every}: lower rollout.max_tokens or use more GPUs"
+            return [name for name, _ in combo], tried
+    return None
 
 
 def plan_run(
