@@ -14,6 +14,7 @@ prediction.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import tempfile
@@ -33,6 +34,7 @@ from reasoning_rl.memory_plan import (
     fitting_switches,
     plan_run,
     update_peak,
+    update_terms,
     usable_bytes,
 )
 from reasoning_rl.policy import TokenBatch
@@ -156,20 +158,61 @@ def check(variant: str, out_dir: Path, work: Path) -> dict[str, Any]:
     print(f"[{variant}] switches: {' '.join(switches) or 'none'}", flush=True)
     for line in plan.lines():
         print(f"[{variant}] plan: {line}", flush=True)
+    if plan.problem is not None:
+        print(f"[{variant}] {plan.problem}", flush=True)
+    result: dict[str, Any] = {
+        "variant": variant,
+        "device": torch.cuda.get_device_name() if device == "cuda" else "cpu",
+        "torch": torch.__version__,
+        "shape": spec["shape"],
+        "params": shape.params,
+        "sequence_tokens": seq,
+        "switches": switches,
+        "capacity_gib": round(capacity / GiB, 1),
+        "plan": plan.lines(),
+        "planned_micro_batch_tokens": plan.micro_batch_tokens,
+    }
+    per_mb = max(plan.micro_batch_tokens // seq, 1)
+    try:
+        result.update(measure(cfg, model_dir, shape, device, dtype, seq, prompt, per_mb))
+    except torch.cuda.OutOfMemoryError as exc:  # the plan was wrong: say so, then one sequence less
+        result["oom_at_sequences_per_micro_batch"] = per_mb
+        result["oom"] = str(exc).splitlines()[0]
+    if "oom" in result and per_mb > 1:  # outside the handler: its traceback no longer holds the model
+        gc.collect()
+        torch.cuda.empty_cache()
+        result.update(measure(cfg, model_dir, shape, device, dtype, seq, prompt, per_mb - 1))
+    print(f"[{variant}] " + json.dumps(result), flush=True)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / f"memory_plan_{variant}.json").write_text(json.dumps(result, indent=1) + "\n")
+    return result
+
+
+def measure(
+    cfg: Config,
+    model_dir: Path,
+    shape: ModelShape,
+    device: str,
+    dtype: str,
+    seq: int,
+    prompt: int,
+    per_mb: int,
+) -> dict[str, Any]:
+    """Two update steps of two micro-batches of ``per_mb`` sequences each; the plan's peak for that block
+    (``update_terms`` at per_mb x seq tokens) next to the allocator's."""
+    gpu = device == "cuda"
+    if gpu:
+        torch.cuda.reset_peak_memory_stats()
     t0 = time.perf_counter()
     policy = build_models(cfg, model_dir, device, dtype, seq).policy
+    policy.micro_batch_tokens = per_mb * seq
     load_s = time.perf_counter() - t0
-    per_mb = max(policy.micro_batch_tokens // seq, 1)
-    rows = 2 * per_mb  # two micro-batches a step
+    rows = 2 * per_mb
     g = torch.Generator().manual_seed(1)
     batch = TokenBatch(
         [torch.randint(3, shape.vocab, (seq,), generator=g) for _ in range(rows)], [prompt] * rows
     )
     adv = compute_advantages("grpo", torch.rand(rows, generator=g), torch.arange(rows) // 8)
-    gpu = device == "cuda"
-    if gpu:
-        torch.cuda.synchronize()
-        torch.cuda.reset_peak_memory_stats()
     times, metrics = [], {}
     for _ in range(2):  # step 1 creates AdamW's state (and compiles); step 2 is the steady state
         start = time.perf_counter()
@@ -178,24 +221,21 @@ def check(variant: str, out_dir: Path, work: Path) -> dict[str, Any]:
             torch.cuda.synchronize()
         times.append(time.perf_counter() - start)
     measured = int(torch.cuda.max_memory_allocated()) if gpu else None
+    terms = update_terms(shape, TrainSetup.of(cfg, device=device, dtype=dtype, world=1), per_mb * seq)
+    predicted = sum(terms.values())
     tokens = rows * seq
-    predicted = plan.update_peak
-    result = {
-        "variant": variant,
-        "device": torch.cuda.get_device_name() if gpu else "cpu",
-        "torch": torch.__version__,
-        "shape": spec["shape"],
-        "params": shape.params,
-        "sequence_tokens": seq,
-        "switches": switches,
-        "micro_batch_tokens": policy.micro_batch_tokens,
-        "sequences_per_step": rows,
+    del policy
+    gc.collect()
+    if gpu:
+        torch.cuda.empty_cache()
+    return {
+        "micro_batch_tokens": per_mb * seq,
+        "sequences_per_micro_batch": per_mb,
         "micro_batches_per_step": int(metrics.get("micro_batches", 0)),
         "predicted_peak_gib": round(predicted / GiB, 2),
-        "predicted_terms_gib": {k: round(v / GiB, 2) for k, v in plan.update.items()},
+        "predicted_terms_gib": {k: round(v / GiB, 2) for k, v in terms.items()},
         "measured_peak_gib": None if measured is None else round(measured / GiB, 2),
         "measured_over_predicted": None if measured is None else round(measured / predicted, 3),
-        "capacity_gib": round(capacity / GiB, 1),
         "load_s": round(load_s, 1),
         "step_s": [round(t, 2) for t in times],
         "tokens_per_s": round(tokens / times[-1]),
@@ -203,10 +243,6 @@ def check(variant: str, out_dir: Path, work: Path) -> dict[str, Any]:
         "loss": metrics.get("loss"),
         "grad_norm": metrics.get("grad_norm"),
     }
-    print(f"[{variant}] " + json.dumps(result), flush=True)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / f"memory_plan_{variant}.json").write_text(json.dumps(result, indent=1) + "\n")
-    return result
 
 
 def main() -> None:
