@@ -79,7 +79,7 @@ def build_models(
         warmup_steps=o.warmup_steps,
         total_steps=cfg.trainer.steps if o.schedule == "cosine" else None,
         activation_checkpointing=cfg.model.gradient_checkpointing,
-        checkpoint_every=cfg.model.checkpoint_every,
+        checkpoint_every=cfg.model.gradient_checkpointing_every,
         activation_offload=cfg.model.activation_offload,
         fused_optimizer=fused_adamw(cfg, device),
         compile_layers=compiled,

@@ -197,7 +197,7 @@ class TrainSetup:
             world=world if fsdp else 1,
             cpu_offload=m.cpu_offload,
             checkpointing=m.gradient_checkpointing,
-            checkpoint_every=m.checkpoint_every,
+            checkpoint_every=m.gradient_checkpointing_every,
             activation_offload=m.activation_offload,
             compiled=compiled,
             reshard_after_forward=m.reshard_after_forward,

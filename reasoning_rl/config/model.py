@@ -24,7 +24,7 @@ class ModelConfig(_Section):
     gradient_checkpointing: bool = Field(
         default=False, description="Recompute activations in the backward pass: less memory, a slower update."
     )
-    checkpoint_every: int = Field(
+    gradient_checkpointing_every: int = Field(
         default=1,
         ge=1,
         description="With gradient_checkpointing: recompute one decoder layer in every k (1: all; 2: every "

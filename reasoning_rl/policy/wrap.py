@@ -105,7 +105,7 @@ def wrap(
         for k, layer in enumerate(decoder_layers(lm)):
             if not hasattr(layer, "gradient_checkpointing"):
                 raise ValueError(f"{type(layer).__name__} has no per-layer gradient checkpointing switch")
-            layer.gradient_checkpointing = k % checkpoint_every == 0
+            cast(Any, layer).gradient_checkpointing = k % checkpoint_every == 0
     if compile_layers:
         for layer in decoder_layers(lm):
             layer.forward = rows_unbacked(torch.compile(layer.forward, dynamic=True))

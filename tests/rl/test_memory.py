@@ -1,5 +1,5 @@
 """Memory switches: gradient checkpointing (model.gradient_checkpointing, every k-th layer with
-model.checkpoint_every) really recomputes layers in backward and activation offload (model.activation_offload)
+model.gradient_checkpointing_every) really recomputes layers in backward and activation offload (model.activation_offload)
 saves through save_on_cpu, each with the loss and gradients of the plain run. (CPU offload of params, grads
 and optimizer state, and the offloaded reference: test_comm.py; the reference is not built at kl_coef=0.)"""
 
@@ -99,7 +99,7 @@ def saved_bytes(policy: Policy, batch: TokenBatch) -> int:
 
 
 def test_selective_checkpointing_gives_the_same_step_and_saves_what_the_plan_says(tiny_model_dir) -> None:
-    """model.checkpoint_every=2 recomputes layer 0 of 2: the same step (rel 1e-6) as no checkpointing and as
+    """model.gradient_checkpointing_every=2 recomputes layer 0 of 2: the same step (rel 1e-6) as no checkpointing and as
     every layer, and it saves (layer activations - its input) per token, the plan's figure, measured."""
     from reasoning_rl.memory_plan import ModelShape
 

@@ -284,6 +284,8 @@ def test_doctor_prints_the_plan_of_a_config(tmp_path: Path) -> None:
     from reasoning_rl.doctor import run_checks
 
     cfg, _ = tiny_config(tmp_path, QWEN15, run={"device": "cpu"})
-    rows = [r for r in run_checks(cfg.model_dump(mode="json"), essential_only=True) if r.name == "memory plan"]
+    rows = [
+        r for r in run_checks(cfg.model_dump(mode="json"), essential_only=True) if r.name == "memory plan"
+    ]
     assert rows and rows[0].status == "ok" and rows[0].detail.startswith("update peak ")
     assert "micro_batch_tokens=8192" in rows[0].detail  # CPU keeps the former fixed budget
