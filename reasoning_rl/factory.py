@@ -194,7 +194,7 @@ def engine_for(
     if plan is not None:  # KV cache and concurrency sized to what a step asks
         if plan.engine is None:
             raise ConfigError(plan.problem or "the memory plan could not size the engine")
-        share = r.gpu_memory_utilization or plan.engine.utilization(plan.capacity)
+        share = plan.engine.utilization(plan.capacity)
         extra.setdefault("max_num_seqs", plan.engine.max_num_seqs)
     try:
         return make_engine(

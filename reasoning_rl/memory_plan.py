@@ -309,6 +309,7 @@ class EnginePlan:
     max_model_len: int
     max_num_seqs: int
     wanted_seqs: int
+    share: float | None = None  # rollout.gpu_memory_utilization when the config fixes it
 
     @property
     def kv(self) -> int:
@@ -319,7 +320,10 @@ class EnginePlan:
         return self.weights + self.overhead + self.kv
 
     def utilization(self, capacity: int) -> float:
-        """vLLM's gpu_memory_utilization (its share of the device) for this plan, rounded up to 1e-3."""
+        """vLLM's gpu_memory_utilization (its share of the device): the config's, or this plan's rounded up to
+        1e-3. vLLM takes that share whatever its KV cache needs."""
+        if self.share is not None:
+            return self.share
         return min(1.0, math.ceil(self.total / capacity * 1000) / 1000)
 
 
@@ -377,6 +381,7 @@ def plan_engine(
         max_model_len=max_model_len,
         max_num_seqs=seqs,
         wanted_seqs=wanted_seqs,
+        share=cfg.rollout.gpu_memory_utilization,
     )
 
 
@@ -514,7 +519,8 @@ def plan_run(
             problem = str(exc)
         if plan is not None and colocated:
             asleep = r.sleep is not False
-            s = replace(s, engine_in_update=ENGINE_ASLEEP if asleep else plan.total)
+            held = int(plan.utilization(capacity) * capacity)
+            s = replace(s, engine_in_update=ENGINE_ASLEEP if asleep else held)
     budget = cfg.algorithm.micro_batch_tokens
     if budget is None:
         largest = largest_budget(shape, s, usable)

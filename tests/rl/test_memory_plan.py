@@ -289,3 +289,20 @@ def test_doctor_prints_the_plan_of_a_config(tmp_path: Path) -> None:
     ]
     assert rows and rows[0].status == "ok" and rows[0].detail.startswith("update peak ")
     assert "micro_batch_tokens=8192" in rows[0].detail  # CPU keeps the former fixed budget
+
+
+def test_an_engine_awake_in_the_update_holds_its_whole_share(tmp_path: Path) -> None:
+    """rollout.sleep=false: the update gets what the engine leaves; a share the config fixes is what vLLM takes
+    (its KV cache fills it), not what the step needs."""
+    kw = dict(rollout={"max_tokens": 8192, "sleep": False}, trainer={"batch_size": 8})
+    cfg, shape = tiny_config(tmp_path, QWEN15, **kw)
+    run = dict(device="cuda", dtype="bfloat16", capacity=H200, world=1, max_model_len=8704, engine=True)
+    sized = plan_run(cfg, shape, **run)
+    assert sized.engine is not None and sized.update["engine"] == int(sized.engine.utilization(H200) * H200)
+    fixed, _ = tiny_config(
+        tmp_path, QWEN15, **{**kw, "rollout": {**kw["rollout"], "gpu_memory_utilization": 0.3}}
+    )
+    held = plan_run(fixed, shape, **run)
+    assert held.engine is not None and held.engine.utilization(H200) == 0.3
+    assert held.update["engine"] == int(0.3 * H200) > sized.update["engine"]
+    assert held.micro_batch_tokens < sized.micro_batch_tokens
