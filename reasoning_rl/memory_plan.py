@@ -275,8 +275,6 @@ def logprob_peak(shape: ModelShape, s: TrainSetup, tokens: int) -> int:
     gradients: the optimizer step frees them), gathered weights, one layer's working set and the head's chunk."""
     b = s.compute_bytes
     kept = sum(kept_bytes(shape, s, grads=False).values())
-    if s.ref == "cpu":
-        kept += 0  # FSDP2 CPU offload: the reference's layers come to the device one at a time (gathered)
     per_token = shape.forward_transient_bytes(b) + 2 * b * shape.hidden + LOSS_BYTES_PER_TOKEN
     return (
         kept
