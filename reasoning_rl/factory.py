@@ -136,6 +136,7 @@ def plan_config(
         world=world or dist.world_size(),
         max_model_len=max_model_len,
         engine=rollout_kind(cfg) == "vllm",
+        host_capacity=device_capacity("cpu"),
     )
 
 

@@ -39,6 +39,7 @@ from reasoning_rl.config import Config, ConfigError
 GiB = 1 << 30
 DENSE_TYPES = ("llama", "mistral", "qwen2", "qwen3")
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
+HOST_SHARE = 0.85  # of the host's memory the pinned offloaded states may take (the run needs the rest)
 USABLE_SHARE = 0.92  # of the device's memory: the caching allocator's fragmentation and reserve
 DEVICE_RESERVE = 1 * GiB  # CUDA context, cuBLAS / NCCL workspaces: memory outside torch's allocator
 ENGINE_ASLEEP = 1 * GiB  # what a sleeping vLLM keeps (CUDA graph pools, persistent buffers)
@@ -395,6 +396,7 @@ class MemoryPlan:
     logprob: int
     engine: EnginePlan | None
     problem: str | None = None  # one line naming the switch or budget that makes the run fit
+    host: int = 0  # pinned host memory the offload switches take (model.cpu_offload, model.ref_offload)
 
     @property
     def update_peak(self) -> int:
@@ -418,6 +420,8 @@ class MemoryPlan:
                 f"of {e.wanted_seqs} wanted x max_model_len={e.max_model_len}, vLLM {g(e.overhead)}): "
                 f"gpu_memory_utilization={e.utilization(self.capacity):.3f}"
             )
+        if self.host:
+            out.append(f"host memory for the offloaded states {g(self.host)}")
         if self.problem:
             out.append(self.problem)
         return out
@@ -425,6 +429,16 @@ class MemoryPlan:
 
 def _gib(n: int) -> str:
     return f"{n / GiB:.1f} GiB"
+
+
+def host_bytes(shape: ModelShape, s: TrainSetup) -> int:
+    """What the offload switches keep in host memory: with ``cpu_offload`` the trained models' fp32 params,
+    gradients and AdamW moments (16 bytes a parameter, per rank's shard), with the reference offloaded its
+    weights."""
+    share = math.ceil(shape.params / s.world)
+    models = 1 + s.critic
+    out = 4 * s.master_bytes * share * models if s.cpu_offload else 0
+    return out + (s.compute_bytes * share if s.ref == "cpu" else 0)
 
 
 def usable_bytes(capacity: int) -> int:
@@ -487,11 +501,13 @@ def plan_run(
     world: int,
     max_model_len: int,
     engine: bool,
+    host_capacity: int | None = None,
 ) -> MemoryPlan:
     """The plan of one training rank of ``cfg`` on a device of ``capacity`` bytes (``world`` training ranks;
     ``engine``: a vLLM engine on CUDA, sized here, colocated or on a rollout rank of its own). The micro-batch
     budget is ``algorithm.micro_batch_tokens``, or (None) the largest that fits (``CPU_MICRO_BATCH_TOKENS`` on
-    CPU). A config that cannot fit gets ``problem``: one line with the fix."""
+    CPU). A config that cannot fit (the device, or ``host_capacity`` bytes of host memory for the offloaded
+    states) gets ``problem``: one line with the fix."""
     s = TrainSetup.of(cfg, device=device, dtype=dtype, world=world)
     usable = usable_bytes(capacity)
     r = cfg.rollout
@@ -526,6 +542,12 @@ def plan_run(
     else:
         chosen = budget
     problem = problem or (advice(shape, s, usable, max_model_len, budget) if device == "cuda" else None)
+    host = host_bytes(shape, s) if device == "cuda" else 0
+    if problem is None and host_capacity is not None and host > int(host_capacity * HOST_SHARE):
+        problem = (
+            f"memory plan: the offloaded states need {_gib(host)} of pinned host memory, this host has "
+            f"{_gib(host_capacity)}: offload less (model.cpu_offload=false) or use more GPUs"
+        )
     return MemoryPlan(
         capacity=capacity,
         usable=usable,
@@ -535,4 +557,5 @@ def plan_run(
         logprob=logprob_peak(shape, s, chosen),
         engine=plan,
         problem=problem,
+        host=host,
     )

@@ -306,3 +306,14 @@ def test_an_engine_awake_in_the_update_holds_its_whole_share(tmp_path: Path) -> 
     assert held.engine is not None and held.engine.utilization(H200) == 0.3
     assert held.update["engine"] == int(0.3 * H200) > sized.update["engine"]
     assert held.micro_batch_tokens < sized.micro_batch_tokens
+
+
+def test_offloaded_states_must_fit_the_host(tmp_path: Path) -> None:
+    """7B with model.cpu_offload: 16 bytes a parameter (122 GB) of pinned host memory; a 128 GiB host cannot
+    hold that and the run beside it, a 512 GiB one can."""
+    cfg, shape = tiny_config(tmp_path, QWEN7, rollout={"max_tokens": 4096}, model={"cpu_offload": True})
+    run = dict(device="cuda", dtype="bfloat16", capacity=H200, world=1, max_model_len=4608, engine=False)
+    small = plan_run(cfg, shape, host_capacity=128 * GiB, **run)
+    assert small.host == 16 * shape.params
+    assert small.problem is not None and "need 113.5 GiB of pinned host memory" in small.problem
+    assert plan_run(cfg, shape, host_capacity=512 * GiB, **run).fits
