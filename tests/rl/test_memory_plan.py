@@ -317,3 +317,20 @@ def test_offloaded_states_must_fit_the_host(tmp_path: Path) -> None:
     assert small.host == 16 * shape.params
     assert small.problem is not None and "need 113.5 GiB of pinned host memory" in small.problem
     assert plan_run(cfg, shape, host_capacity=512 * GiB, **run).fits
+
+
+def test_the_step_two_oom_of_issue_36_is_predicted(tmp_path: Path) -> None:
+    """The H200 run of issue 36 (Qwen2.5-1.5B shape, 8,192-token responses, vLLM awake at 0.3 of the device):
+    4 sequences per micro-batch died in step 2 (AdamW's state arriving), 2 ran with a 98 GiB peak. The plan
+    refuses 4 with the budget that fits, and puts 2 within 15 % of that peak."""
+    seq = 512 + 8192
+    rollout = {"max_tokens": 8192, "sleep": False, "gpu_memory_utilization": 0.3}
+    run = dict(device="cuda", dtype="bfloat16", capacity=H200, world=1, max_model_len=seq, engine=True)
+    four, shape = tiny_config(tmp_path, QWEN15, rollout=rollout, algorithm={"micro_batch_tokens": 4 * seq})
+    refused = plan_run(four, shape, **run)
+    assert refused.problem is not None
+    fits = int(refused.problem.split("micro_batch_tokens<=")[1].split()[0])
+    assert 2 * seq <= fits < 4 * seq
+    two, _ = tiny_config(tmp_path, QWEN15, rollout=rollout, algorithm={"micro_batch_tokens": 2 * seq})
+    plan = plan_run(two, shape, **run)
+    assert plan.fits and plan.update_peak / GiB == pytest.approx(98, rel=0.15)
