@@ -334,3 +334,34 @@ def test_the_step_two_oom_of_issue_36_is_predicted(tmp_path: Path) -> None:
     two, _ = tiny_config(tmp_path, QWEN15, rollout=rollout, algorithm={"micro_batch_tokens": 2 * seq})
     plan = plan_run(two, shape, **run)
     assert plan.fits and plan.update_peak / GiB == pytest.approx(98, rel=0.15)
+
+
+def test_the_run_sizes_vllm_and_the_budget_from_the_plan(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """factory.engine_for on CUDA hands vLLM the plan's share and max_num_seqs (a set engine_args.max_num_seqs
+    wins), build_models' budget is the plan's, and a response limit no device can hold is one line."""
+    from reasoning_rl import factory
+
+    made: list[dict[str, Any]] = []
+    monkeypatch.setattr(factory, "device_capacity", lambda device: H200)
+    monkeypatch.setattr(factory, "rollout_kind", lambda cfg: "vllm")
+    monkeypatch.setattr(factory, "make_engine", lambda kind, path, **kw: made.append(kw) or kw)
+    cfg, shape = tiny_config(
+        tmp_path, QWEN15, rollout={"max_tokens": 8192, "n": 8}, trainer={"batch_size": 8}
+    )
+    model_dir = Path(cfg.model.path)
+    factory.engine_for(cfg, model_dir, "cuda", 8704, dtype="bfloat16")
+    plan = plan_run(
+        cfg, shape, device="cuda", dtype="bfloat16", capacity=H200, world=1, max_model_len=8704, engine=True
+    )
+    assert plan.engine is not None
+    assert made[-1]["gpu_memory_utilization"] == plan.engine.utilization(H200) < 0.2
+    assert made[-1]["max_num_seqs"] == 64 and made[-1]["max_model_len"] == 8704
+    assert factory.micro_batch_budget(cfg, model_dir, "cuda", "bfloat16", 8704) == plan.micro_batch_tokens
+    own, _ = tiny_config(tmp_path, QWEN15, rollout={"max_tokens": 8192, "engine_args": {"max_num_seqs": 16}})
+    factory.engine_for(own, model_dir, "cuda", 8704, dtype="bfloat16")
+    assert made[-1]["max_num_seqs"] == 16
+    long, _ = tiny_config(tmp_path, QWEN15, rollout={"max_tokens": 4_000_000})
+    with pytest.raises(ConfigError, match=r"^rollout\.max_tokens=4000000: one 4000512-token sequence needs"):
+        factory.engine_for(long, model_dir, "cuda", 4_000_512, dtype="bfloat16")
