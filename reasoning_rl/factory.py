@@ -17,7 +17,9 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from reasoning_rl import dist
 from reasoning_rl.config import Config, ConfigError
+from reasoning_rl.memory_plan import CPU_MICRO_BATCH_TOKENS, MemoryPlan, ModelShape, PlanUnavailable, plan_run
 from reasoning_rl.rollout import RolloutEngine, make_engine
 
 if TYPE_CHECKING:
@@ -52,12 +54,18 @@ def resolve_model_dir(cfg: Config) -> Path:
     return convert_gguf(cfg.model.path, cfg.model.gguf_file, Path(".cache") / "converted" / stem)
 
 
-def build_models(cfg: Config, model_dir: Path, device: str, dtype: str) -> Models:
+def build_models(
+    cfg: Config, model_dir: Path, device: str, dtype: str, max_model_len: int | None = None
+) -> Models:
     """One rank's policy, reference (when a KL term is on) and critic (PPO), from ``model.*`` / ``optim.*``
-    (sharded with FSDP2 over the process group when there is one)."""
+    (sharded with FSDP2 over the process group when there is one). The micro-batch budget is
+    ``algorithm.micro_batch_tokens`` or the memory plan's for sequences of ``max_model_len`` tokens
+    (``micro_batch_budget``)."""
     from reasoning_rl.policy import Policy
     from reasoning_rl.policy.comm import Sharding
 
+    longest = max_model_len or cfg.data.max_prompt_tokens + cfg.rollout.max_tokens
+    budget = micro_batch_budget(cfg, model_dir, device, dtype, longest)
     o = cfg.optim
     compiled, _ = device_defaults(cfg, device)
     fsdp = {"auto": None, "on": True, "off": False}[cfg.model.fsdp]
@@ -71,8 +79,11 @@ def build_models(cfg: Config, model_dir: Path, device: str, dtype: str) -> Model
         warmup_steps=o.warmup_steps,
         total_steps=cfg.trainer.steps if o.schedule == "cosine" else None,
         activation_checkpointing=cfg.model.gradient_checkpointing,
+        checkpoint_every=cfg.model.gradient_checkpointing_every,
+        activation_offload=cfg.model.activation_offload,
+        fused_optimizer=fused_adamw(cfg, device),
         compile_layers=compiled,
-        micro_batch_tokens=cfg.algorithm.micro_batch_tokens,
+        micro_batch_tokens=budget,
         sharding=sharding_of(cfg),
     )
     policy = Policy.from_pretrained(str(model_dir), lr=o.lr, **trainable)
@@ -91,7 +102,7 @@ def build_models(cfg: Config, model_dir: Path, device: str, dtype: str) -> Model
             device=device,
             fsdp=fsdp,
             offload=cfg.model.ref_offload,
-            micro_batch_tokens=cfg.algorithm.micro_batch_tokens,
+            micro_batch_tokens=budget,
         )
     critic = None
     if cfg.algorithm.name == "ppo":
@@ -99,6 +110,59 @@ def build_models(cfg: Config, model_dir: Path, device: str, dtype: str) -> Model
 
         critic = Critic.from_pretrained(str(model_dir), lr=o.critic_lr, **trainable)
     return Models(policy, ref, critic)
+
+
+def memory_plan(
+    cfg: Config, model_dir: Path, device: str, dtype: str, max_model_len: int, world: int | None = None
+) -> MemoryPlan | None:
+    """This rank's memory plan on its device (``reasoning_rl.memory_plan``; ``world``: the training ranks,
+    default the process group's); None for a model it cannot plan."""
+    try:
+        return plan_config(cfg, model_dir, device, dtype, max_model_len, world)
+    except PlanUnavailable:
+        return None
+
+
+def plan_config(
+    cfg: Config, model_dir: Path, device: str, dtype: str, max_model_len: int, world: int | None = None
+) -> MemoryPlan:
+    """``memory_plan``, raising ``PlanUnavailable`` (with why) for a model it cannot plan."""
+    return plan_run(
+        cfg,
+        ModelShape.from_model_dir(model_dir),
+        device=device,
+        dtype=dtype,
+        capacity=device_capacity(device),
+        world=world or dist.world_size(),
+        max_model_len=max_model_len,
+        engine=rollout_kind(cfg) == "vllm",
+        host_capacity=device_capacity("cpu"),
+    )
+
+
+def run_dtype(cfg: Config, device: str) -> str:
+    """``model.dtype`` with auto resolved: bfloat16 on CUDA, float32 on CPU."""
+    return cfg.model.dtype if cfg.model.dtype != "auto" else ("bfloat16" if device == "cuda" else "float32")
+
+
+def micro_batch_budget(cfg: Config, model_dir: Path, device: str, dtype: str, max_model_len: int) -> int:
+    """The update's micro-batch token budget: ``algorithm.micro_batch_tokens``, or the largest the memory plan
+    allows for this device (never below one ``max_model_len`` sequence; ``CPU_MICRO_BATCH_TOKENS`` on CPU)."""
+    if cfg.algorithm.micro_batch_tokens is not None:
+        return cfg.algorithm.micro_batch_tokens
+    plan = memory_plan(cfg, model_dir, device, dtype, max_model_len) if device == "cuda" else None
+    if plan is None:
+        return max(CPU_MICRO_BATCH_TOKENS, max_model_len)
+    return plan.micro_batch_tokens
+
+
+def device_capacity(device: str) -> int:
+    """Bytes of memory of this rank's device: the GPU's, or the host's physical memory on CPU."""
+    if device == "cuda":
+        return int(torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory)
+    import os
+
+    return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
 
 
 def sharding_of(cfg: Config) -> Sharding:
@@ -118,19 +182,28 @@ def engine_for(
     cfg: Config, model_dir: Path, device: str, max_model_len: int, *, dtype: str, sleep: bool | None = None
 ) -> RolloutEngine:
     """The rollout engine of ``cfg.rollout`` with room for ``max_model_len`` tokens (one per rank in a run;
-    ``sleep`` defaults to ``rollout.sleep``)."""
+    ``sleep`` defaults to ``rollout.sleep``). vLLM on CUDA gets the memory plan's KV share and max_num_seqs
+    (``rollout.gpu_memory_utilization`` and ``engine_args.max_num_seqs`` win when set)."""
     r = cfg.rollout
     kind = rollout_kind(cfg)
     extra = dict(r.engine_args) if kind == "vllm" else {}
     if r.tensor_parallel_size > 1:  # launch.check_tensor_parallel refused it anywhere but vLLM on CUDA
         extra["tensor_parallel_size"] = r.tensor_parallel_size
+    share = r.gpu_memory_utilization or (0.5 if device == "cuda" else 0.2)
+    on_gpu = kind == "vllm" and device == "cuda"
+    plan = memory_plan(cfg, model_dir, device, dtype, max_model_len) if on_gpu else None
+    if plan is not None:  # KV cache and concurrency sized to what a step asks
+        if plan.engine is None:
+            raise ConfigError(plan.problem or "the memory plan could not size the engine")
+        share = plan.engine.utilization(plan.capacity)
+        extra.setdefault("max_num_seqs", plan.engine.max_num_seqs)
     try:
         return make_engine(
             kind,
             str(model_dir),
             dtype=dtype,
             seed=cfg.run.seed,
-            gpu_memory_utilization=r.gpu_memory_utilization or (0.5 if device == "cuda" else 0.2),
+            gpu_memory_utilization=share,
             max_model_len=max_model_len,
             enable_sleep_mode=r.sleep if sleep is None else sleep,
             **extra,
@@ -139,6 +212,14 @@ def engine_for(
         if not extra:
             raise
         raise ConfigError(f"rollout.engine_args {sorted(extra)}: vLLM rejected them ({e})") from e
+
+
+def fused_adamw(cfg: Config, device: str) -> bool:
+    """``optim.fused`` with None resolved: the fused AdamW on CUDA (no optimizer-step temporaries), unless
+    ``model.cpu_offload`` runs the step on the host."""
+    if cfg.optim.fused is not None:
+        return cfg.optim.fused
+    return device == "cuda" and not cfg.model.cpu_offload
 
 
 def device_defaults(cfg: Config, device: str) -> tuple[bool, bool]:

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+import torch
 from torch import Tensor
 
 from reasoning_rl import dist
@@ -85,9 +86,12 @@ def push_weights(
     bucket_bytes: int = 256 << 20,
     gate: FreshnessGate | None = None,
     step: int = 0,
+    dtype: torch.dtype | None = None,
 ) -> HandoffStats:
     """Copy the policy's current weights into this rank's ``engine`` (None on ranks without one;
     rank 0 must have one), then, with a ``gate``, prove the engine holds them (``WeightSyncError`` if not).
+    ``dtype``: the engine's; each full tensor is cast to it where it was gathered, before it streams (fp32
+    masters into a bf16 engine: half the bytes; the engine would round them the same way).
 
     Collective: call on every training rank. Returns this rank's stats (same on all ranks).
     """
@@ -98,7 +102,7 @@ def push_weights(
     tally = Tally(gate)
     start = time.perf_counter()
     tensors = tally.count(
-        (name, tensor) for bucket in policy.iter_full_params(bucket_bytes) for name, tensor in bucket
+        (name, tensor) for bucket in policy.iter_full_params(bucket_bytes, dtype) for name, tensor in bucket
     )
     if engine is not None:
         load_all(engine, tensors)  # an engine that stopped early must not leave other ranks mid-gather

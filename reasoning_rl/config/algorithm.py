@@ -112,10 +112,11 @@ class AlgorithmConfig(LossConfig):
     mini_batch_size: int | None = Field(
         default=None, ge=1, description="Samples per optimizer step; None: whole batch."
     )
-    micro_batch_tokens: int = Field(
-        default=8192,
+    micro_batch_tokens: int | None = Field(
+        default=None,
         ge=1,
-        description="Token budget of one packed forward/backward micro-batch (memory vs speed).",
+        description="Token budget of one forward/backward micro-batch (rows x longest, memory vs speed). "
+        "None: on CUDA the largest the memory plan allows (`rrl train --dry-run` prints it), 8192 on CPU.",
     )
     old_logprobs: Literal["auto", "recompute", "rollout"] = Field(
         default="auto",

@@ -24,6 +24,18 @@ class ModelConfig(_Section):
     gradient_checkpointing: bool = Field(
         default=False, description="Recompute activations in the backward pass: less memory, a slower update."
     )
+    gradient_checkpointing_every: int = Field(
+        default=1,
+        ge=1,
+        description="With gradient_checkpointing: recompute one decoder layer in every k (1: all; 2: every "
+        "other one, half the recompute for a bit more memory).",
+    )
+    activation_offload: bool = Field(
+        default=False,
+        description="Keep the tensors autograd saves for backward in host memory "
+        "(torch.autograd.graph.save_on_cpu) during the update: activation memory of about one layer, "
+        "at the cost of copies to and from the host.",
+    )
     ref_offload: bool = Field(default=False, description="Keep the frozen reference policy on CPU.")
     fsdp: Literal["auto", "on", "off"] = Field(
         default="auto",
@@ -70,6 +82,11 @@ class OptimConfig(_Section):
         description="Learning-rate schedule after warmup; cosine decays over trainer.steps.",
     )
     warmup_steps: int = Field(default=0, ge=0, description="Optimizer steps of linear learning-rate warmup.")
+    fused: bool | None = Field(
+        default=None,
+        description="AdamW's fused kernel (no full-size temporaries in the optimizer step: 4 bytes a "
+        "parameter less at its peak than the foreach one). None: on CUDA unless model.cpu_offload.",
+    )
     critic_lr: float = Field(
         default=1e-5, gt=0.0, description="AdamW learning rate of the critic (algorithm.name=ppo)."
     )

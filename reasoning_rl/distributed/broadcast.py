@@ -64,16 +64,22 @@ class HandoffGroup:
 
 
 def send_weights(
-    policy: Policy, group: HandoffGroup | None, *, bucket_bytes: int, gate: FreshnessGate | None
+    policy: Policy,
+    group: HandoffGroup | None,
+    *,
+    bucket_bytes: int,
+    gate: FreshnessGate | None,
+    dtype: torch.dtype | None = None,
 ) -> HandoffStats:
-    """Training side (collective over the training ranks): rank 0 (``group`` set) broadcasts every bucket, the
-    others only join the all-gathers. With a ``gate``, the trainer's probe log-probs follow the weights."""
+    """Training side (collective over the training ranks): rank 0 (``group`` set) broadcasts every bucket (in
+    the engines' ``dtype`` when given), the others only join the all-gathers. With a ``gate``, the trainer's
+    probe log-probs follow the weights."""
     if bucket_bytes < 1:
         raise ValueError(f"bucket_bytes must be >= 1; got {bucket_bytes}")
     start = time.perf_counter()
     nbytes = tensors = 0
     sent = SentFingerprints() if group is not None and gate is not None else None
-    for bucket in policy.iter_full_params(bucket_bytes):
+    for bucket in policy.iter_full_params(bucket_bytes, dtype):
         if group is not None:
             group.broadcast_object([(n, tuple(t.shape), str(t.dtype)) for n, t in bucket])
             for name, t in bucket:

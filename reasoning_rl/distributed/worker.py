@@ -98,8 +98,10 @@ class ModelWorker:
         tokenizer: Any = None,
         rank: int = 0,
         handoff: Any = None,
+        handoff_dtype: torch.dtype | None = None,
     ) -> None:
         self.models = models
+        self.handoff_dtype = handoff_dtype  # the engines' dtype: weights go out in it
         self.engine = engine
         self.gate = gate  # FreshnessGate: proves every hand-off (rollout.freshness_check)
         self.tokenizer = tokenizer  # rank 0: checkpoints carry the tokenizer files
@@ -112,12 +114,12 @@ class ModelWorker:
         init is drawn from a generator seeded with ``run.seed`` (and the caller's RNG left as it was), so every
         rank, at any world size, starts from the same critic."""
         from reasoning_rl.freshness import FreshnessGate
-        from reasoning_rl.policy.model import load_tokenizer
+        from reasoning_rl.policy.model import load_tokenizer, resolve_dtype
 
         cfg = spec.cfg
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(cfg.run.seed)
-            models = build_models(cfg, spec.model_dir, spec.device, spec.dtype)
+            models = build_models(cfg, spec.model_dir, spec.device, spec.dtype, spec.max_model_len)
         split = cfg.resources.placement == "split"  # the engines live on the rollout ranks
         engine = (
             None
@@ -132,7 +134,10 @@ class ModelWorker:
             else None
         )
         tokenizer = load_tokenizer(str(spec.model_dir)) if rank == 0 else None
-        return cls(models, engine, gate=gate, tokenizer=tokenizer, rank=rank, handoff=handoff)
+        dtype = resolve_dtype(spec.dtype)
+        return cls(
+            models, engine, gate=gate, tokenizer=tokenizer, rank=rank, handoff=handoff, handoff_dtype=dtype
+        )
 
     # ---------------------------------------------------------------------------------- generation
     def generate(self, prompts: list[list[int]], sampling: SamplingConfig) -> list[Completion]:
@@ -156,14 +161,27 @@ class ModelWorker:
 
         engine = self._engine()
         engine.wake()
-        return push_weights(self.models.policy, engine, bucket_bytes=bucket_bytes, gate=self.gate, step=step)
+        return push_weights(
+            self.models.policy,
+            engine,
+            bucket_bytes=bucket_bytes,
+            gate=self.gate,
+            step=step,
+            dtype=self.handoff_dtype,
+        )
 
     def send_weights(self, step: int, bucket_bytes: int) -> Any:
         """Split placement (collective over the training ranks, with the rollout ranks' ``receive_weights``):
         broadcast the policy's full weights to the rollout ranks; ``HandoffStats``."""
         from reasoning_rl.distributed.broadcast import send_weights
 
-        return send_weights(self.models.policy, self.handoff, bucket_bytes=bucket_bytes, gate=self.gate)
+        return send_weights(
+            self.models.policy,
+            self.handoff,
+            bucket_bytes=bucket_bytes,
+            gate=self.gate,
+            dtype=self.handoff_dtype,
+        )
 
     def comm_bytes(self) -> dict[str, int]:
         """This rank's FSDP2 all-gather / reduce-scatter bytes of every model since the previous call."""

@@ -4,6 +4,7 @@ from reasoning_rl.doctor_checks import (  # noqa: F401  (registration)
     accelerator,
     cluster,
     engines,
+    memory,
     python_env,
     services,
 )

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -58,6 +58,7 @@ class Requirements:
     resources: dict[str, Any] = field(
         default_factory=dict
     )  # the `resources` section (training ranks, cluster)
+    config: Mapping[str, Any] | None = None  # the resolved config itself (the memory plan reads all of it)
     from_config: bool = False
     essential_only: bool = False  # `rrl train`'s pre-flight: skip slow probes this config cannot require
 

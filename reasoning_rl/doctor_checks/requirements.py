@@ -47,5 +47,6 @@ def requirements_from_config(cfg: Mapping[str, Any]) -> Requirements:
         keep_checkpoints=int(dotted_get(cfg, "trainer.keep_checkpoints", 2)),
         device=str(dotted_get(cfg, "run.device", "auto")).lower(),
         resources=dict(dotted_get(cfg, "resources") or {}),
+        config=cfg,
         from_config=True,
     )

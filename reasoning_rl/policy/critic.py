@@ -20,7 +20,7 @@ from reasoning_rl.policy.batch import TokenBatch, pack, plan_micro_batches, unfl
 from reasoning_rl.policy.comm import CommMeter, Sharding
 from reasoning_rl.policy.policy import lr_lambda
 from reasoning_rl.policy.sharded import load_train_state, save_train_state
-from reasoning_rl.policy.train_state import clip_and_step, load_trainable
+from reasoning_rl.policy.train_state import clip_and_step, load_trainable, saved_tensors_on_host
 from reasoning_rl.policy.wrap import equalize, response_hidden
 
 
@@ -58,15 +58,21 @@ class Critic:
         micro_batch_tokens: int,
         value_clip: float | None,
         comm: CommMeter | None = None,
+        activation_offload: bool = False,
+        fused_optimizer: bool = False,
     ) -> None:
         self.module = module
+        self.activation_offload = activation_offload
         self.comm = comm
         self.device = device
         self.fsdp = fsdp
         self.grad_clip = grad_clip
         self.micro_batch_tokens = micro_batch_tokens
         self.value_clip = value_clip
-        self.optimizer = torch.optim.AdamW(module.parameters(), lr=lr, betas=betas, weight_decay=weight_decay)
+        impl = {"fused": True} if fused_optimizer else {}
+        self.optimizer = torch.optim.AdamW(
+            module.parameters(), lr=lr, betas=betas, weight_decay=weight_decay, **impl
+        )
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
             self.optimizer, lr_lambda(warmup_steps, total_steps)
         )
@@ -81,6 +87,9 @@ class Critic:
         device: str | None = None,
         fsdp: bool | None = None,
         activation_checkpointing: bool = False,
+        checkpoint_every: int = 1,
+        activation_offload: bool = False,
+        fused_optimizer: bool = False,
         compile_layers: bool = False,
         sharding: Sharding = Sharding(),
         lr: float = 1e-5,
@@ -99,6 +108,7 @@ class Critic:
             device=device,
             fsdp=fsdp,
             activation_checkpointing=activation_checkpointing,
+            checkpoint_every=checkpoint_every,
             head=ValueModule,
             compile_layers=compile_layers,
             sharding=sharding,
@@ -116,6 +126,8 @@ class Critic:
             micro_batch_tokens=micro_batch_tokens,
             value_clip=value_clip,
             comm=comm,
+            activation_offload=activation_offload,
+            fused_optimizer=fused_optimizer,
         )
 
     def _plans(self, batch: TokenBatch) -> list[list[int] | None]:
@@ -156,7 +168,8 @@ class Critic:
                 continue
             mb = pack(batch, rows, self.device)
             width = max(mb.lens)
-            v = unflatten(self.module(*_inputs(mb)), mb.lens, width)
+            with saved_tensors_on_host(self.activation_offload, self.device):
+                v = unflatten(self.module(*_inputs(mb)), mb.lens, width)
             dev = v.device
             loss = value_loss(
                 v,

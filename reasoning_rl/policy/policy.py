@@ -25,7 +25,7 @@ from reasoning_rl.policy.batch import TokenBatch, pack, plan_micro_batches, unfl
 from reasoning_rl.policy.comm import CommMeter, Sharding
 from reasoning_rl.policy.model import load_tokenizer, save_hf_model
 from reasoning_rl.policy.sharded import load_train_state, save_train_state
-from reasoning_rl.policy.train_state import clip_and_step, load_trainable
+from reasoning_rl.policy.train_state import clip_and_step, load_trainable, saved_tensors_on_host
 from reasoning_rl.policy.wrap import ScoringModule, equalize, forward_micro, score
 from reasoning_rl.policy.zero_advantage import (
     TOKEN_AVERAGES,
@@ -72,8 +72,11 @@ class Policy:
         micro_batch_tokens: int,
         micro_batch_size: int | None,
         comm: CommMeter | None = None,
+        activation_offload: bool = False,
+        fused_optimizer: bool = False,
     ) -> None:
         self.module = module
+        self.activation_offload = activation_offload
         self.comm = comm
         self.lm: Any = module.lm
         self.source = source
@@ -82,8 +85,9 @@ class Policy:
         self.grad_clip = grad_clip
         self.micro_batch_tokens = micro_batch_tokens
         self.micro_batch_size = micro_batch_size
+        impl = {"fused": True} if fused_optimizer else {"foreach": not fsdp or None}
         self.optimizer = torch.optim.AdamW(
-            self.module.parameters(), lr=lr, betas=betas, weight_decay=weight_decay, foreach=not fsdp or None
+            self.module.parameters(), lr=lr, betas=betas, weight_decay=weight_decay, **impl
         )
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
             self.optimizer, lr_lambda(warmup_steps, total_steps)
@@ -100,6 +104,9 @@ class Policy:
         device: str | None = None,
         fsdp: bool | None = None,
         activation_checkpointing: bool = False,
+        checkpoint_every: int = 1,
+        activation_offload: bool = False,
+        fused_optimizer: bool = False,
         compile_layers: bool = False,
         sharding: Sharding = Sharding(),
         lr: float = 1e-6,
@@ -116,7 +123,10 @@ class Policy:
 
         ``fsdp=None``: FSDP2 when world_size > 1 or on GPU; ``sharding``: its memory/communication switches. On GPU with FSDP, ``dtype`` is the compute
         dtype (params/grad reduction stay float32). ``micro_batch_tokens`` bounds the packed tokens per
-        forward; ``micro_batch_size`` optionally also bounds sequences per forward.
+        forward; ``micro_batch_size`` optionally also bounds sequences per forward. Memory switches:
+        ``activation_checkpointing`` (every ``checkpoint_every``-th layer), ``activation_offload`` (what
+        autograd saves stays in host memory), ``fused_optimizer`` (AdamW's fused kernel: no full-size
+        temporaries in the optimizer step, 4 bytes a parameter less at its peak than foreach).
         """
         if lr <= 0:
             raise ValueError(f"lr must be > 0; got {lr}")
@@ -131,6 +141,7 @@ class Policy:
             device=device,
             fsdp=fsdp,
             activation_checkpointing=activation_checkpointing,
+            checkpoint_every=checkpoint_every,
             compile_layers=compile_layers,
             sharding=sharding,
             head=lambda lm: ScoringModule(lm, chunk_tokens=chunk_tokens, compiled=compile_layers),
@@ -149,6 +160,8 @@ class Policy:
             micro_batch_tokens=micro_batch_tokens,
             micro_batch_size=micro_batch_size,
             comm=comm,
+            activation_offload=activation_offload,
+            fused_optimizer=fused_optimizer,
         )
 
     # ---- scoring -------------------------------------------------------------------------------
@@ -217,7 +230,8 @@ class Policy:
                 (lp_flat.sum() * 0.0).backward()
                 continue
             mb = pack(batch, rows, self.device)
-            lp_flat, ent_flat = forward_micro(self.module, mb)
+            with saved_tensors_on_host(self.activation_offload, self.device):
+                lp_flat, ent_flat = forward_micro(self.module, mb)
             width = max(mb.lens)
             lp = unflatten(lp_flat.float(), mb.lens, width)
             ent = unflatten(ent_flat.float(), mb.lens, width)
@@ -257,17 +271,22 @@ class Policy:
         return out
 
     # ---- weights out ---------------------------------------------------------------------------
-    def iter_full_params(self, bucket_bytes: int = 256 << 20) -> Iterator[list[tuple[str, Tensor]]]:
+    def iter_full_params(
+        self, bucket_bytes: int = 256 << 20, dtype: torch.dtype | None = None
+    ) -> Iterator[list[tuple[str, Tensor]]]:
         """Full (unsharded) parameters in buckets of at most ``bucket_bytes`` (one tensor may exceed it).
 
         HF names (``model.layers.0...``). Collective under FSDP2: every rank must iterate to the end.
-        Only one bucket is materialised at a time; without FSDP the tensors are views (no copy).
+        Only one bucket is materialised at a time; without FSDP the tensors are views (no copy). ``dtype``:
+        floating tensors cast to it on their device (the engine's dtype: fp32 masters go out as bf16).
         """
         bucket: list[tuple[str, Tensor]] = []
         size = 0
         for name, p in self.lm.named_parameters():
             full = p.full_tensor() if hasattr(p, "full_tensor") else p
             full = full.detach()
+            if dtype is not None and full.is_floating_point() and full.dtype != dtype:
+                full = full.to(dtype)
             nbytes = full.numel() * full.element_size()
             if bucket and size + nbytes > bucket_bytes:
                 yield bucket

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any, TypeVar
 
 import torch
@@ -27,6 +28,7 @@ def load_trainable(
     head: Callable[[Any], M],
     compile_layers: bool = False,
     sharding: Sharding = Sharding(),
+    checkpoint_every: int = 1,
 ) -> tuple[M, Placement, CommMeter | None]:
     """Load ``path`` for training (no KV cache), put ``head(lm)`` on top, wrap it (FSDP2 when placed so);
     returns the module, its placement and its FSDP2 collective meter (None without FSDP)."""
@@ -41,9 +43,19 @@ def load_trainable(
         activation_checkpointing=activation_checkpointing,
         sharding=sharding,
         compile_layers=compile_layers,
+        checkpoint_every=checkpoint_every,
     )
     module.train()
     return module, where, comm
+
+
+def saved_tensors_on_host(offload: bool, device: torch.device) -> AbstractContextManager[Any]:
+    """Where autograd keeps what a forward saves for backward: with ``offload`` in host memory
+    (``torch.autograd.graph.save_on_cpu``, pinned on CUDA; copied back as backward needs each tensor), so a
+    micro-batch's activations do not stay on the device (``model.activation_offload``)."""
+    if not offload:
+        return nullcontext()
+    return torch.autograd.graph.save_on_cpu(pin_memory=device.type == "cuda")
 
 
 def clip_and_step(module: nn.Module, optimizer: torch.optim.Optimizer, grad_clip: float | None) -> float:

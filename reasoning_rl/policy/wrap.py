@@ -91,15 +91,21 @@ def wrap(
     activation_checkpointing: bool = False,
     sharding: Sharding = Sharding(),
     compile_layers: bool = False,
+    checkpoint_every: int = 1,
 ) -> CommMeter | None:
     """Shard ``module`` (which contains ``lm``) with FSDP2 per decoder layer + root, or move it to device.
 
     Returns the meter of FSDP2's collective bytes (None without FSDP). ``compile_layers``: ``torch.compile``
     each decoder layer's forward (torchtitan's per-block scheme). All layers share one compiled graph;
-    FSDP2's hooks stay outside it because only ``forward`` is compiled.
+    FSDP2's hooks stay outside it because only ``forward`` is compiled. ``activation_checkpointing``
+    recomputes decoder layers 0, k, 2k, ... in backward (k = ``checkpoint_every``; HF's per-layer switch).
     """
     if activation_checkpointing:
         lm.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        for k, layer in enumerate(decoder_layers(lm)):
+            if not hasattr(layer, "gradient_checkpointing"):
+                raise ValueError(f"{type(layer).__name__} has no per-layer gradient checkpointing switch")
+            cast(Any, layer).gradient_checkpointing = k % checkpoint_every == 0
     if compile_layers:
         for layer in decoder_layers(lm):
             layer.forward = rows_unbacked(torch.compile(layer.forward, dynamic=True))

@@ -193,6 +193,7 @@ class VLLMEngine:
 
     def wake(self) -> None:
         if self.sleep_enabled and self._asleep:
+            torch.cuda.empty_cache()  # the update's freed blocks back to the device: the KV cache maps them
             self.llm.wake_up()
             self._asleep = False
 

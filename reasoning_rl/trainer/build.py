@@ -27,6 +27,7 @@ from reasoning_rl.factory import (
     resolve_device,
     resolve_model_dir,
     rollout_kind,
+    run_dtype,
 )
 from reasoning_rl.rollout import RolloutEngine, SamplingConfig
 from reasoning_rl.rollout.toolset import ToolSet
@@ -208,7 +209,7 @@ def build_components(cfg: Config, run_dir: Path, *, console: Console) -> Compone
     model_dir = resolve_model_dir(cfg)
     tokenizer = load_tokenizer(str(model_dir), require_chat_template=cfg.data.chat_template is True)
     train, val = load_data(cfg, tokenizer, console)
-    dtype = cfg.model.dtype if cfg.model.dtype != "auto" else ("bfloat16" if device == "cuda" else "float32")
+    dtype = run_dtype(cfg, device)
     compiled, seeded = device_defaults(cfg, device)
     console.print(f"model: {model_dir} on {device} ({dtype}{', compiled' if compiled else ''})")
     r = cfg.rollout

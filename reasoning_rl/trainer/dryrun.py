@@ -2,7 +2,8 @@
 
 Config (already validated by the caller), model path and tokenizer, every data row (read, routed and rendered
 through the prompt template), each routed grader and its ``grading.options``, the tool set (built, then
-released), the resource request (the run's own checks), and the doctor's required checks.
+released), the resource request (the run's own checks), the memory plan (printed; a run that cannot fit is
+refused with the fix), and the doctor's required checks.
 The first problem raises one of the trainer's user errors, so the CLI prints one line and exits 2.
 """
 
@@ -73,6 +74,21 @@ def _check_tools(cfg: Config, tokenizer: Any) -> str | None:
     return ", ".join(sorted(tools.tools))
 
 
+def _memory_plan(cfg: Config, longest: int) -> list[str]:
+    """The run's memory plan on this machine (``doctor_checks.memory``) for its longest prompt + response
+    limit; a run that cannot fit is refused with the plan's one line (the switch or budget that fits)."""
+    from reasoning_rl.doctor_checks.memory import config_plan
+    from reasoning_rl.memory_plan import PlanUnavailable
+
+    try:
+        plan = config_plan(cfg, longest)
+    except PlanUnavailable as exc:
+        return [f"not made: {exc}"]
+    if plan.problem is not None:
+        raise ConfigError(plan.problem)
+    return plan.lines()
+
+
 def show_first_prompts(tokenizer: Any, prompts: list[Prompt], console: Console) -> None:
     """Print the first rendered prompt of each data source exactly as the model gets it (template, system
     prompt and chat template applied, decoded from the prompt's token ids), so a dropped instruction shows."""
@@ -103,6 +119,9 @@ def dry_run(cfg: Config, console: Console) -> None:
     if built is not None:
         console.print(f"tools: {built} (built with their options)")
     console.print(f"resources: {_check_resources(cfg)} (request accepted)")
+    longest = max((len(p.token_ids) for p in train + val), default=1)
+    for line in _memory_plan(cfg, longest + max(cfg.rollout.max_tokens, cfg.eval.max_tokens or 0)):
+        console.print(f"memory plan: {line}", highlight=False)
     if cfg.run.doctor:
         stops = blocking(run_checks(cfg, essential_only=True))
         if stops:

@@ -195,6 +195,29 @@ def test_fp32_trainer_into_bf16_engine_is_compared_exactly(tiny_model_dir):
         push_weights(policy, engine, gate=gate, step=3)
 
 
+def test_handoff_in_the_engine_dtype_sends_half_the_bytes_and_passes_the_gate(tiny_model_dir):
+    """fp32 weights into a bf16 engine go out as bf16 (cast where they were gathered): half the bytes, the
+    engine holds exactly the rounded weights, and the gate passes; a missed tensor still fails it."""
+    policy = Policy.from_pretrained(str(tiny_model_dir), lr=1e-4, micro_batch_tokens=256)
+    engine = make_engine("hf", str(tiny_model_dir), max_model_len=128, dtype="bfloat16")
+    gate = FreshnessGate.for_run(engine, PROMPTS, None)
+    full = push_weights(policy, engine, gate=gate, step=1)
+    _train(policy, 2)
+    half = push_weights(policy, engine, gate=gate, step=2, dtype=torch.bfloat16)
+    assert half.check is not None and half.tensors == full.tensors
+    assert half.bytes * 2 == full.bytes
+    held = dict(engine.model.named_parameters())
+    for name, p in policy.lm.named_parameters():
+        assert torch.equal(held[name], p.detach().to(torch.bfloat16)), name
+    _train(policy, 3)
+    good = engine.load_weights
+    engine.load_weights = lambda it: good(
+        (n, t) for n, t in it if n != "model.layers.0.self_attn.q_proj.weight"
+    )
+    with pytest.raises(WeightSyncError, match=r"step 3: tensor model\.layers\.0\.self_attn\.q_proj\.weight"):
+        push_weights(policy, engine, gate=gate, step=3, dtype=torch.bfloat16)
+
+
 # ---- the gate on vLLM (fused qkv/gate_up, CPU pre-packed GEMM weights read back through the kernel) ------
 @pytest.mark.vllm
 @pytest.mark.slow

@@ -83,6 +83,7 @@ def test_dry_run_checks_everything_and_trains_nothing(tmp_path: Path, tiny_model
     assert res.exit_code == 0, res.output
     assert "data: 2 train" in res.stdout and "graders: math" in res.stdout and "dry run ok" in res.stdout
     assert "doctor: required checks pass" in res.stdout
+    assert "memory plan: update peak" in res.stdout and "optimizer" in res.stdout  # planned from step 1
     assert not (tmp_path / "dry").exists()
 
     def refused(*extra: str, cfg: Path = cfg_path) -> str:
