@@ -37,7 +37,7 @@ import time
 _DIST_PACKAGES = "/usr/lib/python3/dist-packages"  # Debian's python3-* modules; not on sys.path under -S
 _CTL, _RES = 3, 4  # the child's message fds: cells in, results out
 _CHECK_S = 5.0  # the zygote answers status and check at once; a stopped one makes the sandbox unclean
-_state = {"child": None, "zygote": None}
+_state: dict = {"child": None, "zygote": None}
 # Run once after a preload: sympy imports its solvers and fills its caches on first use (~80 ms a cell).
 _WARM_UP = {
     "sympy": "x = sympy.Symbol('x'); sympy.solve(x**2 - 5*x + 6, x); sympy.simplify(sympy.sin(x)**2 + 1)",
@@ -262,7 +262,7 @@ def _zygote(sock, inherited_state):
     signal.set_wakeup_fd(wake_w)
     signal.signal(signal.SIGCHLD, lambda *_: None)  # a handler, so the wake-up fd hears of every exit
     sock.setblocking(True)
-    exits = {}  # reaped pid -> exit code, until the supervisor asks
+    exits: dict = {}  # reaped pid -> exit code, until the supervisor asks
     sel = selectors.DefaultSelector()
     sel.register(sock, selectors.EVENT_READ)
     sel.register(wake_r, selectors.EVENT_READ)
@@ -471,7 +471,7 @@ def _send_msg(sock, obj, fds=()):
 
 def _recv_msg(sock):
     """(message, fds) from the zygote's socket; (None, []) when the other side is gone."""
-    head, fds = b"", []
+    head, fds = b"", []  # type: bytes, list
     while len(head) < 4:
         chunk, ancillary, _, _ = sock.recvmsg(4 - len(head), socket.CMSG_SPACE(8 * 4))
         if not chunk:
