@@ -231,3 +231,34 @@ def test_the_memory_probe_catches_children_forked_from_the_supervisor(
     finally:
         sb.close()
     assert own >= 1 and later >= 1, (own, later)
+
+
+POISON_ZYGOTE = (
+    "import os\nos.setpriority(os.PRIO_PROCESS, os.getppid(), 19)  # the zygote: our parent\nprint('done')"
+)
+NICE = "import os\nprint(os.getpriority(os.PRIO_PROCESS, 0))"
+
+
+@pytest.mark.parametrize("leaky", [False, True], ids=["checked", "leaky-unchecked"])
+def test_a_cell_that_changes_the_zygote_never_reaches_the_next_session(
+    sci: Sandbox, leaky: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The zygote passes its nice value, rlimits and CPU set to every child: a cell that lowers them (it may, as
+    the same uid) makes its sandbox unclean, so the next session starts elsewhere. The leaky variant skips that
+    check and the next session's interpreter inherits the cell's change."""
+    sb = sci
+    if leaky:
+        check = 'and _FORKSERVER["zygote_ok"]()'
+        assert check in protocol._SOURCE
+        monkeypatch.setattr(protocol, "_SOURCE", protocol._SOURCE.replace(check, ""))
+        options = {"pool_size": 1} if sci.name == "docker" else {"max_sessions": 1}
+        sb = sandboxes.open_sandbox(sci.name, image=SCI_IMAGE, **options)
+    try:
+        assert cell(sb, POISON_ZYGOTE, "poisoner").stdout == b"done\n"
+        sb.end_session("poisoner")
+        nice = cell(sb, NICE, "after-poison").stdout
+        sb.end_session("after-poison")
+    finally:
+        if leaky:
+            sb.close()
+    assert nice == (b"19\n" if leaky else b"0\n")
