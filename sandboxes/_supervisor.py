@@ -1,5 +1,6 @@
-"""Runs INSIDE the sandbox (any python3 >= 3.8, stdlib only): writes the files, runs the command with caps and
-a wall clock, kills every leftover process of the sandbox user, wipes the scratch dirs (POSIX shared memory,
+"""Runs INSIDE the sandbox (any python3 >= 3.8, stdlib only): writes the files, runs the command (or a python
+cell in the fork server's REPL, ``_forkserver.py``, whose zygote it forks at start) with caps and a wall clock,
+kills every leftover process of the sandbox user but that zygote, wipes the scratch dirs (POSIX shared memory,
 semaphores and message queues live in ``/dev/shm`` and ``/dev/mqueue``), removes every System V IPC object
 (shared memory is charged to the container's memory; queues and semaphores could carry data to the next run),
 and reports one frame; a sandbox where any of that is left is reported unclean (the parent replaces it).

@@ -129,6 +129,10 @@ def test_qwen25_math_tir_cell_runs_sympy_in_the_sandbox(
     messages = [{"role": "system", "content": TIR_SYSTEM}, {"role": "user", "content": QUESTION}]
     prompt = render_prompt(tok, _example(messages), chat_template=True)
     block = f"```python\n{CODE}\n```\n"
-    t = _rollout(tok, prompt, [block, lambda ctx: ctx.rsplit("```output\n", 1)[1]], "fenced", python_tool)
+
+    def answer(ctx: str) -> str:
+        return "The sum is \\boxed{" + ctx.rsplit("```output\n", 1)[1].split("\n")[0] + "}."
+
+    t = _rollout(tok, prompt, [block, answer], "fenced", python_tool)
     assert t.turns[0].result.status == "ok", t.turns[0]
-    assert tok.decode(t.token_ids).endswith("```output\n5\n```\n5\n```\n<|im_end|>")
+    assert tok.decode(t.token_ids) == block + "```output\n5\n```\nThe sum is \\boxed{5}.<|im_end|>"
