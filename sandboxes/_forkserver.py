@@ -111,12 +111,12 @@ class _Child:
 
     def status(self, wait):
         """None while it runs (``wait``: SIGKILLed first, so it ends), else its exit code."""
-        zygote = _state["zygote"]
-        if zygote is None:
-            return -9
         if wait:
             with contextlib.suppress(OSError):
                 os.killpg(self.pid, signal.SIGKILL)
+        zygote = _state["zygote"]
+        if zygote is None:
+            return -9
         answer = zygote.ask({"op": "status", "pid": self.pid, "wait": wait})
         return -9 if answer is None else answer["code"]
 
