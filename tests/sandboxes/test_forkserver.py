@@ -262,3 +262,16 @@ def test_a_cell_that_changes_the_zygote_never_reaches_the_next_session(
         if leaky:
             sb.close()
     assert nice == (b"19\n" if leaky else b"0\n")
+
+
+def test_a_cell_that_kills_the_zygote_costs_only_its_sandbox(sci: Sandbox) -> None:
+    """Its run still answers; the sandbox (no zygote left) is retired, the session goes on in a new one (its
+    history replayed) and the next session is served as usual."""
+    killed = cell(sci, "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\nprint('killed')", "zkill")
+    assert killed.ok and killed.stdout == b"killed\n", killed
+    again = cell(sci, "print(n + 1)", "zkill", history=("n = 41",))
+    sci.end_session("zkill")
+    assert again.ok and again.stdout == b"42\n", again
+    after = cell(sci, SOLVE, "after-zkill")
+    sci.end_session("after-zkill")
+    assert after.ok and after.stdout == b"[2, 3] [2, 3]\n", after
