@@ -1,5 +1,6 @@
-"""Runs INSIDE the sandbox (any python3 >= 3.8, stdlib only): writes the files, runs the command with caps and
-a wall clock, kills every leftover process of the sandbox user, wipes the scratch dirs (POSIX shared memory,
+"""Runs INSIDE the sandbox (any python3 >= 3.8, stdlib only): writes the files, runs the command (or a python
+cell in the fork server's REPL, ``_forkserver.py``, whose zygote it forks at start) with caps and a wall clock,
+kills every leftover process of the sandbox user but that zygote, wipes the scratch dirs (POSIX shared memory,
 semaphores and message queues live in ``/dev/shm`` and ``/dev/mqueue``), removes every System V IPC object
 (shared memory is charged to the container's memory; queues and semaphores could carry data to the next run),
 and reports one frame; a sandbox where any of that is left is reported unclean (the parent replaces it).
@@ -186,42 +187,44 @@ def _run(header, stdin_data):
 
 
 def _kill_all():
-    """Kill every other process of our uid (children that outlived the run). Only safe in a pid namespace."""
-    me, uid = os.getpid(), os.getuid()
+    """Kill every other process we may signal (children that outlived the run), but the fork server's zygote.
+    Only safe in a pid namespace. Not ``kill(-1)``, which would take the zygote too: each round signals every
+    pid but PID 1, us and the zygote (a process it cannot signal is not the run's), then checks that none is
+    left (zombies count); what forked meanwhile dies in the next round."""
+    me = os.getpid()
     for _ in range(200):
-        with contextlib.suppress(OSError):
-            os.kill(-1, signal.SIGKILL)
+        spared = {1, me, _FORKSERVER["zygote_pid"]()}
+        for pid in _pids(spared):
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
         _reap()
-        left = []
-        for pid in os.listdir("/proc"):
-            if pid.isdigit() and int(pid) not in (1, me):
-                try:
-                    if os.stat("/proc/" + pid).st_uid == uid:
-                        left.append(pid)
-                except OSError:
-                    pass
-        if not left:
+        spared = {1, me, _FORKSERVER["zygote_pid"]()}
+        if not [pid for pid in _pids(spared) if _signalable(pid)]:
             return True
         time.sleep(0.005)
     return False
 
 
+def _pids(spared):
+    return [int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) not in spared]
+
+
+def _signalable(pid):
+    try:
+        os.kill(pid, 0)
+    except OSError:
+        return False
+    return True
+
+
 def _reap():
-    """Collect dead children (every orphan, as the local namespace's PID 1; the fork server's REPL child):
-    zombies count as processes."""
+    """Collect dead children (every orphan, as the local namespace's PID 1): zombies count as processes."""
     with contextlib.suppress(ChildProcessError):
         while os.waitpid(-1, os.WNOHANG)[0]:
             pass
 
 
-_FORKSERVER: dict = {}  # the fork server module's namespace, once loaded
-
-
-def _repl(header):
-    """The fork server (``_forkserver.py``, shipped as ``_FORKSERVER_SOURCE`` by ``protocol``), loaded once."""
-    if not _FORKSERVER:
-        exec(globals()["_FORKSERVER_SOURCE"], _FORKSERVER)
-    return _FORKSERVER["run"](header)
+_FORKSERVER: dict = {}  # the fork server's namespace (``_forkserver.py``, shipped as ``_FORKSERVER_SOURCE``)
 
 
 def _wipe(dirs):
@@ -331,6 +334,8 @@ def _serve_one(stdin, header, baseline):
     session = header.get("session", "")
     try:
         stdin_data = _read_exact(stdin, header["stdin_len"])
+        if session != "continue":
+            _FORKSERVER["end_child"]()  # an earlier session's interpreter
         if kill_all and session != "continue":
             _kill_all()
         if session != "continue":
@@ -344,7 +349,8 @@ def _serve_one(stdin, header, baseline):
     detail = ""
     started = time.monotonic()
     try:
-        stopped_by, code, out, err = _repl(header) if header.get("repl") else _run(header, stdin_data)
+        run = _FORKSERVER["run"] if header.get("repl") else lambda h: _run(h, stdin_data)
+        stopped_by, code, out, err = run(header)
     except OSError as exc:  # e.g. command not found: the program's problem, reported like a shell would
         stopped_by, code, out, err = "exit", 127, b"", str(exc).encode()
         detail = f"could not start the command: {exc}"
@@ -354,11 +360,14 @@ def _serve_one(stdin, header, baseline):
     if session and stopped_by == "exit":  # kept for the session's next run, never offered to anyone else
         clean = True
     else:
+        _FORKSERVER["end_child"]()
         clean = _kill_all() if kill_all else True
         clean = _wipe(header["scratch"]) and clean
         clean = _clear_sysv_ipc() and clean
         clean = _clear_keyrings() and clean
-    clean = _inherited_state() == baseline and clean  # after _kill_all: nothing of the run can change it now
+    # after _kill_all: nothing of the run can change them now (a continued session's processes still could,
+    # until the session's end, whose clean-up run checks again)
+    clean = _inherited_state() == baseline and _FORKSERVER["zygote_ok"]() and clean
     frame.update(exit_code=code, stopped_by=stopped_by, wall_s=wall, clean=clean, detail=detail)
     _emit(frame, out, err)
 
@@ -367,6 +376,9 @@ def main():
     """Serve requests until stdin closes: one supervisor per warm Docker container (no ``docker exec`` per run)
     or warm local namespace (where it is PID 1: no other process of the namespace holds the trusted pipes)."""
     undumpable, baseline = _undumpable(), _inherited_state()  # before any untrusted code ran
+    exec(globals()["_FORKSERVER_SOURCE"], _FORKSERVER)
+    if undumpable:
+        _FORKSERVER["start_zygote"](_inherited_state)  # before any request: its memory holds none
     stdin = sys.stdin.buffer
     while True:
         line = stdin.readline()

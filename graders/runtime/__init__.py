@@ -5,7 +5,16 @@ with GradingPool(workers=2, timeout_s=10, cache_path="grades.sqlite") as pool:
     grades = pool.grade_batch([GradeRequest("math", response, "42")])
 """
 
+from graders.runtime.helper_pool import HelperPool, WorkerCrashed, WorkerTimeout, serve
 from graders.runtime.pool import GradingPool
 from graders.runtime.request import GradeRequest, resolve_grader
 
-__all__ = ["GradeRequest", "GradingPool", "resolve_grader"]
+__all__ = [
+    "GradeRequest",
+    "GradingPool",
+    "HelperPool",
+    "WorkerCrashed",
+    "WorkerTimeout",
+    "resolve_grader",
+    "serve",
+]

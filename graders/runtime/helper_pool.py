@@ -38,12 +38,12 @@ class WorkerCrashed(Exception):
 
 
 class _Worker:
-    """One helper: a ``KillableProcess`` running ``module``, speaking one JSON request / reply per line."""
+    """One helper: a ``KillableProcess`` running ``module args...``, speaking one JSON request / reply per line."""
 
-    def __init__(self, module: str) -> None:
+    def __init__(self, module: str, args: tuple[str, ...] = ()) -> None:
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [_REPO_ROOT, env.get("PYTHONPATH", "")]))
-        self.proc = KillableProcess(module, env=env, stderr=subprocess.DEVNULL)
+        self.proc = KillableProcess(module, args, env=env, stderr=subprocess.DEVNULL)
         self._buffer = b""
         self.ready = False
 
@@ -85,16 +85,19 @@ class _Worker:
 
 
 class HelperPool:
-    """Up to ``max_workers`` warm children running ``module``, shared by all threads of this process.
+    """Up to ``max_workers`` warm children running ``module`` (with command-line ``args``), shared by all threads
+    of this process.
 
     Waiting for a busy worker counts against the caller's budget (that is load); waiting for one that is still
     starting (first use, or the replacement of a killed one) does not (that is the pool warming up).
     """
 
-    def __init__(self, module: str, max_workers: int = 4, startup_timeout_s: float = 60.0) -> None:
+    def __init__(
+        self, module: str, max_workers: int = 4, startup_timeout_s: float = 60.0, args: tuple[str, ...] = ()
+    ) -> None:
         if max_workers < 1:
             raise ValueError(f"max_workers must be at least 1, got {max_workers}")
-        self.module = module
+        self.module, self.args = module, args
         self.max_workers = max_workers
         self.startup_timeout_s = startup_timeout_s
         self._idle: list[_Worker] = []
@@ -165,7 +168,7 @@ class HelperPool:
 
     def _boot(self) -> _Worker:
         """A ready worker for a slot already counted in ``_total`` and ``_warming``; a failed start frees it."""
-        worker = _Worker(self.module)
+        worker = _Worker(self.module, self.args)
         try:
             worker.wait_ready(time.monotonic() + self.startup_timeout_s)
         except (WorkerTimeout, WorkerCrashed):

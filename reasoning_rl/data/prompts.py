@@ -35,14 +35,17 @@ def chat_template_text(value: str) -> str:
     )
 
 
-def render_prompt(tokenizer: Any, example: Example, *, chat_template: bool | str) -> list[int]:
+def render_prompt(
+    tokenizer: Any, example: Example, *, chat_template: bool | str, tools: list[dict[str, Any]] | None = None
+) -> list[int]:
     """Token ids of the prompt, ending where the assistant's reply starts. A string ``chat_template`` is the
-    template text itself (``chat_template_text`` reads a file)."""
+    template text itself (``chat_template_text`` reads a file). ``tools``: function schemas the chat template
+    lists in its system prompt (Qwen2.5 / Qwen3 templates render them as ``<tools>``)."""
     messages = [dict(m) for m in example.messages]
     if isinstance(chat_template, str):
         try:
             enc = tokenizer.apply_chat_template(
-                messages, chat_template=chat_template, add_generation_prompt=True, tokenize=True
+                messages, chat_template=chat_template, tools=tools, add_generation_prompt=True, tokenize=True
             )
         except jinja2.TemplateError as exc:
             raise DataError(f"data.chat_template: {type(exc).__name__}: {exc}") from None
@@ -52,7 +55,7 @@ def render_prompt(tokenizer: Any, example: Example, *, chat_template: bool | str
                 "the tokenizer has no chat template; set data.chat_template to a Jinja template (inline or a "
                 "file), or data.chat_template=false to feed prompts as plain text"
             )
-        enc = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
+        enc = tokenizer.apply_chat_template(messages, tools=tools, add_generation_prompt=True, tokenize=True)
     else:
         text = "\n\n".join(m["content"] for m in messages)
         return [int(i) for i in tokenizer(text, add_special_tokens=True)["input_ids"]]
@@ -67,14 +70,15 @@ def render_all(
     chat_template: bool | str,
     max_prompt_tokens: int,
     skip_long: bool,
+    tools: list[dict[str, Any]] | None = None,
 ) -> tuple[list[Prompt], int]:
-    """Render every prompt up front; prompts over the budget raise (or are skipped and counted when
-    ``skip_long``)."""
+    """Render every prompt up front (``tools``: as ``render_prompt``); prompts over the budget raise (or are
+    skipped and counted when ``skip_long``)."""
     template = chat_template_text(chat_template) if isinstance(chat_template, str) else chat_template
     kept: list[Prompt] = []
     skipped = 0
     for ex in examples:
-        ids = render_prompt(tokenizer, ex, chat_template=template)
+        ids = render_prompt(tokenizer, ex, chat_template=template, tools=tools)
         if len(ids) > max_prompt_tokens:
             if not skip_long:
                 raise DataError(

@@ -11,7 +11,7 @@ from reasoning_rl.rollout.base import SamplingConfig
 from reasoning_rl.rollout.multiturn import ToolRolloutConfig
 from reasoning_rl.rollout.tool_calls import FormatName, Tokenizer
 from reasoning_rl.tools.base import Tool
-from reasoning_rl.tools.registry import UnknownToolError, make
+from reasoning_rl.tools.registry import UnknownToolError, describe, make
 
 
 @dataclass
@@ -61,6 +61,19 @@ class ToolSet:
     def close(self) -> None:
         """Release what the tools hold (the python tool's warm sandbox pool)."""
         _close(self.tools.values())
+
+
+def prompt_tools(r: RolloutConfig) -> list[dict[str, Any]] | None:
+    """The function schemas the chat template lists in the prompt for ``hermes`` calls (Qwen2.5 / Qwen3
+    templates render them as ``<tools>`` in the system turn: how those models learn what they may call); None for
+    ``fenced`` (TIR models such as Qwen2.5-Math are told to write ```python blocks, with no function list) and
+    for runs without tools."""
+    if not r.tools or r.tool_format != "hermes":
+        return None
+    try:
+        return [describe(name) for name in r.tools]
+    except UnknownToolError as exc:
+        raise ConfigError(f"rollout.tools: {exc}") from None
 
 
 def _close(tools: Any) -> None:

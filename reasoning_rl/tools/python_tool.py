@@ -5,9 +5,11 @@ Semantics (a live interpreter per trajectory). A trajectory's calls go to one wa
 (``RunRequest.session``) whose fork server keeps a python child alive between cells: variables, imports, files
 and background processes of earlier cells are there, and a value the model saw (``time``, ``random``,
 ``os.urandom``, ``uuid``, a temporary file's name, a file read) is the value the next cell sees, as in a real
-REPL. The sandbox imports sympy, numpy and mpmath once (``SCI_IMAGE``, ``SCI_PRELOAD``) and forks the child
-from that interpreter, so ``import sympy`` in a cell costs nothing. ``end_session`` gives the sandbox back: the
-supervisor kills every process and wipes files and IPC before any other trajectory gets it.
+REPL. The sandbox's zygote (a clean interpreter forked when the sandbox starts, before any request) imports
+sympy, numpy and mpmath once (``SCI_IMAGE``, ``SCI_PRELOAD``) and forks each trajectory's child from itself, so
+``import sympy`` in a cell costs nothing and no child's memory holds anything of an earlier trajectory.
+``end_session`` gives the sandbox back: the supervisor ends the child, kills every process and wipes files and
+IPC before any other trajectory gets it.
 
 Held sandboxes are bounded (the Docker pool's size; ``max_sessions`` for the local backend): when more
 trajectories are in flight, the least recently used one gives its sandbox back, and its next call replays its

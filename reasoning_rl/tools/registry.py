@@ -8,7 +8,7 @@ import importlib
 from typing import Any
 
 from reasoning_rl.registry import TOOLS, is_tool_spec
-from reasoning_rl.tools.base import Tool
+from reasoning_rl.tools.base import Tool, schema
 
 ENTRY_POINT_GROUP = TOOLS.group
 
@@ -61,3 +61,12 @@ def make(name: str, **options: Any) -> Tool:
     if not isinstance(made, Tool):
         raise TypeError(f"tool {name!r} -> {obj!r} did not make a Tool")
     return made
+
+
+def describe(name: str) -> dict[str, Any]:
+    """The tool's function schema (``schema``) read from its implementation, without making an instance (the
+    python tool's would open a sandbox pool): what a chat template lists in the system prompt."""
+    obj: Any = _load(name)
+    if not all(isinstance(getattr(obj, a, None), str | dict) for a in ("name", "description", "parameters")):
+        raise UnknownToolError(f"tool {name!r}: {obj!r} has no name, description and parameters to list")
+    return schema(obj)

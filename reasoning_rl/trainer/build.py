@@ -30,7 +30,7 @@ from reasoning_rl.factory import (
     run_dtype,
 )
 from reasoning_rl.rollout import RolloutEngine, SamplingConfig
-from reasoning_rl.rollout.toolset import ToolSet
+from reasoning_rl.rollout.toolset import ToolSet, prompt_tools
 from reasoning_rl.trace import TraceWriter
 from reasoning_rl.trainer.collect import RewardPlan
 from reasoning_rl.trainer.governance import run_graders, selftest_or_raise
@@ -53,12 +53,14 @@ def load_data(cfg: Config, tokenizer: Any, console: Console) -> tuple[list[Promp
         else []
     )
     skip = cfg.data.on_bad_row == "skip"
+    tools = prompt_tools(cfg.rollout)
     train_prompts, n_long = render_all(
         tokenizer,
         train,
         chat_template=cfg.data.chat_template,
         max_prompt_tokens=cfg.data.max_prompt_tokens,
         skip_long=skip,
+        tools=tools,
     )
     val_prompts, n_long_val = render_all(
         tokenizer,
@@ -66,6 +68,7 @@ def load_data(cfg: Config, tokenizer: Any, console: Console) -> tuple[list[Promp
         chat_template=cfg.data.chat_template,
         max_prompt_tokens=cfg.data.max_prompt_tokens,
         skip_long=skip,
+        tools=tools,
     )
     sources = ", ".join(f"{k}: {v}" for k, v in report.kept.items())
     console.print(f"data: {len(train_prompts)} train / {len(val_prompts)} val prompts ({sources})")

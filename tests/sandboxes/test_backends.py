@@ -105,7 +105,9 @@ def test_nothing_survives_between_runs(sb: Sandbox) -> None:
     )
     lines = r.stdout.decode().splitlines()
     assert lines[0] == "['main.py'] []"
-    assert lines[1] == "2", "only the supervisor and this program may run as the sandbox user"
+    assert lines[1] == "3", (
+        "only the supervisor, its fork server's zygote and this program may run as the sandbox user"
+    )
 
 
 def test_sandbox_error_is_not_program_error(sb: Sandbox) -> None:

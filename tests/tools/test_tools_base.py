@@ -57,6 +57,23 @@ def test_function_tool_failures_are_results_not_exceptions() -> None:
     assert r.status == "timeout" and "timed out" in r.text
 
 
+@tool(isolated=True)
+def hog(kind: str) -> str:
+    """Raises, or allocates past the worker's address-space cap (module-level: isolated tools are imported)."""
+    if kind == "raise":
+        raise ValueError("bad input")
+    return str(len(bytearray(4 << 30)))
+
+
+def test_an_isolated_tool_reports_its_failures_and_its_memory_bomb() -> None:
+    """The killable worker (the grading runtime's HelperPool) returns the function's exception and its memory
+    fault as the call's error, and keeps serving."""
+    raised = _call(hog, {"kind": "raise"}, budget_s=30)
+    assert (raised.status, raised.text) == ("error", "Error: ValueError: bad input")
+    bomb = _call(hog, {"kind": "bomb"}, budget_s=30)
+    assert bomb.status == "error" and "MemoryError" in bomb.text, bomb
+
+
 def test_decorator_rejects_unsupported_parameter_types() -> None:
     with pytest.raises(TypeError, match="parameter 'x' has type"):
 
