@@ -76,13 +76,16 @@ class Completion:
 class Request:
     """One continuous-generation request (``ContinuousEngine.submit``): ``sampling.max_tokens`` is what is left
     of the budget (a request resumed from partial tokens carries them at the end of ``prompt_ids``), ``seed``
-    its own, ``cache_salt`` keeps its prefix-cache blocks apart from those computed with other weights."""
+    its own, ``cache_salt`` keeps its prefix-cache blocks apart from those computed with other weights.
+    ``deltas=False``: its tokens come back once, when it finishes (cheaper; for requests that never outlive
+    the weights they started with)."""
 
     id: str
     prompt_ids: list[int]
     sampling: SamplingConfig
     seed: int | None
     cache_salt: str | None = None
+    deltas: bool = True
 
 
 @dataclass(frozen=True)

@@ -196,7 +196,7 @@ class VLLMEngine:
             prompt = TokensPrompt(prompt_token_ids=list(r.prompt_ids))
             if r.cache_salt is not None:
                 prompt["cache_salt"] = r.cache_salt
-            self.llm.llm_engine.add_request(r.id, prompt, self._params(r.sampling, r.seed, delta=True))
+            self.llm.llm_engine.add_request(r.id, prompt, self._params(r.sampling, r.seed, delta=r.deltas))
             self._live.add(r.id)
 
     def advance(self) -> list[Delta]:
