@@ -39,10 +39,12 @@ RUNNING_SAMPLE_S = 0.1  # how often the running batch goes to the trace
 
 @dataclass
 class Group:
-    """An admitted prompt: its dataset index, the version it was admitted at, its seed (sample j: seed + j)."""
+    """An admitted prompt: its dataset index and uid, the version it was admitted at, its seed (sample j:
+    seed + j)."""
 
     ticket: int
     prompt_index: int
+    uid: str
     version: int
     seed: int | None
 
@@ -160,7 +162,7 @@ class Frontier:
         requests = []
         for idx in self.sampler.next_batch(room):
             ticket = self.schedule.admit(version)
-            group = Group(ticket, idx, version, seed)
+            group = Group(ticket, idx, self.prompts[idx].example.uid, version, seed)
             self.groups[ticket] = group
             self.done[ticket] = 0
             for j in range(self.sampling(0).n):
@@ -246,6 +248,11 @@ class Frontier:
         to be resubmitted at the next step."""
         self.schedule.load_state(state["schedule"])
         self.groups = {int(g["ticket"]): Group(**g) for g in state["groups"]}
+        for g in self.groups.values():
+            if self.prompts[g.prompt_index].example.uid != g.uid:
+                raise ValueError(
+                    f"in-flight prompt {g.prompt_index} is {g.uid!r} in the checkpoint: the data changed"
+                )
         self.done = dict.fromkeys(self.groups, 0)
         for c in state["finished"]:
             comp = Completion(**{**c, "turns": []})

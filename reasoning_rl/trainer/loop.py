@@ -128,8 +128,11 @@ class Trainer:
             parts.push_weights(step=start_step, trace=None)
             self.console.print(f"resumed from {info.path} (step {start_step})")
         self.frontier = self._frontier(parts, sampler)
-        if self.frontier is not None and state is not None and state.get("frontier"):
-            self.frontier.load_state(state["frontier"])
+        if self.frontier is not None and info is not None and state is not None and state.get("frontier"):
+            try:
+                self.frontier.load_state(state["frontier"])  # finished-untrained + partial samples
+            except ValueError as exc:
+                raise TrainError(f"cannot resume {info.path}: {exc}") from None
         # only now: until the resume checks pass, config.yaml keeps describing the run's checkpoints
         save_config(cfg, self.run_dir / "config.yaml")
         trace = StepTrace(self.run_dir / "trace.jsonl", meta=parts.trace_meta, append=info is not None)
@@ -304,6 +307,7 @@ class Trainer:
                 "response": s.completion.text,
                 "finish_reason": s.completion.finish_reason,
                 **turn_fields(s.completion),
+                **({"versions": s.completion.versions} if s.completion.versions is not None else {}),
                 **identity_fields(s.example.grader),
                 **s.grade.to_dict(),
                 **(s.composed.row() if s.composed is not None else {}),
