@@ -243,7 +243,7 @@ class VLLMEngine:
 
     def _step(self) -> list[Any]:
         """One engine step; the outputs of continuous requests are held for ``advance``."""
-        outs = []
+        outs: list[Any] = []
         for out in self.llm.llm_engine.step():
             (self._held if out.request_id in self._live else outs).append(out)
         return outs

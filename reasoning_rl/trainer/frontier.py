@@ -21,7 +21,7 @@ while requests are running).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -261,7 +261,7 @@ class Frontier:
         self.waiting = [Partial(**p) for p in state["partial"]]
 
 
-class _Tickets:
+class _Tickets(Mapping[int, Prompt]):
     """The frontier's groups seen as ``StreamGrading``'s prompts: ticket -> its ``Prompt``."""
 
     def __init__(self, frontier: Frontier) -> None:
@@ -272,6 +272,9 @@ class _Tickets:
 
     def __len__(self) -> int:
         return len(self.frontier.groups)
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self.frontier.groups)
 
 
 def lag_metrics(rollouts: Rollouts, version: int, trace: TraceWriter, step: int) -> dict[str, float]:
