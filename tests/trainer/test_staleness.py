@@ -4,21 +4,27 @@ every trained group, every step trains exactly B groups, nothing is discarded, a
 from __future__ import annotations
 
 import random
+from collections import Counter
 
 import pytest
 
 from reasoning_rl.trainer.staleness import StalenessSchedule
 
 
-def simulate(batch: int, max_lag: int, steps: int, seed: int) -> list[tuple[int, int, int]]:
-    """Groups with random generation lengths; (step version, ticket, lag) of every trained group."""
+def simulate(
+    batch: int, max_lag: int, steps: int, seed: int, lengths: dict[int, int] | None = None
+) -> list[tuple[int, int, int]]:
+    """Groups with random generation lengths (recorded in ``lengths``); (step version, ticket, lag) of every
+    trained group."""
     rng = random.Random(seed)
     sched = StalenessSchedule(batch, max_lag)
+    lengths = {} if lengths is None else lengths
     remaining: dict[int, int] = {}  # ticket -> engine steps left
     trained: list[tuple[int, int, int]] = []
     for version in range(steps):
         while sched.room():
-            remaining[sched.admit(version)] = rng.choice([1, 2, 3, 50])  # a long tail
+            ticket = sched.admit(version)
+            remaining[ticket] = lengths[ticket] = rng.choice([1, 2, 3, 50])  # a long tail
         while (chosen := sched.select(version, [t for t, left in remaining.items() if left == 0])) is None:
             assert any(left > 0 for left in remaining.values()), "waiting with nothing running"
             for t in remaining:
@@ -39,6 +45,19 @@ def test_lag_bounded_exact_batches_nothing_lost(max_lag: int) -> None:
         tickets = [t for _, t, _ in trained]
         assert len(tickets) == len(set(tickets)) == 4 * 30
         assert sorted(tickets)[-1] < 4 * (30 + max_lag)  # the untrained rest is still in flight, not dropped
+
+
+@pytest.mark.parametrize("max_lag", [1, 2])
+def test_trained_lengths_are_the_generated_ones(max_lag: int) -> None:
+    """Never discarding for staleness: every generated group is trained, long ones included; only the last
+    window (at most the capacity) is still in flight when the run stops."""
+    lengths: dict[int, int] = {}
+    trained = simulate(batch=4, max_lag=max_lag, steps=30, seed=1, lengths=lengths)
+    trained_lengths = Counter(lengths[t] for _, t, _ in trained)
+    in_flight = Counter(lengths[t] for t in set(lengths) - {t for _, t, _ in trained})
+    assert trained_lengths + in_flight == Counter(lengths.values())
+    assert sum(in_flight.values()) <= 4 * (1 + max_lag)
+    assert trained_lengths[50] > 0
 
 
 def test_max_lag_0_is_the_sync_step() -> None:
