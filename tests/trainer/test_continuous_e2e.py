@@ -4,7 +4,8 @@ three seeded random points and resumed each time, then run to the end. It proves
 - every token's policy version is recorded and no token lags the trainer by more than max_lag;
 - unfinished requests crossed updates (some sample spans two versions) and stayed resident (the path taken);
 - no prompt was lost or trained twice across the kills: the trained groups plus the final checkpoint's
-  in-flight ones are exactly the prompts drawn (one epoch, counted by uid);
+  in-flight ones are exactly the prompts drawn (one epoch, counted by uid); partial samples of a checkpoint
+  were resubmitted from their tokens (the path an engine that sleeps for the update takes too);
 - the loss ran as decoupled PPO (its ESS and the trainer/engine mismatch are in the metrics line).
 """
 
@@ -91,6 +92,8 @@ def test_continuous_run_bounded_lag_lossless_resume(tmp_path: Path, tiny_model_d
     assert not set(trained) & set(in_flight)
     assert len(trained) + len(in_flight) == drawn  # none lost: every drawn prompt trained or still in flight
 
-    last = [r for r in metrics(run) if "reward/mean" in r][-1]
+    rows = [r for r in metrics(run) if "reward/mean" in r]  # every run's lines, resumed ones appended
+    assert any(r["rollout/resubmitted"] > 0 for r in rows)  # a resume resubmitted the partial samples
+    last = rows[-1]
     assert last["staleness/lag_max"] <= MAX_LAG
     assert 0.0 < last["decoupled/ess"] <= 1.0 and "mismatch/kl" in last
