@@ -51,6 +51,15 @@ class RolloutConfig(SamplingParams):
         "engine-wide stream. None: on for CPU, off on CUDA (where batched kernels "
         "are not bitwise reproducible anyway).",
     )
+    max_lag: int = Field(
+        default=0,
+        ge=0,
+        description="Continuous rollouts (issue 31): the most policy versions a trained token may lag the "
+        "trainer. 0: synchronous steps. > 0: up to trainer.batch_size x (1 + max_lag) groups stay admitted in the "
+        "engine, each step trains the oldest finished ones, unfinished requests continue across the update with "
+        "the new weights, and the loss is decoupled PPO (algorithms/decoupled.py). Needs the vLLM engine on one "
+        "colocated rank, no tools and no dynamic sampling.",
+    )
     tensor_parallel_size: int = Field(
         default=1,
         ge=1,

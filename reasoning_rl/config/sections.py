@@ -75,6 +75,32 @@ class Config(_Section):
             )
         return self
 
+    @model_validator(mode="after")
+    def _continuous_fits(self) -> Config:
+        """``rollout.max_lag > 0`` keeps requests resident in one in-process engine across updates: only the
+        paths that have one such engine and a fixed batch per step can do that (issue 31)."""
+        if self.rollout.max_lag == 0:
+            return self
+        r = self.resources
+        clash = (
+            "rollout.engine=hf (continuous rollouts need vLLM)"
+            if self.rollout.engine == "hf"
+            else "rollout.tools (the tool loop is its own producer)"
+            if self.rollout.tools
+            else "algorithm.dynamic_sampling (it refills a step, continuous steps take B finished groups)"
+            if self.algorithm.dynamic_sampling
+            else "algorithm.old_logprobs=rollout (decoupled PPO needs the trainer's proximal recompute)"
+            if self.algorithm.old_logprobs == "rollout"
+            else "several ranks (continuous rollouts run on one colocated rank for now)"
+            if r.nodes * (r.ranks_per_node or 1) > 1 or r.placement == "split" or r.ray_address
+            else None
+        )
+        if clash is not None:
+            raise ValueError(
+                f"rollout.max_lag={self.rollout.max_lag} cannot be used with {clash}; set rollout.max_lag=0"
+            )
+        return self
+
     @property
     def run_dir(self) -> Path:
         return Path(self.run.dir.format(name=self.run.name))

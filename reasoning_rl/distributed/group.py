@@ -8,7 +8,7 @@ Splits are contiguous and deterministic (``shards``): rank r gets rows ``[start_
 uses (``Models(policy, ref, critic)``, ``RolloutEngine``), so the algorithm code never sees ranks.
 
 Public names (stable): ``WorkerGroup`` (``local``, ``world``, ``shards``, ``call``, ``call_all``, ``stream``,
-``call_engines``, ``push_weights``, ``take_traffic``, ``close``), ``RankBackend``, ``LocalRanks``, ``Traffic``, ``shards``.
+``call_engines``, ``continuous_engine``, ``push_weights``, ``take_traffic``, ``close``), ``RankBackend``, ``LocalRanks``, ``Traffic``, ``shards``.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from reasoning_rl.distributed.worker import CallResult, ModelWorker
-from reasoning_rl.rollout import Completion, SamplingConfig
+from reasoning_rl.rollout import Completion, ContinuousEngine, SamplingConfig
 
 
 def shards(n: int, world: int) -> list[range]:
@@ -160,6 +160,12 @@ class WorkerGroup:
     def call_engines(self, method: str, *args: Any) -> list[Any]:
         """The same call on every generating rank (split placement: the rollout ranks)."""
         return self.backend.run_engines(method, *args)
+
+    def continuous_engine(self) -> ContinuousEngine | None:
+        """The one engine of an in-process rank when it can keep requests across updates (continuous
+        rollouts, ``rollout.max_lag``); None for Ray ranks and engines that only stream."""
+        engine = self.backend.worker.engine if isinstance(self.backend, LocalRanks) else None
+        return engine if isinstance(engine, ContinuousEngine) else None
 
     def push_weights(self, step: int, bucket_bytes: int) -> list[Any]:
         """The update's weights into every engine: per rank ``HandoffStats``, training ranks first."""

@@ -16,6 +16,7 @@ import numpy as np
 
 from reasoning_rl.report.hardware import model_params, peak_flops, train_flops
 from reasoning_rl.report.load import RunData
+from reasoning_rl.report.staleness import StalenessReport, staleness_report
 from reasoning_rl.report.tools import ToolReport, tool_report
 from reasoning_rl.trace import STAGES
 
@@ -114,6 +115,7 @@ class Analysis:
     params: int | None
     warnings: list[str] = field(default_factory=list)
     tools: ToolReport | None = None  # multi-turn tool rollouts (report.tools)
+    staleness: StalenessReport | None = None  # continuous rollouts (report.staleness)
     comm: dict[int, dict[str, float]] = field(
         default_factory=dict
     )  # step -> kind -> bytes (all ranks' records)
@@ -345,5 +347,6 @@ def analyze(run: RunData, *, peak_tflops: float | None = None) -> Analysis:
         params,
         notes,
         tool_report(trace.counters),
+        staleness_report(trace.counters, run.metrics),
         comm_by_kind(trace.counters),
     )

@@ -234,6 +234,28 @@ def _tools_section(a: Analysis) -> str:
     )
 
 
+def _staleness_section(a: Analysis) -> str:
+    """Continuous rollouts: the lag of trained tokens, the engine's running batch; empty without versions."""
+    r = a.staleness
+    if r is None:
+        return ""
+    total = sum(r.lag_tokens.values())
+    rows = [[lag, int(n), 100.0 * n / total] for lag, n in r.lag_tokens.items()] if total else []
+    full = (
+        f" It ran at >= 80 % of its admitted size for {fmt(100 * r.full_frac)} % of generation time."
+        if r.full_frac is not None
+        else ""
+    )
+    return (
+        "<h2>Rollout staleness</h2>"
+        + f"<p>Mean lag of trained tokens: {fmt(r.lag_mean)} policy versions; largest per-sample version span "
+        + f"{fmt(r.span_max)}; decoupled-PPO weights' mean ESS {fmt(r.ess)}. Engine running batch (sampled "
+        + f"{len(r.running)} times): p10 {fmt(r.running_percentile(10))}, median {fmt(r.running_percentile(50))}, "
+        + f"p90 {fmt(r.running_percentile(90))}.{full}</p>"
+        + (table(["lag", "tokens", "%"], rows) if rows else "")
+    )
+
+
 def _curves_section(a: Analysis, figs: dict[str, bytes | None]) -> str:
     train_rows = [r for r in a.metrics if not any(str(k).startswith("eval/") for k in r)]
     last = (train_rows or a.metrics or [{}])[-1]
@@ -265,6 +287,7 @@ def render_html(
             _memory_section(a, figs),
             _grading_section(a, figs),
             _tools_section(a),
+            _staleness_section(a),
             _curves_section(a, figs),
             samples,
             cfg,

@@ -3,6 +3,9 @@
 from reasoning_rl.rollout.base import (
     ENGINES,
     Completion,
+    ContinuousEngine,
+    Delta,
+    Request,
     RolloutEngine,
     RolloutError,
     SamplingConfig,
@@ -13,6 +16,9 @@ from reasoning_rl.rollout.base import (
 __all__ = [
     "ENGINES",
     "Completion",
+    "ContinuousEngine",
+    "Delta",
+    "Request",
     "RolloutEngine",
     "RolloutError",
     "SamplingConfig",

@@ -69,6 +69,60 @@ class Completion:
     mask: list[int] | None = None
     turns: list[ToolTurn] = field(default_factory=list)
     error: str = ""
+    versions: list[int] | None = None  # continuous rollouts: the policy version that sampled each token
+
+
+@dataclass(frozen=True)
+class Request:
+    """One continuous-generation request (``ContinuousEngine.submit``): ``sampling.max_tokens`` is what is left
+    of the budget (a request resumed from partial tokens carries them at the end of ``prompt_ids``), ``seed``
+    its own, ``cache_salt`` keeps its prefix-cache blocks apart from those computed with other weights.
+    ``deltas=False``: its tokens come back once, when it finishes (cheaper; for requests that never outlive
+    the weights they started with)."""
+
+    id: str
+    prompt_ids: list[int]
+    sampling: SamplingConfig
+    seed: int | None
+    cache_salt: str | None = None
+    deltas: bool = True
+
+
+@dataclass(frozen=True)
+class Delta:
+    """What one engine step added to a live request: new tokens with their log-probs (and text when stop
+    strings need it live), whether it finished and why, and the prompt tokens served from the prefix cache
+    (reported with the request's first delta, None after)."""
+
+    id: str
+    token_ids: list[int]
+    logprobs: list[float]
+    text: str
+    finished: bool
+    finish_reason: str
+    cached_tokens: int | None = None
+
+
+@runtime_checkable
+class ContinuousEngine(Protocol):
+    """An engine the trainer drives step by step, with requests that stay resident across weight updates
+    (``rollout.max_lag``): not stepping it is pausing it."""
+
+    def submit(self, requests: list[Request]) -> None:
+        """Admit these requests (they start at the next ``advance``)."""
+        ...
+
+    def advance(self) -> list[Delta]:
+        """One engine step: every live request's new tokens."""
+        ...
+
+    def abort(self, ids: list[str]) -> None:
+        """Stop these requests and free their cache."""
+        ...
+
+    def running(self) -> int:
+        """Requests in the engine's running batch now (the number that shows whether the tail is gone)."""
+        ...
 
 
 @runtime_checkable

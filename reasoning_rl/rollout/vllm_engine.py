@@ -16,7 +16,15 @@ from typing import Any
 
 import torch
 
-from reasoning_rl.rollout.base import Completion, RolloutError, SamplingConfig, check_prompts, register_engine
+from reasoning_rl.rollout.base import (
+    Completion,
+    Delta,
+    Request,
+    RolloutError,
+    SamplingConfig,
+    check_prompts,
+    register_engine,
+)
 from reasoning_rl.rollout.fingerprints import EngineWeights, Fingerprint, fingerprint_tensors
 
 
@@ -57,6 +65,8 @@ class VLLMEngine:
         self.max_model_len = max_model_len
         self._asleep = False
         self._counter = 0
+        self._live: set[str] = set()  # continuous requests (``submit``): resident across streams and updates
+        self._held: list[Any] = []  # their outputs from steps a stream or score() took, for ``advance``
         self.llm = LLM(
             model=model_path,
             dtype=dtype,  # type: ignore[arg-type]
@@ -69,11 +79,10 @@ class VLLMEngine:
         )
         self.tokenizer = self.llm.get_tokenizer()
 
-    def _params(self, sampling: SamplingConfig, prompt_index: int, sample_index: int) -> Any:
+    def _params(self, sampling: SamplingConfig, seed: int | None, *, delta: bool = False) -> Any:
         from vllm import SamplingParams
         from vllm.sampling_params import RequestOutputKind
 
-        seed = sampling.seed_for(prompt_index, sample_index)
         return SamplingParams(
             n=1,
             temperature=sampling.temperature,
@@ -85,7 +94,8 @@ class VLLMEngine:
             ignore_eos=sampling.ignore_eos,
             # Only finished requests come back (the default re-sends every request's cumulative tokens and
             # log-probs each step), and text is decoded once at the end unless stop strings need it live.
-            output_kind=RequestOutputKind.FINAL_ONLY,
+            # (continuous requests: each step's new tokens, which carry the policy version of that step)
+            output_kind=RequestOutputKind.DELTA if delta else RequestOutputKind.FINAL_ONLY,
             detokenize=bool(sampling.stop),
         )
 
@@ -101,7 +111,7 @@ class VLLMEngine:
         from vllm.inputs import TokensPrompt
 
         engine = self.llm.llm_engine
-        if engine.has_unfinished_requests():
+        if engine.get_num_unfinished_requests() > len(self._live):
             raise RolloutError("the vLLM engine already has requests in flight; one stream at a time")
         where: dict[str, tuple[int, int]] = {}
         for i, prompt in enumerate(prompts):
@@ -109,13 +119,15 @@ class VLLMEngine:
                 self._counter += 1
                 rid = f"rrl-{self._counter}"
                 engine.add_request(
-                    rid, TokensPrompt(prompt_token_ids=list(prompt)), self._params(sampling, i, j)
+                    rid,
+                    TokensPrompt(prompt_token_ids=list(prompt)),
+                    self._params(sampling, sampling.seed_for(i, j)),
                 )
                 where[rid] = (i, j)
         pending = set(where)
         try:
-            while engine.has_unfinished_requests():
-                for out in engine.step():
+            while pending:
+                for out in self._step():
                     if not out.finished:
                         continue
                     pending.discard(out.request_id)
@@ -139,9 +151,11 @@ class VLLMEngine:
 
         check_prompts(sequences, self.max_model_len)
         params = SamplingParams(max_tokens=1, temperature=0.0, prompt_logprobs=0)
-        outs = self.llm.generate(
-            [TokensPrompt(prompt_token_ids=list(s)) for s in sequences], params, use_tqdm=False
-        )
+        prompts = [TokensPrompt(prompt_token_ids=list(s)) for s in sequences]
+        # LLM.generate steps until the engine is empty: with resident continuous requests, score alone
+        outs = self._score_beside_live(prompts, params) if self._live else None
+        if outs is None:
+            outs = self.llm.generate(prompts, params, use_tqdm=False)
         result = []
         for seq, p, out in zip(sequences, prompt_lens, outs, strict=True):
             steps = out.prompt_logprobs or []
@@ -153,6 +167,86 @@ class VLLMEngine:
                 row.append(float(step[seq[k]].logprob))
             result.append(row)
         return result
+
+    def _score_beside_live(self, prompts: list[Any], params: Any) -> list[Any]:
+        """Score requests stepped next to the resident continuous ones (whose outputs are held for ``advance``),
+        so a check after a hand-off neither finishes nor loses them."""
+        engine = self.llm.llm_engine
+        ids = []
+        for prompt in prompts:
+            self._counter += 1
+            ids.append(f"rrl-score-{self._counter}")
+            engine.add_request(ids[-1], prompt, params)
+        done: dict[str, Any] = {}
+        while len(done) < len(ids):
+            for out in self._step():
+                if out.finished:
+                    done[out.request_id] = out
+        return [done[i] for i in ids]
+
+    # ------------------------------------------------------------------------- continuous generation
+    def submit(self, requests: list[Request]) -> None:
+        """Admit continuous requests (``ContinuousEngine``); their outputs come back from ``advance`` only."""
+        if self._asleep:
+            raise RolloutError("the vLLM engine is asleep; call wake() before generating")
+        check_prompts([r.prompt_ids for r in requests], self.max_model_len)
+        from vllm.inputs import TokensPrompt
+
+        for r in requests:
+            prompt = TokensPrompt(prompt_token_ids=list(r.prompt_ids))
+            if r.cache_salt is not None:
+                prompt["cache_salt"] = r.cache_salt
+            self.llm.llm_engine.add_request(r.id, prompt, self._params(r.sampling, r.seed, delta=r.deltas))
+            self._live.add(r.id)
+
+    def advance(self) -> list[Delta]:
+        """One engine step (and what streams / scores stepped meanwhile): each live request's new tokens."""
+        outs, self._held = self._held, []
+        if not outs:
+            outs = self._step()
+        found = []
+        for out in outs:
+            (seq,) = out.outputs
+            token_ids = list(seq.token_ids)
+            logprobs = (
+                [float(s[t].logprob) for s, t in zip(seq.logprobs, token_ids, strict=True)]
+                if seq.logprobs
+                else []
+            )
+            if out.finished:
+                self._live.discard(out.request_id)
+            found.append(
+                Delta(
+                    id=out.request_id,
+                    token_ids=token_ids,
+                    logprobs=logprobs,
+                    text=seq.text or "",
+                    finished=out.finished,
+                    finish_reason="length" if seq.finish_reason == "length" else "stop",
+                    cached_tokens=out.num_cached_tokens,
+                )
+            )
+        return found
+
+    def abort(self, ids: list[str]) -> None:
+        self.llm.llm_engine.abort_request(list(ids))
+        self._live.difference_update(ids)
+        self._held = [o for o in self._held if o.request_id not in set(ids)]
+
+    def running(self) -> int:
+        """The scheduler's running batch (in-process engine core); unfinished requests where it is hidden."""
+        core = getattr(getattr(self.llm.llm_engine, "engine_core", None), "engine_core", None)
+        sched = getattr(core, "scheduler", None)
+        if sched is not None and isinstance(getattr(sched, "running", None), list):
+            return len(sched.running)
+        return int(self.llm.llm_engine.get_num_unfinished_requests())
+
+    def _step(self) -> list[Any]:
+        """One engine step; the outputs of continuous requests are held for ``advance``."""
+        outs: list[Any] = []
+        for out in self.llm.llm_engine.step():
+            (self._held if out.request_id in self._live else outs).append(out)
+        return outs
 
     def weight_fingerprints(self) -> EngineWeights:
         """Checksums of the weights vLLM computes with, under its own (fused) names; see ``_fingerprint_model``."""

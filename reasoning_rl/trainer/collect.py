@@ -17,7 +17,7 @@ declared context fields exist in every row.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from functools import cache
 from typing import Any
 
@@ -124,7 +124,9 @@ class StreamGrading:
     as context, submitted as the completion arrives; then the stragglers, and the combined grade per sample.
     Single-turn and tool rollouts feed it the same way (``take``), so both grade the same way."""
 
-    def __init__(self, pool: GradingPool, prompts: Sequence[Prompt], rewards: RewardPlan) -> None:
+    def __init__(
+        self, pool: GradingPool, prompts: Sequence[Prompt] | Mapping[int, Prompt], rewards: RewardPlan
+    ) -> None:
         self.pool = pool
         self.prompts = prompts
         self.rewards = rewards
@@ -185,6 +187,30 @@ class StreamGrading:
             else:
                 grade, composed = self.rewards.combine(ex, grades[k])
             samples.append(Sample(group_offset + k[0], ex, self.completions[k], grade, composed))
+        return Rollouts(samples)
+
+    def pop_groups(self, groups: Sequence[int]) -> Rollouts:
+        """Continuous rollouts (``trainer/frontier``): the graded samples of these prompt keys, group ``k`` for
+        ``groups[k]``, forgotten here (the other keys stay for a later step). Call after ``wait``."""
+        keys = sorted(
+            (k for k in self.completions if k[0] in set(groups)), key=lambda k: (groups.index(k[0]), k[1])
+        )
+        samples = []
+        for k in keys:
+            got = self._parts.pop(k)
+            if None in got:
+                raise RuntimeError(f"grading pool returned no grade for sample {k}")
+            grades = [g for g in got if g is not None]
+            ex = self.prompts[k[0]].example
+            comp = self.completions.pop(k)
+            if k in self._failed:
+                self._failed.discard(k)
+                grade, composed = grades[0], None
+            else:
+                grade, composed = self.rewards.combine(ex, grades)
+            samples.append(Sample(groups.index(k[0]), ex, comp, grade, composed))
+        for g in groups:
+            self._contexts.pop(g, None)
         return Rollouts(samples)
 
     def trace(

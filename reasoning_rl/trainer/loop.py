@@ -27,6 +27,7 @@ from reasoning_rl.trace import TraceWriter
 from reasoning_rl.trainer.build import Components, build_components
 from reasoning_rl.trainer.collect import RewardPlan, collect
 from reasoning_rl.trainer.eval import EvalResult, evaluate, prompt_messages, write_rows
+from reasoning_rl.trainer.frontier import Frontier
 from reasoning_rl.trainer.governance import identity_fields
 from reasoning_rl.trainer.grading_health import check_grading
 from reasoning_rl.trainer.metrics import MetricsLogger, check_wandb
@@ -65,6 +66,9 @@ class Trainer:
         self._sample_rows: list[dict[str, Any]] = []  # the last step's samples (samples/, TensorBoard, W&B)
         self.rewards = RewardPlan(cfg.grading)  # each row's reward components (grading.rewards)
         self.completed_step = 0  # the last step that finished (what an interrupted run reports)
+        self.frontier: Frontier | None = (
+            None  # the engine's in-flight rollouts across steps (in-process vLLM)
+        )
 
     # ------------------------------------------------------------------------------------------ setup
     def _resume_point(self) -> Any:
@@ -123,6 +127,12 @@ class Trainer:
             CheckpointManager.load_rng(info.path)
             parts.push_weights(step=start_step, trace=None)
             self.console.print(f"resumed from {info.path} (step {start_step})")
+        self.frontier = self._frontier(parts, sampler)
+        if self.frontier is not None and info is not None and state is not None and state.get("frontier"):
+            try:
+                self.frontier.load_state(state["frontier"])  # finished-untrained + partial samples
+            except ValueError as exc:
+                raise TrainError(f"cannot resume {info.path}: {exc}") from None
         # only now: until the resume checks pass, config.yaml keeps describing the run's checkpoints
         save_config(cfg, self.run_dir / "config.yaml")
         trace = StepTrace(self.run_dir / "trace.jsonl", meta=parts.trace_meta, append=info is not None)
@@ -172,15 +182,18 @@ class Trainer:
     def _step(self, parts: Components, sampler: PromptSampler, trace: StepTrace, step: int) -> dict[str, Any]:
         """One GRPO/PPO step, one stage per line."""
         t_step = time.time()
-        rollouts = self._gather(parts, sampler, trace, step)  # generate n per prompt, graded as each finishes
+        rollouts, flow = self._gather(parts, sampler, trace, step)  # n per prompt, graded as each finishes
         self._write_samples(step, rollouts)
         self._check_grading(rollouts, step)  # no judged sample: stop; many errors: warn
+        if self.frontier is not None:
+            self.frontier.park()  # an engine about to sleep cannot keep unfinished requests: stop them
         parts.engine_sleep()  # the trainer's passes get the engine's memory
         batch, batch_metrics = make_train_batch(rollouts, parts.models, parts.plan, trace=trace, step=step)
         trained = update(parts.models, batch, parts.plan, trace=trace, step=step)  # policy (+ critic) steps
         handoff = parts.push_weights(step=step, trace=trace)  # new weights into the engine
         return {
             **self._rollout_metrics(rollouts),
+            **flow,
             **tool_metrics(rollouts),
             **batch_metrics,
             **trained,
@@ -189,15 +202,69 @@ class Trainer:
             "optim/lr": parts.lr(),
         }
 
-    def _gather(self, parts: Components, sampler: PromptSampler, trace: StepTrace, step: int) -> Rollouts:
-        """Generate + grade a batch; with dynamic sampling, refill until enough groups carry signal."""
+    def _frontier(self, parts: Components, sampler: PromptSampler) -> Frontier | None:
+        """The in-flight rollouts of an in-process engine that can keep requests across updates (vLLM): every
+        step goes through it, ``rollout.max_lag = 0`` being the synchronous step. None: streamed waves (other
+        engines, several ranks, tool loops, dynamic sampling' refills), which only the synchronous step has."""
+        cfg = self.cfg
+        engine = parts.group.continuous_engine()
+        if engine is None or cfg.rollout.tools or cfg.algorithm.dynamic_sampling:
+            if cfg.rollout.max_lag > 0:
+                raise TrainError(
+                    f"rollout.max_lag={cfg.rollout.max_lag} needs the vLLM engine in this process (one colocated "
+                    "rank): this run's engine only streams; set rollout.max_lag=0"
+                )
+            return None
+        resident = cfg.rollout.sleep is False or not getattr(engine, "sleep_enabled", False)
+        frontier = Frontier(
+            engine,
+            parts.pool,
+            parts.train_prompts,
+            self.rewards,
+            sampler,
+            batch=cfg.trainer.batch_size,
+            max_lag=cfg.rollout.max_lag,
+            sampling=parts.sampling,
+            seed_for_step=lambda step: self._seed(step, 0),
+            tokenizer=parts.tokenizer,
+            resident=resident,
+        )
+        if cfg.rollout.max_lag > 0:
+            self.console.print(
+                f"continuous rollouts: max_lag={cfg.rollout.max_lag}, up to "
+                f"{frontier.schedule.capacity} groups in the engine; unfinished requests across an update: "
+                + (
+                    "kept resident"
+                    if resident
+                    else "stopped and resubmitted from their partial tokens (engine sleeps)"
+                )
+            )
+        return frontier
+
+    def _seed(self, step: int, rounds: int) -> int:
+        """The base seed of a step's (refill round's) requests: sample j of each prompt uses it + j."""
+        return self.cfg.run.seed * 1_000_003 + step * 10_007 + rounds * 101 * self.cfg.rollout.n
+
+    def _gather(
+        self, parts: Components, sampler: PromptSampler, trace: StepTrace, step: int
+    ) -> tuple[Rollouts, dict[str, float]]:
+        """Generate + grade a batch (and the frontier's metrics); with the frontier, its oldest B finished
+        groups; else a streamed wave, refilled under dynamic sampling until enough groups carry signal."""
+        if self.frontier is not None:
+            rollouts, flow = self.frontier.next_batch(step, trace)
+            trace.counter("tokens_generated", step, rollouts.tokens)
+            self._trace_grade_latency(parts, trace, step)
+            return rollouts, flow
+        return self._waves(parts, sampler, trace, step), {}
+
+    def _waves(self, parts: Components, sampler: PromptSampler, trace: StepTrace, step: int) -> Rollouts:
         cfg = self.cfg
         wanted = cfg.trainer.batch_size
         kept = Rollouts()
         rounds = 0
         while True:
             idx = sampler.next_batch(wanted if rounds == 0 else wanted - len(kept.groups))
-            seed = cfg.run.seed * 1_000_003 + step * 10_007 + rounds * 101 * cfg.rollout.n
+            seed = self._seed(step, rounds)
             new = collect(
                 parts.engine,
                 parts.pool,
@@ -240,6 +307,7 @@ class Trainer:
                 "response": s.completion.text,
                 "finish_reason": s.completion.finish_reason,
                 **turn_fields(s.completion),
+                **({"versions": s.completion.versions} if s.completion.versions is not None else {}),
                 **identity_fields(s.example.grader),
                 **s.grade.to_dict(),
                 **(s.composed.row() if s.composed is not None else {}),
@@ -312,6 +380,7 @@ class Trainer:
                 parts.save_checkpoint,  # self-contained: the model's config + tokenizer files too
                 {
                     "data": sampler.state(),
+                    "frontier": self.frontier.state() if self.frontier is not None else None,
                     "grader_cache": str(parts.cache_path) if parts.cache_path else None,
                     "config": self.cfg.model_dump(mode="json"),
                     "model_dir": str(parts.model_dir.resolve()),

@@ -15,6 +15,7 @@ from reasoning_rl.algorithms import (
     kl_penalized_rewards,
     token_rewards,
 )
+from reasoning_rl.algorithms.decoupled import behaviour_weights
 from reasoning_rl.algorithms.rollout_correction import correction_weights, mismatch_metrics
 from reasoning_rl.config import RolloutCorrectionConfig
 from reasoning_rl.factory import Models
@@ -50,8 +51,8 @@ def make_train_batch(
         with trace.span("old_logprobs", step):
             batch.recomputed_logprobs, _ = models.policy.logprobs(tokens)
         out.update(logprob_gap(batch, a.rollout_correction.mismatch_threshold))
-    if a.rollout_correction.enabled:
-        out.update(correct_mismatch(batch, a.rollout_correction))
+    if a.rollout_correction.enabled or plan.decoupled:
+        out.update(correct_mismatch(batch, a.rollout_correction, decoupled=plan.decoupled))
     if models.ref is not None:
         with trace.span("ref_logprobs", step):
             batch.ref_logprobs = models.ref.logprobs(tokens)
@@ -94,15 +95,19 @@ def logprob_gap(batch: TrainBatch, threshold: float) -> dict[str, float]:
     }
 
 
-def correct_mismatch(batch: TrainBatch, cfg: RolloutCorrectionConfig) -> dict[str, float]:
+def correct_mismatch(
+    batch: TrainBatch, cfg: RolloutCorrectionConfig, *, decoupled: bool = False
+) -> dict[str, float]:
     """Set the batch's TIS/MIS loss weights from its recomputed vs rollout log-probs (the plan recomputes
-    whenever the correction is on); what the weights did."""
+    whenever the correction is on); what the weights did. ``decoupled`` (continuous rollouts): the same
+    weights as decoupled PPO's behaviour correction, recompute = proximal policy (algorithms/decoupled.py)."""
     if batch.recomputed_logprobs is None or batch.rollout_logprobs is None:
         raise RuntimeError(
             "algorithm.rollout_correction needs the engine's sampling log-probs and the trainer's "
             "recompute (the engine returned none for this batch)"
         )
-    batch.correction_weights, stats = correction_weights(
+    weigh = behaviour_weights if decoupled else correction_weights
+    batch.correction_weights, stats = weigh(
         batch.recomputed_logprobs, batch.rollout_logprobs, batch.loss_mask, cfg
     )
     return stats

@@ -13,7 +13,7 @@ pytest.importorskip("transformers")
 from reasoning_rl.algorithms import LossConfig, compute_advantages  # noqa: E402
 from reasoning_rl.handoff import push_weights  # noqa: E402
 from reasoning_rl.policy import ModelLoadError, Policy, TokenBatch, build_batch, load_tokenizer  # noqa: E402
-from reasoning_rl.rollout import RolloutError, SamplingConfig, make_engine  # noqa: E402
+from reasoning_rl.rollout import Request, RolloutError, SamplingConfig, make_engine  # noqa: E402
 
 GREEDY = SamplingConfig(temperature=0.0, max_tokens=12)
 
@@ -222,6 +222,58 @@ def test_handoff_makes_vllm_match_trainer(tiny_model_dir, vllm_engine, hf_engine
         for p in prompts
     ]
     assert [c.token_ids for c in gen] == [c.token_ids for c in hf] == ref
+
+
+def _drain(engine, until: set[str]) -> dict[str, dict]:
+    """Advance a continuous engine until the requests ``until`` finished: every request's tokens and cache hits."""
+    out: dict[str, dict] = {}
+    while until - {k for k, v in out.items() if v["finished"]}:
+        for d in engine.advance():
+            r = out.setdefault(
+                d.id, {"tokens": [], "logprobs": [], "cached": d.cached_tokens, "finished": False}
+            )
+            r["tokens"] += d.token_ids
+            r["logprobs"] += d.logprobs
+            r["finished"] = d.finished
+    return out
+
+
+@pytest.mark.vllm
+@pytest.mark.slow
+def test_continuous_requests_cross_a_handoff_and_never_reuse_older_cache(
+    tiny_model_dir, vllm_engine, prompts
+):
+    """Issue 31: a resident request keeps generating across a weight hand-off (and beside a stream); a request
+    admitted after it, salted with the new version, finds none of the blocks computed with the old weights,
+    while the old salt would still hit them (the poison is there), and its tokens come from the new weights."""
+    policy = Policy.from_pretrained(str(tiny_model_dir), lr=3e-2, micro_batch_tokens=256)
+    push_weights(policy, vllm_engine)  # version 0 = the policy's weights
+    long = [7 + (i * 13) % 80 for i in range(200)]  # past one 128-token CPU block: its first block is cached
+    s = SamplingConfig(temperature=1.0, max_tokens=30, seed=11)
+    one = s.model_copy(update={"max_tokens": 1})
+    vllm_engine.submit([Request("c-old", long, one, 1, "v0"), Request("c-live", long, s, 2, "v0")])
+    first = _drain(vllm_engine, {"c-old"})
+    assert not first["c-live"]["finished"]
+    assert vllm_engine.generate(prompts[:1], GREEDY)[0].token_ids  # a stream beside the resident request
+
+    comps = vllm_engine.generate(prompts, SamplingConfig(n=4, max_tokens=10, seed=3))
+    batch = build_batch(comps)
+    adv = compute_advantages("grpo", torch.rand(len(comps)), torch.tensor([c.prompt_index for c in comps]))
+    for _ in range(3):
+        policy.train_step(batch, adv, batch.rollout_logprobs, None, LossConfig())
+    push_weights(policy, vllm_engine)  # version 1, with c-live resident
+
+    vllm_engine.submit([Request("c-new", long, one, 3, "v1"), Request("c-stale", long, one, 4, "v0")])
+    rest = _drain(vllm_engine, {"c-live", "c-new", "c-stale"})
+    assert len(first["c-live"]["tokens"]) + len(rest["c-live"]["tokens"]) == 30  # continued, never restarted
+    assert rest["c-new"]["cached"] == 0  # new salt: no block of the old weights
+    assert rest["c-stale"]["cached"] == 128  # the old salt would have reused them
+    new_lp, _ = policy.logprobs(build_batch_from(long, rest["c-new"]["tokens"]))
+    assert abs(rest["c-new"]["logprobs"][0] - float(new_lp[0, 0])) < 1e-3  # sampled from the new weights
+
+
+def build_batch_from(prompt: list[int], tokens: list[int]) -> TokenBatch:
+    return TokenBatch([torch.tensor(prompt + tokens)], [len(prompt)])
 
 
 # ---- bad input -------------------------------------------------------------------------------------

@@ -75,6 +75,23 @@ def test_batch_and_algorithm_consistency(tmp_path: Path) -> None:
         load_config(write(tmp_path, MINIMAL), ["algorithm.advantage=gae"])
 
 
+def test_continuous_rollouts_refuse_paths_that_cannot_keep_requests(tmp_path: Path) -> None:
+    from reasoning_rl.trainer.plan import step_plan
+
+    cfg = load_config(write(tmp_path, MINIMAL), ["rollout.max_lag=2", "rollout.engine=vllm"])
+    plan = step_plan(cfg, pad_id=0)
+    assert plan.decoupled and plan.old_source == "recompute"  # the proximal policy is the trainer's recompute
+    for bad, named in (
+        ("rollout.engine=hf", "rollout.engine=hf"),
+        ("algorithm.dynamic_sampling=true", "algorithm.dynamic_sampling"),
+        ("algorithm.old_logprobs=rollout", "algorithm.old_logprobs=rollout"),
+        ("resources.ranks_per_node=2", "several ranks"),
+    ):
+        with pytest.raises(ConfigError, match=rf"rollout.max_lag=1 cannot be used with {named}"):
+            load_config(write(tmp_path, MINIMAL), ["rollout.max_lag=1", bad])
+    assert not step_plan(load_config(write(tmp_path, MINIMAL)), pad_id=0).decoupled
+
+
 def test_engine_args_pass_through_but_not_over_owned_keys(tmp_path: Path) -> None:
     cfg = load_config(
         write(tmp_path, MINIMAL), ["rollout.engine_args={max_num_seqs: 4, async_scheduling: true}"]

@@ -1,0 +1,298 @@
+"""The rollout frontier of a run on an in-process engine (issue 31): the groups admitted to the engine, their
+partial and finished samples, and which ``B`` finished groups each step trains (``StalenessSchedule``).
+
+Each step admits groups up to ``B x (1 + rollout.max_lag)`` (prompts drawn from the run's ``PromptSampler``),
+steps the engine until the schedule can pick ``B`` finished groups (graded as each sample finishes, the way
+``collect`` does), and returns them as the step's ``Rollouts``. The others stay in the engine: not stepping
+it during the update and the hand-off is pausing it, and they continue with the new weights. Every token
+carries the policy version that sampled it (``Completion.versions``) next to its behaviour log-prob.
+
+Where the engine sleeps for the update (its memory is the trainer's), ``park`` stops the unfinished requests
+first and the next step resubmits each as its prompt plus its partial tokens (one prefill): the path taken is
+logged once. A resumed run takes the same path from the checkpoint's ``state()``: finished-untrained samples
+are graded again (the grade cache makes that cheap), partial ones resubmitted, so no prompt is lost or drawn
+twice. ``max_lag = 0`` is the synchronous step: ``B`` groups admitted and all of them trained.
+
+Prefix-cache safety: every request carries the cache salt of the version it was admitted at, so a request
+admitted after a hand-off never hits blocks computed with older weights (a prefix-cache reset is a no-op
+while requests are running).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from graders.runtime import GradingPool
+from reasoning_rl.data import Prompt, PromptSampler
+from reasoning_rl.rollout import Completion, ContinuousEngine, Delta, Request, SamplingConfig
+from reasoning_rl.trace import TraceWriter
+from reasoning_rl.trainer.collect import RewardPlan, StreamGrading
+from reasoning_rl.trainer.records import Rollouts
+from reasoning_rl.trainer.staleness import StalenessSchedule
+
+FULL_SHARE = 0.8  # "the engine runs full": running batch >= this share of the admitted samples
+RUNNING_SAMPLE_S = 0.1  # how often the running batch goes to the trace
+
+
+@dataclass
+class Group:
+    """An admitted prompt: its dataset index and uid, the version it was admitted at, its seed (sample j:
+    seed + j)."""
+
+    ticket: int
+    prompt_index: int
+    uid: str
+    version: int
+    seed: int | None
+
+
+@dataclass
+class Partial:
+    """One sample in the engine: what it has generated so far, each token's version and behaviour log-prob."""
+
+    ticket: int
+    sample: int
+    token_ids: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    versions: list[int] = field(default_factory=list)
+    text: str = ""
+    cached_tokens: int | None = None  # prompt tokens its (last) submission found in the prefix cache
+
+
+class Frontier:
+    """The in-flight rollouts across steps; ``next_batch`` is a step's generate + grade."""
+
+    def __init__(
+        self,
+        engine: ContinuousEngine,
+        pool: GradingPool,
+        prompts: list[Prompt],
+        rewards: RewardPlan,
+        sampler: PromptSampler,
+        *,
+        batch: int,
+        max_lag: int,
+        sampling: Callable[[int], SamplingConfig],
+        seed_for_step: Callable[[int], int],
+        tokenizer: Any,
+        resident: bool,
+    ) -> None:
+        self.engine = engine
+        self.prompts = prompts
+        self.sampler = sampler
+        self.schedule = StalenessSchedule(batch, max_lag)
+        self.sampling = sampling  # seed -> the run's request (rollout.*, log-probs as the plan needs)
+        self.seed_for_step = seed_for_step
+        self.tokenizer = tokenizer
+        self.resident = resident  # False: the engine sleeps for the update; park and resubmit
+        self.groups: dict[int, Group] = {}
+        self.live: dict[str, Partial] = {}
+        self.waiting: list[Partial] = []  # parked (or restored) partial samples, resubmitted at the next step
+        self.done: dict[int, int] = {}  # ticket -> finished samples
+        self.grading = StreamGrading(pool, _Tickets(self), rewards)
+        self.resubmitted = 0  # partial samples resubmitted (park / resume) since the last step's metrics
+        self._rid = 0
+
+    @property
+    def path(self) -> str:
+        """How unfinished requests cross an update: kept in the engine, or stopped and resubmitted."""
+        return "resident" if self.resident else "resubmit"
+
+    # ----------------------------------------------------------------------------------------- a step
+    def next_batch(self, step: int, trace: TraceWriter) -> tuple[Rollouts, dict[str, float]]:
+        """Step ``step``'s ``B`` graded groups (trainer and engine at version ``step - 1``) and its rollout metrics."""
+        version = step - 1
+        t0 = time.time()
+        self._resubmit(version)
+        self._admit(version, step)
+        n = self.sampling(0).n
+        full = FULL_SHARE * self.schedule.capacity * n
+        busy = full_s = 0.0
+        last_trace = 0.0
+        while (chosen := self.schedule.select(version, self._finished())) is None:
+            if not self.live:
+                raise RuntimeError("continuous rollouts: waiting for groups with no request in the engine")
+            t = time.time()
+            for delta in self.engine.advance():
+                self._take(delta, version)
+            running = self.engine.running()
+            dt = time.time() - t
+            busy += running * dt
+            full_s += dt if running >= full else 0.0
+            if t - last_trace >= RUNNING_SAMPLE_S:
+                trace.counter("engine_running", step, running, admitted=len(self.live))
+                last_trace = t
+        t1 = time.time()
+        graded = self.grading.graded()
+        self.grading.wait()
+        self.grading.trace(trace, step, t0, t1, time.time(), graded=graded)
+        rollouts = self.grading.pop_groups(chosen)
+        self.schedule.trained(chosen)
+        for t in chosen:
+            del self.groups[t], self.done[t]
+        gen_s = t1 - t0
+        metrics = {
+            "rollout/running_mean": busy / gen_s if gen_s > 0 else 0.0,
+            "rollout/running_full_frac": full_s / gen_s if gen_s > 0 else 0.0,
+            "rollout/in_flight": float(len(self.live)),
+            "rollout/resubmitted": float(self.resubmitted),
+            **lag_metrics(rollouts, version, trace, step),
+        }
+        self.resubmitted = 0
+        return rollouts, metrics
+
+    def park(self) -> None:
+        """Before the engine sleeps: stop the unfinished requests and keep their partial tokens (no-op when
+        requests stay resident)."""
+        if self.resident or not self.live:
+            return
+        self.engine.abort(list(self.live))
+        self.waiting.extend(self.live.values())
+        self.live.clear()
+
+    # ------------------------------------------------------------------------------------- admission
+    def _admit(self, version: int, step: int) -> None:
+        room = self.schedule.room()
+        if room < 1:
+            return
+        seed = self.seed_for_step(step)
+        requests = []
+        for idx in self.sampler.next_batch(room):
+            ticket = self.schedule.admit(version)
+            group = Group(ticket, idx, self.prompts[idx].example.uid, version, seed)
+            self.groups[ticket] = group
+            self.done[ticket] = 0
+            for j in range(self.sampling(0).n):
+                requests.append(self._request(Partial(ticket, j), version))
+        self.engine.submit(requests)
+
+    def _resubmit(self, version: int) -> None:
+        if not self.waiting:
+            return
+        self.engine.submit([self._request(p, version) for p in self.waiting])
+        self.resubmitted += len(self.waiting)
+        self.waiting = []
+
+    def _request(self, part: Partial, version: int) -> Request:
+        """The request of a sample: its prompt plus what it generated before (a resubmission), the rest of
+        the token budget, its seed, and the salt of the version whose weights compute its cache."""
+        group = self.groups[part.ticket]
+        sampling = self.sampling(0)
+        seed = None if group.seed is None else group.seed + part.sample + 7919 * len(part.token_ids)
+        if part.token_ids:
+            sampling = sampling.model_copy(update={"max_tokens": sampling.max_tokens - len(part.token_ids)})
+        self._rid += 1
+        rid = f"rrl-c{self._rid}"
+        self.live[rid] = part
+        return Request(
+            rid,
+            list(self.prompts[group.prompt_index].token_ids) + part.token_ids,
+            sampling,
+            seed,
+            cache_salt=f"v{version}",
+            deltas=self.schedule.max_lag > 0,  # sync: no request outlives its weights, one output each
+        )
+
+    # ------------------------------------------------------------------------------------ completions
+    def _take(self, delta: Delta, version: int) -> None:
+        part = self.live[delta.id]
+        part.token_ids += delta.token_ids
+        part.logprobs += delta.logprobs
+        part.versions += [version] * len(delta.token_ids)
+        part.text += delta.text
+        if part.cached_tokens is None:
+            part.cached_tokens = delta.cached_tokens
+        if delta.finished:
+            del self.live[delta.id]
+            self._finish(part, delta.finish_reason)
+
+    def _finish(self, part: Partial, reason: str) -> None:
+        group = self.groups[part.ticket]
+        stop = bool(self.sampling(0).stop)
+        text = part.text if stop else self.tokenizer.decode(part.token_ids, skip_special_tokens=True)
+        self.grading.take(
+            Completion(
+                prompt_index=part.ticket,
+                sample_index=part.sample,
+                prompt_ids=list(self.prompts[group.prompt_index].token_ids),
+                token_ids=part.token_ids,
+                logprobs=part.logprobs,
+                text=text,
+                finish_reason=reason,
+                versions=part.versions,
+            )
+        )
+        self.done[part.ticket] += 1
+
+    def _finished(self) -> list[int]:
+        n = self.sampling(0).n
+        return [t for t, k in self.done.items() if k == n]
+
+    # -------------------------------------------------------------------------------------- resume
+    def state(self) -> dict[str, Any]:
+        """The in-flight frontier for a checkpoint: admitted groups, finished-untrained samples and partial
+        ones (tokens, log-probs, versions). The prompt cursor is the sampler's own state, saved beside it."""
+        parts = [*self.live.values(), *self.waiting]
+        return {
+            "schedule": self.schedule.state(),
+            "groups": [asdict(g) for g in self.groups.values()],
+            "finished": [asdict(c) for c in self.grading.completions.values()],
+            "partial": [asdict(p) for p in parts],
+        }
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        """Restore ``state()`` into this fresh frontier: finished samples are graded again, partial ones wait
+        to be resubmitted at the next step."""
+        self.schedule.load_state(state["schedule"])
+        self.groups = {int(g["ticket"]): Group(**g) for g in state["groups"]}
+        for g in self.groups.values():
+            if self.prompts[g.prompt_index].example.uid != g.uid:
+                raise ValueError(
+                    f"in-flight prompt {g.prompt_index} is {g.uid!r} in the checkpoint: the data changed"
+                )
+        self.done = dict.fromkeys(self.groups, 0)
+        for c in state["finished"]:
+            comp = Completion(**{**c, "turns": []})
+            self.grading.take(comp)
+            self.done[comp.prompt_index] += 1
+        self.waiting = [Partial(**p) for p in state["partial"]]
+
+
+class _Tickets(Mapping[int, Prompt]):
+    """The frontier's groups seen as ``StreamGrading``'s prompts: ticket -> its ``Prompt``."""
+
+    def __init__(self, frontier: Frontier) -> None:
+        self.frontier = frontier
+
+    def __getitem__(self, ticket: int) -> Prompt:
+        return self.frontier.prompts[self.frontier.groups[ticket].prompt_index]
+
+    def __len__(self) -> int:
+        return len(self.frontier.groups)
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self.frontier.groups)
+
+
+def lag_metrics(rollouts: Rollouts, version: int, trace: TraceWriter, step: int) -> dict[str, float]:
+    """Per-token lag (trainer version - sampling version) and per-sample version span of a trained batch: the
+    mean / max in the metrics line, the lag histogram in the trace (``lag_tokens``, one counter per lag)."""
+    lags: dict[int, int] = {}
+    spans = []
+    for s in rollouts:
+        versions = s.completion.versions or []
+        for v in versions:
+            lags[version - v] = lags.get(version - v, 0) + 1
+        spans.append(max(versions) - min(versions) if versions else 0)
+    tokens = sum(lags.values())
+    for lag, count in sorted(lags.items()):
+        trace.counter("lag_tokens", step, count, lag=lag)
+    return {
+        "staleness/lag_mean": sum(k * c for k, c in lags.items()) / tokens if tokens else 0.0,
+        "staleness/lag_max": float(max(lags, default=0)),
+        "staleness/span_mean": sum(spans) / len(spans) if spans else 0.0,
+        "staleness/span_max": float(max(spans, default=0)),
+    }
