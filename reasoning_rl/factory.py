@@ -75,14 +75,19 @@ def build_models(cfg: Config, model_dir: Path, device: str, dtype: str) -> Model
         micro_batch_tokens=cfg.algorithm.micro_batch_tokens,
         sharding=sharding_of(cfg),
     )
-    policy = Policy.from_pretrained(str(model_dir), lr=o.lr, **trainable)
+    lora = cfg.model.lora if cfg.model.lora.enabled else None
+    policy = Policy.from_pretrained(str(model_dir), lr=o.lr, lora=lora, seed=cfg.run.seed, **trainable)
     if not policy.fsdp and trainable["sharding"] != Sharding():
         raise ConfigError(
             "model.cpu_offload / reduce_dtype / reshard_after_forward / forward_prefetch are FSDP2 switches, "
             "but this run trains without FSDP2: set model.fsdp=on (or train on more than one rank)"
         )
-    ref = None
-    if cfg.algorithm.kl_coef > 0:
+    ref: Any = None
+    if cfg.algorithm.kl_coef > 0 and lora is not None:
+        from reasoning_rl.policy import AdapterOffReference
+
+        ref = AdapterOffReference(policy)  # the base model itself: no second copy
+    elif cfg.algorithm.kl_coef > 0:
         from reasoning_rl.policy import ReferencePolicy
 
         ref = ReferencePolicy.from_pretrained(

@@ -1,0 +1,178 @@
+"""LoRA RL (model.lora): PEFT adapters on the policy, only they are optimised; the KL reference is the base model
+with the adapters disabled; the hand-off streams merged weights under the base model's names."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+
+import pytest
+import torch
+
+from reasoning_rl.algorithms import LossConfig
+from reasoning_rl.config import LoraConfig, load_config
+from reasoning_rl.freshness import FreshnessGate, Probe, WeightSyncError
+from reasoning_rl.handoff import push_weights
+from reasoning_rl.policy import Policy, ReferencePolicy
+from reasoning_rl.policy.batch import TokenBatch
+from reasoning_rl.rollout import make_engine
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+PROMPTS = [[7 + (i * 5 + k) % 60 for k in range(24)] for i in range(3)]
+
+
+def _batch(seed: int) -> tuple[TokenBatch, torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    seqs = [torch.randint(7, 90, (20,), generator=g) for _ in range(4)]
+    return TokenBatch(seqs, [10] * 4), torch.randn(4, generator=g)
+
+
+def _train(policy: Policy, seed: int) -> dict[str, float]:
+    batch, adv = _batch(seed)
+    return policy.train_step(batch, adv, None, None, LossConfig())
+
+
+@pytest.fixture()
+def lora_policy(tiny_model_dir):
+    return Policy.from_pretrained(
+        str(tiny_model_dir), lr=1e-2, micro_batch_tokens=256, lora=LoraConfig(rank=4)
+    )
+
+
+def test_only_adapter_parameters_are_trained_and_in_the_optimizer(lora_policy):
+    total = sum(p.numel() for p in lora_policy.module.parameters())
+    adapters = {n: p for n, p in lora_policy.lm.named_parameters() if ".lora_" in n}
+    # 2 layers x 7 linear layers (q, k, v, o, gate, up, down), each A [4, in] + B [out, 4]; no LM head
+    assert len(adapters) == 2 * 7 * 2
+    frozen_before = {n: p.detach().clone() for n, p in lora_policy.lm.named_parameters() if ".lora_" not in n}
+    metrics = [_train(lora_policy, s) for s in (1, 2)]
+    in_optimizer = [p for g in lora_policy.optimizer.param_groups for p in g["params"]]
+    assert {id(p) for p in in_optimizer} == {id(p) for p in adapters.values()}
+    assert {id(p) for p in lora_policy.optimizer.state} == {id(p) for p in adapters.values()}
+    counted = sum(p.numel() for p in in_optimizer)
+    assert counted == sum(p.numel() for p in adapters.values()) and counted < total / 10
+    for n, p in lora_policy.lm.named_parameters():  # the base stays exactly as loaded
+        if n in frozen_before:
+            assert torch.equal(p, frozen_before[n]), n
+    assert metrics[0]["adapter_norm"] > 0 and metrics[1]["adapter_norm"] > metrics[0]["adapter_norm"]
+
+
+def test_reference_with_adapters_disabled_equals_a_separate_base_model_exactly(lora_policy, tiny_model_dir):
+    base = ReferencePolicy.from_pretrained(str(tiny_model_dir), micro_batch_tokens=256)
+    batch, _ = _batch(7)
+    for seed in (1, 2, 3):
+        _train(lora_policy, seed)
+    trained, _ = lora_policy.logprobs(batch)
+    expected = base.logprobs(batch)
+    assert not torch.allclose(trained, expected, atol=1e-3)  # the adapters did move the policy
+    assert torch.equal(lora_policy.base_logprobs(batch), expected)
+    assert torch.equal(lora_policy.logprobs(batch)[0], trained)  # adapters back on after the pass
+
+
+@pytest.mark.parametrize(("kl", "reference"), [(0.0, None), (0.05, "AdapterOffReference")])
+def test_lora_run_reference_is_the_policy_itself_or_none(tiny_model_dir, kl, reference):
+    from reasoning_rl.factory import build_models
+
+    cfg = load_config(
+        None,
+        [f"algorithm.kl_coef={kl}", "model.lora.rank=4"],
+        base={"model": {"path": str(tiny_model_dir)}, "data": {"train": {"generator": "arithmetic"}}},
+    )
+    models = build_models(cfg, Path(tiny_model_dir), "cpu", "float32")
+    assert models.policy.peft is not None
+    assert (None if models.ref is None else type(models.ref).__name__) == reference
+    if models.ref is not None:
+        assert models.ref.policy is models.policy  # no second copy of the weights
+
+
+def test_lora_config_errors_name_the_field(tiny_model_dir):
+    from reasoning_rl.config import ConfigError
+
+    base = {"model": {"path": str(tiny_model_dir)}, "data": {"train": {"generator": "arithmetic"}}}
+    with pytest.raises(ConfigError, match="model.ref_offload: a LoRA run's reference"):
+        load_config(None, ["model.lora.rank=4", "model.ref_offload=true", "algorithm.kl_coef=0.1"], base=base)
+    with pytest.raises(ConfigError, match="model.lora.rank"):
+        load_config(None, ["model.lora.rank=-1"], base=base)
+    with pytest.raises(ConfigError, match=r"model.lora.target_modules=\['nope'\]"):
+        Policy.from_pretrained(str(tiny_model_dir), lora=LoraConfig(rank=2, target_modules=["nope"]))
+
+
+def test_merged_handoff_serves_the_trainers_policy_and_the_gate_covers_it(lora_policy, tiny_model_dir):
+    engine = make_engine("hf", str(tiny_model_dir), max_model_len=128)
+    gate = FreshnessGate(Probe.from_prompts(PROMPTS))
+    base_names = [n for n, _ in engine.model.named_parameters()]
+    for step in (1, 2):
+        _train(lora_policy, step)
+        before = {n: p.detach().clone() for n, p in lora_policy.lm.named_parameters()}
+        stats = push_weights(lora_policy, engine, gate=gate, step=step)
+        assert stats.check is not None and stats.check.probe_gap <= 1e-5
+        assert stats.tensors == len(base_names)
+        for n, p in lora_policy.lm.named_parameters():  # merging made new tensors: the trainer is untouched
+            assert torch.equal(p, before[n]), n
+    sent = [n for bucket in lora_policy.iter_full_params() for n, _ in bucket]
+    assert sent == base_names  # the base model's names: an engine needs no LoRA support
+    batch, _ = _batch(9)
+    engine_lp = engine.score([s.tolist() for s in batch.sequences], batch.prompt_lens)
+    trainer_lp, _ = lora_policy.logprobs(batch)
+    for row, trow in zip(engine_lp, trainer_lp.tolist(), strict=True):
+        assert row == pytest.approx(trow[: len(row)], abs=1e-4)
+
+    name = "model.layers.1.self_attn.q_proj.weight"  # an adapted (merged) weight dropped on the way
+    good = engine.load_weights
+
+    def drop(it: Iterable[tuple[str, torch.Tensor]]) -> None:
+        good((n, t) for n, t in it if n != name)
+
+    _train(lora_policy, 3)
+    engine.load_weights = drop
+    with pytest.raises(WeightSyncError, match=rf"hand-off of step 3: tensor {name}: sent sum="):
+        push_weights(lora_policy, engine, gate=gate, step=3)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.mark.slow
+@pytest.mark.distributed
+def test_two_process_fsdp2_lora_step_matches_single_process(tiny_model_dir, tmp_path):
+    sys.path.insert(0, str(HERE))
+    try:
+        from fsdp_worker import run
+    finally:
+        sys.path.remove(str(HERE))
+    single = run(str(tiny_model_dir), micro_batch_tokens=10_000, lora_rank=4)
+    out = tmp_path / "dp2.pt"
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc_per_node",
+        "2",
+        "--master_port",
+        str(_free_port()),
+        str(HERE / "fsdp_worker.py"),
+        str(tiny_model_dir),
+        str(out),
+        "20",
+        "4",
+    ]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    dp = torch.load(out, weights_only=False)
+    assert dp["world"] == 2 and dp["metrics"]["micro_batches"] > 1
+    for key in ("loss", "pg_loss", "kl", "entropy", "grad_norm", "tokens", "adapter_norm"):
+        assert dp["metrics"][key] == pytest.approx(single["metrics"][key], rel=1e-5, abs=1e-6), key
+    total = sum(t.numel() for t in single["params"].values())
+    assert dp["optimizer_params"] == single["optimizer_params"] < total / 5  # the adapters only (r=4 of 64)
+    for name, p in single["params"].items():  # merged weights under the base names, equal across world sizes
+        torch.testing.assert_close(dp["params"][name], p, atol=2e-6, rtol=1e-5)
+        assert torch.equal(dp["params"][name], dp["engine_params"][name]), name
