@@ -14,8 +14,12 @@ would need an unmerge after every hand-off).
 
 from __future__ import annotations
 
+import copy
+import hashlib
+import json
 import math
 from collections.abc import Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -124,3 +128,121 @@ def peft_state_name(name: str) -> str:
     """A module-tree adapter name as PEFT's adapter files key it (``base_model.model.`` + name, without the
     adapter's own name): what ``PeftModel.from_pretrained`` and vLLM's LoRA loader read."""
     return "base_model.model." + name.replace(f".{ADAPTER}.", ".")
+
+
+BASE_FILE = "base_model.json"  # beside PEFT's adapter_config.json: which base the adapters belong to
+_HASHES: dict[tuple[str, int, float], str] = {}
+
+
+def base_identity(model_dir: str | Path) -> dict[str, str]:
+    """The base model's resolved path and a sha256 over its config and weight files (computed once per process
+    and file set): adapters are only meaningful on exactly the weights they were trained on."""
+    root = Path(model_dir).resolve()
+    files = sorted(
+        p for p in root.iterdir() if p.name == "config.json" or p.suffix in (".safetensors", ".bin", ".gguf")
+    )
+    key = (
+        str(root),
+        sum(p.stat().st_size for p in files),
+        max((p.stat().st_mtime for p in files), default=0),
+    )
+    if key not in _HASHES:
+        digest = hashlib.sha256()
+        for p in files:
+            digest.update(p.name.encode())
+            with p.open("rb") as f:
+                while chunk := f.read(16 << 20):
+                    digest.update(chunk)
+        _HASHES[key] = digest.hexdigest()
+    return {"path": str(root), "sha256": _HASHES[key]}
+
+
+def write_adapter_config(out_dir: Path, peft_model: Any, model_dir: str | Path) -> None:
+    """PEFT's ``adapter_config.json`` (``base_model_name_or_path`` = the base's path) and ``BASE_FILE`` (the
+    base's identity) into ``out_dir``: with the adapter tensors this is a PEFT adapter directory."""
+    config = copy.deepcopy(peft_model.peft_config[ADAPTER])
+    config.base_model_name_or_path = str(Path(model_dir).resolve())
+    config.inference_mode = True
+    out_dir.mkdir(parents=True, exist_ok=True)
+    config.save_pretrained(str(out_dir))
+    (out_dir / BASE_FILE).write_text(json.dumps(base_identity(model_dir), indent=2), encoding="utf-8")
+
+
+def check_base(adapter_dir: Path, model_dir: str | Path) -> None:
+    """Refuse (one line) adapters saved for another base model than ``model_dir``, or a checkpoint without
+    adapters (a full fine-tuning run's) for a LoRA run."""
+    from reasoning_rl.config import ConfigError
+
+    saved_file = adapter_dir / BASE_FILE
+    if not saved_file.is_file():
+        raise ConfigError(
+            f"{adapter_dir.parent} holds no LoRA adapters (no {adapter_dir.name}/{BASE_FILE}): it was written by a "
+            "full fine-tuning run; resume it with model.lora.rank=0"
+        )
+    saved = json.loads(saved_file.read_text(encoding="utf-8"))
+    now = base_identity(model_dir)
+    if saved["sha256"] != now["sha256"]:
+        raise ConfigError(
+            f"model.path={model_dir}: its weights (sha256 {now['sha256'][:12]}) are not the base the checkpoint's "
+            f"adapters were trained on ({saved['path']}, sha256 {saved['sha256'][:12]})"
+        )
+
+
+ADAPTER_CONFIG = "adapter_config.json"  # PEFT's names inside an adapter directory
+ADAPTER_WEIGHTS = "adapter_model.safetensors"
+
+
+def is_adapter_dir(path: str | Path) -> bool:
+    """A PEFT adapter directory (adapter config, no model config of its own)."""
+    p = Path(path)
+    return (p / ADAPTER_CONFIG).is_file() and not (p / "config.json").is_file()
+
+
+def save_adapter_dir(out: Path, manifest: Path, adapters: dict[str, Tensor], tokenizer: Any = None) -> Path:
+    """Write a PEFT adapter directory atomically: ``manifest``'s adapter config and base identity, the adapter
+    tensors (module-tree names, as a checkpoint holds them) under PEFT's keys, and the tokenizer if given.
+    ``peft.PeftModel.from_pretrained(base, out)`` and vLLM's LoRA loader read it."""
+    import shutil
+
+    from safetensors.torch import save_file
+
+    from reasoning_rl.atomic import atomic_dir
+
+    with atomic_dir(out) as tmp:
+        for name in (ADAPTER_CONFIG, BASE_FILE):
+            shutil.copyfile(manifest / name, tmp / name)
+        save_file(
+            {peft_state_name(k): v.contiguous() for k, v in adapters.items()}, str(tmp / ADAPTER_WEIGHTS)
+        )
+        if tokenizer is not None:
+            tokenizer.save_pretrained(tmp)
+    return out
+
+
+def merge_adapter_dir(adapter_dir: str | Path, out: str | Path) -> Path:
+    """A plain HF model dir at ``out``: the adapter directory's base model (its ``base_model_name_or_path``,
+    checked against the saved identity) with the adapters merged in, float32, by PEFT's ``merge_and_unload``."""
+    from peft import PeftConfig, PeftModel
+    from transformers import AutoTokenizer
+
+    from reasoning_rl.policy.model import ModelLoadError, load_causal_lm, save_hf_model
+
+    src = Path(adapter_dir)
+    base_path = str(PeftConfig.from_pretrained(str(src)).base_model_name_or_path)
+    if not Path(base_path).is_dir():
+        raise ModelLoadError(
+            f"adapter dir {src}: its base model {base_path!r} (adapter_config.json) is not found"
+        )
+    if (src / BASE_FILE).is_file():
+        saved = json.loads((src / BASE_FILE).read_text(encoding="utf-8"))["sha256"]
+        if saved != base_identity(base_path)["sha256"]:
+            raise ModelLoadError(
+                f"adapter dir {src}: the weights at {base_path} are not the base its adapters were trained on"
+            )
+    merged = PeftModel.from_pretrained(
+        load_causal_lm(base_path, dtype="float32"), str(src)
+    ).merge_and_unload()
+    tokenizer = AutoTokenizer.from_pretrained(
+        str(src) if (src / "tokenizer_config.json").is_file() else base_path
+    )
+    return save_hf_model(out, merged, tokenizer)

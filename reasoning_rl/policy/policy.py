@@ -343,13 +343,26 @@ class Policy:
         """Write this rank's shards of the weights, AdamW state, LR schedule and step count into ``directory``
         (torch.distributed.checkpoint; ``policy/sharded.py``). Collective: call on every rank with the same
         path, one all ranks can write to (the checkpoint manager's temporary dir: its rename commits)."""
-        save_train_state(Path(directory), self.module, self.optimizer, self.scheduler, {"step": self.step})
+        save_train_state(
+            Path(directory),
+            self.module,
+            self.optimizer,
+            self.scheduler,
+            {"step": self.step},
+            trainable_only=self.peft is not None,  # LoRA: the adapters and their AdamW state only
+        )
 
     def load_sharded(self, directory: str | Path) -> None:
         """Restore ``save_sharded``'s directory, resharded to this run's world size (any world size may have
         written it). Collective. A missing directory or an old single-file ``policy.pt``: FileNotFoundError."""
         extra = load_train_state(
-            Path(directory), self.module, self.optimizer, self.scheduler, {"step": self.step}, what="policy"
+            Path(directory),
+            self.module,
+            self.optimizer,
+            self.scheduler,
+            {"step": self.step},
+            what="policy",
+            trainable_only=self.peft is not None,
         )
         self.step = int(extra["step"])
 
