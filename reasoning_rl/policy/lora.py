@@ -50,14 +50,22 @@ def add_adapters(lm: nn.Module, spec: LoraConfig, *, upcast: bool, seed: int) ->
         lora_dropout=spec.dropout,
         bias="none",
     )
+    from reasoning_rl.config import ConfigError
+
+    head = lm.get_output_embeddings()  # type: ignore[operator]
+    head_name = next((n for n, m in lm.named_modules() if m is head), None)
     try:
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
-            return get_peft_model(lm, peft_config, autocast_adapter_dtype=upcast)
+            peft_model = get_peft_model(lm, peft_config, autocast_adapter_dtype=upcast)
     except ValueError as e:  # PEFT names the module list it could not match
-        from reasoning_rl.config import ConfigError
-
         raise ConfigError(f"model.lora.target_modules={spec.target_modules!r}: {e}") from e
+    if head_name in lora_layers(lm) and getattr(lm.config, "tie_word_embeddings", False):
+        raise ConfigError(
+            f"model.lora.target_modules={spec.target_modules!r} adapts the LM head ({head_name}), which this model "
+            "ties to its input embeddings: the merged head would no longer equal the embeddings; leave it out"
+        )
+    return peft_model
 
 
 def is_adapter_name(name: str) -> bool:

@@ -77,6 +77,9 @@ def _state(
     from torch.distributed.checkpoint.state_dict import get_state_dict
 
     model_sd, optim_sd = get_state_dict(module, optimizer, options=_options(trainable_only))
+    if trainable_only:  # also a tied frozen weight's second name (lm_head.weight), which DCP keeps
+        trained = {n for n, p in module.named_parameters(remove_duplicate=False) if p.requires_grad}
+        model_sd = {k: v for k, v in model_sd.items() if k in trained}
     return {"model": model_sd, "optimizer": optim_sd, "scheduler": scheduler.state_dict(), **extra}
 
 

@@ -176,3 +176,69 @@ def test_two_process_fsdp2_lora_step_matches_single_process(tiny_model_dir, tmp_
     for name, p in single["params"].items():  # merged weights under the base names, equal across world sizes
         torch.testing.assert_close(dp["params"][name], p, atol=2e-6, rtol=1e-5)
         assert torch.equal(dp["params"][name], dp["engine_params"][name]), name
+
+
+def test_tied_lm_head_cannot_be_adapted(tiny_model_dir):
+    from reasoning_rl.config import ConfigError
+
+    with pytest.raises(ConfigError, match=r"adapts the LM head \(lm_head\), which this model ties"):
+        Policy.from_pretrained(
+            str(tiny_model_dir), lora=LoraConfig(rank=2, target_modules=["q_proj", "lm_head"])
+        )
+
+
+def test_checkpoint_holds_only_the_adapters_and_resumes_exactly(lora_policy, tiny_model_dir, tmp_path):
+    from reasoning_rl.policy.sharded import read_model_state
+
+    for seed in (1, 2):
+        _train(lora_policy, seed)
+    lora_policy.save_sharded(tmp_path / "policy")
+    saved = read_model_state(tmp_path / "policy")
+    adapters = dict(lora_policy.lm.named_parameters())
+    assert sorted(k.removeprefix("lm.") for k in saved) == sorted(n for n in adapters if ".lora_" in n)
+    adapter_bytes = sum(t.numel() * t.element_size() for t in saved.values())
+    on_disk = sum(f.stat().st_size for f in (tmp_path / "policy").iterdir())
+    # the adapters + 2 AdamW moments, plus DCP's per-record overhead (~1.6 KiB per tensor, ~4 per adapter tensor
+    # with AdamW's step) and its index: the adapters' order of magnitude, no base weight in it
+    assert 3 * adapter_bytes <= on_disk < 3 * adapter_bytes + len(saved) * 4 * (2 << 10) + (64 << 10)
+
+    other = Policy.from_pretrained(  # other adapter init: all of it must come from the checkpoint
+        str(tiny_model_dir), lr=1e-2, micro_batch_tokens=256, lora=LoraConfig(rank=4), seed=1
+    )
+    other.load_sharded(tmp_path / "policy")
+    assert other.step == 2
+    for p in (lora_policy, other):
+        _train(p, 3)
+    for name, value in other.lm.named_parameters():
+        assert torch.equal(value, adapters[name]), name
+
+
+def test_exported_adapter_dir_and_merged_model_generate_the_trainers_tokens(tmp_path):
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+
+    from reasoning_rl.policy.lora import merge_adapter_dir, save_adapter_dir, write_adapter_config
+    from reasoning_rl.tiny import build_tiny_model
+
+    base_dir = build_tiny_model(tmp_path / "base", initializer_range=0.2)  # logits that depend on the input
+    policy = Policy.from_pretrained(str(base_dir), lr=5e-2, micro_batch_tokens=256, lora=LoraConfig(rank=4))
+    for seed in (1, 2, 3):
+        _train(policy, seed)
+    write_adapter_config(tmp_path / "manifest", policy.peft, base_dir)
+    adapters = {n: t.clone() for bucket in policy.iter_adapter_params() for n, t in bucket}
+    adapter_dir = save_adapter_dir(tmp_path / "adapter", tmp_path / "manifest", adapters)
+    merged_dir = merge_adapter_dir(adapter_dir, tmp_path / "merged")
+
+    prompts = torch.tensor([[10, 11, 12, 13], [20, 30, 40, 50]])
+    greedy = {"max_new_tokens": 10, "do_sample": False, "use_cache": True}
+    with torch.no_grad():
+        trainer = policy.lm.generate(input_ids=prompts, **greedy)
+        peft_model = PeftModel.from_pretrained(
+            AutoModelForCausalLM.from_pretrained(base_dir), str(adapter_dir)
+        )
+        base_only = AutoModelForCausalLM.from_pretrained(base_dir).generate(input_ids=prompts, **greedy)
+        assert torch.equal(peft_model.generate(input_ids=prompts, **greedy), trainer)
+        assert torch.equal(
+            AutoModelForCausalLM.from_pretrained(merged_dir).generate(input_ids=prompts, **greedy), trainer
+        )
+    assert not torch.equal(base_only, trainer)  # the adapters changed what the model says
