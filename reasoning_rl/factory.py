@@ -25,6 +25,9 @@ if TYPE_CHECKING:
     from reasoning_rl.policy.comm import Sharding
 
 
+VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)  # vLLM's allowed max_lora_rank values
+
+
 @dataclass(frozen=True)
 class Models:
     """The trained policy, the frozen reference (when a KL term is on) and the critic (PPO)."""
@@ -129,6 +132,13 @@ def engine_for(
     extra = dict(r.engine_args) if kind == "vllm" else {}
     if r.tensor_parallel_size > 1:  # launch.check_tensor_parallel refused it anywhere but vLLM on CUDA
         extra["tensor_parallel_size"] = r.tensor_parallel_size
+    if kind == "vllm" and cfg.model.lora.enabled and cfg.resources.placement == "split":
+        # split placement sends only the adapters: vLLM serves them with its LoRA kernels (colocated engines
+        # get merged weights and need none); its max_lora_rank takes one of a few sizes
+        rank = cfg.model.lora.rank
+        extra.update(
+            enable_lora=True, max_loras=1, max_lora_rank=min(s for s in VLLM_LORA_RANKS if s >= rank)
+        )
     try:
         return make_engine(
             kind,

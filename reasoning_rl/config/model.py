@@ -14,7 +14,10 @@ class LoraConfig(_Section):
     checkpointed and (split placement) sent; the reference for a KL term is the base with them disabled."""
 
     rank: int = Field(
-        default=0, ge=0, description="LoRA rank r of every adapted layer; 0: no adapters (full fine-tuning)."
+        default=0,
+        ge=0,
+        le=512,
+        description="LoRA rank r of every adapted layer; 0: no adapters (full fine-tuning).",
     )
     alpha: float = Field(
         default=32.0, gt=0.0, description="LoRA alpha: the adapter's output is scaled by alpha / rank."

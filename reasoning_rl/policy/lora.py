@@ -25,12 +25,12 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import Tensor, nn
 
+from reasoning_rl.rollout.adapters import ADAPTER_NAME, is_lora_name, peft_state_name
+
 if TYPE_CHECKING:
     from reasoning_rl.config.model import LoraConfig
 
-ADAPTER = "default"  # PEFT's name of the one adapter the policy trains
 BASE_LAYER = ".base_layer."
-LORA_MARK = ".lora_"  # in every adapter parameter's name (lora_A, lora_B)
 
 
 def add_adapters(lm: nn.Module, spec: LoraConfig, *, upcast: bool, seed: int) -> Any:
@@ -68,10 +68,6 @@ def add_adapters(lm: nn.Module, spec: LoraConfig, *, upcast: bool, seed: int) ->
     return peft_model
 
 
-def is_adapter_name(name: str) -> bool:
-    return LORA_MARK in name
-
-
 def base_name(name: str) -> str:
     """The base model's name of a PEFT-wrapped parameter (``...q_proj.base_layer.weight`` -> ``...q_proj.weight``)."""
     return name.replace(BASE_LAYER, ".")
@@ -90,10 +86,10 @@ def lora_layers(lm: nn.Module) -> dict[str, Any]:
 
 def _delta(layer: Any) -> Tensor:
     """``scaling * B @ A`` of one adapted linear layer, float32, in the base weight's layout (collective)."""
-    a, b = layer.lora_A[ADAPTER], layer.lora_B[ADAPTER]
+    a, b = layer.lora_A[ADAPTER_NAME], layer.lora_B[ADAPTER_NAME]
     if not isinstance(a, nn.Linear):
         raise ValueError(f"LoRA on {type(layer.base_layer).__name__} layers is not supported (linear only)")
-    delta = (full(b.weight).float() @ full(a.weight).float()) * float(layer.scaling[ADAPTER])
+    delta = (full(b.weight).float() @ full(a.weight).float()) * float(layer.scaling[ADAPTER_NAME])
     return delta.T if getattr(layer, "fan_in_fan_out", False) else delta
 
 
@@ -103,7 +99,7 @@ def merged_parameters(lm: nn.Module) -> Iterator[tuple[str, Tensor]]:
     to the end, in the same order)."""
     layers = lora_layers(lm)
     for name, p in lm.named_parameters():
-        if is_adapter_name(name):
+        if is_lora_name(name):
             continue
         tensor = full(p)
         owner, sep, leaf = name.rpartition(BASE_LAYER)
@@ -116,7 +112,7 @@ def adapter_parameters(lm: nn.Module) -> Iterator[tuple[str, Tensor]]:
     """The adapter tensors alone, under the HF module tree's names (``...q_proj.lora_A.default.weight``).
     Collective under FSDP2."""
     for name, p in lm.named_parameters():
-        if is_adapter_name(name):
+        if is_lora_name(name):
             yield name, full(p)
 
 
@@ -125,17 +121,11 @@ def adapter_update_norm(lm: nn.Module) -> float:
     r x r products (||BA||^2 = tr(B^T B A A^T)): 0 at the start (B = 0). Collective under FSDP2."""
     total = 0.0
     for layer in lora_layers(lm).values():
-        a = full(layer.lora_A[ADAPTER].weight).float()
-        b = full(layer.lora_B[ADAPTER].weight).float()
-        s = float(layer.scaling[ADAPTER])
+        a = full(layer.lora_A[ADAPTER_NAME].weight).float()
+        b = full(layer.lora_B[ADAPTER_NAME].weight).float()
+        s = float(layer.scaling[ADAPTER_NAME])
         total += s * s * float(torch.trace((b.T @ b) @ (a @ a.T)).clamp_min(0.0))
     return math.sqrt(total)
-
-
-def peft_state_name(name: str) -> str:
-    """A module-tree adapter name as PEFT's adapter files key it (``base_model.model.`` + name, without the
-    adapter's own name): what ``PeftModel.from_pretrained`` and vLLM's LoRA loader read."""
-    return "base_model.model." + name.replace(f".{ADAPTER}.", ".")
 
 
 BASE_FILE = "base_model.json"  # beside PEFT's adapter_config.json: which base the adapters belong to
@@ -165,10 +155,21 @@ def base_identity(model_dir: str | Path) -> dict[str, str]:
     return {"path": str(root), "sha256": _HASHES[key]}
 
 
+def adapter_config_dict(peft_model: Any) -> dict[str, Any]:
+    """PEFT's ``adapter_config.json`` of the trained adapter as a JSON-ready dict (sets as sorted lists): what
+    an engine needs besides the tensors to serve it (split placement's adapter hand-off)."""
+    config = peft_model.peft_config[ADAPTER_NAME].to_dict()
+    config["inference_mode"] = True
+    out: dict[str, Any] = json.loads(
+        json.dumps(config, default=lambda v: sorted(v) if isinstance(v, set) else str(v))
+    )
+    return out
+
+
 def write_adapter_config(out_dir: Path, peft_model: Any, model_dir: str | Path) -> None:
     """PEFT's ``adapter_config.json`` (``base_model_name_or_path`` = the base's path) and ``BASE_FILE`` (the
     base's identity) into ``out_dir``: with the adapter tensors this is a PEFT adapter directory."""
-    config = copy.deepcopy(peft_model.peft_config[ADAPTER])
+    config = copy.deepcopy(peft_model.peft_config[ADAPTER_NAME])
     config.base_model_name_or_path = str(Path(model_dir).resolve())
     config.inference_mode = True
     out_dir.mkdir(parents=True, exist_ok=True)

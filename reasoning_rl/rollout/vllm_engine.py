@@ -20,6 +20,9 @@ from reasoning_rl.rollout.base import Completion, RolloutError, SamplingConfig, 
 from reasoning_rl.rollout.fingerprints import EngineWeights, Fingerprint, fingerprint_tensors
 
 
+ADAPTER_FILE = "adapter_model.safetensors"  # PEFT's file name, what vLLM's LoRA loader reads
+
+
 class VLLMEngine:
     """``RolloutEngine`` on ``vllm.LLM``. Log-probs are vLLM's ``raw_logprobs`` (before temperature/top-p)."""
 
@@ -57,6 +60,8 @@ class VLLMEngine:
         self.max_model_len = max_model_len
         self._asleep = False
         self._counter = 0
+        self._lora: Any = None  # the LoRARequest of the live adapter (split placement's adapter hand-off)
+        self._lora_dir: str | None = None
         self.llm = LLM(
             model=model_path,
             dtype=dtype,  # type: ignore[arg-type]
@@ -109,7 +114,10 @@ class VLLMEngine:
                 self._counter += 1
                 rid = f"rrl-{self._counter}"
                 engine.add_request(
-                    rid, TokensPrompt(prompt_token_ids=list(prompt)), self._params(sampling, i, j)
+                    rid,
+                    TokensPrompt(prompt_token_ids=list(prompt)),
+                    self._params(sampling, i, j),
+                    lora_request=self._lora,
                 )
                 where[rid] = (i, j)
         pending = set(where)
@@ -140,7 +148,10 @@ class VLLMEngine:
         check_prompts(sequences, self.max_model_len)
         params = SamplingParams(max_tokens=1, temperature=0.0, prompt_logprobs=0)
         outs = self.llm.generate(
-            [TokensPrompt(prompt_token_ids=list(s)) for s in sequences], params, use_tqdm=False
+            [TokensPrompt(prompt_token_ids=list(s)) for s in sequences],
+            params,
+            use_tqdm=False,
+            lora_request=self._lora,
         )
         result = []
         for seq, p, out in zip(sequences, prompt_lens, outs, strict=True):
@@ -182,6 +193,38 @@ class VLLMEngine:
         )
         self.llm.apply_model(_refresh_tied_head)
         self.llm.reset_prefix_cache()
+
+    def load_adapter(self, named_tensors: Iterable[tuple[str, torch.Tensor]], config: dict[str, Any]) -> None:
+        """Serve the base model with this LoRA adapter through vLLM's LoRA support (``AdapterEngine``; the
+        engine must be built with ``enable_lora``): the tensors (PEFT keys) are written as a PEFT adapter
+        directory, which ``add_lora`` loads in place of the previous one; every request then carries it."""
+        import json
+        import tempfile
+        from pathlib import Path
+
+        from safetensors.torch import save_file
+        from vllm.lora.request import LoRARequest
+
+        if self._lora_dir is None:
+            self._lora_dir = tempfile.mkdtemp(prefix="rrl-lora-")
+        root = Path(self._lora_dir)
+        tensors = {name: t.detach().cpu().contiguous() for name, t in named_tensors}
+        save_file(tensors, str(root / ADAPTER_FILE))
+        (root / "adapter_config.json").write_text(json.dumps(config), encoding="utf-8")
+        self._lora = LoRARequest("policy", 1, str(root), load_inplace=True)
+        if not self.llm.llm_engine.add_lora(self._lora):
+            raise RolloutError(f"vLLM did not load the LoRA adapter written to {root}")
+        self.llm.reset_prefix_cache()
+
+    def adapter_fingerprints(self) -> EngineWeights:
+        """Checksums of the adapter file vLLM loaded (what its LoRA loader read), under PEFT keys."""
+        from safetensors.torch import load_file
+
+        if self._lora_dir is None:
+            return EngineWeights({})
+        from pathlib import Path
+
+        return EngineWeights(fingerprint_tensors(load_file(str(Path(self._lora_dir) / ADAPTER_FILE)).items()))
 
     def sleep(self, keep_weights: bool = True) -> None:
         """Free the KV cache; level 1 keeps the weights in host memory, level 2 (``keep_weights=False``)

@@ -242,3 +242,88 @@ def test_exported_adapter_dir_and_merged_model_generate_the_trainers_tokens(tmp_
             AutoModelForCausalLM.from_pretrained(merged_dir).generate(input_ids=prompts, **greedy), trainer
         )
     assert not torch.equal(base_only, trainer)  # the adapters changed what the model says
+
+
+def _split_handoff(policy: Policy, engine, step: int):
+    """One split-placement hand-off in one process (test_freshness's queue wire): the trainer sends from a
+    thread, the rollout side loads and checks; returns (sender stats, receiver stats)."""
+    import threading
+
+    from reasoning_rl.distributed.broadcast import receive_weights, send_weights
+    from test_freshness import _Wire
+
+    wire = _Wire()
+    sent: dict[str, object] = {}
+    sender = threading.Thread(
+        target=lambda: sent.update(
+            stats=send_weights(
+                policy, wire.end(0), bucket_bytes=1 << 12, gate=FreshnessGate(Probe.from_prompts(PROMPTS))
+            )
+        )
+    )
+    sender.start()
+    try:
+        gate = FreshnessGate.for_run(engine, PROMPTS, None)
+        return receive_weights(engine, wire.end(1), gate=gate, step=step), sent
+    finally:
+        sender.join(60)
+
+
+@pytest.fixture()
+def wire_module():
+    sys.path.insert(0, str(HERE))
+    yield
+    sys.path.remove(str(HERE))
+
+
+def test_split_handoff_sends_only_the_adapters_and_a_dropped_one_stops_the_step(
+    lora_policy, tiny_model_dir, wire_module
+):
+    engine = make_engine("hf", str(tiny_model_dir), max_model_len=128)
+    adapter_bytes = sum(p.numel() * p.element_size() for p in lora_policy.trainable_parameters())
+    for step in (1, 2):
+        _train(lora_policy, step)
+        received, sent = _split_handoff(lora_policy, engine, step)
+        assert received.bytes == sent["stats"].bytes == adapter_bytes  # the adapters' bytes, not the model's
+        assert received.tensors == 2 * 7 * 2
+        assert received.check is not None and received.check.probe_gap <= 1e-5
+    batch, _ = _batch(9)  # the engine = base + the live adapter = the trainer's policy
+    engine_lp = engine.score([s.tolist() for s in batch.sequences], batch.prompt_lens)
+    for row, trow in zip(engine_lp, lora_policy.logprobs(batch)[0].tolist(), strict=True):
+        assert row == pytest.approx(trow[: len(row)], abs=1e-4)
+
+    name = "base_model.model.model.layers.0.mlp.down_proj.lora_B.weight"
+    good = engine.load_adapter
+    engine.load_adapter = lambda it, config: good(((n, t) for n, t in it if n != name), config)
+    _train(lora_policy, 3)
+    with pytest.raises(WeightSyncError, match=rf"hand-off of step 3: tensor {name}: sent sum="):
+        _split_handoff(lora_policy, engine, 3)
+
+
+@pytest.mark.slow
+@pytest.mark.vllm
+def test_split_handoff_into_vllm_lora(lora_policy, tiny_model_dir, wire_module):
+    """vLLM CPU serves the base + the adapter with its LoRA kernels (enable_lora): the gate passes, the probe
+    gap is fp32 noise, and an adapter tensor dropped before vLLM loads the adapter fails the step by name."""
+    os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+    engine = make_engine(
+        "vllm",
+        str(tiny_model_dir),
+        max_model_len=128,
+        kv_cache_memory_bytes=64 << 20,
+        enable_lora=True,
+        max_loras=1,
+        max_lora_rank=8,
+    )
+    for step in (1, 2):
+        _train(lora_policy, step)
+        received, _ = _split_handoff(lora_policy, engine, step)
+        assert received.check is not None and received.check.probe_gap < 1e-4
+    name = "base_model.model.model.layers.1.self_attn.v_proj.lora_A.weight"
+    good = engine.load_adapter
+    engine.load_adapter = lambda it, config: good(((n, t) for n, t in it if n != name), config)
+    _train(lora_policy, 3)
+    with pytest.raises(
+        WeightSyncError, match=rf"hand-off of step 3: tensor {name}: the engine has no parameter"
+    ):
+        _split_handoff(lora_policy, engine, 3)
