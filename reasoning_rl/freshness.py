@@ -25,12 +25,13 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, cast, runtime_checkable
 
 import torch
 from torch import Tensor
 
 from reasoning_rl import dist
+from reasoning_rl.rollout.adapters import AdapterEngine
 from reasoning_rl.rollout.fingerprints import EngineWeights, Fingerprint, compare_fingerprints
 
 if TYPE_CHECKING:
@@ -165,13 +166,17 @@ class FreshnessGate:
                     f"{type(engine).__name__} cannot be inspected (needs weight_fingerprints() "
                     "and score()); set rollout.freshness_check=false to run without the gate"
                 )
-            held = engine.adapter_fingerprints() if adapters else engine.weight_fingerprints()
+            held = (
+                cast(AdapterEngine, engine).adapter_fingerprints()
+                if adapters
+                else engine.weight_fingerprints()
+            )
             checked = len(held.fingerprints)
             if (
                 not adapters
             ):  # the adapters keep the trainer's float32 masters, whatever the engine computes in
                 self.engine_dtype = _engine_dtype(held)
-            tol = self.tolerance(self.engine_dtype)
+            tol = self.tolerance(self.engine_dtype or torch.float32)
             problem = problem or compare_fingerprints(sent, held)
             engine_lp = engine.score(self.probe.sequences, self.probe.prompt_lens)
             diffs = [

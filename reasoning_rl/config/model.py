@@ -19,8 +19,8 @@ class LoraConfig(_Section):
         le=512,
         description="LoRA rank r of every adapted layer; 0: no adapters (full fine-tuning).",
     )
-    alpha: float = Field(
-        default=32.0, gt=0.0, description="LoRA alpha: the adapter's output is scaled by alpha / rank."
+    alpha: int = Field(
+        default=32, gt=0, description="LoRA alpha: the adapter's output is scaled by alpha / rank."
     )
     target_modules: str | list[str] = Field(
         default="all-linear",

@@ -25,7 +25,13 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import Tensor, nn
 
-from reasoning_rl.rollout.adapters import ADAPTER_NAME, is_lora_name, peft_state_name
+from reasoning_rl.rollout.adapters import (
+    ADAPTER_CONFIG,
+    ADAPTER_NAME,
+    ADAPTER_WEIGHTS,
+    is_lora_name,
+    peft_state_name,
+)
 
 if TYPE_CHECKING:
     from reasoning_rl.config.model import LoraConfig
@@ -195,10 +201,6 @@ def check_base(adapter_dir: Path, model_dir: str | Path) -> None:
             f"model.path={model_dir}: its weights (sha256 {now['sha256'][:12]}) are not the base the checkpoint's "
             f"adapters were trained on ({saved['path']}, sha256 {saved['sha256'][:12]})"
         )
-
-
-ADAPTER_CONFIG = "adapter_config.json"  # PEFT's names inside an adapter directory
-ADAPTER_WEIGHTS = "adapter_model.safetensors"
 
 
 def is_adapter_dir(path: str | Path) -> bool:

@@ -15,6 +15,8 @@ from torch import Tensor
 from reasoning_rl.rollout.fingerprints import EngineWeights
 
 PEFT_PREFIX = "base_model.model."
+ADAPTER_CONFIG = "adapter_config.json"  # PEFT's file names inside an adapter directory (vLLM reads the same)
+ADAPTER_WEIGHTS = "adapter_model.safetensors"
 ADAPTER_NAME = "default"  # PEFT's name of the one adapter a policy trains
 
 

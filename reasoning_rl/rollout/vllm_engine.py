@@ -16,11 +16,9 @@ from typing import Any
 
 import torch
 
+from reasoning_rl.rollout.adapters import ADAPTER_CONFIG, ADAPTER_WEIGHTS
 from reasoning_rl.rollout.base import Completion, RolloutError, SamplingConfig, check_prompts, register_engine
 from reasoning_rl.rollout.fingerprints import EngineWeights, Fingerprint, fingerprint_tensors
-
-
-ADAPTER_FILE = "adapter_model.safetensors"  # PEFT's file name, what vLLM's LoRA loader reads
 
 
 class VLLMEngine:
@@ -209,8 +207,8 @@ class VLLMEngine:
             self._lora_dir = tempfile.mkdtemp(prefix="rrl-lora-")
         root = Path(self._lora_dir)
         tensors = {name: t.detach().cpu().contiguous() for name, t in named_tensors}
-        save_file(tensors, str(root / ADAPTER_FILE))
-        (root / "adapter_config.json").write_text(json.dumps(config), encoding="utf-8")
+        save_file(tensors, str(root / ADAPTER_WEIGHTS))
+        (root / ADAPTER_CONFIG).write_text(json.dumps(config), encoding="utf-8")
         self._lora = LoRARequest("policy", 1, str(root), load_inplace=True)
         if not self.llm.llm_engine.add_lora(self._lora):
             raise RolloutError(f"vLLM did not load the LoRA adapter written to {root}")
@@ -224,7 +222,9 @@ class VLLMEngine:
             return EngineWeights({})
         from pathlib import Path
 
-        return EngineWeights(fingerprint_tensors(load_file(str(Path(self._lora_dir) / ADAPTER_FILE)).items()))
+        return EngineWeights(
+            fingerprint_tensors(load_file(str(Path(self._lora_dir) / ADAPTER_WEIGHTS)).items())
+        )
 
     def sleep(self, keep_weights: bool = True) -> None:
         """Free the KV cache; level 1 keeps the weights in host memory, level 2 (``keep_weights=False``)

@@ -39,7 +39,8 @@ def model_from_run(run_dir: str | Path, step: int | None) -> Path:
 
 def model_from_adapter(adapter_dir: str | Path) -> Path:
     """The merged HF model dir of a PEFT adapter directory (merged once, then reused)."""
-    from reasoning_rl.policy.lora import ADAPTER_CONFIG, ADAPTER_WEIGHTS, merge_adapter_dir
+    from reasoning_rl.policy.lora import merge_adapter_dir
+    from reasoning_rl.rollout.adapters import ADAPTER_CONFIG, ADAPTER_WEIGHTS
 
     src = Path(adapter_dir)
     digest = hashlib.sha256()

@@ -249,8 +249,9 @@ def _split_handoff(policy: Policy, engine, step: int):
     thread, the rollout side loads and checks; returns (sender stats, receiver stats)."""
     import threading
 
-    from reasoning_rl.distributed.broadcast import receive_weights, send_weights
     from test_freshness import _Wire
+
+    from reasoning_rl.distributed.broadcast import receive_weights, send_weights
 
     wire = _Wire()
     sent: dict[str, object] = {}
