@@ -328,3 +328,23 @@ def test_split_handoff_into_vllm_lora(lora_policy, tiny_model_dir, wire_module):
         WeightSyncError, match=rf"hand-off of step 3: tensor {name}: the engine has no parameter"
     ):
         _split_handoff(lora_policy, engine, 3)
+
+
+def test_adapters_are_refused_on_other_base_weights(lora_policy, tiny_model_dir, tmp_path):
+    import shutil
+
+    from reasoning_rl.config import ConfigError
+    from reasoning_rl.policy.lora import check_base, write_adapter_config
+
+    write_adapter_config(tmp_path / "adapter", lora_policy.peft, tiny_model_dir)
+    check_base(tmp_path / "adapter", tiny_model_dir)  # the same base: accepted
+    other = Path(shutil.copytree(tiny_model_dir, tmp_path / "other"))
+    from safetensors.torch import load_file, save_file
+
+    weights = load_file(other / "model.safetensors")
+    weights["model.norm.weight"] = weights["model.norm.weight"] + 1e-3
+    save_file(weights, other / "model.safetensors", metadata={"format": "pt"})
+    with pytest.raises(ConfigError, match=r"model.path=.*other: its weights \(sha256 \w+\) are not the base"):
+        check_base(tmp_path / "adapter", other)
+    with pytest.raises(ConfigError, match="holds no LoRA adapters"):
+        check_base(tmp_path / "nothing" / "adapter", tiny_model_dir)
