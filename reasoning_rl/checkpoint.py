@@ -6,7 +6,8 @@ returns complete checkpoints: published names plus a ``COMPLETE`` marker written
 
 Below both the trainer (``CheckpointManager`` saves, resumes, prunes) and the distributed workers (each rank
 writes its shards under ``POLICY_DIR`` / ``CRITIC_DIR`` and rank 0 the ``MODEL_FILES``; a failure message
-names the newest complete checkpoint), so the layout of ``step_N/`` is spelled in one place.
+names the newest complete checkpoint), so the layout of ``step_N/`` is spelled in one place. A LoRA run's
+``POLICY_DIR`` holds only the adapters and their optimizer state; ``ADAPTER_DIR`` says which base they belong to.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ RNG_FILE = "rng.pt"
 POLICY_DIR = "policy"  # the models' sharded (torch.distributed.checkpoint) directories inside step_N/
 CRITIC_DIR = "critic"
 MODEL_FILES = "hf"  # inside a checkpoint: config.json, generation_config.json, tokenizer files
+ADAPTER_DIR = "adapter"  # a LoRA run's checkpoint: PEFT's adapter_config.json + the base model's identity
 
 
 @dataclass(frozen=True)

@@ -157,8 +157,8 @@ def eval_(
     model: str = typer.Option(
         None,
         "--model",
-        help="Model dir (instead of, or overriding, the config's), or a "
-        "run dir: its checkpoint --step, exported to RUN_DIR/export/step_N.",
+        help="Model dir (instead of, or overriding, the config's), a PEFT adapter dir (merged into its base "
+        "once, under .cache/merged/), or a run dir: its checkpoint --step, exported to RUN_DIR/export/step_N.",
     ),
     step: int = typer.Option(
         None, "--step", help="With --model RUN_DIR: the checkpoint step [default: latest complete]."
@@ -194,8 +194,15 @@ def export(
         "Token: HF_TOKEN or `hf auth login`; HF_ENDPOINT for another hub.",
     ),
     private: bool = typer.Option(False, "--private", help="With --push-to-hub: create the repo private."),
+    adapter: bool = typer.Option(
+        False,
+        "--adapter",
+        help="LoRA runs: write a PEFT adapter directory (peft.PeftModel.from_pretrained loads it) instead of "
+        "the adapters merged into the base model.",
+    ),
 ) -> None:
-    """Export a checkpoint as a plain HF model directory (safetensors + tokenizer), optionally pushed to the Hub."""
+    """Export a checkpoint as a plain HF model directory (safetensors + tokenizer), optionally pushed to the Hub.
+    A LoRA run's checkpoint: merged into its base model, or with --adapter a PEFT adapter directory."""
     from reasoning_rl.trainer.hub import HubPushError, HubTarget
 
     try:  # before the export (and torch's import): a push that cannot happen is refused at once
@@ -209,7 +216,7 @@ def export(
     from reasoning_rl.trainer.export import export_checkpoint
 
     try:
-        path = export_checkpoint(run_dir, step=step, out=out)
+        path = export_checkpoint(run_dir, step=step, out=out, form="adapter" if adapter else "merged")
         typer.echo(f"exported: {path}")
         if target is not None:
             url = target.push(path, f"rrl export {Path(run_dir).resolve().name} ({path.name})")

@@ -27,6 +27,9 @@ if TYPE_CHECKING:
     from reasoning_rl.policy.comm import Sharding
 
 
+VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)  # vLLM's allowed max_lora_rank values
+
+
 @dataclass(frozen=True)
 class Models:
     """The trained policy, the frozen reference (when a KL term is on) and the critic (PPO)."""
@@ -86,14 +89,19 @@ def build_models(
         micro_batch_tokens=budget,
         sharding=sharding_of(cfg),
     )
-    policy = Policy.from_pretrained(str(model_dir), lr=o.lr, **trainable)
+    lora = cfg.model.lora if cfg.model.lora.enabled else None
+    policy = Policy.from_pretrained(str(model_dir), lr=o.lr, lora=lora, seed=cfg.run.seed, **trainable)
     if not policy.fsdp and trainable["sharding"] != Sharding():
         raise ConfigError(
             "model.cpu_offload / reduce_dtype / reshard_after_forward / forward_prefetch are FSDP2 switches, "
             "but this run trains without FSDP2: set model.fsdp=on (or train on more than one rank)"
         )
-    ref = None
-    if cfg.algorithm.kl_coef > 0:
+    ref: Any = None
+    if cfg.algorithm.kl_coef > 0 and lora is not None:
+        from reasoning_rl.policy import AdapterOffReference
+
+        ref = AdapterOffReference(policy)  # the base model itself: no second copy
+    elif cfg.algorithm.kl_coef > 0:
         from reasoning_rl.policy import ReferencePolicy
 
         ref = ReferencePolicy.from_pretrained(
@@ -197,6 +205,13 @@ def engine_for(
             raise ConfigError(plan.problem or "the memory plan could not size the engine")
         share = plan.engine.utilization(plan.capacity)
         extra.setdefault("max_num_seqs", plan.engine.max_num_seqs)
+    if kind == "vllm" and cfg.model.lora.enabled and cfg.resources.placement == "split":
+        # split placement sends only the adapters: vLLM serves them with its LoRA kernels (colocated engines
+        # get merged weights and need none); its max_lora_rank takes one of a few sizes
+        rank = cfg.model.lora.rank
+        extra.update(
+            enable_lora=True, max_loras=1, max_lora_rank=min(s for s in VLLM_LORA_RANKS if s >= rank)
+        )
     try:
         return make_engine(
             kind,

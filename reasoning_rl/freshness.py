@@ -25,12 +25,13 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, cast, runtime_checkable
 
 import torch
 from torch import Tensor
 
 from reasoning_rl import dist
+from reasoning_rl.rollout.adapters import AdapterEngine
 from reasoning_rl.rollout.fingerprints import EngineWeights, Fingerprint, compare_fingerprints
 
 if TYPE_CHECKING:
@@ -148,10 +149,12 @@ class FreshnessGate:
         step: int,
         start: float | None = None,
         prior: str | None = None,
+        adapters: bool = False,
     ) -> CheckResult:
         """``check`` given the trainer's probe log-probs (a split rollout rank receives them: it has no
         policy); ``prior``: a problem found before the engine is read (split placement: in transit), reported
-        first and through the same vote."""
+        first and through the same vote. ``adapters``: ``sent`` are LoRA adapter tensors, compared with the
+        engine's ``adapter_fingerprints()`` (the probe then scores the base model with the adapter)."""
         start = time.perf_counter() if start is None else start
         problem: str | None = prior
         gap = gap_max = 0.0
@@ -163,10 +166,17 @@ class FreshnessGate:
                     f"{type(engine).__name__} cannot be inspected (needs weight_fingerprints() "
                     "and score()); set rollout.freshness_check=false to run without the gate"
                 )
-            held = engine.weight_fingerprints()
+            held = (
+                cast(AdapterEngine, engine).adapter_fingerprints()
+                if adapters
+                else engine.weight_fingerprints()
+            )
             checked = len(held.fingerprints)
-            self.engine_dtype = _engine_dtype(held)
-            tol = self.tolerance(self.engine_dtype)
+            if (
+                not adapters
+            ):  # the adapters keep the trainer's float32 masters, whatever the engine computes in
+                self.engine_dtype = _engine_dtype(held)
+            tol = self.tolerance(self.engine_dtype or torch.float32)
             problem = problem or compare_fingerprints(sent, held)
             engine_lp = engine.score(self.probe.sequences, self.probe.prompt_lens)
             diffs = [

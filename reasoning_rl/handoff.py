@@ -54,10 +54,12 @@ class Tally:
     """Counts the tensors streamed into an engine and, for a gate, fingerprints each as it passes, so the stats
     and the freshness check describe exactly what was loaded (both hand-off paths: here and split placement)."""
 
-    def __init__(self, gate: FreshnessGate | None) -> None:
+    def __init__(self, gate: FreshnessGate | None, *, exact: bool = False) -> None:
+        """``exact``: fingerprint in the sent dtype (LoRA adapters, which an engine keeps as sent) rather than
+        in the engine's."""
         self.bytes = 0
         self.tensors = 0
-        self.sent = SentFingerprints(gate.engine_dtype) if gate is not None else None
+        self.sent = SentFingerprints(None if exact else gate.engine_dtype) if gate is not None else None
 
     def count(self, named: Iterable[tuple[str, Tensor]]) -> Iterator[tuple[str, Tensor]]:
         for name, tensor in named:

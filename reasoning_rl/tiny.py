@@ -22,8 +22,13 @@ def build_tiny_model(
     num_kv_heads: int = 1,
     seed: int = 0,
     tie_word_embeddings: bool = True,
+    initializer_range: float = 0.02,
 ) -> Path:
-    """Write a random 2-layer Qwen2 model + char tokenizer to ``out_dir`` (loadable by HF and vLLM)."""
+    """Write a random 2-layer Qwen2 model + char tokenizer to ``out_dir`` (loadable by HF and vLLM).
+
+    ``initializer_range``: the weights' init std; HF's 0.02 gives near-uniform next-token distributions, which
+    only training the embeddings themselves can sharpen. A larger one stands in for a pretrained base whose
+    hidden states already steer the logits: what LoRA adapters (no embedding update) need to learn at all."""
     import torch
     from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
@@ -55,6 +60,7 @@ def build_tiny_model(
         num_key_value_heads=num_kv_heads,
         max_position_embeddings=512,
         tie_word_embeddings=tie_word_embeddings,
+        initializer_range=initializer_range,
         bos_token_id=vocab["<eos>"],
         eos_token_id=vocab["<eos>"],
         pad_token_id=vocab["<pad>"],

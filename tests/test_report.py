@@ -445,3 +445,22 @@ def test_reward_band_stays_within_the_reward_range(tmp_path: Path) -> None:
     ys = np.concatenate([path.vertices[:, 1] for path in band.get_paths()])
     assert ys.min() >= 0.0 and ys.max() <= 1.0
     assert ys.max() == pytest.approx(0.7)  # 0.6 + 0.1 is inside [0, 1]: not clipped
+
+
+def test_lora_run_shows_trainable_params_and_adapter_norm(tmp_path: Path) -> None:
+    meta = {
+        "run": "lora",
+        "device": "cpu",
+        "world_size": 1,
+        "model": {"params": 1_000_000, "trainable": 20_000, "lora_rank": 8, "dtype": "float32"},
+    }
+    run = make_run(tmp_path / "run", meta=meta)
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    for i, row in enumerate(rows):
+        row["policy/adapter_norm"] = 0.5 * (i + 1)
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    html = _html_without_figures(analyze(load_run(run)))
+    assert "trainable params</th><td>20,000 (LoRA r=8: 2 % of the base)" in html
+    assert f"adapter update norm (first → last)</th><td>0.5 → {0.5 * len(rows):.3g}" in html
+    full = _html_without_figures(analyze(load_run(make_run(tmp_path / "full"))))
+    assert "adapter update norm" not in full

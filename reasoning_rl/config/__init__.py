@@ -27,7 +27,7 @@ from reasoning_rl.config.load import (
     parse_overrides,
     save_config,
 )
-from reasoning_rl.config.model import ModelConfig, OptimConfig
+from reasoning_rl.config.model import LoraConfig, ModelConfig, OptimConfig
 from reasoning_rl.config.resources import ResourcesConfig
 from reasoning_rl.config.rollout import RolloutConfig, SamplingParams
 from reasoning_rl.config.run import EvalConfig, LoggingConfig, RunConfig, TrainerConfig
@@ -46,6 +46,7 @@ __all__ = [
     "LoggingConfig",
     "LossConfig",
     "ModelConfig",
+    "LoraConfig",
     "OptimConfig",
     "RewardTermConfig",
     "OverlongConfig",

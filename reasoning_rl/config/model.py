@@ -4,9 +4,34 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from reasoning_rl.config.base import _Section
+
+
+class LoraConfig(_Section):
+    """PEFT LoRA adapters on the policy (rank 0: off, full fine-tuning). Only the adapters are trained,
+    checkpointed and (split placement) sent; the reference for a KL term is the base with them disabled."""
+
+    rank: int = Field(
+        default=0,
+        ge=0,
+        le=512,
+        description="LoRA rank r of every adapted layer; 0: no adapters (full fine-tuning).",
+    )
+    alpha: int = Field(
+        default=32, gt=0, description="LoRA alpha: the adapter's output is scaled by alpha / rank."
+    )
+    target_modules: str | list[str] = Field(
+        default="all-linear",
+        description="Layers that get adapters: 'all-linear' (every linear layer but the LM head, PEFT's "
+        "name) or a list of module names (e.g. [q_proj, v_proj]).",
+    )
+    dropout: float = Field(default=0.0, ge=0.0, lt=1.0, description="Dropout on the adapters' input.")
+
+    @property
+    def enabled(self) -> bool:
+        return self.rank > 0
 
 
 class ModelConfig(_Section):
@@ -62,12 +87,25 @@ class ModelConfig(_Section):
         description="FSDP2: prefetch the all-gathers of the next N decoder layers in forward (and of the "
         "previous N in backward) explicitly; 0: FSDP2's default prefetching.",
     )
+    lora: LoraConfig = Field(
+        default_factory=LoraConfig,
+        description="LoRA adapters (model.lora.rank > 0) instead of full fine-tuning; see docs/lora.md.",
+    )
     compile: bool | None = Field(
         default=None,
         description="torch.compile each decoder layer and the log-prob head "
         "of the trained models (faster updates after a one-off compile; one graph serves "
         "every micro-batch shape). None: on when training on CUDA, off on CPU.",
     )
+
+    @model_validator(mode="after")
+    def _lora_reference(self) -> ModelConfig:
+        if self.lora.enabled and self.ref_offload:
+            raise ValueError(
+                "model.ref_offload: a LoRA run's reference is its own base model with the adapters disabled, "
+                "so there is no second copy to offload; unset model.ref_offload"
+            )
+        return self
 
 
 class OptimConfig(_Section):

@@ -7,6 +7,10 @@ walks ``Policy.iter_full_params`` (each bucket an all-gather); rank 0 sends each
 (pickled) and then the tensors; rollout ranks feed them lazily into their engine (one bucket alive at a time) and,
 with the freshness gate on, prove the engine holds them against the trainer's probe log-probs sent last.
 
+A LoRA policy (``model.lora``) sends its adapters only (PEFT keys, and PEFT's adapter config first): the rollout
+engines serve the base model they loaded at start with the live adapter (``AdapterEngine.load_adapter``: vLLM's
+LoRA support), so a hand-off moves the adapters' bytes, not the model's.
+
 Public names (stable): ``HandoffGroup``, ``send_weights``, ``receive_weights``.
 """
 
@@ -16,14 +20,16 @@ import pickle
 import time
 from collections.abc import Iterator
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 import torch.distributed as tdist
 from torch import Tensor
 
-from reasoning_rl.freshness import FreshnessGate
+from reasoning_rl.freshness import FreshnessGate, WeightSyncError
 from reasoning_rl.handoff import HandoffStats, Tally, load_all
+from reasoning_rl.policy.lora import adapter_config_dict
+from reasoning_rl.rollout.adapters import AdapterEngine, peft_state_name
 from reasoning_rl.rollout.fingerprints import EngineWeights, SentFingerprints, compare_fingerprints
 
 if TYPE_CHECKING:
@@ -79,7 +85,10 @@ def send_weights(
     start = time.perf_counter()
     nbytes = tensors = 0
     sent = SentFingerprints() if group is not None and gate is not None else None
-    for bucket in policy.iter_full_params(bucket_bytes, dtype):
+    adapter = adapter_config_dict(policy.peft) if policy.peft is not None else None
+    if group is not None:
+        group.broadcast_object({"adapter_config": adapter})  # the header: full weights, or which adapter
+    for bucket in _buckets(policy, bucket_bytes, dtype):
         if group is not None:
             group.broadcast_object([(n, tuple(t.shape), str(t.dtype)) for n, t in bucket])
             for name, t in bucket:
@@ -96,14 +105,30 @@ def send_weights(
     return HandoffStats(bytes=nbytes, seconds=time.perf_counter() - start, tensors=tensors)
 
 
+def _buckets(
+    policy: Policy, bucket_bytes: int, dtype: torch.dtype | None
+) -> Iterator[list[tuple[str, Tensor]]]:
+    """What a split hand-off sends: the full weights (in the engines' ``dtype``), or a LoRA policy's adapters
+    under PEFT's keys (as trained: vLLM's LoRA loader casts them)."""
+    if policy.peft is None:
+        yield from policy.iter_full_params(bucket_bytes, dtype)
+        return
+    for bucket in policy.iter_adapter_params(bucket_bytes):
+        yield [(peft_state_name(name), tensor) for name, tensor in bucket]
+
+
 def receive_weights(
     engine: RolloutEngine, group: HandoffGroup, *, gate: FreshnessGate | None, step: int
 ) -> HandoffStats:
     """Rollout side: load what ``send_weights`` broadcasts into ``engine``; with a ``gate``, verify it
     (``WeightSyncError`` naming the tensor or the probe gap). The check is against what the TRAINER sent: what
     arrived is fingerprinted as received (exactly, in the sent dtype) and compared with the trainer's own
-    fingerprints, and the engine against what arrived, so a tensor changed in transit fails too."""
-    tally = Tally(gate)
+    fingerprints, and the engine against what arrived, so a tensor changed in transit fails too. LoRA adapters
+    go to ``engine.load_adapter`` and are compared with the engine's ``adapter_fingerprints()``."""
+    adapter = group.broadcast_object(None)["adapter_config"]
+    if adapter is not None and not isinstance(engine, AdapterEngine):
+        raise WeightSyncError(f"{type(engine).__name__} cannot serve LoRA adapters (no load_adapter)")
+    tally = Tally(gate, exact=adapter is not None)
     arrived = SentFingerprints() if gate is not None else None
 
     def received() -> Iterator[tuple[str, Tensor]]:
@@ -116,14 +141,20 @@ def receive_weights(
 
     start = time.perf_counter()
     engine.wake()
-    load_all(
-        engine, tally.count(received())
-    )  # an engine that stopped early must not leave the sender mid-broadcast
+    stream = tally.count(received())
+    if adapter is not None:
+        cast(AdapterEngine, engine).load_adapter(stream, adapter)
+        for _ in stream:  # drained like load_all's: the sender must not be left mid-broadcast
+            pass
+    else:
+        load_all(engine, stream)  # an engine that stopped early must not leave the sender mid-broadcast
     seconds = time.perf_counter() - start
     check = None
     if gate is not None and tally.sent is not None and arrived is not None:
         trainer_lp, trainer_sent = group.broadcast_object(None)
         transit = compare_fingerprints(trainer_sent, EngineWeights(arrived.result()))
         prior = None if transit is None else f"what arrived differs from what the trainer sent: {transit}"
-        check = gate.verify(trainer_lp, engine, tally.sent.result(), step=step, prior=prior)
+        check = gate.verify(
+            trainer_lp, engine, tally.sent.result(), step=step, prior=prior, adapters=adapter is not None
+        )
     return tally.stats(seconds, check)

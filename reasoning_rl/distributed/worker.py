@@ -27,7 +27,7 @@ from torch import Tensor
 
 from reasoning_rl import dist
 from reasoning_rl.algorithms import LossConfig
-from reasoning_rl.checkpoint import CRITIC_DIR, POLICY_DIR, save_model_files
+from reasoning_rl.checkpoint import ADAPTER_DIR, CRITIC_DIR, POLICY_DIR, save_model_files
 from reasoning_rl.factory import Models, build_models, engine_for
 from reasoning_rl.policy.batch import TokenBatch
 from reasoning_rl.rollout import Completion, RolloutEngine, SamplingConfig
@@ -244,12 +244,22 @@ class ModelWorker:
             self.models.critic.save_sharded(directory / CRITIC_DIR)
         if self.tokenizer is not None:
             save_model_files(directory, self.models.policy.lm, self.tokenizer)
+            if self.models.policy.peft is not None:
+                from reasoning_rl.policy.lora import write_adapter_config
+
+                write_adapter_config(
+                    directory / ADAPTER_DIR, self.models.policy.peft, self.models.policy.source[0]
+                )
         dist.barrier()
 
     def load_checkpoint(self, directory: Path) -> None:
         """Restore ``save_checkpoint``'s shards (collective; DCP reshards to this run's world size)."""
         from reasoning_rl.config import ConfigError
 
+        if self.models.policy.peft is not None:
+            from reasoning_rl.policy.lora import check_base
+
+            check_base(directory / ADAPTER_DIR, self.models.policy.source[0])
         self.models.policy.load_sharded(directory / POLICY_DIR)
         if self.models.critic is not None:
             if not (directory / CRITIC_DIR).is_dir():
@@ -269,8 +279,13 @@ class ModelWorker:
         conf = getattr(model, "config", None)
         if model is None or conf is None:
             return {"dtype": dtype}
+        policy = self.models.policy
+        lora = policy.peft.peft_config["default"] if getattr(policy, "peft", None) is not None else None
+        adapters = sum(p.numel() for p in policy.trainable_parameters()) if lora is not None else 0
         return {
-            "params": sum(p.numel() for p in model.parameters()),
+            "params": sum(p.numel() for p in model.parameters()) - adapters,  # the base model's
+            "trainable": sum(p.numel() for p in policy.trainable_parameters()),
+            **({"lora_rank": int(lora.r)} if lora is not None else {}),
             "layers": getattr(conf, "num_hidden_layers", None),
             "hidden": getattr(conf, "hidden_size", None),
             "vocab": getattr(conf, "vocab_size", None),

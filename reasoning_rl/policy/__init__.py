@@ -11,9 +11,10 @@ from reasoning_rl.policy.model import (
     smollm2_hf_dir,
 )
 from reasoning_rl.policy.policy import Policy
-from reasoning_rl.policy.reference import ReferencePolicy
+from reasoning_rl.policy.reference import AdapterOffReference, ReferencePolicy
 
 __all__ = [
+    "AdapterOffReference",
     "Critic",
     "ModelLoadError",
     "Policy",

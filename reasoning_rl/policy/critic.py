@@ -101,7 +101,7 @@ class Critic:
         micro_batch_tokens: int = 4096,
         value_clip: float | None = 0.2,
     ) -> Critic:
-        module, where, comm = load_trainable(
+        module, where, comm, _ = load_trainable(
             path,
             gguf_file=gguf_file,
             dtype=dtype,

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import Tensor
@@ -34,6 +34,9 @@ from reasoning_rl.policy.zero_advantage import (
     trained_rows,
     zero_missing_grads,
 )
+
+if TYPE_CHECKING:
+    from reasoning_rl.config.model import LoraConfig
 
 METRIC_KEYS = ("pg_loss", "clip_frac", "ratio_mean", "entropy", "kl")
 
@@ -74,9 +77,11 @@ class Policy:
         comm: CommMeter | None = None,
         activation_offload: bool = False,
         fused_optimizer: bool = False,
+        peft: Any = None,
     ) -> None:
         self.module = module
         self.activation_offload = activation_offload
+        self.peft = peft  # the PeftModel around ``lm`` when LoRA adapters are trained (model.lora)
         self.comm = comm
         self.lm: Any = module.lm
         self.source = source
@@ -87,7 +92,7 @@ class Policy:
         self.micro_batch_size = micro_batch_size
         impl = {"fused": True} if fused_optimizer else {"foreach": not fsdp or None}
         self.optimizer = torch.optim.AdamW(
-            self.module.parameters(), lr=lr, betas=betas, weight_decay=weight_decay, **impl
+            self.trainable_parameters(), lr=lr, betas=betas, weight_decay=weight_decay, **impl
         )
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
             self.optimizer, lr_lambda(warmup_steps, total_steps)
@@ -118,6 +123,8 @@ class Policy:
         micro_batch_tokens: int = 4096,
         micro_batch_size: int | None = None,
         chunk_tokens: int = 1024,
+        lora: LoraConfig | None = None,
+        seed: int = 0,
     ) -> Policy:
         """Load ``path`` (dir, hub id, or GGUF dir + ``gguf_file``) for training.
 
@@ -126,7 +133,9 @@ class Policy:
         forward; ``micro_batch_size`` optionally also bounds sequences per forward. Memory switches:
         ``activation_checkpointing`` (every ``checkpoint_every``-th layer), ``activation_offload`` (what
         autograd saves stays in host memory), ``fused_optimizer`` (AdamW's fused kernel: no full-size
-        temporaries in the optimizer step, 4 bytes a parameter less at its peak than foreach).
+        temporaries in the optimizer step, 4 bytes a parameter less at its peak than foreach). ``lora``
+        (rank > 0): train PEFT LoRA adapters only (``policy/lora.py``), initialised from ``seed``; the
+        optimizer holds only their parameters.
         """
         if lr <= 0:
             raise ValueError(f"lr must be > 0; got {lr}")
@@ -134,7 +143,7 @@ class Policy:
             raise ValueError(f"micro_batch_tokens must be >= 1; got {micro_batch_tokens}")
         if micro_batch_size is not None and micro_batch_size < 1:
             raise ValueError(f"micro_batch_size must be >= 1; got {micro_batch_size}")
-        module, where, comm = load_trainable(
+        module, where, comm, peft = load_trainable(
             path,
             gguf_file=gguf_file,
             dtype=dtype,
@@ -145,6 +154,8 @@ class Policy:
             compile_layers=compile_layers,
             sharding=sharding,
             head=lambda lm: ScoringModule(lm, chunk_tokens=chunk_tokens, compiled=compile_layers),
+            lora=lora,
+            seed=seed,
         )
         return cls(
             module,
@@ -162,12 +173,25 @@ class Policy:
             comm=comm,
             activation_offload=activation_offload,
             fused_optimizer=fused_optimizer,
+            peft=peft,
         )
+
+    def trainable_parameters(self) -> list[torch.nn.Parameter]:
+        """What the optimizer updates: every parameter, or with LoRA only the adapters'."""
+        return [p for p in self.module.parameters() if p.requires_grad]
 
     # ---- scoring -------------------------------------------------------------------------------
     def logprobs(self, batch: TokenBatch, *, with_entropy: bool = False) -> tuple[Tensor, Tensor | None]:
         """Per-response-token log-probs [B, T] (and entropy [B, T]) under the current weights, no grad."""
         return score(self.module, batch, self.device, self.micro_batch_tokens, with_entropy=with_entropy)
+
+    def base_logprobs(self, batch: TokenBatch) -> Tensor:
+        """Log-probs [B, T] of the base model: the adapters disabled for this pass (the KL reference of a LoRA
+        run, with no second copy of the weights). Collective under FSDP2."""
+        if self.peft is None:
+            raise ValueError("base_logprobs needs LoRA adapters (model.lora.rank > 0)")
+        with self.peft.disable_adapter():
+            return score(self.module, batch, self.device, self.micro_batch_tokens)[0]
 
     # ---- training ------------------------------------------------------------------------------
     def train_step(
@@ -266,6 +290,10 @@ class Policy:
         out["tokens"] = float(dist.all_reduce_sum(torch.tensor(float(batch.num_tokens))).item())
         out["micro_batches"] = float(len(plans))
         out["skipped_rows"] = float(len(batch) - int(keep.sum())) if keep is not None else 0.0
+        if self.peft is not None:
+            from reasoning_rl.policy.lora import adapter_update_norm
+
+            out["adapter_norm"] = adapter_update_norm(self.lm)
         self.scheduler.step()
         self.step += 1
         return out
@@ -278,28 +306,37 @@ class Policy:
 
         HF names (``model.layers.0...``). Collective under FSDP2: every rank must iterate to the end.
         Only one bucket is materialised at a time; without FSDP the tensors are views (no copy). ``dtype``:
-        floating tensors cast to it on their device (the engine's dtype: fp32 masters go out as bf16).
+        floating tensors cast to it on their device (the engine's dtype: fp32 masters go out as bf16). With
+        LoRA: the base model's tensors under its own names, adapted weights merged (new tensors,
+        ``policy/lora.py``).
         """
-        bucket: list[tuple[str, Tensor]] = []
-        size = 0
-        for name, p in self.lm.named_parameters():
-            full = p.full_tensor() if hasattr(p, "full_tensor") else p
-            full = full.detach()
-            if dtype is not None and full.is_floating_point() and full.dtype != dtype:
-                full = full.to(dtype)
-            nbytes = full.numel() * full.element_size()
-            if bucket and size + nbytes > bucket_bytes:
-                yield bucket
-                bucket, size = [], 0
-            bucket.append((name, full))
-            size += nbytes
-        if bucket:
-            yield bucket
+        from reasoning_rl.policy.lora import full, merged_parameters
+
+        named = (
+            merged_parameters(self.lm)
+            if self.peft is not None
+            else ((name, full(p)) for name, p in self.lm.named_parameters())
+        )
+        if dtype is not None:
+            named = ((n, t.to(dtype) if t.is_floating_point() and t.dtype != dtype else t) for n, t in named)
+        yield from buckets(named, bucket_bytes)
+
+    def iter_adapter_params(self, bucket_bytes: int = 256 << 20) -> Iterator[list[tuple[str, Tensor]]]:
+        """The LoRA adapter tensors alone (``...q_proj.lora_A.default.weight``), in buckets. Collective."""
+        from reasoning_rl.policy.lora import adapter_parameters
+
+        if self.peft is None:
+            raise ValueError("iter_adapter_params needs LoRA adapters (model.lora.rank > 0)")
+        yield from buckets(adapter_parameters(self.lm), bucket_bytes)
 
     def full_state_dict(self) -> dict[str, Any]:
-        """The model's full state dict on CPU (rank 0 under FSDP; empty on other ranks)."""
+        """The model's full state dict on CPU (rank 0 under FSDP; empty on other ranks). With LoRA: the merged
+        base model's tensors under its names."""
         from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 
+        if self.peft is not None:
+            merged = {n: t.cpu() for bucket in self.iter_full_params() for n, t in bucket}
+            return merged if dist.is_main() else {}
         if not self.fsdp:
             return {k: v.detach().cpu() for k, v in self.lm.state_dict().items()}
         state: dict[str, Any] = get_model_state_dict(
@@ -322,15 +359,43 @@ class Policy:
         """Write this rank's shards of the weights, AdamW state, LR schedule and step count into ``directory``
         (torch.distributed.checkpoint; ``policy/sharded.py``). Collective: call on every rank with the same
         path, one all ranks can write to (the checkpoint manager's temporary dir: its rename commits)."""
-        save_train_state(Path(directory), self.module, self.optimizer, self.scheduler, {"step": self.step})
+        save_train_state(
+            Path(directory),
+            self.module,
+            self.optimizer,
+            self.scheduler,
+            {"step": self.step},
+            trainable_only=self.peft is not None,  # LoRA: the adapters and their AdamW state only
+        )
 
     def load_sharded(self, directory: str | Path) -> None:
         """Restore ``save_sharded``'s directory, resharded to this run's world size (any world size may have
         written it). Collective. A missing directory or an old single-file ``policy.pt``: FileNotFoundError."""
         extra = load_train_state(
-            Path(directory), self.module, self.optimizer, self.scheduler, {"step": self.step}, what="policy"
+            Path(directory),
+            self.module,
+            self.optimizer,
+            self.scheduler,
+            {"step": self.step},
+            what="policy",
+            trainable_only=self.peft is not None,
         )
         self.step = int(extra["step"])
+
+
+def buckets(named: Iterator[tuple[str, Tensor]], bucket_bytes: int) -> Iterator[list[tuple[str, Tensor]]]:
+    """``named`` tensors grouped into lists of at most ``bucket_bytes`` (one tensor may exceed it)."""
+    bucket: list[tuple[str, Tensor]] = []
+    size = 0
+    for name, tensor in named:
+        nbytes = tensor.numel() * tensor.element_size()
+        if bucket and size + nbytes > bucket_bytes:
+            yield bucket
+            bucket, size = [], 0
+        bucket.append((name, tensor))
+        size += nbytes
+    if bucket:
+        yield bucket
 
 
 def _check_shape(name: str, x: Tensor, shape: tuple[int, int]) -> None:

@@ -1,6 +1,9 @@
-"""Frozen reference policy for the KL term; optionally kept in CPU memory between uses."""
+"""Frozen reference policy for the KL term: a copy of the initial weights (optionally kept in CPU memory
+between uses), or for a LoRA run the policy's own base weights with its adapters disabled."""
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor
@@ -9,6 +12,9 @@ from reasoning_rl.policy.batch import TokenBatch
 from reasoning_rl.policy.comm import CommMeter, Sharding
 from reasoning_rl.policy.model import load_causal_lm, resolve_dtype
 from reasoning_rl.policy.wrap import ScoringModule, placement, score, wrap
+
+if TYPE_CHECKING:
+    from reasoning_rl.policy.policy import Policy
 
 
 class ReferencePolicy:
@@ -65,3 +71,17 @@ class ReferencePolicy:
             finally:
                 self.module.to("cpu")
         return score(self.module, batch, self.device, self.micro_batch_tokens)[0]
+
+
+class AdapterOffReference:
+    """The reference of a LoRA run: the policy's frozen base, scored with the adapters disabled for the pass
+    (``Policy.base_logprobs``), so the initial weights are held once, not twice."""
+
+    comm: CommMeter | None = None  # the policy's meter counts the collectives of its passes
+
+    def __init__(self, policy: Policy) -> None:
+        self.policy = policy
+
+    def logprobs(self, batch: TokenBatch) -> Tensor:
+        """Per-response-token log-probs [B, T] under the base weights (collective under FSDP2)."""
+        return self.policy.base_logprobs(batch)

@@ -58,13 +58,28 @@ def _require(directory: Path, what: str) -> None:
     raise FileNotFoundError(f"no sharded {what} checkpoint at {directory} (no {METADATA})")
 
 
+def _options(trainable_only: bool) -> Any:
+    """``trainable_only``: leave frozen parameters out (a LoRA policy: its base is the base model's files, the
+    checkpoint holds the adapters and their optimizer state); loading then fills only those (``strict`` off)."""
+    from torch.distributed.checkpoint.state_dict import StateDictOptions
+
+    return StateDictOptions(ignore_frozen_params=trainable_only, strict=not trainable_only)
+
+
 def _state(
-    module: nn.Module, optimizer: torch.optim.Optimizer, scheduler: Any, extra: dict[str, Any]
+    module: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    scheduler: Any,
+    extra: dict[str, Any],
+    trainable_only: bool = False,
 ) -> dict[str, Any]:
     """The DCP state: this rank's shards (DTensors under FSDP2, plain tensors otherwise) + small objects."""
     from torch.distributed.checkpoint.state_dict import get_state_dict
 
-    model_sd, optim_sd = get_state_dict(module, optimizer)
+    model_sd, optim_sd = get_state_dict(module, optimizer, options=_options(trainable_only))
+    if trainable_only:  # also a tied frozen weight's second name (lm_head.weight), which DCP keeps
+        trained = {n for n, p in module.named_parameters(remove_duplicate=False) if p.requires_grad}
+        model_sd = {k: v for k, v in model_sd.items() if k in trained}
     return {"model": model_sd, "optimizer": optim_sd, "scheduler": scheduler.state_dict(), **extra}
 
 
@@ -74,14 +89,18 @@ def save_train_state(
     optimizer: torch.optim.Optimizer,
     scheduler: Any,
     extra: dict[str, Any],
+    *,
+    trainable_only: bool = False,
 ) -> None:
-    """Write ``module``/``optimizer``/``scheduler`` (+ ``extra`` picklable values) to ``directory``. Collective."""
+    """Write ``module``/``optimizer``/``scheduler`` (+ ``extra`` picklable values) to ``directory``
+    (``trainable_only``: without the frozen parameters). Collective."""
     import torch.distributed.checkpoint as dcp
 
     directory.mkdir(parents=True, exist_ok=True)
     single = _single()
+    state = _state(module, optimizer, scheduler, extra, trainable_only)
     with _quiet(single):
-        dcp.save(_state(module, optimizer, scheduler, extra), checkpoint_id=str(directory), no_dist=single)
+        dcp.save(state, checkpoint_id=str(directory), no_dist=single)
 
 
 def load_train_state(
@@ -92,6 +111,7 @@ def load_train_state(
     extra: dict[str, Any],
     *,
     what: str,
+    trainable_only: bool = False,
 ) -> dict[str, Any]:
     """Restore what ``save_train_state`` wrote, resharded to this run's world size; returns ``extra``'s keys
     with their saved values (``extra`` gives the keys and current values as templates). Collective."""
@@ -99,11 +119,17 @@ def load_train_state(
     from torch.distributed.checkpoint.state_dict import set_state_dict
 
     _require(directory, what)
-    state = _state(module, optimizer, scheduler, extra)
+    state = _state(module, optimizer, scheduler, extra, trainable_only)
     single = _single()
     with _quiet(single):
         dcp.load(state, checkpoint_id=str(directory), no_dist=single)
-    set_state_dict(module, optimizer, model_state_dict=state["model"], optim_state_dict=state["optimizer"])
+    set_state_dict(
+        module,
+        optimizer,
+        model_state_dict=state["model"],
+        optim_state_dict=state["optimizer"],
+        options=_options(trainable_only),
+    )
     scheduler.load_state_dict(state["scheduler"])
     return {k: state[k] for k in extra}
 

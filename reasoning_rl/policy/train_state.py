@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import torch
 from torch import nn
@@ -13,6 +13,9 @@ from torch import nn
 from reasoning_rl.policy.comm import CommMeter, Sharding
 from reasoning_rl.policy.model import load_causal_lm, resolve_dtype
 from reasoning_rl.policy.wrap import Placement, placement, wrap
+
+if TYPE_CHECKING:
+    from reasoning_rl.config.model import LoraConfig
 
 M = TypeVar("M", bound=nn.Module)
 
@@ -29,12 +32,24 @@ def load_trainable(
     compile_layers: bool = False,
     sharding: Sharding = Sharding(),
     checkpoint_every: int = 1,
-) -> tuple[M, Placement, CommMeter | None]:
-    """Load ``path`` for training (no KV cache), put ``head(lm)`` on top, wrap it (FSDP2 when placed so);
-    returns the module, its placement and its FSDP2 collective meter (None without FSDP)."""
+    lora: LoraConfig | None = None,
+    seed: int = 0,
+) -> tuple[M, Placement, CommMeter | None, Any]:
+    """Load ``path`` for training (no KV cache), with ``lora``: PEFT adapters injected and the rest frozen,
+    put ``head(lm)`` on top, wrap it (FSDP2 when placed so); returns the module, its placement, its FSDP2
+    collective meter (None without FSDP) and the ``PeftModel`` (None without adapters).
+
+    With adapters the frozen base is loaded in the compute dtype (it needs no float32 masters: no gradient,
+    no optimizer state) and the adapters are kept in float32, initialised from ``seed``."""
     where = placement(device, resolve_dtype(dtype), fsdp)
-    lm = load_causal_lm(path, gguf_file=gguf_file, dtype=where.load_dtype)
+    adapted = lora is not None and lora.enabled
+    lm = load_causal_lm(path, gguf_file=gguf_file, dtype=where.dtype if adapted else where.load_dtype)
     lm.config.use_cache = False
+    peft_model = None
+    if lora is not None and lora.enabled:
+        from reasoning_rl.policy.lora import add_adapters
+
+        peft_model = add_adapters(lm, lora, upcast=True, seed=seed)
     module = head(lm)
     comm = wrap(
         module,
@@ -46,7 +61,7 @@ def load_trainable(
         checkpoint_every=checkpoint_every,
     )
     module.train()
-    return module, where, comm
+    return module, where, comm, peft_model
 
 
 def saved_tensors_on_host(offload: bool, device: torch.device) -> AbstractContextManager[Any]:

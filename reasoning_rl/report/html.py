@@ -70,6 +70,7 @@ def _header(a: Analysis, run_name: str) -> str:
         ("device", meta.get("device_name") or meta.get("device")),
         ("world size", meta.get("world_size")),
         ("model params", f"{a.params:,}" if a.params else None),
+        ("trainable params", _trainable(model)),
         ("model dtype", model.get("dtype")),
         ("steps with timings", len(a.timings)),
         ("metrics rows", len(a.metrics)),
@@ -80,10 +81,26 @@ def _header(a: Analysis, run_name: str) -> str:
     rewards = [x for x in rewards if isinstance(x, int | float) and x == x]  # drop missing and NaN
     if rewards:
         rows.append(("reward (first → last)", f"{rewards[0]:.3g} → {rewards[-1]:.3g}"))
+    norms = [
+        r["policy/adapter_norm"] for r in a.metrics if isinstance(r.get("policy/adapter_norm"), int | float)
+    ]
+    if norms:  # a LoRA run: how far the adapters moved the base weights, ||scale·B·A|| over all layers
+        rows.append(("adapter update norm (first → last)", f"{norms[0]:.3g} → {norms[-1]:.3g}"))
     kv = "".join(f"<tr><th>{escape(k)}</th><td>{fmt(v)}</td></tr>" for k, v in rows if v is not None)
     warnings = "".join(f"<li>{escape(w)}</li>" for w in a.warnings)
     warn_html = f'<div class="warn"><b>Warnings</b><ul>{warnings}</ul></div>' if warnings else ""
     return f'<h1>Run report: {escape(run_name)}</h1><p class="sub">reasoning-rl</p>{warn_html}<table class="kv">{kv}</table>'
+
+
+def _trainable(model: dict[str, Any]) -> str | None:
+    """Trained parameter count, with the LoRA rank and the share of the base model for an adapter run."""
+    trainable = model.get("trainable")
+    if not trainable:
+        return None
+    if not model.get("lora_rank") or not model.get("params"):
+        return f"{int(trainable):,}"
+    share = 100 * int(trainable) / int(model["params"])
+    return f"{int(trainable):,} (LoRA r={model['lora_rank']}: {share:.2g} % of the base)"
 
 
 def _time_section(a: Analysis, figs: dict[str, bytes | None]) -> str:

@@ -7,6 +7,7 @@ from typing import Any
 
 import torch
 
+from reasoning_rl.rollout.adapters import is_lora_name, peft_state_name
 from reasoning_rl.rollout.base import Completion, RolloutError, SamplingConfig, check_prompts, register_engine
 from reasoning_rl.rollout.fingerprints import EngineWeights, fingerprint_tensors
 
@@ -45,6 +46,7 @@ class HFEngine:
         self.max_model_len = max_model_len
         self._params = dict(self.model.named_parameters())
         self._asleep = False
+        self._adapters: dict[str, torch.Tensor] | None = None  # PEFT key -> live adapter parameter
 
     def stream(self, prompts: list[list[int]], sampling: SamplingConfig) -> Iterator[Completion]:
         check_prompts(prompts, self.max_model_len)
@@ -140,6 +142,27 @@ class HFEngine:
                 if name not in self._params:
                     raise RolloutError(f"load_weights: the model has no parameter {name!r}")
                 self._params[name].copy_(tensor)
+
+    def load_adapter(self, named_tensors: Iterable[tuple[str, torch.Tensor]], config: dict[str, Any]) -> None:
+        """Serve the base model with this LoRA adapter (``AdapterEngine``): PEFT injects its layers into the
+        model on the first call; every call copies the tensors in (PEFT keys) and refuses an unknown one."""
+        if self._adapters is None:
+            from peft import PeftConfig, get_peft_model
+
+            get_peft_model(self.model, PeftConfig.from_peft_type(**config))  # in place: self.model now adapts
+            self.model.eval()
+            self._adapters = {
+                peft_state_name(n): p for n, p in self.model.named_parameters() if is_lora_name(n)
+            }
+        with torch.no_grad():
+            for name, tensor in named_tensors:
+                if name not in self._adapters:
+                    raise RolloutError(f"load_adapter: the model has no adapter parameter {name!r}")
+                self._adapters[name].copy_(tensor)
+
+    def adapter_fingerprints(self) -> EngineWeights:
+        """Checksums of the adapter parameters the engine computes with, under PEFT keys."""
+        return EngineWeights(fingerprint_tensors((self._adapters or {}).items()))
 
     def sleep(self, keep_weights: bool = True) -> None:
         if self.device.type == "cuda" and not self._asleep:  # host memory holds them either way

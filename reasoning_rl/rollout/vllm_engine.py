@@ -16,6 +16,7 @@ from typing import Any
 
 import torch
 
+from reasoning_rl.rollout.adapters import ADAPTER_CONFIG, ADAPTER_WEIGHTS
 from reasoning_rl.rollout.base import (
     Completion,
     Delta,
@@ -67,6 +68,8 @@ class VLLMEngine:
         self._counter = 0
         self._live: set[str] = set()  # continuous requests (``submit``): resident across streams and updates
         self._held: list[Any] = []  # their outputs from steps a stream or score() took, for ``advance``
+        self._lora: Any = None  # the LoRARequest of the live adapter (split placement's adapter hand-off)
+        self._lora_dir: str | None = None
         self.llm = LLM(
             model=model_path,
             dtype=dtype,  # type: ignore[arg-type]
@@ -122,6 +125,7 @@ class VLLMEngine:
                     rid,
                     TokensPrompt(prompt_token_ids=list(prompt)),
                     self._params(sampling, sampling.seed_for(i, j)),
+                    lora_request=self._lora,
                 )
                 where[rid] = (i, j)
         pending = set(where)
@@ -155,7 +159,7 @@ class VLLMEngine:
         # LLM.generate steps until the engine is empty: with resident continuous requests, score alone
         outs = self._score_beside_live(prompts, params) if self._live else None
         if outs is None:
-            outs = self.llm.generate(prompts, params, use_tqdm=False)
+            outs = self.llm.generate(prompts, params, use_tqdm=False, lora_request=self._lora)
         result = []
         for seq, p, out in zip(sequences, prompt_lens, outs, strict=True):
             steps = out.prompt_logprobs or []
@@ -176,7 +180,7 @@ class VLLMEngine:
         for prompt in prompts:
             self._counter += 1
             ids.append(f"rrl-score-{self._counter}")
-            engine.add_request(ids[-1], prompt, params)
+            engine.add_request(ids[-1], prompt, params, lora_request=self._lora)
         done: dict[str, Any] = {}
         while len(done) < len(ids):
             for out in self._step():
@@ -196,7 +200,9 @@ class VLLMEngine:
             prompt = TokensPrompt(prompt_token_ids=list(r.prompt_ids))
             if r.cache_salt is not None:
                 prompt["cache_salt"] = r.cache_salt
-            self.llm.llm_engine.add_request(r.id, prompt, self._params(r.sampling, r.seed, delta=r.deltas))
+            self.llm.llm_engine.add_request(
+                r.id, prompt, self._params(r.sampling, r.seed, delta=r.deltas), lora_request=self._lora
+            )
             self._live.add(r.id)
 
     def advance(self) -> list[Delta]:
@@ -276,6 +282,40 @@ class VLLMEngine:
         )
         self.llm.apply_model(_refresh_tied_head)
         self.llm.reset_prefix_cache()
+
+    def load_adapter(self, named_tensors: Iterable[tuple[str, torch.Tensor]], config: dict[str, Any]) -> None:
+        """Serve the base model with this LoRA adapter through vLLM's LoRA support (``AdapterEngine``; the
+        engine must be built with ``enable_lora``): the tensors (PEFT keys) are written as a PEFT adapter
+        directory, which ``add_lora`` loads in place of the previous one; every request then carries it."""
+        import json
+        import tempfile
+        from pathlib import Path
+
+        from safetensors.torch import save_file
+        from vllm.lora.request import LoRARequest
+
+        if self._lora_dir is None:
+            self._lora_dir = tempfile.mkdtemp(prefix="rrl-lora-")
+        root = Path(self._lora_dir)
+        tensors = {name: t.detach().cpu().contiguous() for name, t in named_tensors}
+        save_file(tensors, str(root / ADAPTER_WEIGHTS))
+        (root / ADAPTER_CONFIG).write_text(json.dumps(config), encoding="utf-8")
+        self._lora = LoRARequest("policy", 1, str(root), load_inplace=True)
+        if not self.llm.llm_engine.add_lora(self._lora):
+            raise RolloutError(f"vLLM did not load the LoRA adapter written to {root}")
+        self.llm.reset_prefix_cache()
+
+    def adapter_fingerprints(self) -> EngineWeights:
+        """Checksums of the adapter file vLLM loaded (what its LoRA loader read), under PEFT keys."""
+        from safetensors.torch import load_file
+
+        if self._lora_dir is None:
+            return EngineWeights({})
+        from pathlib import Path
+
+        return EngineWeights(
+            fingerprint_tensors(load_file(str(Path(self._lora_dir) / ADAPTER_WEIGHTS)).items())
+        )
 
     def sleep(self, keep_weights: bool = True) -> None:
         """Free the KV cache; level 1 keeps the weights in host memory, level 2 (``keep_weights=False``)

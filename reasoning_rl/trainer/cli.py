@@ -188,13 +188,24 @@ def eval_command(
     if config_path is not None and "=" in config_path and not Path(config_path).exists():
         overrides, config_path = [config_path, *overrides], None  # `rrl eval --model M --data D key=value`
     try:
-        from reasoning_rl.trainer.run_model import is_run_dir, model_from_run  # torch: only when evaluating
+        from reasoning_rl.policy.lora import is_adapter_dir
+        from reasoning_rl.trainer.run_model import (  # torch: only when evaluating
+            is_run_dir,
+            model_from_adapter,
+            model_from_run,
+        )
 
         if model is not None and is_run_dir(model):
             run = Path(model).resolve()
             model = str(model_from_run(run, step))
             if config_path is None and data is None:  # the run's own config and data, results in the run dir
                 config_path, overrides = str(run / "config.yaml"), [f"run.dir={run}", *overrides]
+        elif model is not None and is_adapter_dir(model):
+            if step is not None:
+                raise ConfigError(
+                    f"--step picks a checkpoint of a run; {model!r} is a PEFT adapter directory"
+                )
+            model = str(model_from_adapter(model))
         elif step is not None:
             raise ConfigError(
                 f"--step picks a checkpoint of a run: --model must be a run directory (with "

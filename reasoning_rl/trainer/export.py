@@ -3,16 +3,19 @@
 Checkpoints are self-contained: each ``step_N/`` holds the model's config, generation config and tokenizer
 under ``hf/`` beside the weights, so exporting needs neither the base model nor the directory training ran
 in. The result has the same layout as the end-of-training export (one writer: ``save_hf_model``).
+
+A LoRA run's checkpoint holds only its adapters: ``form="merged"`` (default) merges them into the base model
+they name (checked by hash) for a plain HF dir; ``form="adapter"`` writes a PEFT adapter directory.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 
-from reasoning_rl.checkpoint import MODEL_FILES, POLICY_DIR, CheckpointManager
+from reasoning_rl.checkpoint import ADAPTER_DIR, MODEL_FILES, POLICY_DIR, CheckpointManager
 
 
 def _model_and_tokenizer(run: Path, checkpoint: Path) -> tuple[Any, Any]:
@@ -40,8 +43,18 @@ def _model_and_tokenizer(run: Path, checkpoint: Path) -> tuple[Any, Any]:
     )
 
 
-def export_checkpoint(run_dir: str | Path, *, step: int | None = None, out: str | Path | None = None) -> Path:
-    """Write checkpoint ``step`` (default: latest complete) of ``run_dir`` as safetensors + tokenizer."""
+ExportForm = Literal["merged", "adapter"]
+
+
+def export_checkpoint(
+    run_dir: str | Path,
+    *,
+    step: int | None = None,
+    out: str | Path | None = None,
+    form: ExportForm = "merged",
+) -> Path:
+    """Write checkpoint ``step`` (default: latest complete) of ``run_dir`` as safetensors + tokenizer: a plain
+    HF model dir, or with ``form="adapter"`` (LoRA runs) a PEFT adapter directory."""
     from reasoning_rl.policy.model import save_hf_model
     from reasoning_rl.policy.sharded import read_model_state
 
@@ -55,9 +68,34 @@ def export_checkpoint(run_dir: str | Path, *, step: int | None = None, out: str 
     if step is not None and step not in found:
         raise FileNotFoundError(f"no complete checkpoint for step {step} in {run}; have: {sorted(found)}")
     info = found[step if step is not None else max(found)]
+    target = Path(out) if out is not None else run / "export" / f"step_{info.step}"
+    if (info.path / ADAPTER_DIR).is_dir():
+        return _export_lora(info.path, target, form)
+    if form == "adapter":
+        raise FileNotFoundError(
+            f"{info.path} holds no LoRA adapters (a full fine-tuning run): export it as a merged model"
+        )
     model, tokenizer = _model_and_tokenizer(run, info.path)
     state = read_model_state(info.path / POLICY_DIR)
     # the policy checkpoints its scoring wrapper, whose HF model sits under "lm."
     model.load_state_dict({k.removeprefix("lm."): v for k, v in state.items()})
-    target = Path(out) if out is not None else run / "export" / f"step_{info.step}"
     return save_hf_model(target, model, tokenizer)
+
+
+def _export_lora(checkpoint: Path, target: Path, form: ExportForm) -> Path:
+    """A LoRA checkpoint as a PEFT adapter dir, or merged into its base (through that adapter dir)."""
+    import tempfile
+
+    from transformers import AutoTokenizer
+
+    from reasoning_rl.policy.lora import merge_adapter_dir, save_adapter_dir
+    from reasoning_rl.policy.sharded import read_model_state
+
+    adapters = {k.removeprefix("lm."): v for k, v in read_model_state(checkpoint / POLICY_DIR).items()}
+    tokenizer = AutoTokenizer.from_pretrained(checkpoint / MODEL_FILES)
+    if form == "adapter":
+        return save_adapter_dir(target, checkpoint / ADAPTER_DIR, adapters, tokenizer)
+    with tempfile.TemporaryDirectory(prefix="rrl-adapter-") as tmp:
+        return merge_adapter_dir(
+            save_adapter_dir(Path(tmp) / "adapter", checkpoint / ADAPTER_DIR, adapters, tokenizer), target
+        )

@@ -2,11 +2,14 @@
 
 Checkpoints are self-contained (``step_N/hf/`` beside the weights), so the checkpoint is exported once to
 ``RUN_DIR/export/step_N`` (where the end-of-training export also goes; an existing complete one is reused) and
-evaluated from there, from any working directory and after the run directory moved.
+evaluated from there, from any working directory and after the run directory moved. A PEFT adapter directory
+(``rrl export --adapter``, or any PEFT LoRA adapter of a local base model) stands for its base with the adapters
+merged, written once to ``.cache/merged/`` (keyed by the adapter files' hash).
 """
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 from reasoning_rl.checkpoint import CheckpointManager
@@ -32,3 +35,19 @@ def model_from_run(run_dir: str | Path, step: int | None) -> Path:
     if (target / "config.json").is_file() and any(target.glob("*.safetensors")):
         return target
     return export_checkpoint(run, step=chosen, out=target)
+
+
+def model_from_adapter(adapter_dir: str | Path) -> Path:
+    """The merged HF model dir of a PEFT adapter directory (merged once, then reused)."""
+    from reasoning_rl.policy.lora import merge_adapter_dir
+    from reasoning_rl.rollout.adapters import ADAPTER_CONFIG, ADAPTER_WEIGHTS
+
+    src = Path(adapter_dir)
+    digest = hashlib.sha256()
+    for name in (ADAPTER_CONFIG, ADAPTER_WEIGHTS):
+        if (src / name).is_file():
+            digest.update((src / name).read_bytes())
+    target = Path(".cache") / "merged" / digest.hexdigest()[:16]
+    if (target / "config.json").is_file() and any(target.glob("*.safetensors")):
+        return target
+    return merge_adapter_dir(src, target)

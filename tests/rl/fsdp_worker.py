@@ -30,9 +30,20 @@ def fixed_batch(vocab: int = 90, n: int = 8) -> tuple[TokenBatch, torch.Tensor]:
     return TokenBatch(seqs, plens), rewards
 
 
-def run(model_dir: str, *, micro_batch_tokens: int, agg: str = "token-mean") -> dict[str, Any]:
+def run(
+    model_dir: str, *, micro_batch_tokens: int, agg: str = "token-mean", lora_rank: int = 0
+) -> dict[str, Any]:
+    """``lora_rank`` > 0: train LoRA adapters of that rank instead of the whole model."""
+    from reasoning_rl.config import LoraConfig
+
     world, rank = dist.world_size(), dist.rank()
-    policy = Policy.from_pretrained(model_dir, lr=1e-3, grad_clip=1.0, micro_batch_tokens=micro_batch_tokens)
+    policy = Policy.from_pretrained(
+        model_dir,
+        lr=1e-3,
+        grad_clip=1.0,
+        micro_batch_tokens=micro_batch_tokens,
+        lora=LoraConfig(rank=lora_rank) if lora_rank else None,
+    )
     batch, rewards = fixed_batch()
     adv = compute_advantages("grpo", rewards, torch.arange(len(batch)) // 4)
     rows = list(range(rank, len(batch), world))
@@ -51,6 +62,7 @@ def run(model_dir: str, *, micro_batch_tokens: int, agg: str = "token-mean") -> 
     full = {name: t.clone() for bucket in policy.iter_full_params() for name, t in bucket}
     out: dict[str, Any] = {
         "metrics": metrics,
+        "optimizer_params": sum(p.numel() for g in policy.optimizer.param_groups for p in g["params"]),
         "params": full,
         "handoff_tensors": stats.tensors,
         "world": world,
@@ -62,8 +74,9 @@ def run(model_dir: str, *, micro_batch_tokens: int, agg: str = "token-mean") -> 
 
 if __name__ == "__main__":
     model_dir, out_path, budget = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    lora_rank = int(sys.argv[4]) if len(sys.argv) > 4 else 0
     dist.init()
-    result = run(model_dir, micro_batch_tokens=budget)
+    result = run(model_dir, micro_batch_tokens=budget, lora_rank=lora_rank)
     if dist.is_main():
         torch.save(result, Path(out_path))
     dist.destroy()
