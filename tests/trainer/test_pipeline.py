@@ -279,7 +279,11 @@ class SleepyEngine:
 
 
 class TinyPolicy:
-    def iter_full_params(self, bucket_bytes: int) -> Iterator[list[tuple[str, torch.Tensor]]]:
+    peft = None
+
+    def iter_full_params(
+        self, bucket_bytes: int, dtype: torch.dtype | None = None
+    ) -> Iterator[list[tuple[str, torch.Tensor]]]:
         yield [("w", torch.zeros(2))]
 
 
