@@ -73,6 +73,7 @@ def build_models(cfg: Config, model_dir: Path, device: str, dtype: str) -> Model
         activation_checkpointing=cfg.model.gradient_checkpointing,
         compile_layers=compiled,
         micro_batch_tokens=cfg.algorithm.micro_batch_tokens,
+        packing=cfg.algorithm.packing,
         sharding=sharding_of(cfg),
     )
     policy = Policy.from_pretrained(str(model_dir), lr=o.lr, **trainable)
@@ -92,6 +93,7 @@ def build_models(cfg: Config, model_dir: Path, device: str, dtype: str) -> Model
             fsdp=fsdp,
             offload=cfg.model.ref_offload,
             micro_batch_tokens=cfg.algorithm.micro_batch_tokens,
+            packing=cfg.algorithm.packing,
         )
     critic = None
     if cfg.algorithm.name == "ppo":

@@ -219,8 +219,11 @@ def test_bad_batches_and_configs_are_clear_errors(tiny_model_dir):
     old, _ = policy.logprobs(batch)
     with pytest.raises(ValueError, match="micro_batch_size=4 exceeds the batch of 3 sequences"):
         policy.train_step(batch, torch.zeros(3), old, None, LossConfig())
-    with pytest.raises(ValueError, match="more than micro_batch_tokens=4"):
-        plan_micro_batches(batch, 4)
+    assert plan_micro_batches(batch, 4) == [[i] for i in sorted(range(3), key=lambda i: -len(batch.sequences[i]))]
+    with pytest.raises(ValueError, match="micro_batch_tokens must be >= 1"):
+        Policy.from_pretrained(str(tiny_model_dir), micro_batch_tokens=0)
+    with pytest.raises(ValueError, match="packing must be auto, on or off"):
+        Policy.from_pretrained(str(tiny_model_dir), packing="yes")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match=r"old_logprobs must have the batch's per-token shape"):
         policy.train_step(batch, torch.zeros(3), old[:, :2], None, LossConfig())
     with pytest.raises(ValueError, match="advantages must be"):
