@@ -30,9 +30,17 @@ def fixed_batch(vocab: int = 90, n: int = 8) -> tuple[TokenBatch, torch.Tensor]:
     return TokenBatch(seqs, plens), rewards
 
 
-def run(model_dir: str, *, micro_batch_tokens: int, agg: str = "token-mean") -> dict[str, Any]:
+def run(
+    model_dir: str, *, micro_batch_tokens: int, agg: str = "token-mean", packing: str = "off"
+) -> dict[str, Any]:
     world, rank = dist.world_size(), dist.rank()
-    policy = Policy.from_pretrained(model_dir, lr=1e-3, grad_clip=1.0, micro_batch_tokens=micro_batch_tokens)
+    policy = Policy.from_pretrained(
+        model_dir,
+        lr=1e-3,
+        grad_clip=1.0,
+        micro_batch_tokens=micro_batch_tokens,
+        packing=packing,  # type: ignore[arg-type]
+    )
     batch, rewards = fixed_batch()
     adv = compute_advantages("grpo", rewards, torch.arange(len(batch)) // 4)
     rows = list(range(rank, len(batch), world))
@@ -63,7 +71,7 @@ def run(model_dir: str, *, micro_batch_tokens: int, agg: str = "token-mean") -> 
 if __name__ == "__main__":
     model_dir, out_path, budget = sys.argv[1], sys.argv[2], int(sys.argv[3])
     dist.init()
-    result = run(model_dir, micro_batch_tokens=budget)
+    result = run(model_dir, micro_batch_tokens=budget, packing=sys.argv[4] if len(sys.argv) > 4 else "off")
     if dist.is_main():
         torch.save(result, Path(out_path))
     dist.destroy()
