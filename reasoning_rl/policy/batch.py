@@ -327,10 +327,18 @@ class MicroBatching:
         if self.packing not in ("auto", "on", "off"):
             raise ValueError(f"packing must be auto, on or off; got {self.packing!r}")
 
-    def layout(self, batch: TokenBatch, rows: Sequence[int] | None = None) -> Layout:
-        """``plan_layout`` of ``rows`` (default: all) under these settings."""
+    def layout(
+        self, batch: TokenBatch, rows: Sequence[int] | None = None, *, training: bool = True
+    ) -> Layout:
+        """``plan_layout`` of ``rows`` (default: all) under these settings; ``max_seqs`` bounds the training
+        passes only (a no-grad scoring pass keeps no activations for a backward)."""
         return plan_layout(
-            batch, self.token_budget, max_seqs=self.max_seqs, packing=self.packing, cost=self.cost, rows=rows
+            batch,
+            self.token_budget,
+            max_seqs=self.max_seqs if training else None,
+            packing=self.packing,
+            cost=self.cost,
+            rows=rows,
         )
 
 

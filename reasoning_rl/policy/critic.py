@@ -137,7 +137,7 @@ class Critic:
         """Per-response-token values [B, T], no grad."""
         b, t = batch.shape
         out = torch.zeros(b, t)
-        layout = self.batching.layout(batch)
+        layout = self.batching.layout(batch, training=False)
         with torch.no_grad():
             for rows in self._blocks(layout):
                 mb = pack(batch, rows if rows is not None else [0], self.device, packed=layout.packed)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 import torch
@@ -169,7 +169,7 @@ def score(
     b, t = batch.shape
     logp = torch.zeros(b, t)
     ent = torch.zeros(b, t) if with_entropy else None
-    layout = replace(batching, max_seqs=None).layout(batch)  # micro_batch_size bounds the update only
+    layout = batching.layout(batch, training=False)
     was_training = module.training
     module.eval()
     try:
