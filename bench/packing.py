@@ -5,7 +5,8 @@ the GPU bench's median 2k / cap 16k at a tenth of the scale), a random-init Qwen
 2 KV heads), float32, micro-batch budget 2,048 tokens. Per layout (``algorithm.packing`` off / on / auto) it
 times one optimizer step (``Policy.train_step``, on-policy) and one no-grad log-prob pass: the median of 3 rounds
 that interleave the runs (the machine is shared and its load moves within minutes; a warm-up round first), and
-reports the layout's padding share; the fixed-length baseline gives every sequence the mean response
+reports the layout's padding share and tokens per CPU-second of the step (process time: less moved by other
+work on the machine than wall time); the fixed-length baseline gives every sequence the mean response
 length (the same total tokens, nothing to pad). Prints a table; writes bench/out/packing.json.
 
     .venv/bin/python bench/packing.py
@@ -78,19 +79,20 @@ def measure(
     adv = compute_advantages(
         "grpo", torch.rand(n, generator=torch.Generator().manual_seed(2)), torch.arange(n) // 8
     )
-    steps, scores = [], []
+    steps, scores, step_cpu = [], [], []
     for k in range(repeats + int(warmup)):
         sync()
         t0 = time.perf_counter()
         policy.logprobs(batch)
         sync()
-        t1 = time.perf_counter()
+        t1, c1 = time.perf_counter(), time.process_time()
         policy.train_step(batch, adv, None, None, LossConfig())
         sync()
-        t2 = time.perf_counter()
+        t2, c2 = time.perf_counter(), time.process_time()
         if k or not warmup:
             scores.append(t1 - t0)
             steps.append(t2 - t1)
+            step_cpu.append(c2 - c1)
     step, score = statistics.median(steps), statistics.median(scores)
     return {
         "packing": packing,
@@ -102,19 +104,23 @@ def measure(
         "slots": layout.slots,
         "step_s": round(step, 3),
         "score_s": round(score, 3),
+        "step_cpu_s": round(statistics.median(step_cpu), 3),
         "step_tokens_per_s": round(batch.num_tokens / step),
         "score_tokens_per_s": round(batch.num_tokens / score),
     }
 
 
 def table(rows: list[dict[str, Any]]) -> str:
-    head = "| run | layout | micro-batches | padding share | step s | step tokens/s | log-prob pass s | pass tokens/s |"
-    lines = [head, "|---|---|---|---|---|---|---|---|"]
+    head = (
+        "| run | layout | micro-batches | padding share | step s | step tokens/s | step tokens/CPU-s "
+        "| log-prob pass s | pass tokens/s |"
+    )
+    lines = [head, "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         lines.append(
             f"| {r['run']} | {'packed' if r['packed'] else 'padded'} ({r['packing']}, {r['attn']}) | "
             f"{r['micro_batches']} | {100 * r['padding_share']:.1f} % | {r['step_s']} | {r['step_tokens_per_s']} | "
-            f"{r['score_s']} | {r['score_tokens_per_s']} |"
+            f"{r.get('step_tokens_per_cpu_s', '-')} | {r['score_s']} | {r['score_tokens_per_s']} |"
         )
     return "\n".join(lines)
 
@@ -142,10 +148,11 @@ def main() -> None:
     rows = []
     for k, (run, _, _) in enumerate(runs):
         row = {"run": run, **rounds[0][k]}
-        for key in ("step_s", "score_s"):
+        for key in ("step_s", "score_s", "step_cpu_s"):
             row[key] = round(statistics.median(rd[k][key] for rd in rounds), 3)
         row["step_tokens_per_s"] = round(row["tokens"] / row["step_s"])
         row["score_tokens_per_s"] = round(row["tokens"] / row["score_s"])
+        row["step_tokens_per_cpu_s"] = round(row["tokens"] / row["step_cpu_s"])
         rows.append(row)
         print(row, flush=True)
     result = {
