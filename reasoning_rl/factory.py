@@ -87,6 +87,7 @@ def build_models(
         fused_optimizer=fused_adamw(cfg, device),
         compile_layers=compiled,
         micro_batch_tokens=budget,
+        packing=cfg.algorithm.packing,
         sharding=sharding_of(cfg),
     )
     lora = cfg.model.lora if cfg.model.lora.enabled else None
@@ -111,6 +112,7 @@ def build_models(
             fsdp=fsdp,
             offload=cfg.model.ref_offload,
             micro_batch_tokens=budget,
+            packing=cfg.algorithm.packing,
         )
     critic = None
     if cfg.algorithm.name == "ppo":

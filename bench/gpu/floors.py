@@ -127,7 +127,7 @@ def update_floor(
     batch = TokenBatch([torch.tensor(p + r) for p, r in seqs], [len(p) for p, _ in seqs])
     g = torch.Generator().manual_seed(7)
     adv = compute_advantages("grpo", torch.rand(len(seqs), generator=g), torch.arange(len(seqs)) // 8)
-    policy.micro_batch_tokens = micro_tokens
+    policy.batching.token_budget = micro_tokens
     times = []
     for _ in range(runs):
         sync()
@@ -151,15 +151,9 @@ def update_floor(
         "seconds": round(statistics.median(times[1:]), 3),
         "all_s": [round(t, 3) for t in times],
         "real_tokens": batch.num_tokens,
-        "padded_tokens": padded_tokens(batch, micro_tokens),
+        "padded_tokens": policy.batching.layout(batch).slots,  # positions computed, padding included
+        "packed": bool(m["packed"]),
     }
-
-
-def padded_tokens(batch: Any, micro_tokens: int) -> int:
-    from reasoning_rl.policy.batch import plan_micro_batches
-
-    lens = [int(s.numel()) for s in batch.sequences]
-    return sum(len(rows) * max(lens[i] for i in rows) for rows in plan_micro_batches(batch, micro_tokens))
 
 
 def handoff_floor(parts: Any) -> dict[str, Any]:

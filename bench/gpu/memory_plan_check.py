@@ -205,7 +205,7 @@ def measure(
         torch.cuda.reset_peak_memory_stats()
     t0 = time.perf_counter()
     policy = build_models(cfg, model_dir, device, dtype, seq).policy
-    policy.micro_batch_tokens = per_mb * seq
+    policy.batching.token_budget = per_mb * seq  # read at every pass
     load_s = time.perf_counter() - t0
     rows = 2 * per_mb
     g = torch.Generator().manual_seed(1)

@@ -6,6 +6,7 @@
 #           stops after LEARN_S seconds with checkpoints, and a second `learn` call resumes it
 #   sbs     ours vs TRL side by side, SHAPE=${SHAPE:-qwen}
 #   fsdp    FSDP2 1 rank vs 2 ranks on the same batches (nvidia-h200-x2; needs no vLLM)
+#   packing packed vs padded micro-batches, Qwen2.5-1.5B shape, log-normal lengths (bench/gpu/packing.py; no vLLM)
 set -uo pipefail
 export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
@@ -48,6 +49,9 @@ fsdp)
     S=${SHAPE:-qwen}
     torchrun --nproc_per_node 1 bench/gpu/fsdp2_parity.py "$S" 6 64 384 "$OUT/fsdp_1rank.json" 2>&1 | grep -E "RESULT|Error" | cut -c1-600
     torchrun --nproc_per_node 2 bench/gpu/fsdp2_parity.py "$S" 6 64 384 "$OUT/fsdp_2rank.json" 2>&1 | grep -E "RESULT|Error" | cut -c1-600
+    ;;
+packing)  # PACKING_ARGS e.g. "--budget 65536" or "--checkpointing"
+    python3 bench/gpu/packing.py --out "$OUT" ${PACKING_ARGS:-} 2>&1 | grep -vE "^(INFO|WARNING)|it/s\]" | tail -40
     ;;
 *) echo "unknown phase $1"; exit 2 ;;
 esac

@@ -22,6 +22,14 @@ SHAPES: dict[str, dict[str, int]] = {
         num_attention_heads=14,
         num_key_value_heads=2,
     ),
+    "qwen15": dict(  # Qwen2.5-1.5B / DeepSeek-R1-Distill-Qwen-1.5B
+        vocab_size=151936,
+        hidden_size=1536,
+        intermediate_size=8960,
+        num_hidden_layers=28,
+        num_attention_heads=12,
+        num_key_value_heads=2,
+    ),
     "tiny": dict(
         vocab_size=512,
         hidden_size=64,
@@ -33,8 +41,9 @@ SHAPES: dict[str, dict[str, int]] = {
 }
 
 
-def build_random_model(shape: str, out_dir: str | Path, seed: int = 0) -> Path:
-    """A random-init Llama of ``shape`` + a WordLevel tokenizer over tokens ``t0..tV`` (as in TRL's bench)."""
+def build_random_model(shape: str, out_dir: str | Path, seed: int = 0, max_positions: int = 2048) -> Path:
+    """A random-init Llama of ``shape`` + a WordLevel tokenizer over tokens ``t0..tV`` (as in TRL's bench), for
+    sequences of up to ``max_positions`` tokens."""
     import torch
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers
     from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
@@ -53,7 +62,11 @@ def build_random_model(shape: str, out_dir: str | Path, seed: int = 0) -> Path:
     )
     fast.save_pretrained(out)
     cfg = LlamaConfig(
-        max_position_embeddings=2048, tie_word_embeddings=True, bos_token_id=2, eos_token_id=1, **spec
+        max_position_embeddings=max_positions,
+        tie_word_embeddings=True,
+        bos_token_id=2,
+        eos_token_id=1,
+        **spec,
     )
     torch.manual_seed(seed)
     LlamaForCausalLM(cfg).save_pretrained(out)

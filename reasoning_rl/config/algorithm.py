@@ -115,8 +115,17 @@ class AlgorithmConfig(LossConfig):
     micro_batch_tokens: int | None = Field(
         default=None,
         ge=1,
-        description="Token budget of one forward/backward micro-batch (rows x longest, memory vs speed). "
+        description="Token budget of one forward/backward micro-batch, padding included, for the update and the "
+        "old/ref log-prob and value passes (memory vs speed); a sequence longer than it is a micro-batch of its own. "
         "None: on CUDA the largest the memory plan allows (`rrl train --dry-run` prints it), 8192 on CPU.",
+    )
+    packing: Literal["auto", "on", "off"] = Field(
+        default="auto",
+        description="Micro-batch layout. 'off': length-sorted right-padded blocks (plain causal attention). 'on': "
+        "sequences packed back to back into one row per micro-batch, position ids restarting per sequence "
+        "(no padding; attention kept inside each sequence by transformers' packed-sequence masks). 'auto': "
+        "whichever the cost estimate (tokens plus attended pairs for the model's attention) finds cheaper, "
+        "per pass. The padding share is reported as policy/padding_share.",
     )
     old_logprobs: Literal["auto", "recompute", "rollout"] = Field(
         default="auto",

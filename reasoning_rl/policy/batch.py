@@ -1,18 +1,28 @@
-"""Token batches for training: variable-length sequences, packed (no padding) into micro-batches.
+"""Token batches for training: variable-length sequences, laid out into micro-batches under a token budget.
 
 A ``TokenBatch`` holds B sequences (prompt + response ids, 1-D LongTensors) and each prompt length.
 Per-response-token quantities (log-probs, advantages per token, masks) are padded [B, T] tensors,
-T = longest response in the batch, with ``response_mask`` marking real tokens. Micro-batches group
-sequences of similar length (longest first) into a right-padded [b, L] block under a token budget that
-counts the padding: right padding needs no attention mask (causal attention never looks forward), so the
-model runs plain causal attention, which takes the fused flash kernels; a packed row would need a
-block-diagonal mask and falls back to dense masked attention.
+T = longest response in the batch, with ``response_mask`` marking real tokens.
+
+Two micro-batch layouts, both bounded by the same token budget (positions computed, padding included):
+
+- padded: sequences of similar length (longest first) in a right-padded [b, L] block. Right padding needs
+  no attention mask (causal attention never looks forward), so the model runs plain causal attention (the
+  fused flash kernels), but every row pays for the block's longest sequence.
+- packed: sequences concatenated into one row, ``position_ids`` restarting at 0 for each. transformers reads
+  the restarts as document boundaries (``masking_utils.find_packed_sequence_indices``): a block-diagonal
+  causal mask for sdpa/eager, a document ``BlockMask`` for FlexAttention, cu_seqlens for flash varlen. No
+  padding at all, but sdpa/eager then compute the dense masked square of the row.
+
+``plan_layout`` picks between them (``packing``: auto | on | off); ``auto`` takes the layout with the lower
+estimated cost (``AttentionCost``: tokens through the weights plus attended pairs).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any, Literal
 
 import torch
 from torch import Tensor
@@ -131,23 +141,69 @@ def build_batch(completions: Sequence[Completion], pad_id: int = 0) -> TokenBatc
     return batch
 
 
+Packing = Literal["auto", "on", "off"]
+
+
 @dataclass
 class MicroBatch:
-    """Sequences ``rows`` of a batch as a right-padded block; ``gather``/``targets`` pick response tokens."""
+    """Sequences ``rows`` of a batch as one model input; ``gather``/``targets`` pick response tokens.
+
+    Padded: ``input_ids`` [len(rows), L], one sequence per row, ``position_ids`` None (the default 0..L-1).
+    Packed: ``input_ids`` [1, n], the sequences one after another, ``position_ids`` [1, n] restarting at 0."""
 
     rows: list[int]
-    input_ids: Tensor  # [b, L], right-padded
+    input_ids: Tensor  # [b, L]
     gather: Tensor  # [R] flat positions (row * L + t) whose hidden state predicts a response token
     targets: Tensor  # [R] those response tokens
-    lens: list[int]  # response length of each row, in order (R = sum)
+    lens: list[int]  # response length of each sequence of ``rows``, in order (R = sum)
+    position_ids: Tensor | None = None
 
 
-def plan_micro_batches(batch: TokenBatch, token_budget: int, max_seqs: int | None = None) -> list[list[int]]:
-    """Split rows into micro-batches whose padded size (rows x longest) stays within ``token_budget``.
+@dataclass(frozen=True)
+class AttentionCost:
+    """What attention costs next to the weights, for choosing a layout.
 
-    Rows are taken longest first (ties in batch order), so each block pads little. Deterministic and
-    independent of the data: it depends only on sequence lengths.
-    """
+    ``pair``: the multiply-adds of one attended (query, key) pair over those of one token through the
+    weights (per layer: ``2 heads head_dim / (2 hidden (heads + kv_heads) head_dim + 3 hidden intermediate)``).
+    ``document_masks``: the attention kernel skips other documents of a packed row (FlexAttention, flash
+    varlen); False for sdpa/eager, which compute the whole masked square of the row."""
+
+    pair: float = 0.0
+    document_masks: bool = False
+
+
+def attention_cost(config: Any) -> AttentionCost:
+    """The ``AttentionCost`` of an HF decoder config (pair 0 when its shape fields are missing)."""
+    impl = str(getattr(config, "_attn_implementation", None) or "sdpa")
+    doc = "flex" in impl or "flash" in impl
+    try:
+        h, heads = int(config.hidden_size), int(config.num_attention_heads)
+        kv = int(getattr(config, "num_key_value_heads", None) or heads)
+        hd = int(getattr(config, "head_dim", None) or h // heads)
+        inter = int(getattr(config, "intermediate_size", None) or 4 * h)
+    except (AttributeError, TypeError):
+        return AttentionCost(0.0, doc)
+    per_token = 2 * h * (heads + kv) * hd + 3 * h * inter
+    return AttentionCost(2 * heads * hd / per_token, doc)
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Micro-batches of a batch: each ``blocks`` entry is the rows of one forward (one packed row when
+    ``packed``). ``tokens``: real tokens; ``slots``: positions the model computes (padding included)."""
+
+    blocks: list[list[int]]
+    packed: bool
+    tokens: int
+    slots: int
+
+    @property
+    def padding_share(self) -> float:
+        """Share of the computed positions that are padding (0 when packed)."""
+        return 1.0 - self.tokens / self.slots if self.slots else 0.0
+
+
+def _lengths(batch: TokenBatch, token_budget: int, max_seqs: int | None) -> list[int]:
     if token_budget < 1:
         raise ValueError(f"micro_batch_tokens must be >= 1; got {token_budget}")
     if max_seqs is not None and max_seqs > len(batch):
@@ -155,16 +211,26 @@ def plan_micro_batches(batch: TokenBatch, token_budget: int, max_seqs: int | Non
             f"micro_batch_size={max_seqs} exceeds the batch of {len(batch)} sequences on this rank; "
             "lower micro_batch_size or raise the (mini-)batch size"
         )
-    lengths = [int(seq.numel()) for seq in batch.sequences]
-    for i, n in enumerate(lengths):
-        if n > token_budget:
-            raise ValueError(
-                f"sequence {i} has {n} tokens, more than micro_batch_tokens={token_budget}; "
-                "raise micro_batch_tokens or lower the prompt/response length limits"
-            )
+    return [int(seq.numel()) for seq in batch.sequences]
+
+
+def _longest_first(lengths: list[int], rows: Sequence[int] | None) -> list[int]:
+    return sorted(range(len(lengths)) if rows is None else rows, key=lambda k: -lengths[k])
+
+
+def plan_micro_batches(
+    batch: TokenBatch, token_budget: int, max_seqs: int | None = None, rows: Sequence[int] | None = None
+) -> list[list[int]]:
+    """Split ``rows`` (default: all) into right-padded blocks whose size (rows x longest) stays within
+    ``token_budget``; a sequence longer than the budget is a block of its own.
+
+    Rows are taken longest first (ties in batch order), so each block pads little. Deterministic and
+    independent of the data: it depends only on sequence lengths.
+    """
+    lengths = _lengths(batch, token_budget, max_seqs)
     plans: list[list[int]] = []
     current: list[int] = []
-    for i in sorted(range(len(lengths)), key=lambda k: -lengths[k]):
+    for i in _longest_first(lengths, rows):
         width = lengths[current[0]] if current else lengths[i]  # longest first: the block's first row sets L
         full = (len(current) + 1) * width > token_budget or (
             max_seqs is not None and len(current) >= max_seqs
@@ -178,8 +244,111 @@ def plan_micro_batches(batch: TokenBatch, token_budget: int, max_seqs: int | Non
     return plans
 
 
-def pack(batch: TokenBatch, rows: list[int], device: torch.device | str = "cpu") -> MicroBatch:
-    """Right-pad ``rows`` into one [len(rows), longest] block (padding is never attended to)."""
+def plan_packed(
+    batch: TokenBatch, token_budget: int, max_seqs: int | None = None, rows: Sequence[int] | None = None
+) -> list[list[int]]:
+    """Pack ``rows`` (default: all) into rows of at most ``token_budget`` tokens (first-fit decreasing: each
+    sequence, longest first, goes to the first row with room); a sequence longer than the budget is a row of
+    its own. Deterministic: it depends only on sequence lengths."""
+    lengths = _lengths(batch, token_budget, max_seqs)
+    bins: list[list[int]] = []
+    used: list[int] = []
+    for i in _longest_first(lengths, rows):
+        n = lengths[i]
+        for b, members in enumerate(bins):
+            if used[b] + n <= token_budget and (max_seqs is None or len(members) < max_seqs):
+                members.append(i)
+                used[b] += n
+                break
+        else:
+            bins.append([i])
+            used.append(n)
+    return bins
+
+
+def layout_cost(lengths: Sequence[int], blocks: list[list[int]], packed: bool, cost: AttentionCost) -> float:
+    """Estimated work of a layout in token-equivalents: positions through the weights, plus attended pairs
+    times ``cost.pair`` (causal: half the square; a dense masked packed row: the whole square)."""
+    total = 0.0
+    for block in blocks:
+        lens = [lengths[i] for i in block]
+        if packed:
+            n = sum(lens)
+            pairs = sum(x * x for x in lens) / 2 if cost.document_masks else float(n * n)
+            total += n + cost.pair * pairs
+        else:
+            width = max(lens)
+            total += len(lens) * (width + cost.pair * width * width / 2)
+    return total
+
+
+def plan_layout(
+    batch: TokenBatch,
+    token_budget: int,
+    *,
+    max_seqs: int | None = None,
+    packing: Packing = "off",
+    cost: AttentionCost = AttentionCost(),
+    rows: Sequence[int] | None = None,
+) -> Layout:
+    """The micro-batches of ``rows`` (default: all) under ``token_budget``: right-padded blocks, packed rows
+    (``packing="on"``), or whichever ``layout_cost`` estimates cheaper (``"auto"``; padded on a tie)."""
+    lengths = [int(seq.numel()) for seq in batch.sequences]
+    padded = plan_micro_batches(batch, token_budget, max_seqs, rows)
+    tokens = sum(lengths[i] for block in padded for i in block)
+    blocks, packed = padded, False
+    if packing != "off":
+        rows_packed = plan_packed(batch, token_budget, max_seqs, rows)
+        if packing == "on" or layout_cost(lengths, rows_packed, True, cost) < layout_cost(
+            lengths, padded, False, cost
+        ):
+            blocks, packed = rows_packed, True
+    slots = tokens if packed else sum(len(b) * max(lengths[i] for i in b) for b in blocks)
+    return Layout(blocks, packed, tokens, slots)
+
+
+@dataclass
+class MicroBatching:
+    """How one model splits a batch into forwards: the token budget of a micro-batch (positions computed,
+    padding included; the one number a memory plan sets), an optional cap on sequences per micro-batch,
+    the layout choice and the model's ``AttentionCost``. Read at every pass, so assigning ``token_budget``
+    takes effect on the next one."""
+
+    token_budget: int
+    max_seqs: int | None = None
+    packing: Packing = "auto"
+    cost: AttentionCost = AttentionCost()
+
+    def __post_init__(self) -> None:
+        if self.token_budget < 1:
+            raise ValueError(f"micro_batch_tokens must be >= 1; got {self.token_budget}")
+        if self.max_seqs is not None and self.max_seqs < 1:
+            raise ValueError(f"micro_batch_size must be >= 1; got {self.max_seqs}")
+        if self.packing not in ("auto", "on", "off"):
+            raise ValueError(f"packing must be auto, on or off; got {self.packing!r}")
+
+    def layout(
+        self, batch: TokenBatch, rows: Sequence[int] | None = None, *, training: bool = True
+    ) -> Layout:
+        """``plan_layout`` of ``rows`` (default: all) under these settings; ``max_seqs`` bounds the training
+        passes only (a no-grad scoring pass keeps no activations for a backward)."""
+        return plan_layout(
+            batch,
+            self.token_budget,
+            max_seqs=self.max_seqs if training else None,
+            packing=self.packing,
+            cost=self.cost,
+            rows=rows,
+        )
+
+
+def pack(
+    batch: TokenBatch, rows: list[int], device: torch.device | str = "cpu", *, packed: bool = False
+) -> MicroBatch:
+    """``rows`` as one model input: a right-padded [len(rows), longest] block (padding is never attended
+    to), or with ``packed`` one [1, n] row of the sequences back to back with restarting ``position_ids``."""
+    if packed:
+        return _pack_row(batch, rows, device)
     width = max(int(batch.sequences[i].numel()) for i in rows)
     ids = torch.full((len(rows), width), batch.pad_id, dtype=torch.long)
     gather, targets, lens = [], [], []
@@ -196,6 +365,26 @@ def pack(batch: TokenBatch, rows: list[int], device: torch.device | str = "cpu")
         gather=torch.cat(gather).to(device),
         targets=torch.cat(targets).to(device),
         lens=lens,
+    )
+
+
+def _pack_row(batch: TokenBatch, rows: list[int], device: torch.device | str) -> MicroBatch:
+    seqs = [batch.sequences[i] for i in rows]
+    gather, targets, lens = [], [], []
+    start = 0
+    for seq, i in zip(seqs, rows, strict=True):
+        p, n = batch.prompt_lens[i], int(seq.numel())
+        gather.append(torch.arange(start + p - 1, start + n - 1))
+        targets.append(seq[p:])
+        lens.append(n - p)
+        start += n
+    return MicroBatch(
+        rows=list(rows),
+        input_ids=torch.cat(seqs)[None].to(device),
+        gather=torch.cat(gather).to(device),
+        targets=torch.cat(targets).to(device),
+        lens=lens,
+        position_ids=torch.cat([torch.arange(int(s.numel())) for s in seqs])[None].to(device),
     )
 
 

@@ -7,6 +7,7 @@ the policy scores, so values/returns/advantages all share the batch's [B, T] res
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,16 @@ from torch import Tensor, nn
 from reasoning_rl import dist
 from reasoning_rl.algorithms.aggregation import AggMode, compute_normalizer
 from reasoning_rl.algorithms.losses import value_loss
-from reasoning_rl.policy.batch import TokenBatch, pack, plan_micro_batches, unflatten
+from reasoning_rl.policy.batch import (
+    Layout,
+    MicroBatch,
+    MicroBatching,
+    Packing,
+    TokenBatch,
+    attention_cost,
+    pack,
+    unflatten,
+)
 from reasoning_rl.policy.comm import CommMeter, Sharding
 from reasoning_rl.policy.policy import lr_lambda
 from reasoning_rl.policy.sharded import load_train_state, save_train_state
@@ -35,8 +45,8 @@ class ValueModule(nn.Module):
         nn.init.normal_(self.value_head.weight, std=1.0 / math.sqrt(hidden + 1))
         nn.init.zeros_(self.value_head.bias)
 
-    def forward(self, input_ids: Tensor, gather: Tensor) -> Tensor:
-        h = response_hidden(self.lm, input_ids, gather)
+    def forward(self, input_ids: Tensor, gather: Tensor, position_ids: Tensor | None = None) -> Tensor:
+        h = response_hidden(self.lm, input_ids, gather, position_ids)
         return self.value_head(h).squeeze(-1).float()
 
 
@@ -55,7 +65,7 @@ class Critic:
         grad_clip: float | None,
         warmup_steps: int,
         total_steps: int | None,
-        micro_batch_tokens: int,
+        batching: MicroBatching,
         value_clip: float | None,
         comm: CommMeter | None = None,
         activation_offload: bool = False,
@@ -67,7 +77,7 @@ class Critic:
         self.device = device
         self.fsdp = fsdp
         self.grad_clip = grad_clip
-        self.micro_batch_tokens = micro_batch_tokens
+        self.batching = batching
         self.value_clip = value_clip
         impl = {"fused": True} if fused_optimizer else {}
         self.optimizer = torch.optim.AdamW(
@@ -99,8 +109,10 @@ class Critic:
         warmup_steps: int = 0,
         total_steps: int | None = None,
         micro_batch_tokens: int = 4096,
+        packing: Packing = "auto",
         value_clip: float | None = 0.2,
     ) -> Critic:
+        batching = MicroBatching(micro_batch_tokens, packing=packing)
         module, where, comm, _ = load_trainable(
             path,
             gguf_file=gguf_file,
@@ -123,25 +135,25 @@ class Critic:
             grad_clip=grad_clip,
             warmup_steps=warmup_steps,
             total_steps=total_steps,
-            micro_batch_tokens=micro_batch_tokens,
+            batching=replace(batching, cost=attention_cost(module.lm.config)),
             value_clip=value_clip,
             comm=comm,
             activation_offload=activation_offload,
             fused_optimizer=fused_optimizer,
         )
 
-    def _plans(self, batch: TokenBatch) -> list[list[int] | None]:
-        plans = plan_micro_batches(batch, self.micro_batch_tokens)
-        return equalize(plans) if self.fsdp else list(plans)
+    def _blocks(self, layout: Layout) -> list[list[int] | None]:
+        return equalize(layout.blocks) if self.fsdp else list(layout.blocks)
 
     def values(self, batch: TokenBatch) -> Tensor:
         """Per-response-token values [B, T], no grad."""
         b, t = batch.shape
         out = torch.zeros(b, t)
+        layout = self.batching.layout(batch, training=False)
         with torch.no_grad():
-            for rows in self._plans(batch):
-                mb = pack(batch, rows if rows is not None else [0], self.device)
-                v = self.module(mb.input_ids, mb.gather)
+            for rows in self._blocks(layout):
+                mb = pack(batch, rows if rows is not None else [0], self.device, packed=layout.packed)
+                v = self.module(*_inputs(mb))
                 if rows is not None:
                     out[rows] = unflatten(v.cpu(), mb.lens, t)
         return out
@@ -162,11 +174,12 @@ class Critic:
         )
         world = dist.world_size() if self.fsdp else 1
         total = torch.zeros(1)
-        for rows in self._plans(batch):
+        layout = self.batching.layout(batch)
+        for rows in self._blocks(layout):
             if rows is None:
                 (self.module(*_inputs(pack(batch, [0], self.device))).sum() * 0.0).backward()
                 continue
-            mb = pack(batch, rows, self.device)
+            mb = pack(batch, rows, self.device, packed=layout.packed)
             width = max(mb.lens)
             with saved_tensors_on_host(self.activation_offload, self.device):
                 v = unflatten(self.module(*_inputs(mb)), mb.lens, width)
@@ -197,5 +210,5 @@ class Critic:
         load_train_state(Path(directory), self.module, self.optimizer, self.scheduler, {}, what="critic")
 
 
-def _inputs(mb: Any) -> tuple[Tensor, Tensor]:
-    return mb.input_ids, mb.gather
+def _inputs(mb: MicroBatch) -> tuple[Tensor, Tensor, Tensor | None]:
+    return mb.input_ids, mb.gather, mb.position_ids

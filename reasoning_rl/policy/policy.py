@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -21,7 +22,7 @@ from torch import Tensor
 from reasoning_rl import dist
 from reasoning_rl.algorithms.aggregation import compute_normalizer
 from reasoning_rl.algorithms.losses import LossConfig, policy_loss
-from reasoning_rl.policy.batch import TokenBatch, pack, plan_micro_batches, unflatten
+from reasoning_rl.policy.batch import MicroBatching, Packing, TokenBatch, attention_cost, pack, unflatten
 from reasoning_rl.policy.comm import CommMeter, Sharding
 from reasoning_rl.policy.model import load_tokenizer, save_hf_model
 from reasoning_rl.policy.sharded import load_train_state, save_train_state
@@ -29,7 +30,6 @@ from reasoning_rl.policy.train_state import clip_and_step, load_trainable, saved
 from reasoning_rl.policy.wrap import ScoringModule, equalize, forward_micro, score
 from reasoning_rl.policy.zero_advantage import (
     TOKEN_AVERAGES,
-    drop_rows,
     no_row_anywhere,
     trained_rows,
     zero_missing_grads,
@@ -72,8 +72,7 @@ class Policy:
         grad_clip: float | None,
         warmup_steps: int,
         total_steps: int | None,
-        micro_batch_tokens: int,
-        micro_batch_size: int | None,
+        batching: MicroBatching,
         comm: CommMeter | None = None,
         activation_offload: bool = False,
         fused_optimizer: bool = False,
@@ -88,8 +87,7 @@ class Policy:
         self.device = device
         self.fsdp = fsdp
         self.grad_clip = grad_clip
-        self.micro_batch_tokens = micro_batch_tokens
-        self.micro_batch_size = micro_batch_size
+        self.batching = batching
         impl = {"fused": True} if fused_optimizer else {"foreach": not fsdp or None}
         self.optimizer = torch.optim.AdamW(
             self.trainable_parameters(), lr=lr, betas=betas, weight_decay=weight_decay, **impl
@@ -122,6 +120,7 @@ class Policy:
         total_steps: int | None = None,
         micro_batch_tokens: int = 4096,
         micro_batch_size: int | None = None,
+        packing: Packing = "auto",
         chunk_tokens: int = 1024,
         lora: LoraConfig | None = None,
         seed: int = 0,
@@ -129,8 +128,9 @@ class Policy:
         """Load ``path`` (dir, hub id, or GGUF dir + ``gguf_file``) for training.
 
         ``fsdp=None``: FSDP2 when world_size > 1 or on GPU; ``sharding``: its memory/communication switches. On GPU with FSDP, ``dtype`` is the compute
-        dtype (params/grad reduction stay float32). ``micro_batch_tokens`` bounds the packed tokens per
-        forward; ``micro_batch_size`` optionally also bounds sequences per forward. Memory switches:
+        dtype (params/grad reduction stay float32). ``micro_batch_tokens`` bounds the positions (padding
+        included) per forward; ``micro_batch_size`` optionally also bounds sequences per forward; ``packing``:
+        right-padded blocks, packed rows, or whichever is cheaper (``batch.plan_layout``). Memory switches:
         ``activation_checkpointing`` (every ``checkpoint_every``-th layer), ``activation_offload`` (what
         autograd saves stays in host memory), ``fused_optimizer`` (AdamW's fused kernel: no full-size
         temporaries in the optimizer step, 4 bytes a parameter less at its peak than foreach). ``lora``
@@ -139,10 +139,7 @@ class Policy:
         """
         if lr <= 0:
             raise ValueError(f"lr must be > 0; got {lr}")
-        if micro_batch_tokens < 1:
-            raise ValueError(f"micro_batch_tokens must be >= 1; got {micro_batch_tokens}")
-        if micro_batch_size is not None and micro_batch_size < 1:
-            raise ValueError(f"micro_batch_size must be >= 1; got {micro_batch_size}")
+        batching = MicroBatching(micro_batch_tokens, micro_batch_size, packing)
         module, where, comm, peft = load_trainable(
             path,
             gguf_file=gguf_file,
@@ -168,8 +165,7 @@ class Policy:
             grad_clip=grad_clip,
             warmup_steps=warmup_steps,
             total_steps=total_steps,
-            micro_batch_tokens=micro_batch_tokens,
-            micro_batch_size=micro_batch_size,
+            batching=replace(batching, cost=attention_cost(module.lm.config)),
             comm=comm,
             activation_offload=activation_offload,
             fused_optimizer=fused_optimizer,
@@ -183,7 +179,7 @@ class Policy:
     # ---- scoring -------------------------------------------------------------------------------
     def logprobs(self, batch: TokenBatch, *, with_entropy: bool = False) -> tuple[Tensor, Tensor | None]:
         """Per-response-token log-probs [B, T] (and entropy [B, T]) under the current weights, no grad."""
-        return score(self.module, batch, self.device, self.micro_batch_tokens, with_entropy=with_entropy)
+        return score(self.module, batch, self.device, self.batching, with_entropy=with_entropy)
 
     def base_logprobs(self, batch: TokenBatch) -> Tensor:
         """Log-probs [B, T] of the base model: the adapters disabled for this pass (the KL reference of a LoRA
@@ -191,7 +187,7 @@ class Policy:
         if self.peft is None:
             raise ValueError("base_logprobs needs LoRA adapters (model.lora.rank > 0)")
         with self.peft.disable_adapter():
-            return score(self.module, batch, self.device, self.micro_batch_tokens)[0]
+            return score(self.module, batch, self.device, self.batching)[0]
 
     # ---- training ------------------------------------------------------------------------------
     def train_step(
@@ -214,7 +210,8 @@ class Policy:
         longest response over all ranks. ``token_weights`` [B, T]: per-token loss weights (rollout-mismatch
         correction), None = 1. ``skip_zero_advantage``: no forward/backward for rows that cannot have a
         gradient (``zero_advantage``; the step is unchanged).
-        Returns loss, pg_loss, clip_frac, ratio_mean, entropy, kl (if ref), grad_norm, lr, tokens.
+        Returns loss, pg_loss, clip_frac, ratio_mean, entropy, kl (if ref), grad_norm, lr, tokens, micro_batches,
+        padding_share (padding over positions computed, all ranks), packed (1 when the rows were packed).
         """
         b, t = batch.shape
         if old_logprobs is not None:
@@ -223,7 +220,6 @@ class Policy:
             _check_shape("ref_logprobs", ref_logprobs, (b, t))
         if advantages.shape not in ((b,), (b, t)):
             raise ValueError(f"advantages must be [B]={b} or [B, T]={(b, t)}; got {tuple(advantages.shape)}")
-        plans = plan_micro_batches(batch, self.micro_batch_tokens, self.micro_batch_size)
         mask = batch.response_mask
         max_len = max_response_len
         if cfg.loss_agg == "seq-mean-token-sum-norm" and max_len is None:
@@ -238,8 +234,8 @@ class Policy:
         scale = 1.0
         if keep is not None and self.fsdp and no_row_anywhere(keep):
             keep = None  # FSDP2: zero gradients cannot be made without a pass; run the (exact) full pass
+        layout = self.batching.layout(batch, None if keep is None else keep.nonzero().flatten().tolist())
         if keep is not None:
-            plans = drop_rows(plans, keep)
             live = dist.all_reduce_sum(
                 torch.tensor(compute_normalizer(cfg.loss_agg, mask[keep], max_response_len=max_len))
             )
@@ -248,12 +244,12 @@ class Policy:
         sums = torch.zeros(
             len(METRIC_KEYS) + 1, device=self.device
         )  # on device: no host sync per micro-batch
-        for rows in equalize(plans) if self.fsdp else plans:
+        for rows in equalize(layout.blocks) if self.fsdp else layout.blocks:
             if rows is None:  # dummy pass so FSDP collectives line up across ranks; contributes 0
                 lp_flat, _ = forward_micro(self.module, pack(batch, [0], self.device))
                 (lp_flat.sum() * 0.0).backward()
                 continue
-            mb = pack(batch, rows, self.device)
+            mb = pack(batch, rows, self.device, packed=layout.packed)
             with saved_tensors_on_host(self.activation_offload, self.device):
                 lp_flat, ent_flat = forward_micro(self.module, mb)
             width = max(mb.lens)
@@ -287,8 +283,11 @@ class Policy:
         for k, key in enumerate(METRIC_KEYS, start=1):
             if key != "kl" or ref_logprobs is not None:
                 out[key] = float(sums[k]) * (scale if key in TOKEN_AVERAGES else 1.0)
-        out["tokens"] = float(dist.all_reduce_sum(torch.tensor(float(batch.num_tokens))).item())
-        out["micro_batches"] = float(len(plans))
+        counts = dist.all_reduce_sum(torch.tensor([float(batch.num_tokens), layout.tokens, layout.slots]))
+        out["tokens"] = float(counts[0])
+        out["padding_share"] = 1.0 - float(counts[1] / counts[2]) if float(counts[2]) else 0.0
+        out["packed"] = float(layout.packed)
+        out["micro_batches"] = float(len(layout.blocks))
         out["skipped_rows"] = float(len(batch) - int(keep.sum())) if keep is not None else 0.0
         if self.peft is not None:
             from reasoning_rl.policy.lora import adapter_update_norm

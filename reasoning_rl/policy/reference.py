@@ -3,12 +3,13 @@ between uses), or for a LoRA run the policy's own base weights with its adapters
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor
 
-from reasoning_rl.policy.batch import TokenBatch
+from reasoning_rl.policy.batch import MicroBatching, Packing, TokenBatch, attention_cost
 from reasoning_rl.policy.comm import CommMeter, Sharding
 from reasoning_rl.policy.model import load_causal_lm, resolve_dtype
 from reasoning_rl.policy.wrap import ScoringModule, placement, score, wrap
@@ -27,7 +28,7 @@ class ReferencePolicy:
         device: torch.device,
         fsdp: bool,
         offload: bool,
-        budget: int,
+        batching: MicroBatching,
         comm: CommMeter | None = None,
     ) -> None:
         self.module = module
@@ -35,7 +36,7 @@ class ReferencePolicy:
         self.device = device
         self.fsdp = fsdp
         self.offload = offload
-        self.micro_batch_tokens = budget
+        self.batching = batching
 
     @classmethod
     def from_pretrained(
@@ -48,8 +49,10 @@ class ReferencePolicy:
         fsdp: bool | None = None,
         offload: bool = False,
         micro_batch_tokens: int = 4096,
+        packing: Packing = "auto",
         chunk_tokens: int = 1024,
     ) -> ReferencePolicy:
+        batching = MicroBatching(micro_batch_tokens, packing=packing)
         where = placement(device, resolve_dtype(dtype), fsdp)
         lm = load_causal_lm(path, gguf_file=gguf_file, dtype=where.dtype)
         lm.requires_grad_(False)
@@ -60,17 +63,18 @@ class ReferencePolicy:
         elif not offload:
             module.to(where.device)
         module.eval()
-        return cls(module, where.device, where.fsdp, offload, micro_batch_tokens, comm)
+        batching = replace(batching, cost=attention_cost(lm.config))
+        return cls(module, where.device, where.fsdp, offload, batching, comm)
 
     def logprobs(self, batch: TokenBatch) -> Tensor:
         """Per-response-token log-probs [B, T] under the frozen weights."""
         if self.offload and not self.fsdp and self.device.type != "cpu":
             self.module.to(self.device)
             try:
-                return score(self.module, batch, self.device, self.micro_batch_tokens)[0]
+                return score(self.module, batch, self.device, self.batching)[0]
             finally:
                 self.module.to("cpu")
-        return score(self.module, batch, self.device, self.micro_batch_tokens)[0]
+        return score(self.module, batch, self.device, self.batching)[0]
 
 
 class AdapterOffReference:

@@ -1,4 +1,4 @@
-"""Wrapping an HF causal LM for scoring/training: packed forward, FSDP2 sharding, mixed precision."""
+"""Wrapping an HF causal LM for scoring/training: micro-batch forward, FSDP2 sharding, mixed precision."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from torch import Tensor, nn
 from torch._dynamo.decorators import mark_unbacked
 
 from reasoning_rl import dist
-from reasoning_rl.policy.batch import MicroBatch, TokenBatch, pack, plan_micro_batches, unflatten
+from reasoning_rl.policy.batch import MicroBatch, MicroBatching, TokenBatch, pack, unflatten
 from reasoning_rl.policy.comm import CommMeter, Sharding, meter
 from reasoning_rl.policy.logprobs import token_logprobs
 
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 
 class ScoringModule(nn.Module):
-    """Root module that FSDP2 wraps: padded-block forward + chunked log-probs of response tokens.
+    """Root module that FSDP2 wraps: micro-batch forward + chunked log-probs of response tokens.
 
     Routing the LM head through this module's forward keeps FSDP2's hooks in charge of gathering the
     embedding/head parameters (they live in the root shard group, so tied embeddings stay tied).
@@ -32,8 +32,10 @@ class ScoringModule(nn.Module):
         self.chunk_tokens = chunk_tokens
         self.compiled = compiled
 
-    def forward(self, input_ids: Tensor, gather: Tensor, targets: Tensor) -> tuple[Tensor, Tensor]:
-        h = response_hidden(self.lm, input_ids, gather)
+    def forward(
+        self, input_ids: Tensor, gather: Tensor, targets: Tensor, position_ids: Tensor | None = None
+    ) -> tuple[Tensor, Tensor]:
+        h = response_hidden(self.lm, input_ids, gather, position_ids)
         return token_logprobs(
             self.lm.get_output_embeddings(),
             h,
@@ -165,7 +167,7 @@ def score(
     module: nn.Module,
     batch: TokenBatch,
     device: torch.device,
-    token_budget: int,
+    batching: MicroBatching,
     *,
     with_entropy: bool = False,
 ) -> tuple[Tensor, Tensor | None]:
@@ -173,15 +175,16 @@ def score(
     b, t = batch.shape
     logp = torch.zeros(b, t)
     ent = torch.zeros(b, t) if with_entropy else None
+    layout = batching.layout(batch, training=False)
     was_training = module.training
     module.eval()
     try:
         with torch.no_grad():
-            for rows in equalize(plan_micro_batches(batch, token_budget)):
+            for rows in equalize(layout.blocks):
                 if rows is None:  # keep in step with ranks that have more micro-batches (FSDP collectives)
                     forward_micro(module, pack(batch, [0], device))
                     continue
-                mb = pack(batch, rows, device)
+                mb = pack(batch, rows, device, packed=layout.packed)
                 lp, en = forward_micro(module, mb)
                 logp[rows] = unflatten(lp.float().cpu(), mb.lens, t)
                 if ent is not None:
@@ -200,17 +203,19 @@ def equalize(plans: list[list[int]]) -> list[list[int] | None]:
     return [*plans, *([None] * (count - len(plans)))]
 
 
-def response_hidden(lm: Any, input_ids: Tensor, gather: Tensor) -> Tensor:
-    """Final hidden states [R, H] at ``gather`` (flat positions) of a right-padded block.
+def response_hidden(lm: Any, input_ids: Tensor, gather: Tensor, position_ids: Tensor | None = None) -> Tensor:
+    """Final hidden states [R, H] at ``gather`` (flat positions) of a micro-batch.
 
-    No attention mask and default positions: plain causal attention (the flash path of SDPA), and the
-    right padding after each sequence is never attended to by its real tokens.
+    Right-padded block (``position_ids`` None): no attention mask and default positions, so plain causal
+    attention (the flash path of SDPA); the padding after each sequence is never attended to by its real
+    tokens. Packed row: ``position_ids`` restart at 0 per sequence and, with no attention mask, transformers
+    turns the restarts into document boundaries for the model's attention implementation.
     """
-    out = lm.base_model(input_ids=input_ids, use_cache=False)
+    out = lm.base_model(input_ids=input_ids, position_ids=position_ids, use_cache=False)
     hidden = out.last_hidden_state
     return hidden.reshape(-1, hidden.shape[-1]).index_select(0, gather)
 
 
 def forward_micro(module: nn.Module, mb: MicroBatch) -> tuple[Tensor, Tensor]:
-    out: tuple[Tensor, Tensor] = module(mb.input_ids, mb.gather, mb.targets)
+    out: tuple[Tensor, Tensor] = module(mb.input_ids, mb.gather, mb.targets, mb.position_ids)
     return out

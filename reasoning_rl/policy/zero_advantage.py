@@ -24,12 +24,6 @@ def trained_rows(advantages: Tensor, response_mask: Tensor, cfg: LossConfig) -> 
     return (advantages.masked_fill(~response_mask.bool(), 0) != 0).any(dim=1)
 
 
-def drop_rows(plans: list[list[int]], keep: Tensor) -> list[list[int]]:
-    """The micro-batch plans without the skipped rows (order and grouping kept; empty plans dropped)."""
-    kept = [[r for r in rows if bool(keep[r])] for rows in plans]
-    return [rows for rows in kept if rows]
-
-
 def zero_missing_grads(module: nn.Module) -> None:
     """A step in which no row was trained still steps the optimizer on zero gradients, as the full pass would
     have (AdamW's moments and weight decay move the weights; a ``None`` gradient would skip the parameter)."""

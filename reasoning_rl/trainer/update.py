@@ -41,6 +41,11 @@ def update(
                     _add(stats, "critic", models.critic.train_step(mini.tokens, mini.returns, mini.values))
         attrs["tokens"] = batch.tokens.num_tokens * a.epochs
         attrs["skipped_rows"] = sum(stats.get("policy/skipped_rows", []))  # zero advantage: no pass run
+        shares = stats.get("policy/padding_share", [])
+        attrs["padding_share"] = (
+            round(sum(shares) / len(shares), 4) if shares else 0.0
+        )  # of computed positions
+        attrs["packed"] = sum(stats.get("policy/packed", [])) > 0
     trace.counter("tokens_trained", step, batch.tokens.num_tokens * a.epochs)
     if torch.cuda.is_available():
         trace.counter("gpu_mem_peak_bytes", step, torch.cuda.max_memory_allocated())

@@ -31,7 +31,12 @@ def fixed_batch(vocab: int = 90, n: int = 8) -> tuple[TokenBatch, torch.Tensor]:
 
 
 def run(
-    model_dir: str, *, micro_batch_tokens: int, agg: str = "token-mean", lora_rank: int = 0
+    model_dir: str,
+    *,
+    micro_batch_tokens: int,
+    agg: str = "token-mean",
+    lora_rank: int = 0,
+    packing: str = "off",
 ) -> dict[str, Any]:
     """``lora_rank`` > 0: train LoRA adapters of that rank instead of the whole model."""
     from reasoning_rl.config import LoraConfig
@@ -43,6 +48,7 @@ def run(
         grad_clip=1.0,
         micro_batch_tokens=micro_batch_tokens,
         lora=LoraConfig(rank=lora_rank) if lora_rank else None,
+        packing=packing,  # type: ignore[arg-type]
     )
     batch, rewards = fixed_batch()
     adv = compute_advantages("grpo", rewards, torch.arange(len(batch)) // 4)
@@ -74,9 +80,10 @@ def run(
 
 if __name__ == "__main__":
     model_dir, out_path, budget = sys.argv[1], sys.argv[2], int(sys.argv[3])
-    lora_rank = int(sys.argv[4]) if len(sys.argv) > 4 else 0
+    layout = sys.argv[4] if len(sys.argv) > 4 else "off"  # a LoRA rank (digits) or an algorithm.packing mode
+    lora_rank, packing = (int(layout), "off") if layout.isdigit() else (0, layout)
     dist.init()
-    result = run(model_dir, micro_batch_tokens=budget, lora_rank=lora_rank)
+    result = run(model_dir, micro_batch_tokens=budget, lora_rank=lora_rank, packing=packing)
     if dist.is_main():
         torch.save(result, Path(out_path))
     dist.destroy()

@@ -28,7 +28,12 @@ def test_one_compile_serves_every_block_width_row_count_and_chunk(tiny_model_dir
 
     torch._dynamo.reset()
     policy = Policy.from_pretrained(
-        str(tiny_model_dir), lr=1e-3, micro_batch_tokens=BUDGET, chunk_tokens=CHUNK, compile_layers=True
+        str(tiny_model_dir),
+        lr=1e-3,
+        micro_batch_tokens=BUDGET,
+        chunk_tokens=CHUNK,
+        compile_layers=True,
+        packing="off",  # the padded blocks' shapes; packed rows: the test below
     )
 
     def step(lens: list[int], seed: int) -> int:
@@ -48,10 +53,40 @@ def test_one_compile_serves_every_block_width_row_count_and_chunk(tiny_model_dir
 
     # The same numbers as eager on a batch with a one-row block (width 36: 33 response tokens, so its last
     # log-prob chunk has one row).
-    eager = Policy.from_pretrained(str(tiny_model_dir), micro_batch_tokens=BUDGET, chunk_tokens=CHUNK)
+    eager = Policy.from_pretrained(
+        str(tiny_model_dir), micro_batch_tokens=BUDGET, chunk_tokens=CHUNK, packing="off"
+    )
     eager.lm.load_state_dict(policy.lm.state_dict())
     batch = batch_of([36, 9, 9, 4], 9)
     assert len(plan_micro_batches(batch, BUDGET)[0]) == 1
     (lp_c, ent_c), (lp_e, ent_e) = (p.logprobs(batch, with_entropy=True) for p in (policy, eager))
     assert ent_c is not None and ent_e is not None
     assert torch.allclose(lp_c, lp_e, atol=1e-5) and torch.allclose(ent_c, ent_e, atol=1e-4)
+
+
+@pytest.mark.slow
+def test_packed_rows_compile_once_for_every_row_length(tiny_model_dir):
+    """Packed rows (``packing=on``): one set of graphs for a row with document boundaries (the mask) and one for
+    a row of a single sequence (plain causal), then none for any other row length or sequence count."""
+    from torch._dynamo.utils import counters
+
+    torch._dynamo.reset()
+    policy = Policy.from_pretrained(
+        str(tiny_model_dir),
+        lr=1e-3,
+        micro_batch_tokens=BUDGET,
+        chunk_tokens=CHUNK,
+        compile_layers=True,
+        packing="on",
+    )
+
+    def step(lens: list[int], seed: int) -> int:
+        batch = batch_of(lens, seed)
+        policy.logprobs(batch)
+        policy.train_step(batch, torch.linspace(-1, 1, len(lens)), None, None, LossConfig())
+        return int(counters["stats"]["unique_graphs"])
+
+    step([12, 12, 10, 9], 0)
+    warm = step([12], 1)
+    for k, lens in enumerate([[17, 15, 15], [23, 8, 8, 8, 5], [40, 9, 9], [30, 29], [36, 9, 9, 4]], start=2):
+        assert step(lens, k) == warm, f"recompiled on packed rows {lens}"

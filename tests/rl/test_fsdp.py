@@ -34,7 +34,10 @@ def single(tiny_model_dir):
 
 @pytest.mark.slow
 @pytest.mark.distributed
-def test_two_process_fsdp2_step_matches_single_process(tiny_model_dir, tmp_path, single):
+@pytest.mark.parametrize("packing", ["off", "on"])
+def test_two_process_fsdp2_step_matches_single_process(tiny_model_dir, tmp_path, single, packing):
+    """Against one padded single-process step; ``packing=on``: each rank packs its shard into rows (the
+    loss normalisers are all-reduced token counts, whatever the layout)."""
     out = tmp_path / "dp2.pt"
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
     cmd = [
@@ -49,12 +52,14 @@ def test_two_process_fsdp2_step_matches_single_process(tiny_model_dir, tmp_path,
         str(tiny_model_dir),
         str(out),
         "20",  # 20-token budget: several micro-batches
+        packing,
     ]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=180)
     assert proc.returncode == 0, proc.stderr[-4000:]
     dp = torch.load(out, weights_only=False)
     assert dp["world"] == 2 and single["world"] == 1
     assert dp["metrics"]["micro_batches"] > 1  # this rank's shard was split
+    assert dp["metrics"]["packed"] == float(packing == "on") and single["metrics"]["packed"] == 0.0
     for key in ("loss", "pg_loss", "kl", "entropy", "clip_frac", "grad_norm", "tokens"):
         assert dp["metrics"][key] == pytest.approx(single["metrics"][key], rel=1e-5, abs=1e-6), key
     assert single["metrics"]["clip_frac"] > 0  # the step exercised clipping

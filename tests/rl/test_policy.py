@@ -1,4 +1,4 @@
-"""Policy on one process: micro-batched (right-padded) log-probs, chunking, compile, micro-batch invariance, checkpoints, bad input."""
+"""Policy on one process: micro-batched (right-padded or packed) log-probs, chunking, compile, micro-batch invariance, checkpoints, bad input."""
 
 from __future__ import annotations
 
@@ -139,10 +139,13 @@ def _step(model_dir, budget: int, agg: str, sgd: bool = False, **kw):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("agg", ["token-mean", "seq-mean-token-mean", "seq-mean-token-sum-norm"])
-def test_train_step_invariant_to_micro_batching(tiny_model_dir, agg):
-    whole, m1 = _step(tiny_model_dir, 10_000, agg, sgd=True)
-    split, m2 = _step(tiny_model_dir, 16, agg, sgd=True, chunk_tokens=4)
+@pytest.mark.parametrize("packing", ["off", "on"])
+def test_train_step_invariant_to_micro_batching(tiny_model_dir, agg, packing):
+    """The step does not depend on the token budget, for right-padded blocks and for packed rows."""
+    whole, m1 = _step(tiny_model_dir, 10_000, agg, sgd=True, packing=packing)
+    split, m2 = _step(tiny_model_dir, 16, agg, sgd=True, chunk_tokens=4, packing=packing)
     assert m1["micro_batches"] == 1 and m2["micro_batches"] >= 4
+    assert m1["packed"] == m2["packed"] == float(packing == "on")
     for key in ("loss", "pg_loss", "kl", "clip_frac", "entropy", "grad_norm"):
         assert m1[key] == pytest.approx(m2[key], rel=1e-5, abs=1e-7), key
     for (n, a), (_, b) in zip(whole.lm.named_parameters(), split.lm.named_parameters(), strict=True):
@@ -219,8 +222,13 @@ def test_bad_batches_and_configs_are_clear_errors(tiny_model_dir):
     old, _ = policy.logprobs(batch)
     with pytest.raises(ValueError, match="micro_batch_size=4 exceeds the batch of 3 sequences"):
         policy.train_step(batch, torch.zeros(3), old, None, LossConfig())
-    with pytest.raises(ValueError, match="more than micro_batch_tokens=4"):
-        plan_micro_batches(batch, 4)
+    assert plan_micro_batches(batch, 4) == [
+        [i] for i in sorted(range(3), key=lambda i: -len(batch.sequences[i]))
+    ]
+    with pytest.raises(ValueError, match="micro_batch_tokens must be >= 1"):
+        Policy.from_pretrained(str(tiny_model_dir), micro_batch_tokens=0)
+    with pytest.raises(ValueError, match="packing must be auto, on or off"):
+        Policy.from_pretrained(str(tiny_model_dir), packing="yes")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match=r"old_logprobs must have the batch's per-token shape"):
         policy.train_step(batch, torch.zeros(3), old[:, :2], None, LossConfig())
     with pytest.raises(ValueError, match="advantages must be"):
