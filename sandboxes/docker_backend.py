@@ -84,9 +84,12 @@ def _alive(pid: int) -> bool:
 
 
 def remove_stale(c: Any) -> int:
-    """Remove our labelled containers whose owning process (on this host) is gone, e.g. after a crash."""
+    """Remove our labelled containers whose owning process (on this host) is gone, e.g. after a crash.
+
+    Other processes start and remove their own containers meanwhile: one that is gone between the listing and
+    its inspection is skipped (``ignore_removed``), else that race failed a whole grader's start (CI, 404)."""
     removed = 0
-    for container in c.containers.list(all=True, filters={"label": LABEL}):
+    for container in c.containers.list(all=True, filters={"label": LABEL}, ignore_removed=True):
         labels = container.labels
         owner = labels.get(f"{LABEL}.pid", "")
         if labels.get(f"{LABEL}.host") != _HOST or (owner.isdigit() and _alive(int(owner))):

@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import pytest
+from docker.models.containers import ContainerCollection
 
 import sandboxes
 from sandboxes import RunRequest
@@ -20,7 +21,7 @@ pytestmark = pytest.mark.docker
 
 def test_containers_are_hardened(docker_sandbox: Sandbox) -> None:
     docker_sandbox.run(RunRequest(["true"]))
-    mine = client().containers.list(filters={"label": f"{LABEL}.pid={os.getpid()}"})
+    mine = client().containers.list(filters={"label": f"{LABEL}.pid={os.getpid()}"}, ignore_removed=True)
     assert mine
     host = mine[0].attrs["HostConfig"]
     assert host["NetworkMode"] == "none"
@@ -48,14 +49,37 @@ def test_stale_containers_of_dead_owners_are_removed() -> None:
     alive.remove(force=True)
 
 
+def test_stale_sweep_survives_a_container_removed_while_it_lists(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another process removes its own container between the sweep's listing and its inspection (the race
+    that failed CI's grader selftest with a 404): the sweep skips it and the other containers stay."""
+    c = client()
+    doomed = start_container(ContainerSpec(DEFAULT_IMAGE, 64, 16, 0.5, 8, ()))
+    kept = start_container(ContainerSpec(DEFAULT_IMAGE, 64, 16, 0.5, 8, ()))
+    real_get = ContainerCollection.get
+
+    def get_after_concurrent_removal(self: ContainerCollection, container_id: str) -> object:
+        if container_id == doomed.id:
+            doomed.remove(force=True)
+        return real_get(self, container_id)
+
+    monkeypatch.setattr(ContainerCollection, "get", get_after_concurrent_removal)
+    try:
+        assert remove_stale(c) == 0  # both owners (this process) are alive: nothing is stale
+        kept.reload()
+        assert kept.status == "running"
+    finally:
+        monkeypatch.undo()
+        kept.remove(force=True)
+
+
 def test_cold_mode_runs_and_leaves_nothing_behind() -> None:
     mine = {"label": f"{LABEL}.pid={os.getpid()}"}  # other processes may be using Docker right now
-    before = {c.id for c in client().containers.list(all=True, filters=mine)}
+    before = {c.id for c in client().containers.list(all=True, filters=mine, ignore_removed=True)}
     sb = sandboxes.open_sandbox("docker", warm=False)
     r = sb.run(RunRequest(["python3", "-c", "print('cold')"]))
     sb.close()
     assert (r.stdout, r.stopped_by) == (b"cold\n", "exit")
-    after = {c.id for c in client().containers.list(all=True, filters=mine)}
+    after = {c.id for c in client().containers.list(all=True, filters=mine, ignore_removed=True)}
     assert after <= before
 
 
