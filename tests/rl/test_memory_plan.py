@@ -27,28 +27,11 @@ from reasoning_rl.memory_plan import (  # noqa: E402
     update_terms,
     usable_bytes,
 )
+from reasoning_rl.model_shapes import QWEN25_1_5B, QWEN25_7B  # noqa: E402
 
 H200 = 139 * GiB  # what torch reports for the lent H200s (about 139 GiB)
-QWEN15 = dict(
-    vocab_size=151936,
-    hidden_size=1536,
-    intermediate_size=8960,
-    num_hidden_layers=28,
-    num_attention_heads=12,
-    num_key_value_heads=2,
-    tie_word_embeddings=True,
-    max_position_embeddings=131072,
-)
-QWEN7 = dict(
-    vocab_size=152064,
-    hidden_size=3584,
-    intermediate_size=18944,
-    num_hidden_layers=28,
-    num_attention_heads=28,
-    num_key_value_heads=4,
-    tie_word_embeddings=False,
-    max_position_embeddings=131072,
-)
+QWEN15 = dict(QWEN25_1_5B, max_position_embeddings=131072)
+QWEN7 = dict(QWEN25_7B, max_position_embeddings=131072)
 
 
 def qwen2(**kw: Any) -> Any:
