@@ -12,6 +12,10 @@ FSDP2 on CUDA, else b):
 
 - kept: params m·P/W, gradients m·P/W, AdamW moments 2·m·P/W (all on CPU with ``model.cpu_offload``), the frozen
   reference b·P/W (``kl_coef > 0``; on CPU with ``model.ref_offload``), the critic like the policy (PPO);
+- with LoRA adapters (``model.lora``, A adapter parameters from rank, target modules and shape: ``Adapters``) the
+  policy keeps its frozen base in b (b·P/W) and only the fp32 adapters have gradients and AdamW moments
+  (4·A/W + 4·A/W + 8·A/W); the reference is the base with the adapters off (no second model); a layer's saved
+  activations grow by each adapted linear's low-rank input (``Adapters.saved_bytes``);
 - gathered by FSDP2 while a micro-batch runs: the root (embeddings, head) and two decoder layers in b (every
   layer with ``reshard_after_forward=false``), a layer's unsharded gradients in b and the reduce dtype;
 - saved activations per token of one decoder layer (``layer_saved_bytes``: what autograd keeps for backward in
@@ -29,12 +33,13 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from reasoning_rl.config import Config, ConfigError
+from reasoning_rl.config import Config, ConfigError, LoraConfig
 
 GiB = 1 << 30
 DENSE_TYPES = ("llama", "mistral", "qwen2", "qwen3")
@@ -131,6 +136,20 @@ class ModelShape:
     def params(self) -> int:
         return self.layers * self.layer_params + self.root_params
 
+    def linears(self) -> dict[str, tuple[int, int]]:
+        """A decoder layer's linear layers under their HF module names (as PEFT matches LoRA targets), with
+        their (in, out) features."""
+        h, i, q, kv = self.hidden, self.intermediate, self.q_dim, self.kv_dim
+        return {
+            "self_attn.q_proj": (h, q),
+            "self_attn.k_proj": (h, kv),
+            "self_attn.v_proj": (h, kv),
+            "self_attn.o_proj": (q, h),
+            "mlp.gate_proj": (h, i),
+            "mlp.up_proj": (h, i),
+            "mlp.down_proj": (i, h),
+        }
+
     def kv_bytes_per_token(self, dtype_bytes: int) -> int:
         return 2 * self.layers * self.kv_dim * dtype_bytes
 
@@ -166,6 +185,63 @@ class ModelShape:
 
 
 @dataclass(frozen=True)
+class Adapters:
+    """LoRA adapters (``model.lora``) on a model of some shape, as PEFT injects them: ``rank`` x (in + out)
+    parameters for each targeted linear layer (``all-linear``: every decoder linear, not the LM head; a list:
+    names equal to or ending in an entry; another string: a regex on the full module name).
+
+    ``layer``: the (in, out) features of the adapted linears of the decoder layer with the most adapters (every
+    layer alike unless the targets name layers), for what FSDP2 gathers and a layer saves per token."""
+
+    rank: int
+    params: int
+    layer: tuple[tuple[int, int], ...]
+    dropout: bool
+
+    @classmethod
+    def of(cls, shape: ModelShape, lora: LoraConfig) -> Adapters:
+        targets = lora.target_modules
+        per_layer = []
+        for index in range(shape.layers):
+            names = {f"model.layers.{index}.{name}": fans for name, fans in shape.linears().items()}
+            per_layer.append(tuple(fans for name, fans in names.items() if _targeted(name, targets)))
+        head = not shape.tied and _targeted("lm_head", targets)  # a tied head: add_adapters refuses it
+        fans = [f for layer in per_layer for f in layer] + [(shape.hidden, shape.vocab)] * head
+        return cls(
+            rank=lora.rank,
+            params=lora.rank * sum(a + b for a, b in fans),
+            layer=max(per_layer, key=lambda layer: sum(a + b for a, b in layer)),
+            dropout=lora.dropout > 0,
+        )
+
+    @property
+    def layer_params(self) -> int:
+        return self.rank * sum(a + b for a, b in self.layer)
+
+    def saved_bytes(self, b: int, adapter_b: int) -> int:
+        """Bytes per token autograd saves in one decoder layer's adapters beyond the frozen layer's own: each
+        low-rank ``A x`` (``B``'s input), and ``A``'s input when it is a new tensor, not the base layer's: the
+        dropout's output (+ its 1-byte mask) or the cast to the adapters' dtype (``adapter_b``: fp32 adapters
+        beside a half-precision base when no FSDP2 mixed precision casts them to ``b``). Added to a trained
+        layer's ``layer_saved_bytes`` this is an upper bound: the frozen base keeps no inputs for weight
+        gradients (counted on CPU for all-linear adapters: 10-20 % less, tests/rl/test_memory_plan.py)."""
+        new_input = self.dropout or adapter_b != b
+        return sum(
+            self.rank * adapter_b + new_input * fan_in * adapter_b + self.dropout * fan_in
+            for fan_in, _ in self.layer
+        )
+
+
+def _targeted(name: str, targets: str | list[str]) -> bool:
+    """PEFT's match of a module name against ``model.lora.target_modules``."""
+    if isinstance(targets, str):
+        if targets.lower() == "all-linear":
+            return name != "lm_head"
+        return re.fullmatch(targets, name) is not None
+    return name in targets or any(name.endswith(f".{t}") for t in targets)
+
+
+@dataclass(frozen=True)
 class TrainSetup:
     """What decides a rank's trainer memory, resolved from the config and the device."""
 
@@ -184,6 +260,15 @@ class TrainSetup:
     critic: bool = False
     fused_optimizer: bool = False
     engine_in_update: int = 0  # bytes the engine holds during the trainer's passes (asleep or awake)
+    lora: LoraConfig | None = None  # model.lora when its rank > 0: only the adapters are trained
+
+    def adapters(self, shape: ModelShape) -> Adapters | None:
+        return None if self.lora is None else Adapters.of(shape, self.lora)
+
+    @property
+    def adapter_bytes(self) -> int:
+        """The adapters' compute dtype: ``b`` under FSDP2's mixed precision, else their fp32 masters."""
+        return self.compute_bytes if self.master_bytes > self.compute_bytes else 4
 
     @classmethod
     def of(cls, cfg: Config, *, device: str, dtype: str, world: int) -> TrainSetup:
@@ -191,7 +276,9 @@ class TrainSetup:
         b = DTYPE_BYTES[dtype]
         fsdp = {"on": True, "off": False, "auto": world > 1 or device == "cuda"}[m.fsdp]
         compiled = m.compile if m.compile is not None else device == "cuda"
-        ref = "none" if cfg.algorithm.kl_coef <= 0 else ("cpu" if m.ref_offload else "device")
+        ref = (
+            "none" if cfg.algorithm.kl_coef <= 0 or m.lora.enabled else ("cpu" if m.ref_offload else "device")
+        )
         return cls(
             compute_bytes=b,
             master_bytes=4 if fsdp and device == "cuda" else b,
@@ -208,21 +295,36 @@ class TrainSetup:
             fused_optimizer=(
                 cfg.optim.fused if cfg.optim.fused is not None else device == "cuda" and not m.cpu_offload
             ),
+            lora=m.lora if m.lora.enabled else None,
         )
+
+
+def trained_bytes(
+    shape: ModelShape, s: TrainSetup, adapters: Adapters | None, *, grads: bool = True
+) -> dict[str, int]:
+    """One trained model's shard of params, gradients and AdamW moments (wherever they live): all in the master
+    dtype, or with ``adapters`` the frozen base in the compute dtype and only the fp32 adapters trained."""
+    share = math.ceil(shape.params / s.world)
+    if adapters is None:
+        trained, base = share, 0
+        master = s.master_bytes
+    else:
+        trained, base = math.ceil(adapters.params / s.world), s.compute_bytes * share
+        master = 4
+    return {
+        "params": base + master * trained,
+        "grads": master * trained * grads,
+        "optimizer": 2 * master * trained,
+    }
 
 
 def kept_bytes(shape: ModelShape, s: TrainSetup, *, grads: bool = True) -> dict[str, int]:
     """What stays on the device between passes: the trained models' shards and states, the reference."""
     share = math.ceil(shape.params / s.world)
     on_device = 0 if s.cpu_offload else 1
-    per_model = {
-        "params": s.master_bytes * share * on_device,
-        "grads": s.master_bytes * share * on_device * grads,
-        "optimizer": 2 * s.master_bytes * share * on_device,
-    }
-    out = dict(per_model)
-    if s.critic:
-        out["critic"] = sum(per_model.values())
+    out = {k: v * on_device for k, v in trained_bytes(shape, s, s.adapters(shape), grads=grads).items()}
+    if s.critic:  # the critic trains in full (no adapters)
+        out["critic"] = sum(trained_bytes(shape, s, None, grads=grads).values()) * on_device
     if s.ref == "device":
         out["reference"] = s.compute_bytes * share
     if s.engine_in_update:
@@ -231,18 +333,24 @@ def kept_bytes(shape: ModelShape, s: TrainSetup, *, grads: bool = True) -> dict[
 
 
 def gathered_bytes(shape: ModelShape, s: TrainSetup) -> int:
-    """FSDP2's unsharded parameters (and one layer's unsharded gradients) while a micro-batch runs."""
+    """FSDP2's unsharded parameters (and one layer's unsharded gradients: with LoRA only its adapters') while a
+    micro-batch runs."""
     b = s.compute_bytes
     layers = shape.layers if not s.reshard_after_forward else min(2, shape.layers)
-    grads = 2 * (b + s.reduce_bytes) * shape.layer_params
-    return b * shape.root_params + b * layers * shape.layer_params + grads
+    adapters = s.adapters(shape)
+    extra = 0 if adapters is None else adapters.layer_params
+    trained = shape.layer_params if adapters is None else extra
+    grads = 2 * (b + s.reduce_bytes) * trained
+    return b * shape.root_params + b * layers * (shape.layer_params + extra) + grads
 
 
 def activation_bytes(shape: ModelShape, s: TrainSetup, tokens: int) -> int:
     """Saved activations of a micro-batch of ``tokens`` (padded block tokens) at the start of backward, plus
     the working set of the layer being recomputed / back-propagated."""
     b = s.compute_bytes
+    adapters = s.adapters(shape)
     layer = shape.layer_saved_bytes(b, s.compiled)
+    layer += 0 if adapters is None else adapters.saved_bytes(b, s.adapter_bytes)
     ckpt = math.ceil(shape.layers / s.checkpoint_every) if s.checkpointing else 0
     saved = ckpt * b * shape.hidden + (shape.layers - ckpt) * layer + shape.model_saved_bytes(b)
     if s.activation_offload:  # saved on the host; the layer in flight is on the device
@@ -263,7 +371,9 @@ def update_terms(shape: ModelShape, s: TrainSetup, tokens: int) -> dict[str, int
         "logprob_chunk": chunk,
     }
     foreach = not (s.cpu_offload or s.fused_optimizer)  # foreach AdamW: one full-size temporary (sqrt of v)
-    step = {**kept, "optimizer_step": foreach * s.master_bytes * math.ceil(shape.params / s.world)}
+    adapters = s.adapters(shape)
+    trained = trained_bytes(shape, s, adapters)["grads"]  # the temporary is the size of the trained shard
+    step = {**kept, "optimizer_step": foreach * trained}
     return backward if sum(backward.values()) >= sum(step.values()) else step
 
 
@@ -433,11 +543,13 @@ def _gib(n: int) -> str:
 
 def host_bytes(shape: ModelShape, s: TrainSetup) -> int:
     """What the offload switches keep in host memory: with ``cpu_offload`` the trained models' fp32 params,
-    gradients and AdamW moments (16 bytes a parameter, per rank's shard), with the reference offloaded its
-    weights."""
+    gradients and AdamW moments (16 bytes a parameter, per rank's shard; with LoRA the frozen base and the
+    adapters' states), with the reference offloaded its weights."""
     share = math.ceil(shape.params / s.world)
-    models = 1 + s.critic
-    out = 4 * s.master_bytes * share * models if s.cpu_offload else 0
+    out = 0
+    if s.cpu_offload:
+        out = sum(trained_bytes(shape, s, s.adapters(shape)).values())
+        out += sum(trained_bytes(shape, s, None).values()) if s.critic else 0
     return out + (s.compute_bytes * share if s.ref == "cpu" else 0)
 
 

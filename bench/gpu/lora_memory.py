@@ -28,33 +28,16 @@ import torch
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
+from reasoning_rl import model_shapes  # noqa: E402
 from reasoning_rl.algorithms import LossConfig, compute_advantages  # noqa: E402
 from reasoning_rl.config import LoraConfig  # noqa: E402
 from reasoning_rl.policy import Policy, TokenBatch  # noqa: E402
 
 # Qwen2.5-1.5B (config.json of Qwen/Qwen2.5-1.5B), and a CPU-sized stand-in of the same family.
 QWEN25_15B: dict[str, Any] = dict(
-    vocab_size=151936,
-    hidden_size=1536,
-    intermediate_size=8960,
-    num_hidden_layers=28,
-    num_attention_heads=12,
-    num_key_value_heads=2,
-    max_position_embeddings=32768,
-    rope_theta=1000000.0,
-    rms_norm_eps=1e-6,
-    tie_word_embeddings=True,
+    model_shapes.QWEN25_1_5B, max_position_embeddings=32768, rope_theta=1000000.0, rms_norm_eps=1e-6
 )
-TINY: dict[str, Any] = dict(
-    vocab_size=512,
-    hidden_size=64,
-    intermediate_size=128,
-    num_hidden_layers=2,
-    num_attention_heads=2,
-    num_key_value_heads=1,
-    max_position_embeddings=1024,
-    tie_word_embeddings=True,
-)
+TINY: dict[str, Any] = dict(model_shapes.TINY, max_position_embeddings=1024)
 
 
 def build_model(shape: dict[str, Any], out: Path) -> Path:

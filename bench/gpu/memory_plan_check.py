@@ -37,48 +37,15 @@ from reasoning_rl.memory_plan import (
     update_terms,
     usable_bytes,
 )
+from reasoning_rl.model_shapes import QWEN25_1_5B, QWEN25_7B, TINY
 from reasoning_rl.policy import TokenBatch
 
 PEAK_FLOPS = 790e12  # bf16 dense, measured on this H200 kind (bench/RESULTS.md)
 PROMPT = 512
 VARIANTS: dict[str, dict[str, Any]] = {
-    "1.5b": dict(
-        shape=dict(
-            vocab_size=151936,
-            hidden_size=1536,
-            intermediate_size=8960,
-            num_hidden_layers=28,
-            num_attention_heads=12,
-            num_key_value_heads=2,
-            tie_word_embeddings=True,
-        ),
-        response=8192,
-    ),
-    "7b": dict(
-        shape=dict(
-            vocab_size=152064,
-            hidden_size=3584,
-            intermediate_size=18944,
-            num_hidden_layers=28,
-            num_attention_heads=28,
-            num_key_value_heads=4,
-            tie_word_embeddings=False,
-        ),
-        response=4096,
-    ),
-    "tiny": dict(
-        shape=dict(
-            vocab_size=512,
-            hidden_size=64,
-            intermediate_size=128,
-            num_hidden_layers=2,
-            num_attention_heads=2,
-            num_key_value_heads=1,
-            tie_word_embeddings=True,
-        ),
-        response=64,
-        prompt=32,
-    ),
+    "1.5b": dict(shape=dict(QWEN25_1_5B), response=8192),
+    "7b": dict(shape=dict(QWEN25_7B), response=4096),
+    "tiny": dict(shape=dict(TINY), response=64, prompt=32),
 }
 
 

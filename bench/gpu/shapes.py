@@ -2,42 +2,21 @@
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-SHAPES: dict[str, dict[str, int]] = {
-    "smol": dict(
-        vocab_size=49152,
-        hidden_size=576,
-        intermediate_size=1536,
-        num_hidden_layers=30,
-        num_attention_heads=9,
-        num_key_value_heads=3,
-    ),
-    "qwen": dict(
-        vocab_size=151936,
-        hidden_size=896,
-        intermediate_size=4864,
-        num_hidden_layers=24,
-        num_attention_heads=14,
-        num_key_value_heads=2,
-    ),
-    "qwen15": dict(  # Qwen2.5-1.5B / DeepSeek-R1-Distill-Qwen-1.5B
-        vocab_size=151936,
-        hidden_size=1536,
-        intermediate_size=8960,
-        num_hidden_layers=28,
-        num_attention_heads=12,
-        num_key_value_heads=2,
-    ),
-    "tiny": dict(
-        vocab_size=512,
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-    ),
+# The package from this source tree: verl's environment runs these scripts without installing it (appended, so
+# nothing of the tree shadows an installed package there).
+sys.path.append(str(Path(__file__).resolve().parents[2]))
+from reasoning_rl.model_shapes import QWEN25_0_5B, QWEN25_1_5B, SMOLLM2_135M, TINY  # noqa: E402
+
+SHAPES: dict[str, Mapping[str, int]] = {
+    "smol": SMOLLM2_135M,
+    "qwen": QWEN25_0_5B,
+    "qwen15": QWEN25_1_5B,  # Qwen2.5-1.5B / DeepSeek-R1-Distill-Qwen-1.5B
+    "tiny": TINY,
 }
 
 
@@ -61,9 +40,8 @@ def build_random_model(shape: str, out_dir: str | Path, seed: int = 0, max_posit
         tokenizer_object=tok, unk_token="t0", pad_token="t0", eos_token="t1", bos_token="t2"
     )
     fast.save_pretrained(out)
-    cfg = LlamaConfig(
+    cfg = LlamaConfig(  # every shape here ties its embeddings (param_count counts them once)
         max_position_embeddings=max_positions,
-        tie_word_embeddings=True,
         bos_token_id=2,
         eos_token_id=1,
         **spec,

@@ -2,24 +2,15 @@
 
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from rrl_testutil import two_ranks
 
 torch = pytest.importorskip("torch")
 
 HERE = Path(__file__).resolve().parent
-REPO = HERE.parents[1]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture(scope="module")
@@ -39,23 +30,8 @@ def test_two_process_fsdp2_step_matches_single_process(tiny_model_dir, tmp_path,
     """Against one padded single-process step; ``packing=on``: each rank packs its shard into rows (the
     loss normalisers are all-reduced token counts, whatever the layout)."""
     out = tmp_path / "dp2.pt"
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
-    cmd = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--nproc_per_node",
-        "2",
-        "--master_port",
-        str(_free_port()),
-        str(HERE / "fsdp_worker.py"),
-        str(tiny_model_dir),
-        str(out),
-        "20",  # 20-token budget: several micro-batches
-        packing,
-    ]
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=180)
-    assert proc.returncode == 0, proc.stderr[-4000:]
+    # 20-token budget: several micro-batches
+    two_ranks(HERE / "fsdp_worker.py", str(tiny_model_dir), str(out), "20", packing)
     dp = torch.load(out, weights_only=False)
     assert dp["world"] == 2 and single["world"] == 1
     assert dp["metrics"]["micro_batches"] > 1  # this rank's shard was split
@@ -98,20 +74,7 @@ def test_two_ranks_each_with_vllm_get_the_sharded_weights(tiny_model_dir):
     pytest.importorskip("vllm")
     import json
 
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
-    cmd = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--nproc_per_node",
-        "2",
-        "--master_port",
-        str(_free_port()),
-        str(HERE / "vllm_dp_worker.py"),
-        str(tiny_model_dir),
-    ]
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=240)
-    assert proc.returncode == 0, proc.stderr[-4000:]
+    proc = two_ranks(HERE / "vllm_dp_worker.py", str(tiny_model_dir), timeout=240)
     rows = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
     assert sorted(r["rank"] for r in rows) == [0, 1]
     for r in rows:

@@ -4,14 +4,13 @@ with the adapters disabled; the hand-off streams merged weights under the base m
 from __future__ import annotations
 
 import os
-import socket
-import subprocess
 import sys
 from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
 import torch
+from rrl_testutil import two_ranks
 
 from reasoning_rl.algorithms import LossConfig
 from reasoning_rl.config import LoraConfig, load_config
@@ -22,7 +21,6 @@ from reasoning_rl.policy.batch import TokenBatch
 from reasoning_rl.rollout import make_engine
 
 HERE = Path(__file__).resolve().parent
-REPO = HERE.parents[1]
 PROMPTS = [[7 + (i * 5 + k) % 60 for k in range(24)] for i in range(3)]
 
 
@@ -134,12 +132,6 @@ def test_merged_handoff_serves_the_trainers_policy_and_the_gate_covers_it(lora_p
         push_weights(lora_policy, engine, gate=gate, step=3)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.mark.slow
 @pytest.mark.distributed
 def test_two_process_fsdp2_lora_step_matches_single_process(tiny_model_dir, tmp_path):
@@ -150,23 +142,7 @@ def test_two_process_fsdp2_lora_step_matches_single_process(tiny_model_dir, tmp_
         sys.path.remove(str(HERE))
     single = run(str(tiny_model_dir), micro_batch_tokens=10_000, lora_rank=4)
     out = tmp_path / "dp2.pt"
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
-    cmd = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--nproc_per_node",
-        "2",
-        "--master_port",
-        str(_free_port()),
-        str(HERE / "fsdp_worker.py"),
-        str(tiny_model_dir),
-        str(out),
-        "20",
-        "4",
-    ]
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=180)
-    assert proc.returncode == 0, proc.stderr[-4000:]
+    two_ranks(HERE / "fsdp_worker.py", str(tiny_model_dir), str(out), "20", "4")
     dp = torch.load(out, weights_only=False)
     assert dp["world"] == 2 and dp["metrics"]["micro_batches"] > 1
     for key in ("loss", "pg_loss", "kl", "entropy", "grad_norm", "tokens", "adapter_norm"):

@@ -5,6 +5,8 @@ layer (counted tensor by tensor on CPU), the budget it picks, and the one-line f
 from __future__ import annotations
 
 import json
+import math
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -13,13 +15,15 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from reasoning_rl.config import Config, ConfigError  # noqa: E402
+from reasoning_rl.config import Config, ConfigError, LoraConfig  # noqa: E402
 from reasoning_rl.memory_plan import (  # noqa: E402
     BUDGET_STEP,
+    Adapters,
     GiB,
     ModelShape,
     PlanUnavailable,
     TrainSetup,
+    kept_bytes,
     largest_budget,
     plan_engine,
     plan_run,
@@ -27,28 +31,11 @@ from reasoning_rl.memory_plan import (  # noqa: E402
     update_terms,
     usable_bytes,
 )
+from reasoning_rl.model_shapes import QWEN25_1_5B, QWEN25_7B  # noqa: E402
 
 H200 = 139 * GiB  # what torch reports for the lent H200s (about 139 GiB)
-QWEN15 = dict(
-    vocab_size=151936,
-    hidden_size=1536,
-    intermediate_size=8960,
-    num_hidden_layers=28,
-    num_attention_heads=12,
-    num_key_value_heads=2,
-    tie_word_embeddings=True,
-    max_position_embeddings=131072,
-)
-QWEN7 = dict(
-    vocab_size=152064,
-    hidden_size=3584,
-    intermediate_size=18944,
-    num_hidden_layers=28,
-    num_attention_heads=28,
-    num_key_value_heads=4,
-    tie_word_embeddings=False,
-    max_position_embeddings=131072,
-)
+QWEN15 = dict(QWEN25_1_5B, max_position_embeddings=131072)
+QWEN7 = dict(QWEN25_7B, max_position_embeddings=131072)
 
 
 def qwen2(**kw: Any) -> Any:
@@ -365,3 +352,95 @@ def test_the_run_sizes_vllm_and_the_budget_from_the_plan(
     long, _ = tiny_config(tmp_path, QWEN15, rollout={"max_tokens": 4_000_000})
     with pytest.raises(ConfigError, match=r"^rollout\.max_tokens=4000000: one 4000512-token sequence needs"):
         factory.engine_for(long, model_dir, "cuda", 4_000_512, dtype="bfloat16")
+
+
+def peft_wrapped(config: Any, lora: LoraConfig, dtype: Any = None) -> Any:
+    """The HF model of ``config`` with PEFT adapters injected as a LoRA run injects them (add_adapters)."""
+    from reasoning_rl.policy.lora import add_adapters
+
+    torch.manual_seed(0)
+    model = transformers.AutoModelForCausalLM.from_config(config)
+    if dtype is not None:
+        model = model.to(dtype)
+    add_adapters(model, lora, upcast=True, seed=0)
+    return model
+
+
+@pytest.mark.parametrize(
+    ("targets", "tied"),
+    [
+        ("all-linear", True),
+        (["q_proj", "v_proj"], True),
+        (r"model\.layers\.1\..*_proj", True),
+        (["lm_head", "down_proj"], False),
+    ],
+    ids=["all-linear", "q-v", "regex-one-layer", "untied-head"],
+)
+def test_adapter_parameter_counts_are_peft_s(targets: Any, tied: bool) -> None:
+    """Rank, target modules and shape give exactly the parameters PEFT trains in the wrapped model."""
+    config = qwen2(
+        vocab_size=200,
+        hidden_size=64,
+        intermediate_size=96,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        tie_word_embeddings=tied,
+    )
+    lora = LoraConfig(rank=4, target_modules=targets)
+    model = peft_wrapped(config, lora)
+    trained = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    adapters = Adapters.of(ModelShape.from_config(config.to_dict()), lora)
+    assert adapters.params == trained > 0
+    assert (
+        sum(p.numel() for p in model.parameters())
+        == ModelShape.from_config(config.to_dict()).params + trained
+    )
+
+
+def test_adapters_of_qwen_1_5b_r32_all_linear_are_the_measured_count() -> None:
+    """bench/gpu/results/issue32_lora_memory.json: 36,929,536 trainable parameters for r=32 on every linear."""
+    shape = ModelShape.from_config(qwen2(**QWEN15).to_dict())
+    assert Adapters.of(shape, LoraConfig(rank=32)).params == 36_929_536
+
+
+@pytest.mark.parametrize(
+    ("dtype", "dropout"),
+    [(torch.float32, 0.0), (torch.bfloat16, 0.0), (torch.float32, 0.1)],
+    ids=["fp32", "bf16-base-fp32-adapters", "fp32-dropout"],
+)
+def test_saved_activations_of_an_adapted_layer_are_what_autograd_keeps(dtype: Any, dropout: float) -> None:
+    """One more PEFT-adapted decoder layer (all linear layers) saves at most the planned
+    ``layer_saved_bytes + Adapters.saved_bytes`` per token and not 25 % less: an upper bound, since the frozen
+    base saves less than a trained layer (no inputs kept for weight gradients) while the adapters save their
+    low-rank input and a new input tensor where a dropout or a cast to fp32 makes one."""
+    kw = dict(
+        vocab_size=128, hidden_size=128, intermediate_size=320, num_attention_heads=4, num_key_value_heads=2
+    )
+    lora = LoraConfig(rank=8, dropout=dropout)
+    counts = []
+    for layers in (1, 2):
+        model = peft_wrapped(qwen2(num_hidden_layers=layers, **kw), lora, dtype).train()
+        counts.append(saved_bytes(model, 48))
+    config = qwen2(num_hidden_layers=2, **kw)
+    shape = ModelShape.from_config(config.to_dict())
+    b = 2 if dtype == torch.bfloat16 else 4
+    per_layer = shape.layer_saved_bytes(b, compiled=False) + Adapters.of(shape, lora).saved_bytes(b, 4)
+    measured = (counts[1] - counts[0]) / 48
+    assert measured <= per_layer <= 1.25 * measured, (measured, per_layer)
+
+
+def test_lora_keeps_only_the_adapters_states_and_no_reference(tmp_path: Path) -> None:
+    """With model.lora the base stays frozen in bf16, only the fp32 adapters have gradients and AdamW moments,
+    and a KL term builds no second model; the planned peak falls accordingly."""
+    kw: dict[str, Any] = {"algorithm": {"kl_coef": 0.05}, "model": {"gradient_checkpointing": True}}
+    full_cfg, shape = tiny_config(tmp_path, QWEN15, **kw)
+    lora_cfg, _ = tiny_config(tmp_path, QWEN15, **{**kw, "model": {**kw["model"], "lora": {"rank": 32}}})
+    full = TrainSetup.of(full_cfg, device="cuda", dtype="bfloat16", world=1)
+    lora = TrainSetup.of(lora_cfg, device="cuda", dtype="bfloat16", world=1)
+    a = 36_929_536
+    assert kept_bytes(shape, lora) == {"params": 2 * shape.params + 4 * a, "grads": 4 * a, "optimizer": 8 * a}
+    assert kept_bytes(shape, full)["reference"] == 2 * shape.params
+    assert update_peak(shape, lora, 8192) < 0.5 * update_peak(shape, full, 8192)
+    sharded = replace(lora, world=4)
+    assert kept_bytes(shape, sharded)["optimizer"] == 8 * math.ceil(a / 4)

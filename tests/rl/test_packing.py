@@ -10,6 +10,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from reasoning_rl.algorithms import LossConfig, compute_advantages  # noqa: E402
+from reasoning_rl.model_shapes import QWEN25_1_5B  # noqa: E402
 from reasoning_rl.policy import Critic, Policy, ReferencePolicy, TokenBatch  # noqa: E402
 from reasoning_rl.policy.batch import (  # noqa: E402
     AttentionCost,
@@ -135,13 +136,7 @@ def test_auto_packs_only_when_cheaper():
 def test_attention_cost_of_qwen2_and_llama_configs():
     from transformers import LlamaConfig, Qwen2Config
 
-    qwen = Qwen2Config(
-        hidden_size=1536,
-        intermediate_size=8960,
-        num_attention_heads=12,
-        num_key_value_heads=2,
-        num_hidden_layers=28,
-    )
+    qwen = Qwen2Config(**QWEN25_1_5B)
     qwen._attn_implementation = "sdpa"
     c = attention_cost(qwen)
     per_token = 2 * 1536 * (12 + 2) * 128 + 3 * 1536 * 8960

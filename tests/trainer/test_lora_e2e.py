@@ -5,17 +5,12 @@ resume exactly after a SIGKILL, and both export forms load and generate the trai
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.trainer.test_train_e2e import REPO, config, env, metrics, train, train_cmd, weights
+from tests.trainer.test_train_e2e import config, kill_after_checkpoint, metrics, rrl, train, weights
 
 pytestmark = [pytest.mark.slow]
 
@@ -72,19 +67,6 @@ def _generate(model: Any, prompts: list[list[int]]) -> list[list[int]]:
     return [list(map(int, row)) for row in out]
 
 
-def _rrl(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run(
-        [sys.executable, "-m", "reasoning_rl.cli", *args],
-        cwd=REPO,
-        env=env(),
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
-    return proc
-
-
 @pytest.mark.vllm
 def test_lora_grpo_learns_like_full_finetuning_and_exports_both_forms(
     tmp_path: Path, base_model: Path
@@ -121,8 +103,8 @@ def test_lora_grpo_learns_like_full_finetuning_and_exports_both_forms(
     from peft import PeftModel
     from transformers import AutoModelForCausalLM
 
-    _rrl("export", str(tmp_path / "lora"), "--adapter", "-o", str(tmp_path / "adapter"))
-    _rrl("export", str(tmp_path / "lora"), "-o", str(tmp_path / "merged"))
+    rrl("export", str(tmp_path / "lora"), "--adapter", "-o", str(tmp_path / "adapter"))
+    rrl("export", str(tmp_path / "lora"), "-o", str(tmp_path / "merged"))
     prompts = [[10, 11, 12, 13], [20, 30, 40, 50]]
     trainer = _generate(
         AutoModelForCausalLM.from_pretrained(tmp_path / "lora" / "export" / "step_8"), prompts
@@ -138,7 +120,7 @@ def test_lora_grpo_learns_like_full_finetuning_and_exports_both_forms(
     held_out = str(tmp_path / "held_out.jsonl")
     out = tmp_path / "adapter_eval.jsonl"
     grader = "data.default_grader=task_graders:ContainsAnswer"
-    _rrl(
+    rrl(
         "eval",
         "--model",
         str(tmp_path / "adapter"),
@@ -165,16 +147,7 @@ def test_lora_resume_after_kill_matches_uninterrupted(tmp_path: Path, base_model
     }
     train(_config(tmp_path, base_model, "whole", lora=True, **common))
     cut = _config(tmp_path, base_model, "cut", lora=True, **common)
-    proc = subprocess.Popen(
-        train_cmd(cut), cwd=REPO, env=env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
-    marker = tmp_path / "cut" / "checkpoints" / "step_4" / "COMPLETE"
-    deadline = time.time() + 300
-    while not marker.exists() and proc.poll() is None and time.time() < deadline:
-        time.sleep(0.05)
-    assert marker.exists(), "the interrupted run never wrote its step-4 checkpoint"
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait(timeout=30)
+    kill_after_checkpoint(cut, tmp_path / "cut", 4)
     assert not (tmp_path / "cut" / "checkpoints" / "step_12").exists(), "the run finished before the kill"
     out = train(cut, "trainer.resume=auto")
     assert "resumed from" in out.stdout

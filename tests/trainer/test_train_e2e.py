@@ -61,6 +61,34 @@ def train(cfg: Path, *overrides: str, timeout: float = 300) -> subprocess.Comple
     return proc
 
 
+def rrl(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    """``rrl ARGS`` from the checkout; fails the test, with the end of its output, unless it exits 0."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "reasoning_rl.cli", *args],
+        cwd=REPO,
+        env=env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    return proc
+
+
+def kill_after_checkpoint(cfg: Path, run: Path, step: int) -> None:
+    """Start ``rrl train cfg`` and SIGKILL it as soon as its step-``step`` checkpoint is complete."""
+    proc = subprocess.Popen(
+        train_cmd(cfg), cwd=REPO, env=env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    marker = run / "checkpoints" / f"step_{step}" / "COMPLETE"
+    deadline = time.time() + 300
+    while not marker.exists() and proc.poll() is None and time.time() < deadline:
+        time.sleep(0.05)
+    assert marker.exists(), f"the interrupted run never wrote its step-{step} checkpoint"
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+
+
 def metrics(run: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
 
@@ -108,16 +136,7 @@ def test_resume_after_kill_matches_uninterrupted(tmp_path: Path, tiny_model_dir:
     train(full)
 
     cut = config(tmp_path, tiny_model_dir, "cut", **common)
-    proc = subprocess.Popen(
-        train_cmd(cut), cwd=REPO, env=env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
-    marker = tmp_path / "cut" / "checkpoints" / "step_4" / "COMPLETE"
-    deadline = time.time() + 300
-    while not marker.exists() and proc.poll() is None and time.time() < deadline:
-        time.sleep(0.05)
-    assert marker.exists(), "the interrupted run never wrote its step-4 checkpoint"
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait(timeout=30)
+    kill_after_checkpoint(cut, tmp_path / "cut", 4)
     # a torn save from the kill must be ignored and cleaned up
     (tmp_path / "cut" / "checkpoints" / ".tmp-step_5-999").mkdir(exist_ok=True)
     out = train(cut, "trainer.resume=auto")
@@ -135,15 +154,7 @@ def test_resume_after_kill_matches_uninterrupted(tmp_path: Path, tiny_model_dir:
     assert not any(p.name.startswith(".tmp-") for p in (tmp_path / "cut" / "checkpoints").iterdir())
 
     # on-demand export of a checkpoint: a plain HF dir with exactly the checkpoint's weights
-    proc = subprocess.run(
-        [sys.executable, "-m", "reasoning_rl.cli", "export", str(tmp_path / "cut"), "--step", "6"],
-        cwd=REPO,
-        env=env(),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert proc.returncode == 0, proc.stderr[-2000:]
+    rrl("export", str(tmp_path / "cut"), "--step", "6", timeout=120)
     from transformers import AutoModelForCausalLM
 
     exported = AutoModelForCausalLM.from_pretrained(tmp_path / "cut" / "export" / "step_6").state_dict()
