@@ -16,6 +16,7 @@ from typing import Any
 
 import torch
 
+from reasoning_rl.config import SpeculativeConfig
 from reasoning_rl.rollout.adapters import ADAPTER_CONFIG, ADAPTER_WEIGHTS
 from reasoning_rl.rollout.base import (
     Completion,
@@ -27,10 +28,16 @@ from reasoning_rl.rollout.base import (
     register_engine,
 )
 from reasoning_rl.rollout.fingerprints import EngineWeights, Fingerprint, fingerprint_tensors
+from reasoning_rl.rollout.group_drafts import GroupDrafts
+from reasoning_rl.rollout.vllm_drafter import attach, draft_counts, group_drafts, speculative_config
 
 
 class VLLMEngine:
-    """``RolloutEngine`` on ``vllm.LLM``. Log-probs are vLLM's ``raw_logprobs`` (before temperature/top-p)."""
+    """``RolloutEngine`` on ``vllm.LLM``. Log-probs are vLLM's ``raw_logprobs`` (before temperature/top-p).
+
+    ``speculative`` (``rollout.speculative``, method not off): vLLM's speculative decoding with that drafter,
+    each completion carrying its draft counts; with ``group`` every finished streamed sample is recorded as a
+    draft source for its prompt's later samples (``drafts``)."""
 
     def __init__(
         self,
@@ -41,6 +48,7 @@ class VLLMEngine:
         gpu_memory_utilization: float = 0.3,
         max_model_len: int = 1024,
         enable_sleep_mode: bool | None = None,
+        speculative: SpeculativeConfig | None = None,
         **kw: Any,
     ) -> None:
         os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
@@ -70,6 +78,10 @@ class VLLMEngine:
         self._held: list[Any] = []  # their outputs from steps a stream or score() took, for ``advance``
         self._lora: Any = None  # the LoRARequest of the live adapter (split placement's adapter hand-off)
         self._lora_dir: str | None = None
+        if speculative is not None and speculative.on:
+            kw.update(
+                speculative_config=speculative_config(speculative), per_request_spec_decode_metrics="summary"
+            )
         self.llm = LLM(
             model=model_path,
             dtype=dtype,  # type: ignore[arg-type]
@@ -81,6 +93,10 @@ class VLLMEngine:
             **kw,
         )
         self.tokenizer = self.llm.get_tokenizer()
+        self.drafts: GroupDrafts | None = None
+        if speculative is not None and speculative.method == "group":
+            self.drafts = group_drafts(speculative)
+            self.llm.collective_rpc(attach, args=(self.drafts,))
 
     def _params(self, sampling: SamplingConfig, seed: int | None, *, delta: bool = False) -> Any:
         from vllm import SamplingParams
@@ -136,7 +152,10 @@ class VLLMEngine:
                         continue
                     pending.discard(out.request_id)
                     i, j = where[out.request_id]
-                    yield _to_completion(out, i, j, list(prompts[i]), self.tokenizer)
+                    done = _to_completion(out, i, j, list(prompts[i]), self.tokenizer)
+                    if self.drafts is not None:
+                        self.drafts.record(done.prompt_ids, done.token_ids)
+                    yield done
         finally:
             if pending:  # the consumer stopped early: do not leave requests running in the engine
                 engine.abort_request(list(pending))
@@ -412,6 +431,7 @@ def _to_completion(
         logprobs=logprobs,
         text=text,
         finish_reason="length" if seq.finish_reason == "length" else "stop",
+        drafts=draft_counts(seq.spec_decode_metrics),
     )
 
 

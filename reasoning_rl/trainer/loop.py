@@ -34,6 +34,7 @@ from reasoning_rl.trainer.metrics import MetricsLogger, check_wandb
 from reasoning_rl.trainer.records import Rollouts
 from reasoning_rl.trainer.resume import TrainError, check_config, check_data, data_fingerprint, rotate
 from reasoning_rl.trainer.rewards import informative_groups, rewards_and_mask, sample_metrics
+from reasoning_rl.trainer.speculation import draft_metrics
 from reasoning_rl.trainer.tool_collect import tool_metrics, turn_fields
 from reasoning_rl.trainer.train_batch import make_train_batch
 from reasoning_rl.trainer.update import update
@@ -195,6 +196,7 @@ class Trainer:
             **self._rollout_metrics(rollouts),
             **flow,
             **tool_metrics(rollouts),
+            **draft_metrics([s.completion for s in rollouts.samples]),
             **batch_metrics,
             **trained,
             **handoff,
