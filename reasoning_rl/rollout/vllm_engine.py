@@ -36,8 +36,9 @@ class VLLMEngine:
     """``RolloutEngine`` on ``vllm.LLM``. Log-probs are vLLM's ``raw_logprobs`` (before temperature/top-p).
 
     ``speculative`` (``rollout.speculative``, method not off): vLLM's speculative decoding with that drafter,
-    each completion carrying its draft counts; with ``group`` every finished streamed sample is recorded as a
-    draft source for its prompt's later samples (``drafts``)."""
+    each completion (and each request's finishing delta) carrying its draft counts; with ``group`` every
+    finished whole sample (streamed, or a continuous request with ``deltas=False``: the synchronous step) is
+    recorded as a draft source for its prompt's later samples (``drafts``)."""
 
     def __init__(
         self,
@@ -75,6 +76,9 @@ class VLLMEngine:
         self._asleep = False
         self._counter = 0
         self._live: set[str] = set()  # continuous requests (``submit``): resident across streams and updates
+        self._whole: set[str] = (
+            set()
+        )  # those of them whose one output holds the whole response (deltas=False)
         self._held: list[Any] = []  # their outputs from steps a stream or score() took, for ``advance``
         self._lora: Any = None  # the LoRARequest of the live adapter (split placement's adapter hand-off)
         self._lora_dir: str | None = None
@@ -223,6 +227,8 @@ class VLLMEngine:
                 r.id, prompt, self._params(r.sampling, r.seed, delta=r.deltas), lora_request=self._lora
             )
             self._live.add(r.id)
+            if not r.deltas:
+                self._whole.add(r.id)
 
     def advance(self) -> list[Delta]:
         """One engine step (and what streams / scores stepped meanwhile): each live request's new tokens."""
@@ -240,6 +246,11 @@ class VLLMEngine:
             )
             if out.finished:
                 self._live.discard(out.request_id)
+                if (
+                    self.drafts is not None and out.request_id in self._whole
+                ):  # whole response: a draft source
+                    self.drafts.record(list(out.prompt_token_ids or []), token_ids)
+                self._whole.discard(out.request_id)
             found.append(
                 Delta(
                     id=out.request_id,
@@ -249,6 +260,7 @@ class VLLMEngine:
                     finished=out.finished,
                     finish_reason="length" if seq.finish_reason == "length" else "stop",
                     cached_tokens=out.num_cached_tokens,
+                    drafts=draft_counts(seq.spec_decode_metrics) if out.finished else None,
                 )
             )
         return found
@@ -256,6 +268,7 @@ class VLLMEngine:
     def abort(self, ids: list[str]) -> None:
         self.llm.llm_engine.abort_request(list(ids))
         self._live.difference_update(ids)
+        self._whole.difference_update(ids)
         self._held = [o for o in self._held if o.request_id not in set(ids)]
 
     def running(self) -> int:

@@ -3,7 +3,8 @@ imports numba, after which a vLLM engine built in the same process crashes: the 
 the test process itself never builds one). Per variant (off, group, ngram): the trained policy's weights are
 handed off through the freshness gate, then two greedy rounds of the same prompts (round 2 can draft from
 round 1: group's earlier epoch), each completion's tokens, engine log-probs, draft counts and the largest
-|engine - trainer| log-prob gap. Writes one JSON file."""
+|engine - trainer| log-prob gap; then the same requests through ``submit`` / ``advance`` (how the trainer's
+synchronous step drives vLLM). Writes one JSON file."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from reasoning_rl.config import SpeculativeConfig
 from reasoning_rl.freshness import FreshnessGate
 from reasoning_rl.handoff import push_weights
 from reasoning_rl.policy import Policy, TokenBatch, build_batch, load_tokenizer
-from reasoning_rl.rollout import SamplingConfig, make_engine
+from reasoning_rl.rollout import Request, SamplingConfig, make_engine
 
 VARIANTS = ("off", "group", "ngram")  # ngram last: numba
 GREEDY = SamplingConfig(n=2, temperature=0.0, max_tokens=48)
@@ -59,8 +60,27 @@ def main(model_dir: str, out: str) -> None:
                     "seconds": seconds,
                 }
             )
+        # the trainer's synchronous step drives the engine request by request (``submit`` / ``advance``)
+        requests = [
+            Request(f"c{i}-{j}", p, GREEDY.model_copy(update={"n": 1}), None, deltas=False)
+            for i, p in enumerate(prompts)
+            for j in range(GREEDY.n)
+        ]
+        engine.submit(requests)
+        done: dict[str, object] = {}
+        while len(done) < len(requests):
+            done.update({d.id: d for d in engine.advance() if d.finished})
+        kept = engine.drafts.samples(prompts[0]) if engine.drafts is not None else None
         gate = stats.check
-        result[method] = {"rounds": rounds, "gate_probe_gap": None if gate is None else gate.probe_gap}
+        result[method] = {
+            "rounds": rounds,
+            "gate_probe_gap": None if gate is None else gate.probe_gap,
+            "continuous": {
+                "tokens": [done[r.id].token_ids for r in requests],
+                "drafts": [None if done[r.id].drafts is None else vars(done[r.id].drafts) for r in requests],
+            },
+            "group_samples_kept": kept,
+        }
         del engine
     Path(out).write_text(json.dumps(result))
 

@@ -223,6 +223,11 @@ def test_greedy_tokens_identical_with_speculation_and_drafts_accepted(spec_runs,
         assert accepted[0] == 0 and accepted[1] > 0.5 * sum(len(t) for t in on[1]["tokens"])
     else:
         assert accepted[0] > 0 and accepted[1] > 0
+    cont = spec_runs[method]["continuous"]  # the trainer's path: the finishing delta carries the counts
+    assert cont["tokens"] == off[0]["tokens"]
+    assert all(d is not None for d in cont["drafts"]) and sum(d["accepted"] for d in cont["drafts"]) > 0
+    if method == "group":  # 2 streamed rounds x 2 samples, then the 2 whole continuous ones
+        assert spec_runs[method]["group_samples_kept"] == 6
 
 
 @pytest.mark.vllm
