@@ -247,7 +247,7 @@ def check_speculative(cfg: Config, kind: str) -> None:
     if r.temperature > 0 and not spec.unverified_sampling:
         raise ConfigError(
             f"{where} with rollout.temperature={r.temperature}: on this vLLM build speculation shifted the "
-            "sampled distribution (KS p=1e-4; docs/speculative.md), which would train on other samples than "
+            "sampled distribution (KS p < 0.01; docs/speculative.md), which would train on other samples than "
             "the policy's; use temperature=0 or method=off"
         )
     import importlib.util
