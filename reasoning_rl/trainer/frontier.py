@@ -209,7 +209,7 @@ class Frontier:
             del self.live[delta.id]
             self._finish(part, delta.finish_reason, delta.drafts)
 
-    def _finish(self, part: Partial, reason: str, drafts: DraftCounts | None = None) -> None:
+    def _finish(self, part: Partial, reason: str, drafts: DraftCounts | None) -> None:
         group = self.groups[part.ticket]
         stop = bool(self.sampling(0).stop)
         text = part.text if stop else self.tokenizer.decode(part.token_ids, skip_special_tokens=True)
