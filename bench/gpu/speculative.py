@@ -13,7 +13,8 @@ it exits, and vLLM's ngram drafter imports numba, after which a vLLM engine buil
 Per variant: generation seconds per step (median, warm-up step dropped), the speculative counters (acceptance
 rate, accepted tokens per draft, decode steps per token), the engine-vs-trainer log-prob gap (max over steps),
 and against ``off`` the ratio of generation time and two-sample KS tests on the response lengths (tokens,
-re-tokenised from samples/) and the rewards, with both sample sizes and p-values.
+re-tokenised from samples/) and the rewards, with both sample sizes and p-values. Both workloads see each prompt
+once, so ``group`` drafts only from a step's siblings that finished first (the tail it is meant to shorten).
 """
 
 from __future__ import annotations

@@ -117,9 +117,7 @@ class Delta:
     finished: bool
     finish_reason: str
     cached_tokens: int | None = None
-    drafts: DraftCounts | None = (
-        None  # rollout.speculative: the request's draft counts, on its finishing delta
-    )
+    drafts: DraftCounts | None = None  # rollout.speculative: the request's counts, on its finishing delta
 
 
 @runtime_checkable

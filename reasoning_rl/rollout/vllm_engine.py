@@ -76,9 +76,7 @@ class VLLMEngine:
         self._asleep = False
         self._counter = 0
         self._live: set[str] = set()  # continuous requests (``submit``): resident across streams and updates
-        self._whole: set[str] = (
-            set()
-        )  # those of them whose one output holds the whole response (deltas=False)
+        self._whole: set[str] = set()  # those whose one output holds the whole response (deltas=False)
         self._held: list[Any] = []  # their outputs from steps a stream or score() took, for ``advance``
         self._lora: Any = None  # the LoRARequest of the live adapter (split placement's adapter hand-off)
         self._lora_dir: str | None = None
@@ -246,9 +244,7 @@ class VLLMEngine:
             )
             if out.finished:
                 self._live.discard(out.request_id)
-                if (
-                    self.drafts is not None and out.request_id in self._whole
-                ):  # whole response: a draft source
+                if self.drafts is not None and out.request_id in self._whole:  # a whole response: a source
                     self.drafts.record(list(out.prompt_token_ids or []), token_ids)
                 self._whole.discard(out.request_id)
             found.append(
