@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from reasoning_rl.config import ConfigError, load_config
+from reasoning_rl.config import ConfigError, SpeculativeConfig, load_config
 from reasoning_rl.factory import check_speculative
 from reasoning_rl.rollout import Completion, DraftCounts
 from reasoning_rl.rollout.group_drafts import GroupDrafts
@@ -95,6 +95,43 @@ def test_memory_is_bounded_per_prompt_and_in_prompts():
 def test_bad_windows_are_refused():
     with pytest.raises(ValueError, match="lookup_min <= lookup_max"):
         _drafts(lookup_min=5, lookup_max=4)
+
+
+def test_group_proposer_drafts_each_row_from_its_own_requests_prompt():
+    """The vLLM glue: a batch row finds its request (input batch -> requests -> prompt), so two rows whose
+    contexts end alike still draft from their own prompts' samples; rows with no room or no sample get []."""
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from reasoning_rl.rollout.vllm_drafter import GroupProposer, draft_counts, speculative_config
+
+    d = _drafts()
+    d.record([1], [7, 8, 10, 11, 12])
+    d.record([2], [7, 8, 20, 21, 22])
+    cfg = SimpleNamespace(
+        speculative_config=SimpleNamespace(num_speculative_tokens=2),
+        model_config=SimpleNamespace(max_model_len=8),
+    )
+    proposer = GroupProposer(cfg)
+    assert proposer.propose([[1]], np.array([3]), np.zeros((1, 8), dtype=np.int64)) == [
+        []
+    ]  # not attached yet
+    requests = {"a": SimpleNamespace(prompt_token_ids=[1]), "b": SimpleNamespace(prompt_token_ids=[2])}
+    proposer.drafts = d
+    proposer.runner = SimpleNamespace(input_batch=SimpleNamespace(req_ids=["b", "a", "a"]), requests=requests)
+    tokens = np.array([[2, 7, 8, 0, 0, 0, 0, 0], [1, 7, 8, 0, 0, 0, 0, 0], [1, 7, 8, 10, 11, 12, 0, 0]])
+    out = proposer.propose([[8], [8], []], np.array([3, 3, 6]), tokens)
+    assert out == [[20, 21], [10, 11], []]  # row 2 sampled nothing this step
+    assert proposer.propose([[12]], np.array([7]), tokens[2:]) == [[]]  # no room before max_model_len
+    assert speculative_config(SpeculativeConfig(method="group"))["model"].endswith(
+        "vllm_drafter.GroupProposer"
+    )
+    ngram = speculative_config(SpeculativeConfig(method="ngram", lookup_min=3, lookup_max=5))
+    assert (ngram["prompt_lookup_min"], ngram["prompt_lookup_max"]) == (3, 5)
+    summary = SimpleNamespace(histogram=[2, 1, 0, 3], num_draft_tokens=15)
+    assert draft_counts(summary) == DraftCounts(drafts=6, draft_tokens=15, accepted=10)
+    assert draft_counts(None) is None
 
 
 # ---- config and refusals ----------------------------------------------------------------------------
