@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from reasoning_rl.rollout import Completion
+from reasoning_rl.trace import TraceWriter
 
 
 def draft_metrics(completions: Sequence[Completion]) -> dict[str, float]:
@@ -22,8 +23,16 @@ def draft_metrics(completions: Sequence[Completion]) -> dict[str, float]:
     accepted = sum(d.accepted for _, d in counted)
     generated = sum(sum(c.mask) if c.mask is not None else len(c.token_ids) for c, _ in counted)
     return {
+        "speculative/accepted_tokens": float(accepted),
         "speculative/acceptance_rate": accepted / proposed if proposed else 0.0,
         "speculative/accepted_len_mean": accepted / drafts if drafts else 0.0,
         "speculative/steps_per_token": (generated - accepted) / generated if generated else 1.0,
         "speculative/draft_tokens": float(proposed),
     }
+
+
+def trace_drafts(trace: TraceWriter, step: int, metrics: dict[str, float]) -> None:
+    """The step's raw counts as trace counters (``draft_tokens`` proposed, ``draft_accepted``); none when off."""
+    if "speculative/draft_tokens" in metrics:
+        trace.counter("draft_tokens", step, metrics["speculative/draft_tokens"])
+        trace.counter("draft_accepted", step, metrics["speculative/accepted_tokens"])

@@ -11,7 +11,8 @@ from reasoning_rl.config import ConfigError, SpeculativeConfig, load_config
 from reasoning_rl.factory import check_speculative
 from reasoning_rl.rollout import Completion, DraftCounts
 from reasoning_rl.rollout.group_drafts import GroupDrafts
-from reasoning_rl.trainer.speculation import draft_metrics
+from reasoning_rl.trace import TraceWriter, read_trace
+from reasoning_rl.trainer.speculation import draft_metrics, trace_drafts
 
 BASE = {"model": {"path": "unused"}, "data": {"train": {"generator": "arithmetic"}}}
 
@@ -184,7 +185,7 @@ def _completion(n: int, drafts: DraftCounts | None, mask: list[int] | None = Non
     return Completion(0, 0, [1], list(range(n)), [0.0] * n, "", "stop", mask=mask, drafts=drafts)
 
 
-def test_draft_metrics_from_the_engines_counts():
+def test_draft_metrics_from_the_engines_counts(tmp_path):
     assert draft_metrics([_completion(5, None)]) == {}
     m = draft_metrics(
         [
@@ -196,6 +197,12 @@ def test_draft_metrics_from_the_engines_counts():
     assert m["speculative/acceptance_rate"] == pytest.approx(8 / 20)
     assert m["speculative/accepted_len_mean"] == pytest.approx(8 / 5)
     assert m["speculative/steps_per_token"] == pytest.approx((16 - 8) / 16)  # model tokens only
+    trace = TraceWriter(tmp_path / "trace.jsonl")
+    trace_drafts(trace, 3, m)
+    trace_drafts(trace, 4, {})  # speculation off: nothing
+    trace.close()
+    counters = {(c["name"], c["step"]): c["value"] for c in read_trace(tmp_path / "trace.jsonl").counters}
+    assert counters == {("draft_tokens", 3): 20.0, ("draft_accepted", 3): 8.0}
     assert DraftCounts(1, 2, 3) + DraftCounts(1, 1, 1) == DraftCounts(2, 3, 4)
 
 

@@ -17,6 +17,7 @@ def test_group_speculation_trains_exactly_and_reports(tmp_path: Path, tiny_model
     from reasoning_rl.report import analyze, load_run
     from reasoning_rl.report.html import render_html
     from reasoning_rl.report.plots import FIGURES
+    from reasoning_rl.trace import read_trace
 
     cfg = config(
         tmp_path,
@@ -35,5 +36,11 @@ def test_group_speculation_trains_exactly_and_reports(tmp_path: Path, tiny_model
     assert rows[1]["speculative/acceptance_rate"] > 0.5 and rows[1]["speculative/steps_per_token"] < 0.6
     for r in rows:
         assert r["rollout/logprob_diff_max"] <= 1e-3 and r["handoff/probe_gap"] < 1e-4
+    accepted = {
+        c["step"]: c["value"]
+        for c in read_trace(tmp_path / "spec" / "trace.jsonl").counters
+        if c["name"] == "draft_accepted"
+    }
+    assert accepted[1] == 0 and accepted[2] == rows[1]["speculative/accepted_tokens"] > 0
     html = render_html(analyze(load_run(tmp_path / "spec")), dict.fromkeys(FIGURES), run_name="t", config={})
     assert "<h2>Speculative decoding</h2>" in html
