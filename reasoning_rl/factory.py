@@ -5,7 +5,7 @@ It sits below both the trainer (the driver resolves device, dtype and lengths in
 distributed workers (each rank builds its models and engine from that spec), so neither imports the other
 to build.
 
-Public names: ``Models``, ``build_models``, ``sharding_of``, ``engine_for``, ``rollout_kind``,
+Public names: ``Models``, ``build_models``, ``sharding_of``, ``engine_for``, ``check_speculative``, ``rollout_kind``,
 ``device_defaults``, ``model_max_len``, ``resolve_device``, ``resolve_model_dir``.
 """
 
@@ -196,7 +196,10 @@ def engine_for(
     (``rollout.gpu_memory_utilization`` and ``engine_args.max_num_seqs`` win when set)."""
     r = cfg.rollout
     kind = rollout_kind(cfg)
+    check_speculative(cfg, kind)
     extra = dict(r.engine_args) if kind == "vllm" else {}
+    if r.speculative.on:
+        extra["speculative"] = r.speculative
     if r.tensor_parallel_size > 1:  # launch.check_tensor_parallel refused it anywhere but vLLM on CUDA
         extra["tensor_parallel_size"] = r.tensor_parallel_size
     share = r.gpu_memory_utilization or (0.5 if device == "cuda" else 0.2)
@@ -229,6 +232,35 @@ def engine_for(
         if not extra:
             raise
         raise ConfigError(f"rollout.engine_args {sorted(extra)}: vLLM rejected them ({e})") from e
+
+
+def check_speculative(cfg: Config, kind: str) -> None:
+    """Refuse, in one line, a ``rollout.speculative`` this install cannot run exactly (docs/speculative.md)."""
+    r, spec = cfg.rollout, cfg.rollout.speculative
+    if not spec.on:
+        return
+    where = f"rollout.speculative.method={spec.method}"
+    if kind != "vllm":
+        raise ConfigError(
+            f"{where} needs rollout.engine=vllm (the {kind} engine has no speculative decoding)"
+        )
+    if r.temperature > 0 and not spec.unverified_sampling:
+        raise ConfigError(
+            f"{where} with rollout.temperature={r.temperature}: on this vLLM build speculation shifted the "
+            "sampled distribution (KS p < 0.01; docs/speculative.md), which would train on other samples than "
+            "the policy's; use temperature=0 or method=off"
+        )
+    import importlib.util
+
+    if spec.method == "suffix" and importlib.util.find_spec("arctic_inference") is None:
+        raise ConfigError(f"{where} needs the arctic-inference package, which is not installed; use ngram")
+    if spec.method == "group" and r.max_lag > 0:
+        raise ConfigError(
+            f"{where}: group drafts are recorded from streamed rollouts and continuous ones (rollout.max_lag > 0) "
+            "record none; use ngram"
+        )
+    if spec.method == "group" and r.tensor_parallel_size > 1:
+        raise ConfigError(f"{where} needs the in-process engine of tensor_parallel_size=1; use ngram")
 
 
 def fused_adamw(cfg: Config, device: str) -> bool:

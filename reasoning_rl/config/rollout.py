@@ -7,6 +7,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from reasoning_rl.config.base import _Section
+from reasoning_rl.config.speculative import SpeculativeConfig
 from reasoning_rl.registry import ENGINES, check_tool_name
 
 
@@ -83,6 +84,10 @@ class RolloutConfig(SamplingParams):
         description="Extra vLLM engine arguments "
         "(``LLM(...)``: e.g. max_num_seqs, max_num_batched_tokens, async_scheduling).",
     )
+    speculative: SpeculativeConfig = Field(
+        default_factory=SpeculativeConfig,
+        description="Model-free speculative decoding in the vLLM engine (docs/speculative.md).",
+    )
     tools: list[str] = Field(
         default_factory=list,
         description="Tools the model may call (names of the tool registry: python, calculator, a "
@@ -137,6 +142,7 @@ class RolloutConfig(SamplingParams):
             "max_model_len",
             "enable_sleep_mode",
             "logprobs_mode",
+            "speculative_config",
         }
         clash = sorted(owned & set(v))
         if clash:

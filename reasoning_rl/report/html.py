@@ -273,6 +273,32 @@ def _staleness_section(a: Analysis) -> str:
     )
 
 
+SPECULATIVE = (
+    ("speculative/acceptance_rate", "acceptance rate"),
+    ("speculative/accepted_len_mean", "accepted tokens / draft"),
+    ("speculative/steps_per_token", "decode steps / token"),
+)
+
+
+def _speculative_section(a: Analysis) -> str:
+    """rollout.speculative: per step, vLLM's draft acceptance and the decode steps a token cost; empty when off."""
+    rows = [
+        [r.get("step", "?"), *(r.get(k) for k, _ in SPECULATIVE)]
+        for r in a.metrics
+        if isinstance(r.get(SPECULATIVE[0][0]), int | float)
+    ]
+    if not rows:
+        return ""
+    mean = {k: sum(float(row[i + 1]) for row in rows) / len(rows) for i, (k, _) in enumerate(SPECULATIVE)}
+    return (
+        "<h2>Speculative decoding</h2>"
+        + f"<p>Mean over {len(rows)} steps: acceptance rate {fmt(mean[SPECULATIVE[0][0]])}, "
+        + f"{fmt(mean[SPECULATIVE[1][0]])} accepted tokens per draft, "
+        + f"{fmt(mean[SPECULATIVE[2][0]])} decode steps per generated token (1 = no gain).</p>"
+        + table(["step", *(label for _, label in SPECULATIVE)], rows)
+    )
+
+
 def _curves_section(a: Analysis, figs: dict[str, bytes | None]) -> str:
     train_rows = [r for r in a.metrics if not any(str(k).startswith("eval/") for k in r)]
     last = (train_rows or a.metrics or [{}])[-1]
@@ -305,6 +331,7 @@ def render_html(
             _grading_section(a, figs),
             _tools_section(a),
             _staleness_section(a),
+            _speculative_section(a),
             _curves_section(a, figs),
             samples,
             cfg,

@@ -29,6 +29,10 @@ CURVES: tuple[tuple[str, tuple[tuple[str, ...], ...]], ...] = (
     ("learning rate", (("lr", "optim/lr", "policy/lr"),)),
     ("eval mean score", (("eval_mean_score", "eval/mean_score", "eval_accuracy", "eval/accuracy"),)),
     ("engine vs trainer log-prob gap", (("rollout/logprob_diff_mean",), ("rollout/logprob_diff_max",))),
+    (
+        "speculative decoding",
+        (("speculative/acceptance_rate",), ("speculative/steps_per_token",)),
+    ),
 )
 REWARD_STD = ("reward_std", "reward/std")
 YLABELS = {
@@ -39,6 +43,7 @@ YLABELS = {
     "clip fraction": "fraction",
     "grad norm": "L2 norm",
     "engine vs trainer log-prob gap": "nats",
+    "speculative decoding": "fraction",
 }
 
 

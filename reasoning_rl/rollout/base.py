@@ -48,6 +48,21 @@ class SamplingConfig(SamplingParams):
         )
 
 
+@dataclass(frozen=True)
+class DraftCounts:
+    """Speculative decoding of one completion, as vLLM counted it: verify steps that carried a draft, draft
+    tokens proposed, and draft tokens accepted (each accepted token is a decode step saved)."""
+
+    drafts: int
+    draft_tokens: int
+    accepted: int
+
+    def __add__(self, other: DraftCounts) -> DraftCounts:
+        return DraftCounts(
+            self.drafts + other.drafts, self.draft_tokens + other.draft_tokens, self.accepted + other.accepted
+        )
+
+
 @dataclass
 class Completion:
     """One sampled response. ``logprobs[i]`` is the raw (temperature-1, unfiltered) log-prob of
@@ -70,6 +85,7 @@ class Completion:
     turns: list[ToolTurn] = field(default_factory=list)
     error: str = ""
     versions: list[int] | None = None  # continuous rollouts: the policy version that sampled each token
+    drafts: DraftCounts | None = None  # rollout.speculative: what the engine's speculation did for it
 
 
 @dataclass(frozen=True)
@@ -101,6 +117,7 @@ class Delta:
     finished: bool
     finish_reason: str
     cached_tokens: int | None = None
+    drafts: DraftCounts | None = None  # rollout.speculative: the request's counts, on its finishing delta
 
 
 @runtime_checkable

@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Literal
 
-from reasoning_rl.rollout.base import Completion, RolloutEngine, SamplingConfig
+from reasoning_rl.rollout.base import Completion, DraftCounts, RolloutEngine, SamplingConfig
 from reasoning_rl.rollout.tool_calls import CallFormat, FormatName, Tokenizer, ToolCall, make_format
 from reasoning_rl.tools.base import Tool, ToolResult, ToolTurn
 
@@ -65,6 +65,7 @@ class ToolTrajectory:
         0  # index in token_ids where the current model segment (since the last tool turn) starts
     )
     generate_calls: int = 0
+    drafts: DraftCounts | None = None  # rollout.speculative: summed over the model's segments
 
     def completion(self, tokenizer: Tokenizer) -> Completion:
         """The trajectory as the engine-neutral record the trainer trains on (``mask``, ``turns``, ``error``)."""
@@ -79,6 +80,7 @@ class ToolTrajectory:
             mask=list(self.mask),
             turns=list(self.turns),
             error=self.error,
+            drafts=self.drafts,
         )
 
     def add(self, ids: list[int], logprobs: list[float] | None) -> None:
@@ -172,6 +174,8 @@ class _Run:
         lead = self.fmt.open_call(self.tok.decode(t.prompt_ids)) if t._segment_start == 0 else ""
         before = len(lead + self.tok.decode(t.token_ids[t._segment_start :], skip_special_tokens=False))
         t.add(list(c.token_ids), list(c.logprobs) if c.logprobs else [0.0] * len(c.token_ids))
+        if c.drafts is not None:
+            t.drafts = c.drafts if t.drafts is None else t.drafts + c.drafts
         text = lead + self.tok.decode(t.token_ids[t._segment_start :], skip_special_tokens=False)
         call = self.fmt.find(text)
         if call is not None and call.end > before:

@@ -16,6 +16,7 @@ from typing import Any
 
 import torch
 
+from reasoning_rl.config import SpeculativeConfig
 from reasoning_rl.rollout.adapters import ADAPTER_CONFIG, ADAPTER_WEIGHTS
 from reasoning_rl.rollout.base import (
     Completion,
@@ -27,10 +28,17 @@ from reasoning_rl.rollout.base import (
     register_engine,
 )
 from reasoning_rl.rollout.fingerprints import EngineWeights, Fingerprint, fingerprint_tensors
+from reasoning_rl.rollout.group_drafts import GroupDrafts
+from reasoning_rl.rollout.vllm_drafter import attach, draft_counts, group_drafts, speculative_config
 
 
 class VLLMEngine:
-    """``RolloutEngine`` on ``vllm.LLM``. Log-probs are vLLM's ``raw_logprobs`` (before temperature/top-p)."""
+    """``RolloutEngine`` on ``vllm.LLM``. Log-probs are vLLM's ``raw_logprobs`` (before temperature/top-p).
+
+    ``speculative`` (``rollout.speculative``, method not off): vLLM's speculative decoding with that drafter,
+    each completion (and each request's finishing delta) carrying its draft counts; with ``group`` every
+    finished whole sample (streamed, or a continuous request with ``deltas=False``: the synchronous step) is
+    recorded as a draft source for its prompt's later samples (``drafts``)."""
 
     def __init__(
         self,
@@ -41,6 +49,7 @@ class VLLMEngine:
         gpu_memory_utilization: float = 0.3,
         max_model_len: int = 1024,
         enable_sleep_mode: bool | None = None,
+        speculative: SpeculativeConfig | None = None,
         **kw: Any,
     ) -> None:
         os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
@@ -67,9 +76,14 @@ class VLLMEngine:
         self._asleep = False
         self._counter = 0
         self._live: set[str] = set()  # continuous requests (``submit``): resident across streams and updates
+        self._whole: set[str] = set()  # those whose one output holds the whole response (deltas=False)
         self._held: list[Any] = []  # their outputs from steps a stream or score() took, for ``advance``
         self._lora: Any = None  # the LoRARequest of the live adapter (split placement's adapter hand-off)
         self._lora_dir: str | None = None
+        if speculative is not None and speculative.on:
+            kw.update(
+                speculative_config=speculative_config(speculative), per_request_spec_decode_metrics="summary"
+            )
         self.llm = LLM(
             model=model_path,
             dtype=dtype,  # type: ignore[arg-type]
@@ -81,6 +95,10 @@ class VLLMEngine:
             **kw,
         )
         self.tokenizer = self.llm.get_tokenizer()
+        self.drafts: GroupDrafts | None = None
+        if speculative is not None and speculative.method == "group":
+            self.drafts = group_drafts(speculative)
+            self.llm.collective_rpc(attach, args=(self.drafts,))
 
     def _params(self, sampling: SamplingConfig, seed: int | None, *, delta: bool = False) -> Any:
         from vllm import SamplingParams
@@ -136,7 +154,10 @@ class VLLMEngine:
                         continue
                     pending.discard(out.request_id)
                     i, j = where[out.request_id]
-                    yield _to_completion(out, i, j, list(prompts[i]), self.tokenizer)
+                    done = _to_completion(out, i, j, list(prompts[i]), self.tokenizer)
+                    if self.drafts is not None:
+                        self.drafts.record(done.prompt_ids, done.token_ids)
+                    yield done
         finally:
             if pending:  # the consumer stopped early: do not leave requests running in the engine
                 engine.abort_request(list(pending))
@@ -204,6 +225,8 @@ class VLLMEngine:
                 r.id, prompt, self._params(r.sampling, r.seed, delta=r.deltas), lora_request=self._lora
             )
             self._live.add(r.id)
+            if not r.deltas:
+                self._whole.add(r.id)
 
     def advance(self) -> list[Delta]:
         """One engine step (and what streams / scores stepped meanwhile): each live request's new tokens."""
@@ -221,6 +244,9 @@ class VLLMEngine:
             )
             if out.finished:
                 self._live.discard(out.request_id)
+                if self.drafts is not None and out.request_id in self._whole:  # a whole response: a source
+                    self.drafts.record(list(out.prompt_token_ids or []), token_ids)
+                self._whole.discard(out.request_id)
             found.append(
                 Delta(
                     id=out.request_id,
@@ -230,6 +256,7 @@ class VLLMEngine:
                     finished=out.finished,
                     finish_reason="length" if seq.finish_reason == "length" else "stop",
                     cached_tokens=out.num_cached_tokens,
+                    drafts=draft_counts(seq.spec_decode_metrics) if out.finished else None,
                 )
             )
         return found
@@ -237,6 +264,7 @@ class VLLMEngine:
     def abort(self, ids: list[str]) -> None:
         self.llm.llm_engine.abort_request(list(ids))
         self._live.difference_update(ids)
+        self._whole.difference_update(ids)
         self._held = [o for o in self._held if o.request_id not in set(ids)]
 
     def running(self) -> int:
@@ -412,6 +440,7 @@ def _to_completion(
         logprobs=logprobs,
         text=text,
         finish_reason="length" if seq.finish_reason == "length" else "stop",
+        drafts=draft_counts(seq.spec_decode_metrics),
     )
 
 

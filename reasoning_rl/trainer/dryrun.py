@@ -119,6 +119,11 @@ def dry_run(cfg: Config, console: Console) -> None:
     if built is not None:
         console.print(f"tools: {built} (built with their options)")
     console.print(f"resources: {_check_resources(cfg)} (request accepted)")
+    if cfg.rollout.speculative.on:
+        from reasoning_rl.factory import check_speculative, rollout_kind
+
+        check_speculative(cfg, rollout_kind(cfg))
+        console.print(f"speculative decoding: {cfg.rollout.speculative.method} (accepted)")
     longest = max((len(p.token_ids) for p in train + val), default=1)
     for line in _memory_plan(cfg, longest + max(cfg.rollout.max_tokens, cfg.eval.max_tokens or 0)):
         console.print(f"memory plan: {line}", highlight=False)

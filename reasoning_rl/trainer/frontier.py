@@ -27,7 +27,7 @@ from typing import Any
 
 from graders.runtime import GradingPool
 from reasoning_rl.data import Prompt, PromptSampler
-from reasoning_rl.rollout import Completion, ContinuousEngine, Delta, Request, SamplingConfig
+from reasoning_rl.rollout import Completion, ContinuousEngine, Delta, DraftCounts, Request, SamplingConfig
 from reasoning_rl.trace import TraceWriter
 from reasoning_rl.trainer.collect import RewardPlan, StreamGrading
 from reasoning_rl.trainer.records import Rollouts
@@ -207,9 +207,9 @@ class Frontier:
             part.cached_tokens = delta.cached_tokens
         if delta.finished:
             del self.live[delta.id]
-            self._finish(part, delta.finish_reason)
+            self._finish(part, delta.finish_reason, delta.drafts)
 
-    def _finish(self, part: Partial, reason: str) -> None:
+    def _finish(self, part: Partial, reason: str, drafts: DraftCounts | None) -> None:
         group = self.groups[part.ticket]
         stop = bool(self.sampling(0).stop)
         text = part.text if stop else self.tokenizer.decode(part.token_ids, skip_special_tokens=True)
@@ -223,6 +223,7 @@ class Frontier:
                 text=text,
                 finish_reason=reason,
                 versions=part.versions,
+                drafts=drafts,  # a resubmitted sample's: those of its last request
             )
         )
         self.done[part.ticket] += 1
@@ -255,7 +256,8 @@ class Frontier:
                 )
         self.done = dict.fromkeys(self.groups, 0)
         for c in state["finished"]:
-            comp = Completion(**{**c, "turns": []})
+            drafts = DraftCounts(**c["drafts"]) if c.get("drafts") else None
+            comp = Completion(**{**c, "turns": [], "drafts": drafts})
             self.grading.take(comp)
             self.done[comp.prompt_index] += 1
         self.waiting = [Partial(**p) for p in state["partial"]]

@@ -34,6 +34,7 @@ from reasoning_rl.trainer.metrics import MetricsLogger, check_wandb
 from reasoning_rl.trainer.records import Rollouts
 from reasoning_rl.trainer.resume import TrainError, check_config, check_data, data_fingerprint, rotate
 from reasoning_rl.trainer.rewards import informative_groups, rewards_and_mask, sample_metrics
+from reasoning_rl.trainer.speculation import draft_metrics, trace_drafts
 from reasoning_rl.trainer.tool_collect import tool_metrics, turn_fields
 from reasoning_rl.trainer.train_batch import make_train_batch
 from reasoning_rl.trainer.update import update
@@ -184,6 +185,8 @@ class Trainer:
         t_step = time.time()
         rollouts, flow = self._gather(parts, sampler, trace, step)  # n per prompt, graded as each finishes
         self._write_samples(step, rollouts)
+        drafts = draft_metrics([s.completion for s in rollouts.samples])  # rollout.speculative
+        trace_drafts(trace, step, drafts)
         self._check_grading(rollouts, step)  # no judged sample: stop; many errors: warn
         if self.frontier is not None:
             self.frontier.park()  # an engine about to sleep cannot keep unfinished requests: stop them
@@ -195,6 +198,7 @@ class Trainer:
             **self._rollout_metrics(rollouts),
             **flow,
             **tool_metrics(rollouts),
+            **drafts,
             **batch_metrics,
             **trained,
             **handoff,

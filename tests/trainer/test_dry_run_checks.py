@@ -3,6 +3,7 @@ set; issue 28: resource requests; issue 30 item 6: an empty parquet). Each test 
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import textwrap
 from pathlib import Path
@@ -91,6 +92,15 @@ def test_dry_run_builds_the_tool_set_and_checks_the_request(tmp_path: Path, tiny
     assert "leaves no training rank of 1" in split
     rows = _refused(cfg, "resources.ranks_per_node=64")  # 4 prompts x 8 samples = 32 rows for 64 ranks
     assert "64 ranks need at least 64 rows per update" in rows
+    # issue 34: speculation the run cannot do exactly is refused before anything loads
+    hf = _refused(cfg, "rollout.engine=hf", "rollout.speculative.method=ngram", "rollout.temperature=0")
+    assert "rollout.speculative.method=ngram needs rollout.engine=vllm" in hf
+    if importlib.util.find_spec("vllm") is not None:  # the auto engine is vLLM
+        hot = _refused(cfg, "rollout.speculative.method=ngram", "rollout.temperature=0.7")
+        assert "rollout.speculative.method=ngram with rollout.temperature=0.7" in hot
+        spec = ["rollout.speculative.method=ngram", "rollout.temperature=0"]
+        ok = runner.invoke(app, ["train", str(cfg), "--dry-run", *spec])
+        assert ok.exit_code == 0 and "speculative decoding: ngram (accepted)" in ok.stdout, ok.output
     assert not (tmp_path / "dry").exists()
 
 

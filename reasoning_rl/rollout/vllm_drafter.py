@@ -1,0 +1,106 @@
+"""vLLM's side of ``rollout.speculative``: the engine arguments of each method, the ``group`` proposer (a vLLM
+custom-class proposer over ``GroupDrafts``) and the per-completion draft counts vLLM reports.
+
+vLLM builds the proposer from its config alone (``speculative_config.model`` names this class); the engine
+then hands it the draft index and the model runner (``attach``, through ``collective_rpc``: the engine core is
+in-process, so both are the same objects the engine records into). The runner's input batch maps each row
+to its request and so to its prompt: drafts for a row come only from that prompt's earlier samples.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from reasoning_rl.config import SpeculativeConfig
+from reasoning_rl.rollout.base import DraftCounts
+from reasoning_rl.rollout.group_drafts import GroupDrafts
+
+GROUP_PROPOSER = f"{__name__}.GroupProposer"
+
+
+def speculative_config(spec: SpeculativeConfig) -> dict[str, Any]:
+    """``LLM(speculative_config=...)`` for a method other than off."""
+    k = spec.num_speculative_tokens
+    if spec.method == "ngram":
+        return dict(
+            method="ngram",
+            num_speculative_tokens=k,
+            prompt_lookup_min=spec.lookup_min,
+            prompt_lookup_max=spec.lookup_max,
+        )
+    if spec.method == "group":
+        return dict(method="custom_class", model=GROUP_PROPOSER, num_speculative_tokens=k)
+    return dict(method=spec.method, num_speculative_tokens=k)
+
+
+def group_drafts(spec: SpeculativeConfig) -> GroupDrafts:
+    return GroupDrafts(
+        lookup_min=spec.lookup_min,
+        lookup_max=spec.lookup_max,
+        samples_per_prompt=spec.group_samples,
+        max_prompts=spec.group_prompts,
+    )
+
+
+def attach(worker: Any, drafts: GroupDrafts) -> None:
+    """``collective_rpc`` target: give the worker's ``GroupProposer`` the draft index and its runner."""
+    runner = worker.model_runner
+    proposer = getattr(runner, "drafter", None)
+    if not isinstance(proposer, GroupProposer):
+        raise RuntimeError(f"the vLLM worker's drafter is {type(proposer).__name__}, not GroupProposer")
+    proposer.drafts, proposer.runner = drafts, runner
+
+
+class GroupProposer:
+    """A vLLM custom proposer: each row's draft from its own prompt's earlier samples (``GroupDrafts``)."""
+
+    def __init__(self, vllm_config: Any) -> None:
+        self.k = int(vllm_config.speculative_config.num_speculative_tokens)
+        self.max_model_len = int(vllm_config.model_config.max_model_len)
+        self.drafts: GroupDrafts | None = None
+        self.runner: Any = None
+
+    def load_model(self, *args: Any, **kwargs: Any) -> None:
+        """No draft model."""
+
+    def propose(
+        self,
+        sampled_token_ids: list[list[int]],
+        num_tokens_no_spec: np.ndarray,
+        token_ids_cpu: np.ndarray,
+        slot_mappings: Any = None,
+    ) -> list[list[int]]:
+        """One draft per batch row ([] for rows that sampled nothing this step or have no room left)."""
+        if self.drafts is None or self.runner is None:  # vLLM's warm-up, before ``attach``
+            return [[] for _ in sampled_token_ids]
+        batch, requests = self.runner.input_batch, self.runner.requests
+        out: list[list[int]] = []
+        for row, sampled in enumerate(sampled_token_ids):
+            n = int(num_tokens_no_spec[row])
+            state = requests[batch.req_ids[row]]
+            prompt = state.prompt_token_ids
+            # a verify step yields accepted + 1 tokens: no draft past the model length or the request's budget
+            room = min(self.k, self.max_model_len - n - 1)
+            budget = getattr(state.sampling_params, "max_tokens", None)
+            if budget is not None:
+                room = min(room, len(prompt) + int(budget) - n - 1)
+            if not sampled or room < 1:
+                out.append([])
+                continue
+            out.append(self.drafts.propose(prompt, token_ids_cpu[row, :n].tolist(), room))
+        return out
+
+
+def draft_counts(metrics: Any) -> DraftCounts | None:
+    """A completion's counts from vLLM's per-request spec-decode summary (``RequestSpecDecodeMetrics``:
+    ``histogram[j]`` = verify steps that accepted j draft tokens)."""
+    if metrics is None:
+        return None
+    hist = list(metrics.histogram)
+    return DraftCounts(
+        drafts=sum(hist),
+        draft_tokens=int(metrics.num_draft_tokens),
+        accepted=sum(j * c for j, c in enumerate(hist)),
+    )
