@@ -16,12 +16,6 @@ Two independent checks, both cheap next to a training step:
 2. A probe. A few fixed sequences (chosen at run start) are scored by the engine (prompt log-probs, no
    sampling) and by the trainer; the mean per-token |difference| must stay within ``PROBE_TOL[dtype]``.
 
-3. Live requests (continuous rollouts, ``live_handoff_check``): a request kept resident in the engine across a
-   hand-off continues with the new weights, so the first tokens it samples after the hand-off must carry the
-   engine's log-probs of the new weights: the trainer's own recompute at the start of the next step (same
-   weights) must match them within the probe tolerance. An engine that kept decoding with the old weights
-   (a skipped or partial hand-off into a live engine, stale KV reused as if new) fails here.
-
 A failure raises ``WeightSyncError`` naming the first bad tensor or the probe gap, on every rank (the
 check is collective like the hand-off: each engine-holding rank checks its own engine).
 """
@@ -205,40 +199,6 @@ class FreshnessGate:
                 f"{problem or 'another rank reported a mismatch (see its error)'}"
             )
         return CheckResult(float(flags[1]), float(flags[2]), tol, time.perf_counter() - start, checked)
-
-
-LIVE_FIRST_TOKENS = 4  # per resident request: its first tokens after the hand-off are compared
-
-
-def live_handoff_check(
-    recomputed: Tensor,
-    rollout: Tensor,
-    versions: Tensor,
-    mask: Tensor,
-    version: int,
-    tol: float,
-    *,
-    step: int,
-) -> dict[str, float]:
-    """Check 3 on one batch ([B, T] each; ``versions``: the policy version that sampled each token, -1 on
-    padding): the requests that crossed the hand-off to ``version`` (a token of an older version before
-    tokens of ``version``), their first ``LIVE_FIRST_TOKENS`` tokens of ``version``, trainer (``recomputed``,
-    at ``version``) vs engine (``rollout``). ``WeightSyncError`` if the mean |difference| exceeds ``tol``;
-    the gap and token count otherwise (nothing when no request crossed this hand-off)."""
-    new = (versions == version) & mask
-    crossed = ((versions >= 0) & (versions < version) & mask).any(dim=1, keepdim=True)
-    first = new & crossed & (new.cumsum(dim=1) <= LIVE_FIRST_TOKENS)
-    if not bool(first.any()):
-        return {}
-    diff = (recomputed.float() - rollout.float()).abs()[first]
-    gap = float(diff.mean())
-    if not gap <= tol:
-        raise WeightSyncError(
-            f"freshness gate failed after the hand-off of step {step}: the first tokens requests kept in the "
-            f"engine sampled with version {version} differ from the trainer's by {gap:.3g} nats/token (max "
-            f"{float(diff.max()):.3g}, tolerance {tol:.3g}): the engine kept decoding with other weights"
-        )
-    return {"handoff/live_gap": gap, "handoff/live_tokens": float(diff.numel())}
 
 
 def _engine_dtype(held: EngineWeights) -> torch.dtype:

@@ -254,7 +254,7 @@ def build_components(cfg: Config, run_dir: Path, *, console: Console) -> Compone
         group.close()
         raise
     pad = getattr(tokenizer, "pad_token_id", None)
-    plan = step_plan(cfg, pad_id=int(pad if pad is not None else 0), dtype=dtype)
+    plan = step_plan(cfg, pad_id=int(pad if pad is not None else 0))
     console.print(f"old log-probs: {plan.old_source}")
     models = group_models(group, ref=cfg.algorithm.kl_coef > 0, critic=cfg.algorithm.name == "ppo")
     return Components(

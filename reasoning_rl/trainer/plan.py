@@ -6,10 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import torch
-
 from reasoning_rl.config import AlgorithmConfig, Config
-from reasoning_rl.freshness import PROBE_TOL
 from reasoning_rl.trainer.records import OldLogprobSource
 
 
@@ -45,7 +42,6 @@ class StepPlan:
     max_tokens: int  # rollout.max_tokens: the overlong budget and seq-mean-token-sum-norm's constant
     pad_id: int
     max_lag: int = 0  # rollout.max_lag: > 0 trains samples of older versions with decoupled PPO
-    live_tol: float | None = None  # the freshness gate's check of live requests (continuous + gate on)
 
     @property
     def decoupled(self) -> bool:
@@ -58,11 +54,7 @@ class StepPlan:
         return self.old_source != "policy"
 
 
-def step_plan(cfg: Config, pad_id: int, dtype: str = "float32") -> StepPlan:
-    """``dtype``: the engine's (the run's), whose probe tolerance the live-request check uses by default."""
-    r = cfg.rollout
-    live = r.max_lag > 0 and r.freshness_check
-    tol = r.freshness_probe_tol if r.freshness_probe_tol is not None else PROBE_TOL[getattr(torch, dtype)]
+def step_plan(cfg: Config, pad_id: int) -> StepPlan:
     return StepPlan(
-        cfg.algorithm, old_logprob_source(cfg), r.max_tokens, pad_id, r.max_lag, tol if live else None
+        cfg.algorithm, old_logprob_source(cfg), cfg.rollout.max_tokens, pad_id, cfg.rollout.max_lag
     )

@@ -19,7 +19,6 @@ from reasoning_rl.algorithms.decoupled import behaviour_weights
 from reasoning_rl.algorithms.rollout_correction import correction_weights, mismatch_metrics
 from reasoning_rl.config import RolloutCorrectionConfig
 from reasoning_rl.factory import Models
-from reasoning_rl.freshness import live_handoff_check
 from reasoning_rl.policy.batch import build_batch
 from reasoning_rl.trace import TraceWriter
 from reasoning_rl.trainer.plan import StepPlan
@@ -52,7 +51,6 @@ def make_train_batch(
         with trace.span("old_logprobs", step):
             batch.recomputed_logprobs, _ = models.policy.logprobs(tokens)
         out.update(logprob_gap(batch, a.rollout_correction.mismatch_threshold))
-        out.update(live_check(batch, [s.completion.versions for s in samples], plan, step))
     if a.rollout_correction.enabled or plan.decoupled:
         out.update(correct_mismatch(batch, a.rollout_correction, decoupled=plan.decoupled))
     if models.ref is not None:
@@ -95,28 +93,6 @@ def logprob_gap(batch: TrainBatch, threshold: float) -> dict[str, float]:
         "rollout/logprob_diff_max": float(diff.max()),
         **mismatch_metrics(batch.recomputed_logprobs, batch.rollout_logprobs, batch.loss_mask, threshold),
     }
-
-
-def live_check(
-    batch: TrainBatch, versions: list[list[int] | None], plan: StepPlan, step: int
-) -> dict[str, float]:
-    """The freshness gate on requests kept in the engine across the last hand-off (``freshness.py``, check
-    3): step ``step`` trains with the trainer at version ``step - 1``, the version those tokens were sampled
-    with after the hand-off."""
-    if plan.live_tol is None or batch.rollout_logprobs is None or batch.recomputed_logprobs is None:
-        return {}
-    if any(v is None for v in versions):
-        raise RuntimeError("continuous rollouts: a sample carries no per-token policy versions")
-    padded = batch.tokens.pad([v for v in versions if v is not None], -1)
-    return live_handoff_check(
-        batch.recomputed_logprobs,
-        batch.rollout_logprobs,
-        padded,
-        batch.loss_mask,
-        step - 1,
-        plan.live_tol,
-        step=step,
-    )
 
 
 def correct_mismatch(

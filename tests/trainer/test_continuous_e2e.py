@@ -8,8 +8,7 @@ trained samples:
 - no prompt was lost or trained twice across the kills: the trained groups plus the final checkpoint's
   in-flight ones are exactly the prompts drawn (one epoch, counted by uid); partial samples of a checkpoint
   were resubmitted from their tokens (the path an engine that sleeps for the update takes too);
-- the loss ran as decoupled PPO (its ESS and the trainer/engine mismatch are in the metrics line);
-- the freshness gate checked the first tokens of requests kept across a hand-off against the new weights.
+- the loss ran as decoupled PPO (its ESS and the trainer/engine mismatch are in the metrics line).
 """
 
 from __future__ import annotations
@@ -67,7 +66,10 @@ def test_continuous_run_bounded_lag_lossless_resume(tmp_path: Path, tiny_model_d
         tiny_model_dir,
         "cont",
         trainer={"steps": STEPS, "batch_size": BATCH, "checkpoint_every": 1, "keep_checkpoints": 2},
-        rollout={"n": N, "max_tokens": 24, "max_lag": MAX_LAG},
+        # 6 running sequences of the up to 24 admitted: later groups start while older ones still decode, so
+        # some requests are mid-sample at an update by construction (the tiny model ends all of a group's
+        # samples at the same lengths whatever the prompt)
+        rollout={"n": N, "max_tokens": 24, "max_lag": MAX_LAG, "engine_args": {"max_num_seqs": 6}},
     )
     run = tmp_path / "cont"
     latest: list[int | None] = []
@@ -110,5 +112,3 @@ def test_continuous_run_bounded_lag_lossless_resume(tmp_path: Path, tiny_model_d
     last = rows[-1]
     assert last["staleness/lag_max"] <= MAX_LAG
     assert 0.0 < last["decoupled/ess"] <= 1.0 and "mismatch/kl" in last
-    live = [r for r in rows if "handoff/live_tokens" in r]  # the gate checked requests kept across updates
-    assert live and all(r["handoff/live_gap"] <= 5e-3 for r in live)
