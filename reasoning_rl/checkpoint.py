@@ -25,6 +25,7 @@ import numpy as np
 import torch
 
 from reasoning_rl.atomic import TMP_PREFIX, atomic_dir
+from reasoning_rl.faults import fault_point
 
 _STEP_DIR = re.compile(r"^step_(\d+)$")
 MARKER = "COMPLETE"
@@ -93,6 +94,7 @@ class CheckpointManager:
         final = self.root / f"step_{step}"
         with atomic_dir(final) as tmp:
             write_payload(tmp)
+            fault_point("checkpoint")  # a crash test's mid-checkpoint: state written, not complete
             torch.save(rng_state(), tmp / RNG_FILE)
             (tmp / STATE_FILE).write_text(
                 json.dumps({"step": step, **trainer_state}, indent=2, default=str), encoding="utf-8"

@@ -18,6 +18,7 @@ import torch
 from torch import Tensor
 
 from reasoning_rl import dist
+from reasoning_rl.faults import fault_point
 from reasoning_rl.freshness import CheckResult, FreshnessGate
 from reasoning_rl.rollout.fingerprints import SentFingerprints
 
@@ -65,6 +66,8 @@ class Tally:
         for name, tensor in named:
             self.bytes += tensor.numel() * tensor.element_size()
             self.tensors += 1
+            if self.tensors == 2:
+                fault_point("handoff")  # the first tensor is in the engine: a crash test's mid-hand-off
             if self.sent is not None:
                 self.sent.observe(name, tensor)
             yield name, tensor

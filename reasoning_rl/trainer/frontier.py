@@ -27,6 +27,7 @@ from typing import Any
 
 from graders.runtime import GradingPool
 from reasoning_rl.data import Prompt, PromptSampler
+from reasoning_rl.faults import fault_point
 from reasoning_rl.rollout import Completion, ContinuousEngine, Delta, DraftCounts, Request, SamplingConfig
 from reasoning_rl.trace import TraceWriter
 from reasoning_rl.trainer.collect import RewardPlan, StreamGrading
@@ -118,6 +119,7 @@ class Frontier:
             t = time.time()
             for delta in self.engine.advance():
                 self._take(delta, version)
+            fault_point("generate")  # a crash test's mid-generation
             running = self.engine.running()
             dt = time.time() - t
             busy += running * dt

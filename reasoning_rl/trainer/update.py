@@ -6,6 +6,7 @@ from __future__ import annotations
 import torch
 
 from reasoning_rl.factory import Models
+from reasoning_rl.faults import fault_point
 from reasoning_rl.trace import TraceWriter
 from reasoning_rl.trainer.plan import StepPlan
 from reasoning_rl.trainer.records import TrainBatch
@@ -36,6 +37,7 @@ def update(
                     token_weights=mini.correction_weights,
                 )
                 _add(stats, "policy", m)
+                fault_point("update")  # a crash test's mid-update: the policy moved, nothing saved
                 if models.critic is not None:
                     assert mini.returns is not None and mini.values is not None  # GAE filled them
                     _add(stats, "critic", models.critic.train_step(mini.tokens, mini.returns, mini.values))

@@ -1,5 +1,7 @@
 """Continuous rollouts end to end (issue 31): one `rrl train` run with rollout.max_lag=2 on vLLM, SIGKILLed at
-three seeded random points and resumed each time, then run to the end. It proves, on the trained samples:
+five named points (``reasoning_rl.faults``: mid-checkpoint, mid-generation, mid-update, mid-hand-off, and
+mid-hand-off of a resume's own weight load) and resumed each time, then run to the end. It proves, on the
+trained samples:
 
 - every token's policy version is recorded and no token lags the trainer by more than max_lag;
 - unfinished requests crossed updates (some sample spans two versions) and stayed resident (the path taken);
@@ -12,11 +14,8 @@ three seeded random points and resumed each time, then run to the end. It proves
 from __future__ import annotations
 
 import json
-import os
-import random
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -31,26 +30,34 @@ def _rows(run: Path, step: int) -> list[dict]:
     return [json.loads(line) for line in (run / "samples" / f"step_{step}.jsonl").read_text().splitlines()]
 
 
-def _kill_at_random_point(cfg: Path, run: Path, delay: float) -> int:
-    """Start the run, wait for any complete checkpoint (the previous one counts after a resume), then SIGKILL
-    it ``delay`` seconds later: mid-generation, mid-update, mid-hand-off or mid-checkpoint."""
-    marks = set((run / "checkpoints").glob("step_*/COMPLETE")) if (run / "checkpoints").exists() else set()
-    proc = subprocess.Popen(
-        train_cmd(cfg, "trainer.resume=auto"),
-        cwd=REPO,
-        env=env(),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    deadline = time.time() + 240
-    while proc.poll() is None and time.time() < deadline:
-        if set((run / "checkpoints").glob("step_*/COMPLETE")) - marks:
-            break
-        time.sleep(0.02)
-    time.sleep(delay)
-    if proc.poll() is None:
-        os.kill(proc.pid, signal.SIGKILL)
-    return proc.wait(timeout=30)
+# The fault of each process (RRL_FAULT=<phase>:<n>, counted in that process; a resumed process hands its
+# weights off once before its first step). Where each lands is deterministic for the seeds, not hard-coded.
+KILLS = [
+    "checkpoint:2",  # the first checkpoint complete, killed writing the second
+    "generate:2",  # resubmitted the checkpoint's partial samples, killed between engine steps
+    "update:2",  # killed after the optimizer step of its second step
+    "handoff:3",  # killed streaming its second step's weights into the engine
+    "handoff:1",  # killed during the resume's own hand-off
+]
+
+
+def _latest(run: Path) -> int | None:
+    done = [int(p.parent.name.split("_")[1]) for p in (run / "checkpoints").glob("step_*/COMPLETE")]
+    return max(done, default=None)
+
+
+def _kill_at(cfg: Path, run: Path, fault: str, log: Path) -> int:
+    """Run with ``RRL_FAULT=fault``: the process SIGKILLs itself there (and says so on stderr)."""
+    with log.open("w") as err:
+        proc = subprocess.run(
+            train_cmd(cfg, "trainer.resume=auto"),
+            cwd=REPO,
+            env={**env(), "RRL_FAULT": fault},
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+            timeout=300,
+        )
+    return proc.returncode
 
 
 def test_continuous_run_bounded_lag_lossless_resume(tmp_path: Path, tiny_model_dir: Path) -> None:
@@ -59,14 +66,22 @@ def test_continuous_run_bounded_lag_lossless_resume(tmp_path: Path, tiny_model_d
         tiny_model_dir,
         "cont",
         trainer={"steps": STEPS, "batch_size": BATCH, "checkpoint_every": 1, "keep_checkpoints": 2},
-        rollout={"n": N, "max_tokens": 24, "max_lag": MAX_LAG},
+        # 6 running sequences of the up to 24 admitted: later groups start while older ones still decode, so
+        # some requests are mid-sample at an update by construction (the tiny model ends all of a group's
+        # samples at the same lengths whatever the prompt)
+        rollout={"n": N, "max_tokens": 24, "max_lag": MAX_LAG, "engine_args": {"max_num_seqs": 6}},
     )
     run = tmp_path / "cont"
-    rng = random.Random(31)
-    codes = [_kill_at_random_point(cfg, run, rng.uniform(0.0, 0.4)) for _ in range(3)]
-    assert codes == [-signal.SIGKILL] * 3, codes  # each run died mid-way, not at its end
-    resumed = max(int(p.parent.name.split("_")[1]) for p in (run / "checkpoints").glob("step_*/COMPLETE"))
-    assert resumed < STEPS
+    latest: list[int | None] = []
+    for i, fault in enumerate(KILLS):
+        log = tmp_path / f"kill{i}.err"
+        assert _kill_at(cfg, run, fault, log) == -signal.SIGKILL, log.read_text()[-2000:]
+        phase, nth = fault.split(":")
+        assert f"RRL_FAULT: SIGKILL at {phase} #{nth}" in log.read_text()  # died there, not elsewhere
+        latest.append(_latest(run))
+    assert latest[0] is not None and latest == sorted(latest), latest  # a checkpoint survives every kill
+    resumed = _latest(run)
+    assert resumed is not None and resumed < STEPS
     out = train(cfg, "trainer.resume=auto", timeout=600)
     assert "kept resident" in out.stdout and f"(step {resumed})" in out.stdout
 
