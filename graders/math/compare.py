@@ -32,6 +32,10 @@ class NeedsSymbolic(Exception):
     """The fast judge cannot settle this leaf without SymPy."""
 
 
+class UngradableGold(Exception):
+    """A gold leaf that neither the fast rules nor SymPy can read: no prediction can be judged against it."""
+
+
 @dataclass(frozen=True, slots=True)
 class Context:
     gold_percent: bool = False
@@ -235,9 +239,19 @@ def false_chain(pred: Node, judge: LeafJudge, ctx: Context) -> bool:
         return False
     own = replace(ctx, gold_percent=ctx.pred_percent)  # both parts are the prediction's
     return any(
-        isinstance(part, Leaf) and not _has_unknown(part.text) and not equal(part, last, judge, own)
+        isinstance(part, Leaf) and not _has_unknown(part.text) and _disagree(part, last, judge, own)
         for part in pred.parts[:-1]
     )
+
+
+def _disagree(part: Leaf, last: Leaf, judge: LeafJudge, ctx: Context) -> bool:
+    """Do two parts of the prediction's own chain differ? ``part`` stands where the gold would, so a part
+    no judge can read is the prediction's, never the gold's: it proves nothing false (the last part is then
+    judged as usual), and it must not turn the grade into ``error`` (``\\}=\\{``, found by hypothesis)."""
+    try:
+        return not equal(part, last, judge, ctx)
+    except UngradableGold:
+        return False
 
 
 def equal(gold: Node, pred: Node, judge: LeafJudge, ctx: Context) -> bool:

@@ -13,7 +13,7 @@ from typing import Any
 import sympy
 from latex2sympy2_extended import latex2sympy
 
-from graders.math.compare import Context, FastJudge, NeedsSymbolic, equal, flip
+from graders.math.compare import Context, FastJudge, NeedsSymbolic, UngradableGold, equal, flip
 from graders.math.numbers import agree_when_rounded, parse_number
 from graders.math.structure import Leaf, Relation, parse
 
@@ -179,10 +179,6 @@ def _constant_ratio(a: Any, b: Any) -> Any:
         return None
     ratio = sympy.simplify(ratio)
     return None if ratio.free_symbols else ratio
-
-
-class UngradableGold(Exception):
-    """A gold leaf that neither the fast rules nor SymPy can read: no prediction can be judged against it."""
 
 
 class SymbolicJudge(FastJudge):

@@ -84,6 +84,15 @@ def test_a_helper_failure_driven_by_the_response_is_incorrect(monkeypatch: pytes
     assert (result.verdict, result.details["response_fault"]) == ("incorrect", True), result
 
 
+@pytest.mark.parametrize("mode", ["strict", "lenient"])
+def test_a_chain_of_unreadable_parts_is_the_answers_not_the_golds(mode: str) -> None:
+    """``\\}=\\{`` (found by hypothesis in CI): the strict chain check judged one part of the answer against
+    another with the first in the gold's place, and its unreadability was blamed on the gold (``error``)."""
+    for answer in ["\\}=\\{", "x=\\{", "\\}=\\}=\\{"]:
+        result = GRADER.grade(f"\\boxed{{{answer}}}", "1", mode=mode)
+        assert result.verdict == "incorrect", (answer, result)
+
+
 GOLDS = [
     "1",
     "\\emptyset",
