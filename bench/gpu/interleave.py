@@ -1,7 +1,14 @@
-"""Issue 35: the fixed-length anchor, ours and TRL 1.16 interleaved in ONE call, so run-to-run noise cannot decide it.
+"""Issues 35 and 31: ours and TRL 1.16 interleaved in ONE call, so run-to-run noise cannot decide it.
 
     python bench/gpu/interleave.py --trl-bench trl_bench.py --trl-phases trl_phases.py \
         --schedule ours,trl:off:32,trl:off:64,trl:def:32,ours,trl:off:best,ours --steps 5 --budget 560 --out OUT.json
+    python bench/gpu/interleave.py --workload realistic --gguf FILE.gguf --data GSM8K.jsonl \
+        --trl-bench trl_realistic.py --trl-phases trl_phases.py --schedule ours:lag1,ours:sync,trl:off:32 ...
+
+``--workload anchor`` (default): the fixed-length anchor (``side_by_side.py``). ``--workload realistic``:
+``realistic.py``'s workload (SmolLM2-135M-Instruct, GSM8K, 64 x 8, up to 1,024 tokens, EOS honoured); its ours
+presets are ``sync`` (``rollout.max_lag=0``) and ``lagK`` (continuous rollouts, ``max_lag=K``, issue 31), and
+tokens/s counts each step's real tokens (prompt + response), since steps differ in length.
 
 Each schedule entry is one fresh process (the GPU is freed when it exits), run in the given order:
 
@@ -12,11 +19,11 @@ Each schedule entry is one fresh process (the GPU is freed when it exits), run i
   no-grad forward over the batch each step) or with the same work as ours (``off``: that correction off);
   ``trl:off:best`` takes whichever of ``off:32`` / ``off:64`` has the lower median step so far in this call.
 
-Every run does ``--steps`` + 1 steps and its first is dropped (warm-up). A run starts only while its expected wall
+Every run does ``--steps`` + 1 steps (TRL: ``--trl-steps``, default the same) and its first is dropped (warm-up). A run starts only while its expected wall
 time (the last run of its kind in this call, or ``FIRST_WALL_S``) fits the ``--budget`` left; skipped runs are
 listed. Per side: every measured step, the median of all of them, the spread (min, max, and the
-interquartile range), the median of run medians; ratios are ours' median tokens/s over each TRL setting's. Both
-sides count the nominal 32 x 8 x (128 + 256) tokens per step, so a tokens/s ratio is the inverse step-time ratio.
+interquartile range), the median of run medians; ratios are ours' median tokens/s over each TRL setting's (per
+step: the anchor's nominal 32 x 8 x (128 + 256) tokens, the realistic workload's real tokens, over the step time).
 """
 
 from __future__ import annotations
@@ -37,11 +44,17 @@ COMPLETION_LEN = int(os.environ.get("SBS_COMPLETION_LEN", 256))
 TOKENS = PROMPTS * GENS * (PROMPT_LEN + COMPLETION_LEN)
 SHAPE = os.environ.get("SBS_SHAPE", "qwen")
 FIRST_WALL_S = {"ours": 170.0, "trl": 140.0}  # 2026-12-01/02 runs: 149-164 s and 124-126 s, start included
+REAL_FIRST_WALL_S = {"ours": 160.0, "trl": 260.0}  # realistic: ~9 s/step ours, ~30 s/step TRL (issue 20)
+REAL = dict(prompts=64, gens=8, max_tokens=1024)  # realistic.py's defaults (REAL_PROMPTS, REAL_GENS, ...)
 # Our settings tried against the default (environment of side_by_side.py's child).
 OURS_PRESETS: dict[str, dict[str, str]] = {
     "default": {},
     "async": {"OURS_ENGINE_ARGS": json.dumps({"async_scheduling": True})},
     "async_bt": {"OURS_ENGINE_ARGS": json.dumps({"async_scheduling": True, "max_num_batched_tokens": 65536})},
+}
+REAL_PRESETS: dict[str, dict[str, str]] = {
+    "sync": {"REAL_MAX_LAG": "0"},
+    **{f"lag{k}": {"REAL_MAX_LAG": str(k)} for k in (1, 2, 3)},
 }
 
 
@@ -63,8 +76,14 @@ def parse_trl(text: str) -> dict[str, Any]:
 
 def run_trl(entry: str, mb: int, over: dict[str, Any], args: argparse.Namespace, log: Path) -> dict[str, Any]:
     env = dict(os.environ, MICRO=str(mb), TRL_OVERRIDES=json.dumps(over))
-    cmd = [sys.executable, args.trl_phases, args.trl_bench, SHAPE, str(PROMPTS), str(GENS)]
-    cmd += [str(PROMPT_LEN), str(COMPLETION_LEN), str(args.steps + 1)]
+    steps = str((args.trl_steps or args.steps) + 1)
+    if args.workload == "realistic":  # the model dir our runs converted from the GGUF (the same weights)
+        model_dir = (Path(".cache") / "converted" / args.gguf.stem.lower().replace(".", "-")).resolve()
+        cmd = [sys.executable, args.trl_phases, args.trl_bench, str(model_dir), str(args.data)]
+        cmd += [str(REAL["prompts"]), str(REAL["gens"]), str(REAL["max_tokens"]), steps]
+    else:
+        cmd = [sys.executable, args.trl_phases, args.trl_bench, SHAPE, str(PROMPTS), str(GENS)]
+        cmd += [str(PROMPT_LEN), str(COMPLETION_LEN), steps]
     try:
         done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=args.run_timeout)
         text = done.stdout + done.stderr
@@ -75,6 +94,9 @@ def run_trl(entry: str, mb: int, over: dict[str, Any], args: argparse.Namespace,
     got = parse_trl(text)
     rec: dict[str, Any] = {"entry": entry, "side": "trl", "micro": mb, "overrides": over, **got}
     rec["steps"] = got["steps_all"][1:]
+    real = got.get("result", {}).get("real_tokens")  # realistic: TRL's num_tokens per step
+    per_step = real[1 : len(got["steps_all"])] if real else [TOKENS] * len(rec["steps"])
+    rec["tokens_per_s"] = [round(t / s) for t, s in zip(per_step, rec["steps"], strict=False)]
     if "result" not in got:
         rec["error"] = text[-2000:]
     return rec
@@ -82,9 +104,15 @@ def run_trl(entry: str, mb: int, over: dict[str, Any], args: argparse.Namespace,
 
 def run_ours(entry: str, preset: str, args: argparse.Namespace, index: int, log: Path) -> dict[str, Any]:
     child = Path(args.work) / f"ours_{index}.json"
-    env = dict(os.environ, **OURS_PRESETS[preset])
-    cmd = [sys.executable, str(HERE / "side_by_side.py"), SHAPE, "--steps", str(args.steps), "--only-ours"]
-    cmd += ["--out", str(child)]
+    presets = REAL_PRESETS if args.workload == "realistic" else OURS_PRESETS
+    if preset not in presets:
+        raise SystemExit(f"ours preset {preset!r} is not one of {sorted(presets)} ({args.workload} workload)")
+    env = dict(os.environ, **presets[preset])
+    if args.workload == "realistic":
+        cmd = [sys.executable, str(HERE / "realistic.py"), "--gguf", str(args.gguf), "--data", str(args.data)]
+    else:
+        cmd = [sys.executable, str(HERE / "side_by_side.py"), SHAPE]
+    cmd += ["--steps", str(args.steps), "--only-ours", "--out", str(child)]
     try:
         done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=args.run_timeout)
         text = done.stdout + done.stderr
@@ -92,13 +120,15 @@ def run_ours(entry: str, preset: str, args: argparse.Namespace, index: int, log:
         raw = exc.stdout or ""
         text = (raw.decode() if isinstance(raw, bytes) else raw) + "\nTIMEOUT"
     log.write_text(text)
-    rec: dict[str, Any] = {"entry": entry, "side": "ours", "preset": preset, "env": OURS_PRESETS[preset]}
+    rec: dict[str, Any] = {"entry": entry, "side": "ours", "preset": preset, "env": presets[preset]}
     if not child.exists():
         return {**rec, "steps": [], "error": text[-2000:]}
     got = json.loads(child.read_text())
     child.unlink()
     got.pop("all_metrics_last_step", None)
-    return {**rec, **got, "steps": [s["step_s"] for s in got["steps"]]}
+    steps = [s["step_s"] for s in got["steps"]]
+    tps = [s.get("tokens_per_s", round(TOKENS / s["step_s"])) for s in got["steps"]]
+    return {**rec, **got, "per_step": got["steps"], "steps": steps, "tokens_per_s": tps}
 
 
 def spread(values: list[float]) -> dict[str, Any]:
@@ -130,16 +160,18 @@ def summarise(runs: list[dict[str, Any]]) -> dict[str, Any]:
     for rec in runs:
         if not rec.get("steps"):
             continue
-        s = sides.setdefault(side_key(rec), {"steps": [], "run_medians": []})
+        s = sides.setdefault(side_key(rec), {"steps": [], "tps": [], "run_medians": []})
         s["steps"] += rec["steps"]
+        s["tps"] += rec["tokens_per_s"]
         s["run_medians"].append(round(statistics.median(rec["steps"]), 3))
     for s in sides.values():
         s.update(spread(s["steps"]))
-        s["tokens_per_s"] = round(TOKENS / s["median"])
+        s["tokens_per_s"] = round(statistics.median(s["tps"]))
+        s["tokens_per_s_spread"] = spread(s["tps"])
     ratios = {}
     for ours in (k for k in sides if k.startswith("ours")):
-        for trl in (k for k in sides if k.startswith("trl")):
-            ratios[f"{ours} / {trl}"] = round(sides[trl]["median"] / sides[ours]["median"], 2)
+        for other in (k for k in sides if k != ours):
+            ratios[f"{ours} / {other}"] = round(sides[ours]["tokens_per_s"] / sides[other]["tokens_per_s"], 2)
     offs = [k for k in sides if k.startswith("trl:off")]
     best = min(offs, key=lambda k: sides[k]["median"]) if offs else None
     return {"sides": sides, "ratios": ratios, "trl_best_matched": best}
@@ -171,10 +203,17 @@ def table(runs: list[dict[str, Any]], summary: dict[str, Any]) -> str:
         if r["side"] == "ours" and r.get("steps"):
             spans = r.get("spans_s", {})
             lines.append(
-                f"{side_key(r)} run phases (medians): generate {r.get('generate_s')} update {r.get('update_s')}"
-                f" (MFU {r.get('update_mfu')}) handoff {r.get('handoff_s')}"
-                f" check {spans.get('time/handoff_check_s', '-')} grade wait {r.get('grade_wait_s')}"
+                f"{side_key(r)} run phases (medians): generate {r.get('generate_s', spans.get('time/generate_s'))}"
+                f" update {r.get('update_s', spans.get('time/update_s'))} (MFU {r.get('update_mfu')})"
+                f" handoff {r.get('handoff_s')} check {spans.get('time/handoff_check_s', '-')}"
+                f" grade wait {r.get('grade_wait_s', spans.get('time/grade_wait_s'))}"
             )
+            if "running_full_frac_median" in r:  # realistic: issue 31's engine occupancy and lag
+                lines.append(
+                    f"{side_key(r)} engine: running mean {r['running_mean_median']} full-frac"
+                    f" {r['running_full_frac_median']} lag mean {r['lag_mean_median']} resp len"
+                    f" {r.get('response_len_mean')} trunc {r.get('truncation_rate')} reward {r.get('reward_mean')}"
+                )
     lines += [f"ratio {k}: {v}x" for k, v in summary["ratios"].items()]
     lines.append(f"TRL best matched setting (IS off) in this call: {summary['trl_best_matched']}")
     return "\n".join(lines)
@@ -182,7 +221,13 @@ def table(runs: list[dict[str, Any]], summary: dict[str, Any]) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--trl-bench", default=None, help="path to trl_bench.py (TRL entries need it)")
+    ap.add_argument("--workload", choices=("anchor", "realistic"), default="anchor")
+    ap.add_argument("--gguf", type=Path, help="realistic: the SmolLM2 GGUF file")
+    ap.add_argument("--data", type=Path, help="realistic: GSM8K JSONL (datasets/recipes/gsm8k.py)")
+    ap.add_argument("--trl-steps", type=int, default=None, help="TRL's measured steps (default: --steps)")
+    ap.add_argument(
+        "--trl-bench", default=None, help="trl_bench.py (anchor) / trl_realistic.py (TRL entries)"
+    )
     ap.add_argument("--trl-phases", default=None, help="path to trl_phases.py (TRL entries need it)")
     ap.add_argument("--schedule", default="ours,trl:off:32,trl:off:64,trl:def:32,ours,trl:off:best,ours")
     ap.add_argument("--steps", type=int, default=5, help="measured steps per run (one more runs first)")
@@ -191,6 +236,9 @@ def main() -> None:
     ap.add_argument("--work", default="/tmp/rrl_interleave")
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
+    if args.workload == "realistic" and not (args.gguf and args.data):
+        raise SystemExit("--workload realistic needs --gguf and --data")
+    first_wall = REAL_FIRST_WALL_S if args.workload == "realistic" else FIRST_WALL_S
     Path(args.work).mkdir(parents=True, exist_ok=True)
     start = time.time()
     runs: list[dict[str, Any]] = []
@@ -202,7 +250,7 @@ def main() -> None:
         if kind not in ("ours", "trl"):
             raise SystemExit(f"schedule entry {entry!r}: expected ours[:PRESET] or trl:def|off:MB|best")
         left = args.budget - (time.time() - start)
-        if last_wall.get(kind, FIRST_WALL_S[kind]) > left:
+        if last_wall.get(kind, first_wall[kind]) > left:
             skipped.append(entry)
             continue
         t = time.time()
@@ -228,7 +276,8 @@ def main() -> None:
     result = {
         "schedule": args.schedule,
         "skipped": skipped,
-        "tokens_per_step": TOKENS,
+        "workload": args.workload,
+        "tokens_per_step": TOKENS if args.workload == "anchor" else "real tokens, per step",
         "runs": runs,
         **summary,
     }

@@ -23,6 +23,6 @@ if [ ! -f .gpu_carry/m2/gg.1 ]; then
 fi
 sha256sum "$GGUF" | cut -d' ' -f1 > .gpu_carry/m2/sha256
 .venv/bin/python datasets/recipes/gsm8k.py .gpu_carry/data/gsm8k_test.jsonl --source "$SHARED/data/gsm8k_test.jsonl"
-cp "$SHARED/gpu/trl_bench.py" .gpu_carry/data/trl_bench.py
+cp "$SHARED/gpu/trl_bench.py" "$SHARED/gpu/trl_phases.py" .gpu_carry/data/
 du -sh .gpu/c* .gpu_carry/*
 echo "tree that travels besides carried paths: $(du -sb --exclude=.git --exclude=.gpu --exclude=.gpu_carry --exclude=.venv --exclude=.cache --exclude=.mypy_cache --exclude=runs . | cut -f1) bytes (ignored paths do not travel)"

@@ -15,7 +15,14 @@
 #   then on a fresh machine: 1-5 again, and
 #   6'   bash .gpu/c6/move.sh 6 && source .gpu/c6/install.sh && bash bench/gpu/run20.sh anchorfloors
 #                                                          carry [.gpu/c6, .gpu_carry/whl, .gpu_carry/data]
+# Issues 31/35/34, 2026-12-02 (third session; results in bench/RESULTS.md, raw JSON bench/gpu/results/*_31*.json):
+#   1-6 as above (6: carry [.gpu/c6, .gpu_carry/whl]), 7 model1 (carry [.gpu_carry/m1]), then
+#   8,9  source /tmp/vllm_kit/install.sh && SCHEDULE=ours:lag1,ours:sync,trl:off:32 bash bench/gpu/run20.sh interleave
+#                                           carry [.gpu_carry/m2 (first time), .gpu_carry/whl, .gpu_carry/data]
+#   10   source /tmp/vllm_kit/install.sh && bash bench/gpu/run20.sh spec     carry [.gpu_carry/whl, .gpu_carry/data]
 # Phases:
+#   interleave  the realistic workload, ours (sync / continuous lagK) and TRL interleaved (interleave.py)
+#   spec        the realistic workload with and without rollout.speculative (speculative.py; issue 34)
 #   anchor      the fixed-length side by side (side_by_side.py qwen, ours vs TRL), then its stage floors (floors.py)
 #   anchorfloors  ours alone on the anchor, then the stage floors on the run's own batches, in its process
 #   model1      GGUF part 1 to /tmp/smol
@@ -76,6 +83,23 @@ realfloors)
     python3 bench/gpu/realistic.py --gguf $GGUF --data "$DATA" --steps 4 --floors \
         --out "$OUT/real_floors.json" 2>&1 | quiet | tail -30
     cp /tmp/rrl_real/run_real/trace.jsonl "$OUT/real_floors_trace.jsonl"
+    ;;
+interleave)
+    wheels
+    gguf || exit 1
+    nvidia-smi --query-gpu=name,memory.used,clocks.sm,temperature.gpu --format=csv,noheader
+    python3 bench/gpu/interleave.py --workload realistic --gguf $GGUF --data "$DATA" \
+        --trl-bench bench/gpu/trl_realistic.py --trl-phases .gpu_carry/data/trl_phases.py \
+        --schedule "${SCHEDULE:-ours:lag1,ours:sync,trl:off:32}" --steps "${STEPS:-8}" --trl-steps "${TRL_STEPS:-5}" \
+        --budget "${BUDGET:-560}" --run-timeout "${RUN_TIMEOUT:-330}" --work /tmp/rrl_il --out "$OUT/interleave_real.json" 2>&1 | quiet
+    mkdir -p "$OUT/logs" && for f in /tmp/rrl_il/run*.log; do tail -c 40000 "$f" > "$OUT/logs/$(basename "$f")"; done
+    tar czf "$OUT/logs.tgz" -C "$OUT" logs && rm -rf "$OUT/logs"
+    ;;
+spec)
+    wheels
+    gguf || exit 1
+    timeout ${SPEC_TIMEOUT:-540} python3 bench/gpu/speculative.py --workload realistic --gguf $GGUF --data "$DATA" \
+        --steps "${STEPS:-3}" --methods "${METHODS:-off,ngram}" --out "$OUT/spec_real.json" 2>&1 | quiet | tail -30
     ;;
 *) echo "unknown phase $1"; exit 2 ;;
 esac
