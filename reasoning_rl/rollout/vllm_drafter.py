@@ -93,9 +93,23 @@ class GroupProposer:
         return out
 
 
-def draft_counts(metrics: Any) -> DraftCounts | None:
-    """A completion's counts from vLLM's per-request spec-decode summary (``RequestSpecDecodeMetrics``:
-    ``histogram[j]`` = verify steps that accepted j draft tokens)."""
+def per_request_metrics() -> dict[str, Any]:
+    """The engine argument that makes vLLM report each request's draft counts, where the installed vLLM has
+    it (0.32 does; 0.24, the GPU kit's, does not: its completions then carry no counts)."""
+    from dataclasses import fields
+
+    from vllm.engine.arg_utils import EngineArgs
+
+    names = {f.name for f in fields(EngineArgs)}
+    return (
+        {"per_request_spec_decode_metrics": "summary"} if "per_request_spec_decode_metrics" in names else {}
+    )
+
+
+def draft_counts(completion: Any) -> DraftCounts | None:
+    """A finished completion's counts from vLLM's per-request spec-decode summary (``RequestSpecDecodeMetrics``:
+    ``histogram[j]`` = verify steps that accepted j draft tokens); None where the engine reports none."""
+    metrics = getattr(completion, "spec_decode_metrics", None)
     if metrics is None:
         return None
     hist = list(metrics.histogram)

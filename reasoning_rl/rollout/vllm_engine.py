@@ -29,7 +29,13 @@ from reasoning_rl.rollout.base import (
 )
 from reasoning_rl.rollout.fingerprints import EngineWeights, Fingerprint, fingerprint_tensors
 from reasoning_rl.rollout.group_drafts import GroupDrafts
-from reasoning_rl.rollout.vllm_drafter import attach, draft_counts, group_drafts, speculative_config
+from reasoning_rl.rollout.vllm_drafter import (
+    attach,
+    draft_counts,
+    group_drafts,
+    per_request_metrics,
+    speculative_config,
+)
 
 
 class VLLMEngine:
@@ -81,9 +87,7 @@ class VLLMEngine:
         self._lora: Any = None  # the LoRARequest of the live adapter (split placement's adapter hand-off)
         self._lora_dir: str | None = None
         if speculative is not None and speculative.on:
-            kw.update(
-                speculative_config=speculative_config(speculative), per_request_spec_decode_metrics="summary"
-            )
+            kw.update(speculative_config=speculative_config(speculative), **per_request_metrics())
         self.llm = LLM(
             model=model_path,
             dtype=dtype,  # type: ignore[arg-type]
@@ -256,7 +260,7 @@ class VLLMEngine:
                     finished=out.finished,
                     finish_reason="length" if seq.finish_reason == "length" else "stop",
                     cached_tokens=out.num_cached_tokens,
-                    drafts=draft_counts(seq.spec_decode_metrics) if out.finished else None,
+                    drafts=draft_counts(seq) if out.finished else None,
                 )
             )
         return found
@@ -440,7 +444,7 @@ def _to_completion(
         logprobs=logprobs,
         text=text,
         finish_reason="length" if seq.finish_reason == "length" else "stop",
-        drafts=draft_counts(seq.spec_decode_metrics),
+        drafts=draft_counts(seq),
     )
 
 

