@@ -50,6 +50,9 @@ def test_two_rank_trace_has_communication_by_rank(runs: Callable[[str, int], Pat
         assert sorted(c["attrs"]["rank"] for c in mem) == [0, 1] and min(c["value"] for c in mem) > 0
         methods = {c["attrs"]["method"] for c in counters[(step, "worker_seconds")]}
         assert {"generate", "policy_train_step", "push_weights"} <= methods
-    # completions stream from the ranks one by one: some were graded while the ranks still generated
-    waits = [r for r in trace if r.get("type") == "span" and r.get("stage") == "grade_wait"]
-    assert len(waits) >= STEPS and any(w["attrs"]["graded_during_generation"] > 0 for w in waits), waits
+    # every sample of a step is accounted for as graded during generation or outstanding at its end (that the
+    # first ones arrive while the ranks still generate is timing: test_streaming.py proves it with a fixed delay)
+    spans = {(r["step"], r["stage"]): r["attrs"] for r in trace if r.get("type") == "span"}
+    for step in range(1, STEPS + 1):
+        wait, gen = spans[(step, "grade_wait")], spans[(step, "generate")]
+        assert wait["graded_during_generation"] + wait["outstanding_at_generation_end"] == gen["samples"] > 0
