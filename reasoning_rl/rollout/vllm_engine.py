@@ -234,9 +234,9 @@ class VLLMEngine:
 
     def advance(self) -> list[Delta]:
         """One engine step (and what streams / scores stepped meanwhile): each live request's new tokens."""
+        if not self._held:
+            self._step()  # continuous requests' outputs are held; this step's are taken below, not next call
         outs, self._held = self._held, []
-        if not outs:
-            outs = self._step()
         found = []
         for out in outs:
             (seq,) = out.outputs
