@@ -38,6 +38,20 @@ from reasoning_rl.rollout.vllm_drafter import (
 )
 
 
+def startup_memory_refusal(exc: ValueError, share: float, on_gpu: bool) -> str | None:
+    """vLLM's refusal to start for lack of free memory (it wants ``share`` of the device, or of the host's RAM
+    on CPU, free at start) as one line in our terms; None for any other error."""
+    text = str(exc)
+    if "on startup is less than" not in text:
+        return None
+    where = "GPU memory" if on_gpu else "RAM (vLLM's CPU backend reserves that share of it for its KV cache)"
+    return (
+        f"the vLLM engine cannot start: it needs {share:.0%} of the {where} free and less is free now "
+        f"({text.split(' on startup')[0]}); stop the other heavy process (another training run or vLLM "
+        "engine?) or lower rollout.gpu_memory_utilization"
+    )
+
+
 class VLLMEngine:
     """``RolloutEngine`` on ``vllm.LLM``. Log-probs are vLLM's ``raw_logprobs`` (before temperature/top-p).
 
@@ -88,16 +102,22 @@ class VLLMEngine:
         self._lora_dir: str | None = None
         if speculative is not None and speculative.on:
             kw.update(speculative_config=speculative_config(speculative), **per_request_metrics())
-        self.llm = LLM(
-            model=model_path,
-            dtype=dtype,  # type: ignore[arg-type]
-            seed=seed,
-            gpu_memory_utilization=gpu_memory_utilization,
-            max_model_len=max_model_len,
-            enable_sleep_mode=self.sleep_enabled,
-            logprobs_mode="raw_logprobs",
-            **kw,
-        )
+        try:
+            self.llm = LLM(
+                model=model_path,
+                dtype=dtype,  # type: ignore[arg-type]
+                seed=seed,
+                gpu_memory_utilization=gpu_memory_utilization,
+                max_model_len=max_model_len,
+                enable_sleep_mode=self.sleep_enabled,
+                logprobs_mode="raw_logprobs",
+                **kw,
+            )
+        except ValueError as exc:
+            refused = startup_memory_refusal(exc, gpu_memory_utilization, on_gpu)
+            if refused is None:
+                raise
+            raise RolloutError(refused) from exc
         self.tokenizer = self.llm.get_tokenizer()
         self.drafts: GroupDrafts | None = None
         if speculative is not None and speculative.method == "group":

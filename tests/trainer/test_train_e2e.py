@@ -224,6 +224,20 @@ def test_bad_config_and_data_fail_cleanly(tmp_path: Path, tiny_model_dir: Path) 
         -2000:
     ]
     assert "Traceback" not in proc.stdout + proc.stderr
+    # vLLM refuses to start when less than its share of memory is free (on CPU: of the RAM): one line, ours
+    proc = subprocess.run(
+        train_cmd(cfg, "rollout.gpu_memory_utilization=0.99"),
+        cwd=REPO,
+        env=env(),
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    out = proc.stderr.replace("\n", "")
+    assert proc.returncode == 2 and "the vLLM engine cannot start: it needs 99% of the RAM" in out, out[
+        -2000:
+    ]
+    assert "lower rollout.gpu_memory_utilization" in out and "Traceback" not in proc.stdout + proc.stderr
 
 
 def test_rrl_eval_reports_pass_and_majority(tmp_path: Path, tiny_model_dir: Path) -> None:
