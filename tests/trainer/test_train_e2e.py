@@ -187,57 +187,28 @@ def test_grader_errors_are_masked_and_counted(tmp_path: Path, tiny_model_dir: Pa
     assert any(k.startswith("grading/error_reason/") for k in rows[0])
 
 
+def refused(cfg: Path, *overrides: str, timeout: float = 180) -> str:
+    """``rrl train cfg overrides`` must stop with exit code 2 and one message, no traceback: its stderr, unwrapped."""
+    proc = subprocess.run(
+        train_cmd(cfg, *overrides), cwd=REPO, env=env(), capture_output=True, text=True, timeout=timeout
+    )
+    out = proc.stderr.replace("\n", "")
+    assert proc.returncode == 2 and "Traceback" not in proc.stdout + proc.stderr, out[-2000:]
+    return out
+
+
 def test_bad_config_and_data_fail_cleanly(tmp_path: Path, tiny_model_dir: Path) -> None:
     cfg = config(tmp_path, tiny_model_dir, "bad")
-    proc = subprocess.run(
-        train_cmd(cfg, "rollout.temprature=2"),
-        cwd=REPO,
-        env=env(),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert proc.returncode == 2 and "rollout.temprature: unknown key" in proc.stderr
-    assert "Traceback" not in proc.stdout + proc.stderr
+    assert "rollout.temprature: unknown key" in refused(cfg, "rollout.temprature=2")
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"question": "1+1?", "answer": "2"}\n{"question": "no answer"}\n')
-    proc = subprocess.run(
-        train_cmd(cfg, f"data.train=[{{path: '{bad}'}}]"),
-        cwd=REPO,
-        env=env(),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert proc.returncode == 2 and "bad.jsonl:row 2: needs a ground truth" in proc.stderr.replace("\n", "")
-    assert "Traceback" not in proc.stdout + proc.stderr
-    proc = subprocess.run(
-        train_cmd(cfg, "rollout.engine_args={max_num_seqz: 4}"),
-        cwd=REPO,
-        env=env(),
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
-    out = proc.stderr.replace("\n", "")
-    assert proc.returncode == 2 and "rollout.engine_args ['max_num_seqz']: vLLM rejected them" in out, out[
-        -2000:
-    ]
-    assert "Traceback" not in proc.stdout + proc.stderr
+    assert "bad.jsonl:row 2: needs a ground truth" in refused(cfg, f"data.train=[{{path: '{bad}'}}]")
+    out = refused(cfg, "rollout.engine_args={max_num_seqz: 4}")
+    assert "rollout.engine_args ['max_num_seqz']: vLLM rejected them" in out, out[-2000:]
     # vLLM refuses to start when less than its share of memory is free (on CPU: of the RAM): one line, ours
-    proc = subprocess.run(
-        train_cmd(cfg, "rollout.gpu_memory_utilization=0.99"),
-        cwd=REPO,
-        env=env(),
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
-    out = proc.stderr.replace("\n", "")
-    assert proc.returncode == 2 and "the vLLM engine cannot start: it needs 99% of the RAM" in out, out[
-        -2000:
-    ]
-    assert "lower rollout.gpu_memory_utilization" in out and "Traceback" not in proc.stdout + proc.stderr
+    out = refused(cfg, "rollout.gpu_memory_utilization=0.99")
+    assert "the vLLM engine cannot start: it needs 99% of the RAM" in out, out[-2000:]
+    assert "lower rollout.gpu_memory_utilization" in out
 
 
 def test_rrl_eval_reports_pass_and_majority(tmp_path: Path, tiny_model_dir: Path) -> None:
