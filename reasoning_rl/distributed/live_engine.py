@@ -59,10 +59,6 @@ class LiveEngine:
         if self._thread is not None:
             self._thread.start()
 
-    @property
-    def overlap(self) -> bool:
-        return self._thread is not None
-
     # ------------------------------------------------------------------------------ the driver's calls
     def submit(self, requests: list[Request]) -> None:
         with self.exclusive():
@@ -89,10 +85,6 @@ class LiveEngine:
             gone = set(ids)
             self._live -= gone
             self._buffer = [d for d in self._buffer if d.id not in gone]
-
-    def running(self) -> int:
-        with self.exclusive():
-            return self.engine.running()
 
     def swap(self, load: Callable[[], T], version: int) -> T:
         """Run ``load`` (the new weights into the engine, then the freshness gate) between two decode steps;

@@ -6,8 +6,9 @@ the requests resident across updates, the weights broadcast to it and swapped in
   samples that continued across an update;
 - overlapped (the default: the rank decodes during the update and the hand-off) no token lags the trainer by more
   than ``max_lag``, each sample's versions only grow, the tokens decoded during the update are reported
-  (``rollout/overlap_tokens``, trace ``overlap_tokens``), and across a checkpoint + resume (its partial samples
-  resubmitted to the new rank) every drawn prompt is trained exactly once or still in flight.
+  (``rollout/overlap_tokens``, trace ``overlap_tokens``), an eval stream every step runs beside the resident
+  requests, and across a checkpoint + resume (its partial samples resubmitted to the new rank) every drawn
+  prompt is trained exactly once or still in flight.
 """
 
 from __future__ import annotations
@@ -70,6 +71,8 @@ def test_overlapped_split_bounds_the_lag_and_resumes_losslessly(tmp_path: Path, 
         f"trainer.batch_size={batch}",
         "algorithm.mini_batch_size=4",
         "data.train.size=32",
+        "data.val={generator: fixed_digit, size: 3}",  # an eval stream on the rank, beside the resident requests
+        "eval.every=1",
     )
     first = train(cfg, *shape, "trainer.steps=2")
     assert "decoding during the update" in first.stdout
@@ -81,6 +84,7 @@ def test_overlapped_split_bounds_the_lag_and_resumes_losslessly(tmp_path: Path, 
 
     trained: list[str] = []
     for step in range(1, steps + 1):
+        assert len((run / "eval" / f"step_{step}.jsonl").read_text().splitlines()) == 3
         rows = _rows(run, step)
         assert len(rows) == batch * n
         for r in rows:
