@@ -29,12 +29,15 @@ if TYPE_CHECKING:
 
 @dataclass
 class HandoffStats:
-    """One hand-off: bytes of full tensors pushed, wall time of the load (the check reports its own), tensor count, the gate's result."""
+    """One hand-off: bytes of full tensors pushed, wall time of the load (the check reports its own), tensor
+    count, the gate's result; split placement's live rollout ranks add the tokens they decoded between the
+    driver's last advance and the swap (``overlap_tokens``: generation overlapped with the update)."""
 
     bytes: int
     seconds: float
     tensors: int
     check: CheckResult | None = field(default=None)
+    overlap_tokens: int | None = None
 
     @property
     def gbps(self) -> float:

@@ -59,7 +59,13 @@ class RolloutConfig(SamplingParams):
         "trainer. 0: synchronous steps. > 0: up to trainer.batch_size x (1 + max_lag) groups stay admitted in the "
         "engine, each step trains the oldest finished ones, unfinished requests continue across the update with "
         "the new weights, and the loss is decoupled PPO (algorithms/decoupled.py). Needs the vLLM engine on one "
-        "colocated rank, no tools and no dynamic sampling.",
+        "colocated rank or on split placement's rollout ranks, no tools and no dynamic sampling.",
+    )
+    overlap: bool = Field(
+        default=True,
+        description="Split placement with rollout.max_lag > 0: the rollout ranks keep decoding during the "
+        "update and the weight broadcast (new weights swapped in between two decode steps). false: they step "
+        "only when the trainer asks (paused; deterministic, the single-process continuous run step for step).",
     )
     tensor_parallel_size: int = Field(
         default=1,

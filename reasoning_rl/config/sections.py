@@ -77,11 +77,17 @@ class Config(_Section):
 
     @model_validator(mode="after")
     def _continuous_fits(self) -> Config:
-        """``rollout.max_lag > 0`` keeps requests resident in one in-process engine across updates: only the
-        paths that have one such engine and a fixed batch per step can do that (issue 31)."""
+        """``rollout.max_lag > 0`` keeps requests resident across updates in one in-process engine or in split
+        placement's rollout ranks: only the paths that have such engines and a fixed batch per step can do that
+        (issue 31)."""
+        r = self.resources
+        if not self.rollout.overlap and (self.rollout.max_lag == 0 or r.placement != "split"):
+            raise ValueError(
+                "rollout.overlap=false pauses split placement's continuous rollout ranks: it needs "
+                "resources.placement=split and rollout.max_lag > 0; remove it"
+            )
         if self.rollout.max_lag == 0:
             return self
-        r = self.resources
         clash = (
             "rollout.engine=hf (continuous rollouts need vLLM)"
             if self.rollout.engine == "hf"
@@ -91,8 +97,10 @@ class Config(_Section):
             if self.algorithm.dynamic_sampling
             else "algorithm.old_logprobs=rollout (decoupled PPO needs the trainer's proximal recompute)"
             if self.algorithm.old_logprobs == "rollout"
-            else "several ranks (continuous rollouts run on one colocated rank for now)"
-            if r.nodes * (r.ranks_per_node or 1) > 1 or r.placement == "split" or r.ray_address
+            else "model.lora on split placement (the adapter reload under resident requests is not proven)"
+            if self.model.lora.enabled and r.placement == "split"
+            else "several colocated ranks (continuous rollouts run on one colocated rank or on split placement)"
+            if r.placement != "split" and (r.nodes * (r.ranks_per_node or 1) > 1 or r.ray_address)
             else None
         )
         if clash is not None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import pickle
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, cast
 
@@ -26,7 +26,7 @@ import torch
 import torch.distributed as tdist
 from torch import Tensor
 
-from reasoning_rl.freshness import FreshnessGate, WeightSyncError
+from reasoning_rl.freshness import CheckResult, FreshnessGate, WeightSyncError
 from reasoning_rl.handoff import HandoffStats, Tally, load_all
 from reasoning_rl.policy.lora import adapter_config_dict
 from reasoning_rl.rollout.adapters import AdapterEngine, peft_state_name
@@ -35,6 +35,11 @@ from reasoning_rl.rollout.fingerprints import EngineWeights, SentFingerprints, c
 if TYPE_CHECKING:
     from reasoning_rl.policy.policy import Policy
     from reasoning_rl.rollout.base import RolloutEngine
+
+Loaded = tuple[float, CheckResult | None]  # a swap's load seconds and gate result
+Swap = Callable[
+    [Callable[[], Loaded]], Loaded
+]  # runs the load + gate between two decode steps (LiveEngine.swap)
 
 _DTYPES = {str(d): d for d in (torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.int64)}
 
@@ -118,13 +123,21 @@ def _buckets(
 
 
 def receive_weights(
-    engine: RolloutEngine, group: HandoffGroup, *, gate: FreshnessGate | None, step: int
+    engine: RolloutEngine,
+    group: HandoffGroup,
+    *,
+    gate: FreshnessGate | None,
+    step: int,
+    swap: Swap | None = None,
 ) -> HandoffStats:
     """Rollout side: load what ``send_weights`` broadcasts into ``engine``; with a ``gate``, verify it
     (``WeightSyncError`` naming the tensor or the probe gap). The check is against what the TRAINER sent: what
     arrived is fingerprinted as received (exactly, in the sent dtype) and compared with the trainer's own
     fingerprints, and the engine against what arrived, so a tensor changed in transit fails too. LoRA adapters
-    go to ``engine.load_adapter`` and are compared with the engine's ``adapter_fingerprints()``."""
+    go to ``engine.load_adapter`` and are compared with the engine's ``adapter_fingerprints()``.
+
+    ``swap`` (a live engine that keeps decoding, ``LiveEngine.swap``): every bucket is received first, while
+    the engine decodes, and the load plus the gate then run inside ``swap``, between two decode steps."""
     adapter = group.broadcast_object(None)["adapter_config"]
     if adapter is not None and not isinstance(engine, AdapterEngine):
         raise WeightSyncError(f"{type(engine).__name__} cannot serve LoRA adapters (no load_adapter)")
@@ -142,19 +155,35 @@ def receive_weights(
     start = time.perf_counter()
     engine.wake()
     stream = tally.count(received())
-    if adapter is not None:
-        cast(AdapterEngine, engine).load_adapter(stream, adapter)
-        for _ in stream:  # drained like load_all's: the sender must not be left mid-broadcast
-            pass
-    else:
-        load_all(engine, stream)  # an engine that stopped early must not leave the sender mid-broadcast
-    seconds = time.perf_counter() - start
-    check = None
-    if gate is not None and tally.sent is not None and arrived is not None:
-        trainer_lp, trainer_sent = group.broadcast_object(None)
+    if swap is not None:
+        stream = iter(list(stream))  # every bucket off the wire while the engine keeps decoding
+
+    def load() -> float:
+        if adapter is not None:
+            cast(AdapterEngine, engine).load_adapter(stream, adapter)
+            for _ in stream:  # drained like load_all's: the sender must not be left mid-broadcast
+                pass
+        else:
+            load_all(engine, stream)  # an engine that stopped early must not leave the sender mid-broadcast
+        return time.perf_counter() - start
+
+    def check(sent: Any) -> CheckResult | None:
+        """The gate, given what the trainer sent after the weights: its probe log-probs and fingerprints."""
+        if gate is None or tally.sent is None or arrived is None:
+            return None
+        trainer_lp, trainer_sent = sent
         transit = compare_fingerprints(trainer_sent, EngineWeights(arrived.result()))
         prior = None if transit is None else f"what arrived differs from what the trainer sent: {transit}"
-        check = gate.verify(
+        return gate.verify(
             trainer_lp, engine, tally.sent.result(), step=step, prior=prior, adapters=adapter is not None
         )
-    return tally.stats(seconds, check)
+
+    def probe() -> Any:
+        return group.broadcast_object(None) if gate is not None else None
+
+    if swap is None:
+        seconds = load()
+        return tally.stats(seconds, check(probe()))
+    sent = probe()
+    seconds, result = swap(lambda: (load(), check(sent)))
+    return tally.stats(seconds, result)

@@ -8,7 +8,7 @@ Splits are contiguous and deterministic (``shards``): rank r gets rows ``[start_
 uses (``Models(policy, ref, critic)``, ``RolloutEngine``), so the algorithm code never sees ranks.
 
 Public names (stable): ``WorkerGroup`` (``local``, ``world``, ``shards``, ``call``, ``call_all``, ``stream``,
-``call_engines``, ``continuous_engine``, ``push_weights``, ``take_traffic``, ``close``), ``RankBackend``, ``LocalRanks``, ``Traffic``, ``shards``.
+``call_engines``, ``call_engines_each``, ``continuous_engine``, ``push_weights``, ``take_traffic``, ``close``), ``RankBackend``, ``LocalRanks``, ``Traffic``, ``shards``.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
+from reasoning_rl.distributed.remote_engine import RemoteEngine
 from reasoning_rl.distributed.worker import CallResult, ModelWorker
 from reasoning_rl.rollout import Completion, ContinuousEngine, SamplingConfig
 
@@ -59,8 +60,8 @@ class RankBackend(Protocol):
         """Ranks that generate: the training ranks, or split placement's rollout ranks."""
         ...
 
-    def run_engines(self, method: str, *args: Any) -> list[Any]:
-        """``method(*args)`` on every generating rank."""
+    def run_engines(self, method: str, per_rank: Sequence[tuple[Any, ...]]) -> list[Any]:
+        """``method(*per_rank[r])`` on every generating rank r."""
         ...
 
     def handoff(self, step: int, bucket_bytes: int, traffic: Traffic) -> list[Any]:
@@ -94,8 +95,8 @@ class LocalRanks:
     def engine_count(self) -> int:
         return 1
 
-    def run_engines(self, method: str, *args: Any) -> list[Any]:
-        return self.run(method, [args], Traffic())
+    def run_engines(self, method: str, per_rank: Sequence[tuple[Any, ...]]) -> list[Any]:
+        return self.run(method, per_rank, Traffic())
 
     def handoff(self, step: int, bucket_bytes: int, traffic: Traffic) -> list[Any]:
         return self.run("push_weights", [(step, bucket_bytes)], traffic)
@@ -157,15 +158,31 @@ class WorkerGroup:
         for rank, comp in self.backend.stream(jobs, self.traffic):
             yield replace(comp, prompt_index=comp.prompt_index + split[rank].start)
 
+    @property
+    def engine_count(self) -> int:
+        """Ranks that generate (split placement: the rollout ranks)."""
+        return self.backend.engine_count
+
     def call_engines(self, method: str, *args: Any) -> list[Any]:
         """The same call on every generating rank (split placement: the rollout ranks)."""
-        return self.backend.run_engines(method, *args)
+        return self.backend.run_engines(method, [args] * self.backend.engine_count)
+
+    def call_engines_each(self, method: str, per_rank: Sequence[tuple[Any, ...]]) -> list[Any]:
+        """``method(*per_rank[r])`` on generating rank r."""
+        if len(per_rank) != self.backend.engine_count:
+            raise ValueError(
+                f"{method}: {len(per_rank)} argument sets for {self.backend.engine_count} engines"
+            )
+        return self.backend.run_engines(method, per_rank)
 
     def continuous_engine(self) -> ContinuousEngine | None:
-        """The one engine of an in-process rank when it can keep requests across updates (continuous
-        rollouts, ``rollout.max_lag``); None for Ray ranks and engines that only stream."""
-        engine = self.backend.worker.engine if isinstance(self.backend, LocalRanks) else None
-        return engine if isinstance(engine, ContinuousEngine) else None
+        """The engine that keeps requests across updates (continuous rollouts, ``rollout.max_lag``): an
+        in-process rank's own, or split placement's rollout ranks as one ``RemoteEngine`` when they run live
+        engines; None for colocated Ray ranks and engines that only stream."""
+        if isinstance(self.backend, LocalRanks):
+            engine = self.backend.worker.engine
+            return engine if isinstance(engine, ContinuousEngine) else None
+        return RemoteEngine(self) if all(self.call_engines("live")) else None
 
     def push_weights(self, step: int, bucket_bytes: int) -> list[Any]:
         """The update's weights into every engine: per rank ``HandoffStats``, training ranks first."""

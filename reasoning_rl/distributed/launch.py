@@ -314,11 +314,11 @@ class RayRanks:
         """The global rank of the first generating rank (split: after the training ranks)."""
         return len(self.actors) - len(self.engines)
 
-    def run_engines(self, method: str, *args: Any) -> list[Any]:
-        """``method(*args)`` on every generating rank (the training ranks unless split)."""
+    def run_engines(self, method: str, per_rank: Sequence[tuple[Any, ...]]) -> list[Any]:
+        """``method(*per_rank[r])`` on every generating rank r (the training ranks unless split)."""
         if self.engines is self.train_actors:
-            return self.run(method, [args] * self.world, Traffic())
-        refs = [a.call.remote(method, *args) for a in self.engines]
+            return self.run(method, per_rank, Traffic())
+        refs = [a.call.remote(method, *args) for a, args in zip(self.engines, per_rank, strict=True)]
         return [res.value for res in self._get(refs, method, first_rank=self._engine0)]
 
     def handoff(self, step: int, bucket_bytes: int, traffic: Traffic) -> list[Any]:
@@ -335,6 +335,9 @@ class RayRanks:
         checks = [s.check for s in stats[self.world :] if s.check is not None]
         if checks:  # the step's record (rank 0's) carries the rollout ranks' gate: the worst probe gap
             stats[0] = dc_replace(stats[0], check=max(checks, key=lambda c: c.probe_gap))
+        overlapped = [s.overlap_tokens for s in stats[self.world :] if s.overlap_tokens is not None]
+        if overlapped:  # and what the live rollout ranks decoded during the update, all of them
+            stats[0] = dc_replace(stats[0], overlap_tokens=sum(overlapped))
         return stats
 
     def _get(self, refs: list[Any], method: str, *, startup: bool = False, first_rank: int = 0) -> list[Any]:

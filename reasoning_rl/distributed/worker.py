@@ -155,6 +155,11 @@ class ModelWorker:
     def engine_asleep(self) -> bool:
         return bool(self._engine().asleep)
 
+    def live(self) -> bool:
+        """Whether this rank's engine decodes on its own between the driver's calls: never on a colocated
+        rank (its engine is the driver's to step; only split placement's rollout ranks run a ``LiveEngine``)."""
+        return False
+
     def push_weights(self, step: int, bucket_bytes: int) -> Any:
         """Wake this rank's engine and stream the policy's weights into it (collective): ``HandoffStats``."""
         from reasoning_rl.handoff import push_weights

@@ -94,7 +94,8 @@ class Request:
     of the budget (a request resumed from partial tokens carries them at the end of ``prompt_ids``), ``seed``
     its own, ``cache_salt`` keeps its prefix-cache blocks apart from those computed with other weights.
     ``deltas=False``: its tokens come back once, when it finishes (cheaper; for requests that never outlive
-    the weights they started with)."""
+    the weights they started with). ``group``: the prompt group it samples for, so an engine spread over
+    several ranks keeps a group's samples on one of them."""
 
     id: str
     prompt_ids: list[int]
@@ -102,13 +103,16 @@ class Request:
     seed: int | None
     cache_salt: str | None = None
     deltas: bool = True
+    group: int = 0
 
 
 @dataclass(frozen=True)
 class Delta:
     """What one engine step added to a live request: new tokens with their log-probs (and text when stop
     strings need it live), whether it finished and why, and the prompt tokens served from the prefix cache
-    (reported with the request's first delta, None after)."""
+    (reported with the request's first delta, None after). ``version``: the policy version whose weights
+    sampled these tokens, where the engine steps on its own (split placement's rollout ranks decode during
+    the update); None: the version of the step that advanced it."""
 
     id: str
     token_ids: list[int]
@@ -118,6 +122,7 @@ class Delta:
     finish_reason: str
     cached_tokens: int | None = None
     drafts: DraftCounts | None = None  # rollout.speculative: the request's counts, on its finishing delta
+    version: int | None = None
 
 
 @runtime_checkable

@@ -161,7 +161,12 @@ class Components:
                 trace.add_span(
                     "handoff_check", step, end, end + stats.check.seconds, probe_gap=stats.check.probe_gap
                 )
-        return dict(stats.as_metrics())
+            if stats.overlap_tokens is not None:
+                trace.counter("overlap_tokens", step, stats.overlap_tokens)
+        metrics = dict(stats.as_metrics())
+        if stats.overlap_tokens is not None:  # split placement's live rollout ranks decoded during the update
+            metrics["rollout/overlap_tokens"] = float(stats.overlap_tokens)
+        return metrics
 
     def trace_ranks(self, trace: TraceWriter, step: int) -> None:
         """With several ranks: the step's driver <-> worker bytes, each rank's seconds per operation, and each

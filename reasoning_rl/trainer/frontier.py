@@ -201,6 +201,7 @@ class Frontier:
             seed,
             cache_salt=f"v{version}",
             deltas=self.schedule.max_lag > 0,  # sync: no request outlives its weights, one output each
+            group=part.ticket,
         )
 
     # ------------------------------------------------------------------------------------ completions
@@ -208,7 +209,7 @@ class Frontier:
         part = self.live[delta.id]
         part.token_ids += delta.token_ids
         part.logprobs += delta.logprobs
-        part.versions += [version] * len(delta.token_ids)
+        part.versions += [version if delta.version is None else delta.version] * len(delta.token_ids)
         part.text += delta.text
         if part.cached_tokens is None:
             part.cached_tokens = delta.cached_tokens

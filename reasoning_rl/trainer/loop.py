@@ -207,16 +207,18 @@ class Trainer:
         }
 
     def _frontier(self, parts: Components, sampler: PromptSampler) -> Frontier | None:
-        """The in-flight rollouts of an in-process engine that can keep requests across updates (vLLM): every
-        step goes through it, ``rollout.max_lag = 0`` being the synchronous step. None: streamed waves (other
-        engines, several ranks, tool loops, dynamic sampling' refills), which only the synchronous step has."""
+        """The in-flight rollouts of an engine that can keep requests across updates (an in-process vLLM, or
+        split placement's live rollout ranks with ``rollout.max_lag > 0``): every step goes through it,
+        ``rollout.max_lag = 0`` being the synchronous step. None: streamed waves (other engines, several
+        colocated ranks, tool loops, dynamic sampling' refills), which only the synchronous step has."""
         cfg = self.cfg
         engine = parts.group.continuous_engine()
         if engine is None or cfg.rollout.tools or cfg.algorithm.dynamic_sampling:
             if cfg.rollout.max_lag > 0:
                 raise TrainError(
                     f"rollout.max_lag={cfg.rollout.max_lag} needs the vLLM engine in this process (one colocated "
-                    "rank): this run's engine only streams; set rollout.max_lag=0"
+                    "rank) or on split placement's rollout ranks: this run's engine only streams; set "
+                    "rollout.max_lag=0"
                 )
             return None
         resident = cfg.rollout.sleep is False or not getattr(engine, "sleep_enabled", False)
@@ -234,8 +236,18 @@ class Trainer:
             resident=resident,
         )
         if cfg.rollout.max_lag > 0:
+            where = (
+                f"{parts.group.engine_count} rollout rank(s) of their own, decoding "
+                + (
+                    "during the update"
+                    if cfg.rollout.overlap
+                    else "only when stepped (rollout.overlap=false)"
+                )
+                if cfg.resources.placement == "split"
+                else "the engine in this process"
+            )
             self.console.print(
-                f"continuous rollouts: max_lag={cfg.rollout.max_lag}, up to "
+                f"continuous rollouts on {where}: max_lag={cfg.rollout.max_lag}, up to "
                 f"{frontier.schedule.capacity} groups in the engine; unfinished requests across an update: "
                 + (
                     "kept resident"

@@ -85,11 +85,37 @@ def test_continuous_rollouts_refuse_paths_that_cannot_keep_requests(tmp_path: Pa
         ("rollout.engine=hf", "rollout.engine=hf"),
         ("algorithm.dynamic_sampling=true", "algorithm.dynamic_sampling"),
         ("algorithm.old_logprobs=rollout", "algorithm.old_logprobs=rollout"),
-        ("resources.ranks_per_node=2", "several ranks"),
+        ("resources.ranks_per_node=2", "several colocated ranks"),
     ):
         with pytest.raises(ConfigError, match=rf"rollout.max_lag=1 cannot be used with {named}"):
             load_config(write(tmp_path, MINIMAL), ["rollout.max_lag=1", bad])
     assert not step_plan(load_config(write(tmp_path, MINIMAL)), pad_id=0).decoupled
+
+
+def test_continuous_rollouts_on_split_placement_and_the_overlap_switch(tmp_path: Path) -> None:
+    """Split placement's rollout ranks run continuous rollouts (overlapped by default, paused on request);
+    ``rollout.overlap=false`` means nothing elsewhere and is refused there, naming the key; LoRA's adapter
+    swap under resident requests is still refused on split."""
+    split = ["resources.placement=split", "resources.rollout_ranks=1", "resources.ranks_per_node=2"]
+    lagged = ["rollout.max_lag=1", "rollout.engine=vllm"]
+    cfg = load_config(write(tmp_path, MINIMAL), [*lagged, *split])
+    assert cfg.rollout.overlap and cfg.resources.placement == "split"
+    assert not load_config(
+        write(tmp_path, MINIMAL), [*lagged, *split, "rollout.overlap=false"]
+    ).rollout.overlap
+    for bad in (
+        ["rollout.overlap=false"],
+        [*lagged, "rollout.overlap=false"],
+        [*split, "rollout.overlap=false"],
+    ):
+        with pytest.raises(
+            ConfigError, match=r"rollout.overlap=false pauses split placement's .*; remove it"
+        ):
+            load_config(write(tmp_path, MINIMAL), bad)
+    with pytest.raises(ConfigError, match=r"rollout.max_lag=1 cannot be used with model.lora on split"):
+        load_config(write(tmp_path, MINIMAL), [*lagged, *split, "model.lora.rank=4"])
+    lora = load_config(write(tmp_path, MINIMAL), [*lagged, "model.lora.rank=4"])  # colocated: merged weights
+    assert lora.model.lora.enabled
 
 
 def test_engine_args_pass_through_but_not_over_owned_keys(tmp_path: Path) -> None:

@@ -1,0 +1,338 @@
+"""``LiveEngine`` (a split rollout rank's engine, decoding on its own) and ``RemoteEngine`` (the driver's view of
+the rollout ranks) on a fake continuous engine: deltas buffered and none lost or duplicated, every token stamped
+with the version of the weights that produced it, the swap between two decode steps, abort, the paused mode
+stepping only when asked, the decode thread's failure surfacing, and the thread stopping on close. The last test
+swaps real weights (the HF engine) through ``receive_weights``: a dropped tensor fails that step's swap."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+import torch
+
+from reasoning_rl.distributed.live_engine import WAIT_S, Advanced, LiveEngine
+from reasoning_rl.distributed.remote_engine import RemoteEngine
+from reasoning_rl.rollout import Delta, Request, SamplingConfig
+
+
+class FakeEngine:
+    """A continuous engine whose request ``r`` yields tokens 0, 1, ... up to its ``max_tokens``, one per step
+    (log-prob -token); it fails the test if two threads ever step or change it at once."""
+
+    def __init__(self, step_s: float = 0.0, fail_at: int | None = None) -> None:
+        self.left: dict[str, int] = {}
+        self.made: dict[str, int] = {}
+        self.steps = 0
+        self.step_s = step_s
+        self.fail_at = fail_at
+        self.busy = False
+
+    def _enter(self) -> None:
+        assert not self.busy, "the engine was used from two threads at once"
+        self.busy = True
+
+    def submit(self, requests: list[Request]) -> None:
+        self._enter()
+        for r in requests:
+            self.left[r.id] = r.sampling.max_tokens
+            self.made[r.id] = 0
+        self.busy = False
+
+    def advance(self) -> list[Delta]:
+        self._enter()
+        self.steps += 1
+        if self.fail_at is not None and self.steps >= self.fail_at:
+            self.busy = False
+            raise ValueError("engine step failed")
+        time.sleep(self.step_s)
+        out = []
+        for rid in list(self.left):
+            tok = self.made[rid]
+            self.made[rid] += 1
+            self.left[rid] -= 1
+            done = self.left[rid] == 0
+            if done:
+                del self.left[rid]
+            out.append(Delta(rid, [tok], [-float(tok)], "", done, "length" if done else ""))
+        self.busy = False
+        return out
+
+    def abort(self, ids: list[str]) -> None:
+        self._enter()
+        for rid in ids:
+            self.left.pop(rid, None)
+        self.busy = False
+
+    def running(self) -> int:
+        return len(self.left)
+
+
+def _requests(n: int, tokens: int, start: int = 0) -> list[Request]:
+    sampling = SamplingConfig(max_tokens=tokens)
+    return [Request(f"r{i}", [1, 2], sampling, None, group=i) for i in range(start, start + n)]
+
+
+def _drain(live: LiveEngine, ids: set[str], timeout: float = 20.0) -> dict[str, list[Delta]]:
+    """Advance until every request in ``ids`` finished; each request's deltas in arrival order."""
+    got: dict[str, list[Delta]] = {i: [] for i in ids}
+    deadline = time.monotonic() + timeout
+    while not all(got[i] and got[i][-1].finished for i in ids):
+        assert time.monotonic() < deadline, "requests never finished"
+        for d in live.advance().deltas:
+            got[d.id].append(d)
+    return got
+
+
+def _tokens(deltas: list[Delta]) -> list[int]:
+    return [t for d in deltas for t in d.token_ids]
+
+
+def test_overlap_decodes_without_the_driver_and_loses_or_repeats_nothing() -> None:
+    engine = FakeEngine(step_s=0.001)
+    live = LiveEngine(engine, overlap=True, version=3)
+    try:
+        live.submit(_requests(4, 30))
+        deadline = time.monotonic() + 10
+        while engine.steps < 5:  # no advance was called: the rank's own thread decodes
+            assert time.monotonic() < deadline
+            time.sleep(0.005)
+        got = _drain(live, {f"r{i}" for i in range(4)})
+        for deltas in got.values():
+            assert _tokens(deltas) == list(range(30))  # every token once, in order
+            assert [d.finished for d in deltas].count(True) == 1 and deltas[-1].finished
+            assert {d.version for d in deltas} == {3}
+        assert live.advance().deltas == []  # nothing left buffered
+    finally:
+        live.close()
+
+
+def test_paused_steps_exactly_once_per_advance() -> None:
+    engine = FakeEngine()
+    live = LiveEngine(engine, overlap=False)
+    live.submit(_requests(2, 3))
+    time.sleep(3 * WAIT_S)
+    assert engine.steps == 0  # nothing steps it between the driver's calls
+    first = live.advance()
+    assert engine.steps == 1 and first == Advanced(
+        [
+            Delta("r0", [0], [-0.0], "", False, "", version=0),
+            Delta("r1", [0], [-0.0], "", False, "", version=0),
+        ],
+        2,
+    )
+    assert live.swap(lambda: "loaded", version=1) == "loaded" and live.overlapped == 0
+    got = _drain(live, {"r0", "r1"})
+    assert engine.steps == 3
+    assert [d.version for d in got["r0"]] == [1, 1]  # decoded after the swap: the new version
+    assert live.advance() == Advanced([], 0) and engine.steps == 3  # no live request: no step
+
+
+def test_swap_runs_between_two_steps_and_stamps_the_new_version() -> None:
+    """The load runs while the engine is not stepping (the fake would fail on a concurrent step), tokens
+    decoded before it carry the old version and after it the new one, and ``overlapped`` counts the tokens the
+    thread decoded since the driver's last advance."""
+    engine = FakeEngine(step_s=0.002)
+    live = LiveEngine(engine, overlap=True)
+    try:
+        live.submit(_requests(2, 200))
+        seen = live.advance().deltas
+        time.sleep(0.1)  # the trainer's update: the thread decodes on its own
+
+        def load() -> int:
+            assert not engine.busy
+            steps = engine.steps
+            time.sleep(0.05)  # a slow load: the thread must wait for it
+            assert engine.steps == steps
+            return steps
+
+        at = live.swap(load, version=1)
+        assert live.version == 1
+        assert live.overlapped > 0
+        got = _drain(live, {"r0", "r1"})
+        for rid in ("r0", "r1"):
+            deltas = [d for d in seen if d.id == rid] + got[rid]
+            assert _tokens(deltas) == list(range(200))
+            versions = [d.version for d in deltas for _ in d.token_ids]
+            assert versions == sorted(versions) and set(versions) == {0, 1}
+            assert versions.count(0) == at  # one token per step: exactly the steps before the swap
+        overlapped = sum(len(d.token_ids) for d in got["r0"] + got["r1"] if d.version == 0)
+        assert live.overlapped == overlapped  # every old-version token taken after the last advance
+    finally:
+        live.close()
+
+
+def test_abort_drops_the_request_and_its_buffered_deltas() -> None:
+    engine = FakeEngine(step_s=0.001)
+    live = LiveEngine(engine, overlap=True)
+    try:
+        live.submit(_requests(3, 100))
+        deadline = time.monotonic() + 10
+        while engine.steps < 3:
+            assert time.monotonic() < deadline
+            time.sleep(0.005)
+        live.abort(["r1"])
+        got = _drain(live, {"r0", "r2"})
+        assert _tokens(got["r0"]) == list(range(100))
+        assert all(d.id != "r1" for d in live.advance().deltas)
+        assert "r1" not in engine.left
+    finally:
+        live.close()
+
+
+def test_advance_waits_briefly_only_while_requests_are_live() -> None:
+    """With nothing live it returns at once; with a step under way it waits for that step, and the decode
+    thread does not start the next one before the driver took the lock (no starvation)."""
+    live = LiveEngine(FakeEngine(step_s=0.5), overlap=True)
+    try:
+        t = time.monotonic()
+        assert live.advance() == Advanced([], 0)  # nothing live: at once
+        assert time.monotonic() - t < WAIT_S
+        live.submit(_requests(1, 5))
+        time.sleep(0.1)  # the thread is inside its first (slow) step
+        t = time.monotonic()
+        got = live.advance().deltas  # waited WAIT_S, then for that step to end: its delta, no later one
+        assert len(got) == 1 and time.monotonic() - t >= WAIT_S * 0.9
+    finally:
+        live.close()
+
+
+def test_a_failed_decode_step_surfaces_in_the_next_call() -> None:
+    live = LiveEngine(FakeEngine(fail_at=3), overlap=True)
+    try:
+        live.submit(_requests(1, 10))
+        with pytest.raises(RuntimeError, match="decode thread failed: ValueError"):
+            _drain(live, {"r0"})
+    finally:
+        live.close()
+
+
+def test_close_stops_the_decode_thread() -> None:
+    engine = FakeEngine(step_s=0.001)
+    live = LiveEngine(engine, overlap=True)
+    live.submit(_requests(1, 10_000))
+    time.sleep(0.05)
+    live.close()
+    assert live._thread is not None and not live._thread.is_alive()
+    steps = engine.steps
+    time.sleep(0.05)
+    assert engine.steps == steps
+
+
+class _Ranks:
+    """``EngineRanks`` over in-process live engines, recording each call's per-rank arguments."""
+
+    def __init__(self, lives: list[LiveEngine]) -> None:
+        self.lives = lives
+        self.calls: list[tuple[str, list[tuple[Any, ...]]]] = []
+
+    @property
+    def engine_count(self) -> int:
+        return len(self.lives)
+
+    def call_engines_each(self, method: str, per_rank: Sequence[tuple[Any, ...]]) -> list[Any]:
+        self.calls.append((method, list(per_rank)))
+        name = method.removeprefix("live_")
+        return [getattr(live, name)(*args) for live, args in zip(self.lives, per_rank, strict=True)]
+
+
+def test_remote_engine_keeps_a_group_on_one_rank_and_gathers_every_rank() -> None:
+    engines = [FakeEngine(), FakeEngine()]
+    ranks = _Ranks([LiveEngine(e, overlap=False) for e in engines])
+    remote = RemoteEngine(ranks)
+    sampling = SamplingConfig(max_tokens=2)
+    requests = [Request(f"g{g}s{s}", [1], sampling, None, group=g) for g in range(3) for s in range(2)]
+    remote.submit(requests)
+    assert sorted(engines[0].left) == ["g0s0", "g0s1", "g2s0", "g2s1"] and sorted(engines[1].left) == [
+        "g1s0",
+        "g1s1",
+    ]
+    remote.abort(["g1s1", "g2s0"])
+    assert ranks.calls[-1] == ("live_abort", [(["g2s0"],), (["g1s1"],)])
+    first = remote.advance()
+    assert [d.id for d in first] == ["g0s0", "g0s1", "g2s1", "g1s0"] and remote.running() == 4
+    assert all(d.finished for d in remote.advance()) and remote.running() == 0
+    assert remote._where == {}
+
+
+def test_swap_with_a_dropped_tensor_fails_the_step(tiny_model_dir: Any) -> None:
+    """Real weights through ``receive_weights`` with a live engine's swap (the HF engine takes them, the
+    trainer's side sends over an in-process wire): a correct hand-off passes the gate inside the swap and moves
+    the version; one that drops a tensor fails the step naming it, and the engine stays at its version."""
+    from reasoning_rl.algorithms import LossConfig
+    from reasoning_rl.distributed.broadcast import receive_weights, send_weights
+    from reasoning_rl.freshness import FreshnessGate, Probe, WeightSyncError
+    from reasoning_rl.policy import Policy
+    from reasoning_rl.policy.batch import TokenBatch
+    from reasoning_rl.rollout import make_engine
+
+    policy = Policy.from_pretrained(str(tiny_model_dir), lr=1e-2, micro_batch_tokens=256)
+    engine = make_engine("hf", str(tiny_model_dir), max_model_len=128)
+    prompts = [[7 + (i * 5 + k) % 60 for k in range(24)] for i in range(2)]
+    decoding = FakeEngine(step_s=0.001)
+    live = LiveEngine(decoding, overlap=True)
+    live.submit(_requests(2, 100_000))
+    good = engine.load_weights
+    name = "model.layers.1.mlp.down_proj.weight"
+    try:
+        for step, drop in ((1, False), (2, True)):
+            g = torch.Generator().manual_seed(step)
+            batch = TokenBatch([torch.randint(7, 90, (20,), generator=g) for _ in range(4)], [10] * 4)
+            policy.train_step(batch, torch.randn(4, generator=g), None, None, LossConfig())
+            if drop:
+                engine.load_weights = lambda it: good((n, t) for n, t in it if n != name)  # type: ignore[method-assign]
+            wire = _Wire()
+            gate = FreshnessGate(Probe.from_prompts(prompts))
+            sender = threading.Thread(
+                target=send_weights,
+                args=(policy, wire.end(0)),
+                kwargs={"bucket_bytes": 1 << 16, "gate": gate},
+            )
+            sender.start()
+            swap = lambda load, step=step: live.swap(load, version=step)  # noqa: E731
+            try:
+                if not drop:
+                    stats = receive_weights(engine, wire.end(1), gate=gate, step=step, swap=swap)
+                    assert stats.check is not None and stats.check.probe_gap <= stats.check.probe_tol
+                    assert live.version == 1
+                else:
+                    with pytest.raises(WeightSyncError, match=rf"hand-off of step 2: tensor {name}"):
+                        receive_weights(engine, wire.end(1), gate=gate, step=step, swap=swap)
+                    assert live.version == 1
+            finally:
+                sender.join(60)
+        assert decoding.steps > 0  # it decoded throughout
+    finally:
+        live.close()
+
+
+class _Wire:
+    """Both ends of a split-placement ``HandoffGroup`` in one process (a queue): member 0 sends."""
+
+    def __init__(self) -> None:
+        import queue
+
+        self.q: queue.Queue[Any] = queue.Queue()
+
+    def end(self, member: int) -> _WireEnd:
+        return _WireEnd(self, member)
+
+
+class _WireEnd:
+    def __init__(self, wire: _Wire, member: int) -> None:
+        self.wire, self.member = wire, member
+
+    def broadcast_object(self, obj: Any) -> Any:
+        if self.member == 0:
+            self.wire.q.put(obj)
+            return obj
+        return self.wire.q.get(timeout=60)
+
+    def broadcast(self, tensor: torch.Tensor) -> torch.Tensor:
+        if self.member == 0:
+            self.wire.q.put(tensor.clone())
+            return tensor
+        return tensor.copy_(self.wire.q.get(timeout=60))
