@@ -16,6 +16,7 @@ import pytest
 import runtime_test_graders as faulty
 
 from graders.runtime import GradeRequest, GradingPool
+from graders.runtime.local import RSS_CHECK_S
 from graders.types import Grade
 
 ECHO = f"{faulty.__name__}:EchoGrader"
@@ -134,7 +135,10 @@ def test_close_leaves_no_process_behind(tmp_path: Path) -> None:
 def test_leaking_worker_is_recycled_at_its_rss_cap() -> None:
     reqs = [GradeRequest(LEAKING, str(i), None, {"mb": 40}) for i in range(12)]
     with GradingPool(workers=1, backend="process", timeout_s=10.0, max_worker_rss_mb=300) as pool:
-        grades = [pool.grade_batch([r])[0] for r in reqs]  # one at a time: the cap is checked between grades
+        grades = []
+        for r in reqs:  # one at a time: the cap is checked between grades, at most every RSS_CHECK_S
+            grades.append(pool.grade_batch([r])[0])
+            time.sleep(RSS_CHECK_S)  # else 12 fast grades can all finish inside one check interval
         metrics = pool.metrics()
     assert all(g.verdict == "correct" for g in grades)
     assert metrics["workers_recycled"] >= 1
