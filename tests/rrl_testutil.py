@@ -8,6 +8,7 @@ import socket
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -38,3 +39,42 @@ def two_ranks(script: Path, *args: str, timeout: float = 180) -> subprocess.Comp
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
     assert proc.returncode == 0, proc.stderr[-4000:]
     return proc
+
+
+class InProcessWire:
+    """Both ends of a split-placement ``HandoffGroup`` in one process (a queue): member 0 sends; the receiving
+    end can change one named tensor in transit (``corrupt``), as a broken transport would."""
+
+    def __init__(self, corrupt: str | None = None) -> None:
+        import queue
+
+        self.q: queue.Queue[Any] = queue.Queue()
+        self.corrupt = corrupt
+        self._next_names: list[str] = []
+
+    def end(self, member: int) -> WireEnd:
+        return WireEnd(self, member)
+
+
+class WireEnd:
+    def __init__(self, wire: InProcessWire, member: int) -> None:
+        self.wire, self.member = wire, member
+
+    def broadcast_object(self, obj: Any) -> Any:
+        if self.member == 0:
+            self.wire.q.put(obj)
+            return obj
+        got = self.wire.q.get(timeout=60)
+        if isinstance(got, list):
+            self.wire._next_names = [name for name, _, _ in got]
+        return got
+
+    def broadcast(self, tensor: Any) -> Any:
+        if self.member == 0:
+            self.wire.q.put(tensor.clone())
+            return tensor
+        got = self.wire.q.get(timeout=60)
+        name = self.wire._next_names.pop(0)
+        if name == self.wire.corrupt:
+            got.view(-1)[0] += 1e-4  # far below what the probe sees
+        return tensor.copy_(got)

@@ -37,9 +37,8 @@ if TYPE_CHECKING:
     from reasoning_rl.rollout.base import RolloutEngine
 
 Loaded = tuple[float, CheckResult | None]  # a swap's load seconds and gate result
-Swap = Callable[
-    [Callable[[], Loaded]], Loaded
-]  # runs the load + gate between two decode steps (LiveEngine.swap)
+# runs the load + gate between two decode steps (LiveEngine.swap)
+Swap = Callable[[Callable[[], Loaded]], Loaded]
 
 _DTYPES = {str(d): d for d in (torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.int64)}
 

@@ -236,16 +236,14 @@ class Trainer:
             resident=resident,
         )
         if cfg.rollout.max_lag > 0:
-            where = (
-                f"{parts.group.engine_count} rollout rank(s) of their own, decoding "
-                + (
+            where = "the engine in this process"
+            if cfg.resources.placement == "split":
+                mode = (
                     "during the update"
                     if cfg.rollout.overlap
                     else "only when stepped (rollout.overlap=false)"
                 )
-                if cfg.resources.placement == "split"
-                else "the engine in this process"
-            )
+                where = f"{parts.group.engine_count} rollout rank(s) of their own, decoding {mode}"
             self.console.print(
                 f"continuous rollouts on {where}: max_lag={cfg.rollout.max_lag}, up to "
                 f"{frontier.schedule.capacity} groups in the engine; unfinished requests across an update: "

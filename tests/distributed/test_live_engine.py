@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 import torch
+from rrl_testutil import InProcessWire
 
 from reasoning_rl.distributed.live_engine import WAIT_S, Advanced, LiveEngine
 from reasoning_rl.distributed.remote_engine import RemoteEngine
@@ -284,7 +285,7 @@ def test_swap_with_a_dropped_tensor_fails_the_step(tiny_model_dir: Any) -> None:
             policy.train_step(batch, torch.randn(4, generator=g), None, None, LossConfig())
             if drop:
                 engine.load_weights = lambda it: good((n, t) for n, t in it if n != name)  # type: ignore[method-assign]
-            wire = _Wire()
+            wire = InProcessWire()
             gate = FreshnessGate(Probe.from_prompts(prompts))
             sender = threading.Thread(
                 target=send_weights,
@@ -307,32 +308,3 @@ def test_swap_with_a_dropped_tensor_fails_the_step(tiny_model_dir: Any) -> None:
         assert decoding.steps > 0  # it decoded throughout
     finally:
         live.close()
-
-
-class _Wire:
-    """Both ends of a split-placement ``HandoffGroup`` in one process (a queue): member 0 sends."""
-
-    def __init__(self) -> None:
-        import queue
-
-        self.q: queue.Queue[Any] = queue.Queue()
-
-    def end(self, member: int) -> _WireEnd:
-        return _WireEnd(self, member)
-
-
-class _WireEnd:
-    def __init__(self, wire: _Wire, member: int) -> None:
-        self.wire, self.member = wire, member
-
-    def broadcast_object(self, obj: Any) -> Any:
-        if self.member == 0:
-            self.wire.q.put(obj)
-            return obj
-        return self.wire.q.get(timeout=60)
-
-    def broadcast(self, tensor: torch.Tensor) -> torch.Tensor:
-        if self.member == 0:
-            self.wire.q.put(tensor.clone())
-            return tensor
-        return tensor.copy_(self.wire.q.get(timeout=60))

@@ -8,6 +8,7 @@ from collections.abc import Iterable
 
 import pytest
 import torch
+from rrl_testutil import InProcessWire
 
 from reasoning_rl.algorithms import LossConfig
 from reasoning_rl.freshness import FreshnessGate, Probe, WeightSyncError
@@ -283,45 +284,6 @@ def test_per_rank_handoff_every_rank_checks_its_engine_and_all_stop_together(tin
     assert "rank 0: another rank reported a mismatch" in r0["step2"]["error"]
 
 
-class _Wire:
-    """Both ends of a split-placement ``HandoffGroup`` in one process (a queue): member 0 sends; the receiving
-    end can change one named tensor in transit, as a broken transport would."""
-
-    def __init__(self, corrupt: str | None = None) -> None:
-        import queue
-
-        self.q: queue.Queue = queue.Queue()
-        self.corrupt = corrupt
-        self._next_names: list[str] = []
-
-    def end(self, member: int) -> _WireEnd:
-        return _WireEnd(self, member)
-
-
-class _WireEnd:
-    def __init__(self, wire: _Wire, member: int) -> None:
-        self.wire, self.member = wire, member
-
-    def broadcast_object(self, obj):
-        if self.member == 0:
-            self.wire.q.put(obj)
-            return obj
-        got = self.wire.q.get(timeout=60)
-        if isinstance(got, list):
-            self.wire._next_names = [name for name, _, _ in got]
-        return got
-
-    def broadcast(self, tensor):
-        if self.member == 0:
-            self.wire.q.put(tensor.clone())
-            return tensor
-        got = self.wire.q.get(timeout=60)
-        name = self.wire._next_names.pop(0)
-        if name == self.wire.corrupt:
-            got.view(-1)[0] += 1e-4  # far below what the probe sees
-        return tensor.copy_(got)
-
-
 @pytest.mark.parametrize("corrupt", [None, "model.layers.1.mlp.down_proj.weight"])
 def test_split_handoff_checks_what_the_trainer_sent_not_what_arrived(policy, hf_engine, corrupt):
     """Split placement: the rollout rank compares what arrived with the trainer's own fingerprints, so a tensor
@@ -330,7 +292,7 @@ def test_split_handoff_checks_what_the_trainer_sent_not_what_arrived(policy, hf_
 
     from reasoning_rl.distributed.broadcast import receive_weights, send_weights
 
-    wire = _Wire(corrupt)
+    wire = InProcessWire(corrupt)
     _train(policy, 1)
     sender = threading.Thread(
         target=send_weights, args=(policy, wire.end(0)), kwargs={"bucket_bytes": 1 << 16, "gate": _gate()}
