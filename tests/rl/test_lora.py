@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from rrl_testutil import two_ranks
+from rrl_testutil import InProcessWire, two_ranks
 
 from reasoning_rl.algorithms import LossConfig
 from reasoning_rl.config import LoraConfig, load_config
@@ -221,15 +221,13 @@ def test_exported_adapter_dir_and_merged_model_generate_the_trainers_tokens(tmp_
 
 
 def _split_handoff(policy: Policy, engine, step: int):
-    """One split-placement hand-off in one process (test_freshness's queue wire): the trainer sends from a
+    """One split-placement hand-off in one process (rrl_testutil's queue wire): the trainer sends from a
     thread, the rollout side loads and checks; returns (sender stats, receiver stats)."""
     import threading
 
-    from test_freshness import _Wire
-
     from reasoning_rl.distributed.broadcast import receive_weights, send_weights
 
-    wire = _Wire()
+    wire = InProcessWire()
     sent: dict[str, object] = {}
     sender = threading.Thread(
         target=lambda: sent.update(
