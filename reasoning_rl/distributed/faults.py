@@ -147,6 +147,8 @@ def gather(
         done, pending = (
             ray.wait(pending, num_returns=1, timeout=max(left, 0.0)) if left > 0 else ([], pending)
         )
+        if not done and time.monotonic() < deadline:
+            continue  # ray.wait may return a hair before its timeout: the deadline is ours to keep
         if not done:
             out.silent = sorted(rank_of[ref] for ref in pending)
             raise _fail(out, places, what, timeout_s, checkpoints)

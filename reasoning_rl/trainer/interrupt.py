@@ -1,9 +1,14 @@
-"""What ``rrl train`` says when Ctrl-C stops it: after which step, which checkpoint exists and how to continue
-from it (or that there is none to continue from), in at most three lines."""
+"""Ctrl-C in ``rrl train``: a checkpoint being written finishes first, then the run stops and says after which
+step, which checkpoint exists and how to continue from it (or that there is none to continue from)."""
 
 from __future__ import annotations
 
+import os
 import shlex
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from reasoning_rl.checkpoint import CheckpointManager
 from reasoning_rl.config import Config
@@ -24,3 +29,29 @@ def interrupted_message(cfg: Config, completed: int, config_path: str, overrides
     command = shlex.join(["rrl", "train", config_path, *kept, "trainer.resume=auto"])
     lines.append(f"latest checkpoint: {latest.path} (step {latest.step}); continue with: {command}")
     return lines
+
+
+@contextmanager
+def interrupts_held(what: str) -> Iterator[None]:
+    """Hold SIGINT while ``what`` runs, then deliver it to the handler that was there before.
+
+    Why: a Ctrl-C inside DCP's save is caught by DCP and re-raised as its own ``CheckpointException``, so the run
+    ended with exit 1 and a traceback instead of 130 and the resume line, and the step's checkpoint was lost.
+    Outside the main thread signals cannot be handled, so nothing is held there."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held: list[int] = []
+
+    def hold(signum: int, _frame: object) -> None:
+        if not held:  # os.write: print() is not safe inside a signal handler (reentrant buffered I/O)
+            os.write(2, f"interrupt: finishing {what} first, then stopping\n".encode())
+        held.append(signum)
+
+    previous = signal.signal(signal.SIGINT, hold)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if held:
+        signal.raise_signal(signal.SIGINT)  # the previous handler decides: KeyboardInterrupt, ignore or exit

@@ -30,6 +30,7 @@ from reasoning_rl.trainer.eval import EvalResult, evaluate, prompt_messages, wri
 from reasoning_rl.trainer.frontier import Frontier
 from reasoning_rl.trainer.governance import identity_fields
 from reasoning_rl.trainer.grading_health import check_grading
+from reasoning_rl.trainer.interrupt import interrupts_held
 from reasoning_rl.trainer.metrics import MetricsLogger, check_wandb
 from reasoning_rl.trainer.records import Rollouts
 from reasoning_rl.trainer.resume import TrainError, check_config, check_data, data_fingerprint, rotate
@@ -388,21 +389,22 @@ class Trainer:
     def _checkpoint(
         self, parts: Components, sampler: PromptSampler, trace: StepTrace, step: int, log: MetricsLogger
     ) -> None:
-        with trace.span("checkpoint", step) as attrs:
-            path = self.ckpt.save(
-                step,
-                parts.save_checkpoint,  # self-contained: the model's config + tokenizer files too
-                {
-                    "data": sampler.state(),
-                    "frontier": self.frontier.state() if self.frontier is not None else None,
-                    "grader_cache": str(parts.cache_path) if parts.cache_path else None,
-                    "config": self.cfg.model_dump(mode="json"),
-                    "model_dir": str(parts.model_dir.resolve()),
-                    "data_fingerprint": data_fingerprint([p.example for p in parts.train_prompts]),
-                },
-            )
-            attrs["path"] = str(path)
-        log.note(f"checkpoint saved: {path}")
+        with interrupts_held(f"the checkpoint of step {step}"):
+            with trace.span("checkpoint", step) as attrs:
+                path = self.ckpt.save(
+                    step,
+                    parts.save_checkpoint,  # self-contained: the model's config + tokenizer files too
+                    {
+                        "data": sampler.state(),
+                        "frontier": self.frontier.state() if self.frontier is not None else None,
+                        "grader_cache": str(parts.cache_path) if parts.cache_path else None,
+                        "config": self.cfg.model_dump(mode="json"),
+                        "model_dir": str(parts.model_dir.resolve()),
+                        "data_fingerprint": data_fingerprint([p.example for p in parts.train_prompts]),
+                    },
+                )
+                attrs["path"] = str(path)
+            log.note(f"checkpoint saved: {path}")
 
 
 class StepTrace(TraceWriter):

@@ -4,6 +4,8 @@ of zero-variance groups is a metric, and Ctrl-C names the step, the checkpoint a
 
 from __future__ import annotations
 
+import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -15,7 +17,7 @@ from reasoning_rl.config import OverlongConfig, load_config
 from reasoning_rl.data import Example
 from reasoning_rl.rollout import Completion
 from reasoning_rl.trainer.grading_health import check_grading
-from reasoning_rl.trainer.interrupt import interrupted_message
+from reasoning_rl.trainer.interrupt import interrupted_message, interrupts_held
 from reasoning_rl.trainer.records import Sample
 from reasoning_rl.trainer.resume import TrainError
 from reasoning_rl.trainer.rewards import rewards_and_mask, sample_metrics
@@ -91,3 +93,37 @@ def test_interrupted_message_says_step_checkpoint_and_how_to_continue(tmp_path: 
     assert "after step 5 of 10" in lines[0] and len(lines) == 2
     assert "step_4 (step 4)" in lines[1]
     assert lines[1].endswith(f"rrl train {path} rollout.n=4 trainer.resume=auto")
+
+
+def test_a_ctrl_c_inside_a_checkpoint_lets_it_finish_then_stops(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """DCP turns a KeyboardInterrupt inside its save into its own exception (CI saw exit 1 and a lost
+    checkpoint): the signal is held until the save is done, then raised, once, for two presses."""
+    manager = CheckpointManager(tmp_path / "checkpoints")
+
+    def write(d: Path) -> None:
+        os.kill(os.getpid(), signal.SIGINT)
+        os.kill(os.getpid(), signal.SIGINT)
+        (d / "weights").write_text("w")
+
+    with pytest.raises(KeyboardInterrupt):
+        with interrupts_held("the checkpoint of step 3"):
+            manager.save(3, write, {})
+    latest = manager.latest()
+    assert latest is not None and latest.step == 3 and (latest.path / "weights").read_text() == "w"
+    assert capfd.readouterr().err.count("interrupt: finishing the checkpoint of step 3 first") == 1
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    with interrupts_held("nothing"):  # no signal: nothing raised
+        pass
+
+
+def test_held_interrupts_go_to_the_handler_that_was_there(tmp_path: Path) -> None:
+    """A runner that ignores SIGINT still ignores it after the hold (no KeyboardInterrupt appears)."""
+    before = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        with interrupts_held("x"):
+            os.kill(os.getpid(), signal.SIGINT)
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, before)
