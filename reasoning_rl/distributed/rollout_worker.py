@@ -18,7 +18,6 @@ from dataclasses import replace
 from functools import partial
 from typing import Any
 
-from reasoning_rl.config import ConfigError
 from reasoning_rl.distributed.broadcast import HandoffGroup, receive_weights
 from reasoning_rl.distributed.live_engine import Advanced, LiveEngine
 from reasoning_rl.distributed.worker import WorkerSpec, node_address
@@ -57,14 +56,13 @@ class RolloutWorker:
             if cfg.rollout.freshness_check
             else None
         )
-        live = None
-        if cfg.rollout.max_lag > 0:
-            if not isinstance(engine, ContinuousEngine):
-                raise ConfigError(
-                    f"rollout.max_lag={cfg.rollout.max_lag}: the {type(engine).__name__} engine cannot keep "
-                    "requests across updates; use rollout.engine=vllm or rollout.max_lag=0"
-                )
-            live = LiveEngine(engine, overlap=cfg.rollout.overlap)
+        # an engine that only streams stays not live: the driver then refuses rollout.max_lag > 0 in one line
+        # (a refusal raised here would reach the user as a rank failure)
+        live = (
+            LiveEngine(engine, overlap=cfg.rollout.overlap)
+            if cfg.rollout.max_lag > 0 and isinstance(engine, ContinuousEngine)
+            else None
+        )
         return cls(engine, handoff, gate=gate, rank=rank, live=live)
 
     def generate(self, prompts: list[list[int]], sampling: SamplingConfig) -> list[Completion]:

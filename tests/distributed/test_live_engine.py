@@ -2,7 +2,8 @@
 the rollout ranks) on a fake continuous engine: deltas buffered and none lost or duplicated, every token stamped
 with the version of the weights that produced it, the swap between two decode steps, abort, the paused mode
 stepping only when asked, the decode thread's failure surfacing, and the thread stopping on close. The last test
-swaps real weights (the HF engine) through ``receive_weights``: a dropped tensor fails that step's swap."""
+swaps real weights (the HF engine) through ``receive_weights``: a dropped tensor fails that step's swap; a
+plugin engine that only streams is never made live (the driver refuses the run)."""
 
 from __future__ import annotations
 
@@ -308,3 +309,38 @@ def test_swap_with_a_dropped_tensor_fails_the_step(tiny_model_dir: Any) -> None:
         assert decoding.steps > 0  # it decoded throughout
     finally:
         live.close()
+
+
+def test_a_plugin_engine_that_only_streams_is_not_made_live(tmp_path: Any) -> None:
+    """Split placement with ``rollout.max_lag > 0`` and a plugin engine without ``submit``/``advance``: the
+    rollout rank builds it as a streaming engine (no decode thread), so the driver's ``continuous_engine`` is
+    None and the run is refused there in one line (``Trainer._frontier``), not as a failure raised in a rank."""
+    from reasoning_rl.config import Config
+    from reasoning_rl.distributed.rollout_worker import RolloutWorker
+    from reasoning_rl.distributed.worker import WorkerSpec
+    from reasoning_rl.registry import ENGINES
+    from reasoning_rl.rollout import ContinuousEngine
+
+    class Streams:
+        def __init__(self, model_path: str, **kw: Any) -> None:
+            self.model_path = model_path
+
+        def generate(self, prompts: Any, sampling: Any) -> list[Any]:
+            return []
+
+    ENGINES.register("streams_only_test")(Streams)
+    try:
+        cfg = Config.model_validate(
+            {
+                "model": {"path": str(tmp_path)},
+                "data": {"train": {"generator": "fixed_digit", "size": 4}},
+                "rollout": {"engine": "streams_only_test", "max_lag": 1, "freshness_check": False},
+                "resources": {"placement": "split", "rollout_ranks": 1},
+            }
+        )
+        spec = WorkerSpec(cfg, tmp_path, "cpu", "float32", 64)
+        worker = RolloutWorker.build(spec, None, rank=1)  # type: ignore[arg-type]  # no hand-off needed here
+    finally:
+        ENGINES.unregister("streams_only_test")
+    assert isinstance(worker.engine, Streams) and not isinstance(worker.engine, ContinuousEngine)
+    assert not worker.live()
