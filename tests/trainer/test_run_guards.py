@@ -107,9 +107,8 @@ def test_a_ctrl_c_inside_a_checkpoint_lets_it_finish_then_stops(
         os.kill(os.getpid(), signal.SIGINT)
         (d / "weights").write_text("w")
 
-    with pytest.raises(KeyboardInterrupt):
-        with interrupts_held("the checkpoint of step 3"):
-            manager.save(3, write, {})
+    with pytest.raises(KeyboardInterrupt), interrupts_held("the checkpoint of step 3"):
+        manager.save(3, write, {})
     latest = manager.latest()
     assert latest is not None and latest.step == 3 and (latest.path / "weights").read_text() == "w"
     assert capfd.readouterr().err.count("interrupt: finishing the checkpoint of step 3 first") == 1
