@@ -37,8 +37,9 @@ def interrupts_held(what: str) -> Iterator[None]:
 
     Why: a Ctrl-C inside DCP's save is caught by DCP and re-raised as its own ``CheckpointException``, so the run
     ended with exit 1 and a traceback instead of 130 and the resume line, and the step's checkpoint was lost.
-    Outside the main thread signals cannot be handled, so nothing is held there."""
-    if threading.current_thread() is not threading.main_thread():
+    Outside the main thread signals cannot be handled, and a handler installed outside Python cannot be put back,
+    so nothing is held there."""
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGINT) is None:
         yield
         return
     held: list[int] = []
