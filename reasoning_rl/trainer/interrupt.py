@@ -9,6 +9,7 @@ import signal
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from reasoning_rl.checkpoint import CheckpointManager
 from reasoning_rl.config import Config
@@ -33,7 +34,8 @@ def interrupted_message(cfg: Config, completed: int, config_path: str, overrides
 
 @contextmanager
 def interrupts_held(what: str) -> Iterator[None]:
-    """Hold SIGINT while ``what`` runs, then deliver it to the handler that was there before.
+    """Hold the first SIGINT while ``what`` runs, then deliver it to the handler that was there before; a second
+    one is delivered at once (a hung save must still be stoppable) and ``what`` is lost.
 
     Why: a Ctrl-C inside DCP's save is caught by DCP and re-raised as its own ``CheckpointException``, so the run
     ended with exit 1 and a traceback instead of 130 and the resume line, and the step's checkpoint was lost.
@@ -44,14 +46,26 @@ def interrupts_held(what: str) -> Iterator[None]:
         return
     held: list[int] = []
 
-    def hold(signum: int, _frame: object) -> None:
-        if not held:  # os.write: print() is not safe inside a signal handler (reentrant buffered I/O)
-            os.write(2, f"interrupt: finishing {what} first, then stopping\n".encode())
+    def hold(signum: int, frame: Any) -> None:
         held.append(signum)
+        if len(held) == 1:  # os.write: print() is not safe inside a signal handler (reentrant buffered I/O)
+            os.write(
+                2, f"interrupt: finishing {what} first, then stopping (Ctrl-C again: stop now)\n".encode()
+            )
+            return
+        signal.signal(signal.SIGINT, previous)
+        if callable(previous):
+            previous(signum, frame)  # Python's default: KeyboardInterrupt, here and now
+        elif previous == signal.SIG_DFL:
+            signal.raise_signal(signal.SIGINT)
 
     previous = signal.signal(signal.SIGINT, hold)
     try:
         yield
+    except Exception as exc:
+        if len(held) > 1:  # the second press's KeyboardInterrupt, wrapped by the code it interrupted (DCP)
+            raise KeyboardInterrupt(f"{what} interrupted") from exc
+        raise
     finally:
         signal.signal(signal.SIGINT, previous)
     if held:

@@ -99,11 +99,10 @@ def test_a_ctrl_c_inside_a_checkpoint_lets_it_finish_then_stops(
     tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
     """DCP turns a KeyboardInterrupt inside its save into its own exception (CI saw exit 1 and a lost
-    checkpoint): the signal is held until the save is done, then raised, once, for two presses."""
+    checkpoint): the signal is held until the save is done, then raised."""
     manager = CheckpointManager(tmp_path / "checkpoints")
 
     def write(d: Path) -> None:
-        os.kill(os.getpid(), signal.SIGINT)
         os.kill(os.getpid(), signal.SIGINT)
         (d / "weights").write_text("w")
 
@@ -126,3 +125,23 @@ def test_held_interrupts_go_to_the_handler_that_was_there(tmp_path: Path) -> Non
         assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
     finally:
         signal.signal(signal.SIGINT, before)
+
+
+def test_a_second_ctrl_c_stops_a_checkpoint_at_once(tmp_path: Path) -> None:
+    """A hung save must stay stoppable: the second press is delivered inside it, and a save that wraps the
+    KeyboardInterrupt in its own error (as DCP does) still ends as KeyboardInterrupt; nothing is saved."""
+    manager = CheckpointManager(tmp_path / "checkpoints")
+
+    def write(d: Path) -> None:
+        try:
+            os.kill(os.getpid(), signal.SIGINT)
+            os.kill(os.getpid(), signal.SIGINT)
+            (d / "weights").write_text("w")
+        except KeyboardInterrupt as exc:
+            raise RuntimeError("CheckpointException ranks:dict_keys([0])") from exc
+
+    with pytest.raises(KeyboardInterrupt) as err, interrupts_held("the checkpoint of step 3"):
+        manager.save(3, write, {})
+    assert isinstance(err.value.__cause__, RuntimeError)
+    assert manager.latest() is None
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
