@@ -333,6 +333,7 @@ def test_a_plugin_engine_that_only_streams_is_not_made_live(tmp_path: Any) -> No
         cfg = Config.model_validate(
             {
                 "model": {"path": str(tmp_path)},
+                "run": {"dir": str(tmp_path / "run")},
                 "data": {"train": {"generator": "fixed_digit", "size": 4}},
                 "rollout": {"engine": "streams_only_test", "max_lag": 1, "freshness_check": False},
                 "resources": {"placement": "split", "rollout_ranks": 1},
@@ -344,3 +345,13 @@ def test_a_plugin_engine_that_only_streams_is_not_made_live(tmp_path: Any) -> No
         ENGINES.unregister("streams_only_test")
     assert isinstance(worker.engine, Streams) and not isinstance(worker.engine, ContinuousEngine)
     assert not worker.live()
+
+    # the driver then sees no continuous engine on the rollout ranks: the run stops there, in one line
+    from types import SimpleNamespace
+
+    from reasoning_rl.trainer.loop import Trainer
+    from reasoning_rl.trainer.resume import TrainError
+
+    parts = SimpleNamespace(group=SimpleNamespace(continuous_engine=lambda: None))
+    with pytest.raises(TrainError, match=r"rollout.max_lag=1 needs the vLLM engine .* set rollout.max_lag=0"):
+        Trainer(cfg)._frontier(parts, None)  # type: ignore[arg-type]
