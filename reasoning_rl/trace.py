@@ -14,7 +14,9 @@ prefix. Every record has ``v`` (schema version) and ``type``:
 
   - ``handoff_bytes``: bytes the weight hand-off moved (GB/s = bytes / the step's ``handoff`` span seconds);
   - ``tokens_generated``: response tokens generated (tokens/s over the ``generate`` spans);
-  - ``tokens_trained``: tokens the update processed, each epoch counted (tokens/s and MFU over ``update``);
+  - ``tokens_trained``: tokens the update processed, each epoch counted (tokens/s over ``update``);
+  - ``tokens_computed``: of those, the tokens run forward and backward (rows with an exactly zero advantage are
+    skipped, ``algorithm.skip_zero_advantage``): MFU counts these (older traces without it: ``tokens_trained``);
   - ``gpu_mem_peak_bytes``: peak allocated memory of one device (``attrs.rank``); readers take the max;
   - ``grade_latency_ms``: one per graded sample; attrs ``grader``, ``verdict``, ``cached`` (bool), optional
     ``timeout`` (bool: the grade hit its time budget). A record with ``attrs.stat`` (``p50``, ``p95``,

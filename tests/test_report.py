@@ -464,3 +464,20 @@ def test_lora_run_shows_trainable_params_and_adapter_norm(tmp_path: Path) -> Non
     assert f"adapter update norm (first → last)</th><td>0.5 → {0.5 * len(rows):.3g}" in html
     full = _html_without_figures(analyze(load_run(make_run(tmp_path / "full"))))
     assert "adapter update norm" not in full
+
+
+def test_mfu_counts_only_the_tokens_the_update_computed(tmp_path: Path) -> None:
+    """A step whose zero-advantage rows were skipped: MFU over the computed tokens, never over the whole batch
+    (the H200 re-run reported MFU 1.6 that way: 95 % of the rows skipped, all of them counted)."""
+    root = tmp_path / "run"
+    meta = {"run": "s", "device": "cuda", "device_name": "NVIDIA H100 80GB HBM3", "model": {"params": PARAMS}}
+    tw = TraceWriter(root / "trace.jsonl", meta=meta)
+    tw.add_span("update", 1, 100.0, 100.01)  # 10 ms for a batch of 1M tokens: MFU ~600 if all were counted
+    tw.counter("tokens_trained", 1, 1_000_000)
+    tw.counter("tokens_computed", 1, 500)
+    tw.close()
+    (root / "metrics.jsonl").write_text("")
+    (t,) = analyze(load_run(root)).throughput
+    assert t.computed_tokens == 500 and t.train_tokens == 1_000_000
+    assert t.mfu == pytest.approx(6 * PARAMS * 500 / 0.01 / H100, rel=1e-3)
+    assert t.mfu < 1

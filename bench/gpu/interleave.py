@@ -21,9 +21,11 @@ Each schedule entry is one fresh process (the GPU is freed when it exits), run i
 
 Every run does ``--steps`` + 1 steps (TRL: ``--trl-steps``, default the same) and its first is dropped (warm-up). A run starts only while its expected wall
 time (the last run of its kind in this call, or ``FIRST_WALL_S``) fits the ``--budget`` left; skipped runs are
-listed. Per side: every measured step, the median of all of them, the spread (min, max, and the
-interquartile range), the median of run medians; ratios are ours' median tokens/s over each TRL setting's (per
-step: the anchor's nominal 32 x 8 x (128 + 256) tokens, the realistic workload's real tokens, over the step time).
+listed. The JSON (``throughput.result``) names the ``workload`` and lists every run as ``{"name", "steps_s",
+"tokens", "gen_tokens", "reward"}`` over its measured steps; each side's throughput is Σtokens/Σtime over all its
+steps (repeats pooled) and every ratio is a ratio of those (``throughput.py``), never a median of per-step rates.
+Step-time medians and spreads are printed beside. Tokens per step: the anchor's nominal 32 x 8 x (128 + 256), the
+realistic workload's real prompt + response tokens.
 """
 
 from __future__ import annotations
@@ -31,7 +33,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import time
@@ -39,6 +40,9 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+import throughput  # noqa: E402
+
 PROMPTS, GENS, PROMPT_LEN = int(os.environ.get("SBS_PROMPTS", 32)), 8, 128
 COMPLETION_LEN = int(os.environ.get("SBS_COMPLETION_LEN", 256))
 TOKENS = PROMPTS * GENS * (PROMPT_LEN + COMPLETION_LEN)
@@ -54,6 +58,7 @@ OURS_PRESETS: dict[str, dict[str, str]] = {
 }
 REAL_PRESETS: dict[str, dict[str, str]] = {
     "sync": {"REAL_MAX_LAG": "0"},
+    "noskip": {"REAL_MAX_LAG": "0", "REAL_SKIP_ZERO_ADV": "0"},  # matched work: the full pass, as TRL runs it
     **{f"lag{k}": {"REAL_MAX_LAG": str(k)} for k in (1, 2, 3)},
 }
 
@@ -74,6 +79,30 @@ def parse_trl(text: str) -> dict[str, Any]:
     return out
 
 
+def trl_record(name: str, got: dict[str, Any], workload: str) -> dict[str, Any]:
+    """The measured steps (the first is warm-up) of a TRL log as a ``throughput`` run record."""
+    steps = got["steps_all"][1:]
+    res = got.get("result", {})
+    if workload == "realistic" and res.get("real_tokens"):
+        n = len(got["steps_all"])
+        tokens = [float(t) for t in res["real_tokens"][1:n]]
+        per_sample = res.get("response_len_mean", [])[1:n]
+        gen = [float(m) * REAL["prompts"] * REAL["gens"] for m in per_sample]
+        reward = [float(r) for r in res.get("reward_mean", [])[1:n]]
+    else:
+        tokens = [float(TOKENS)] * len(steps)
+        gen = [float(PROMPTS * GENS * COMPLETION_LEN)] * len(steps)
+        reward = []
+    steps = steps[: len(tokens)]
+    return {
+        "name": name,
+        "steps_s": steps,
+        "tokens": tokens[: len(steps)],
+        "gen_tokens": gen[: len(steps)] if len(gen) >= len(steps) else None,
+        "reward": reward,
+    }
+
+
 def run_trl(entry: str, mb: int, over: dict[str, Any], args: argparse.Namespace, log: Path) -> dict[str, Any]:
     env = dict(os.environ, MICRO=str(mb), TRL_OVERRIDES=json.dumps(over))
     steps = str((args.trl_steps or args.steps) + 1)
@@ -92,14 +121,27 @@ def run_trl(entry: str, mb: int, over: dict[str, Any], args: argparse.Namespace,
         text = (raw.decode() if isinstance(raw, bytes) else raw) + "\nTIMEOUT"
     log.write_text(text)
     got = parse_trl(text)
-    rec: dict[str, Any] = {"entry": entry, "side": "trl", "micro": mb, "overrides": over, **got}
-    rec["steps"] = got["steps_all"][1:]
-    real = got.get("result", {}).get("real_tokens")  # realistic: TRL's num_tokens per step
-    per_step = real[1 : len(got["steps_all"])] if real else [TOKENS] * len(rec["steps"])
-    rec["tokens_per_s"] = [round(t / s) for t, s in zip(per_step, rec["steps"], strict=False)]
+    name = f"trl:{'off' if over else 'def'}:{mb}"
+    rec: dict[str, Any] = {"entry": entry, "side": "trl", "micro": mb, "overrides": over}
+    rec.update(timers=got["timers"], effective=got.get("effective"), steps_all=got["steps_all"])
+    rec.update(trl_record(name, got, args.workload))
     if "result" not in got:
         rec["error"] = text[-2000:]
     return rec
+
+
+def ours_record(name: str, got: dict[str, Any]) -> dict[str, Any]:
+    """Our child's per-step values as a ``throughput`` run record."""
+    per = got["steps"]
+    tokens = [float(s.get("real_tokens", TOKENS)) for s in per]
+    gen = [float(s.get("response_tokens", PROMPTS * GENS * COMPLETION_LEN)) for s in per]
+    return {
+        "name": name,
+        "steps_s": [float(s["step_s"]) for s in per],
+        "tokens": tokens,
+        "gen_tokens": gen,
+        "reward": [float(s["reward"]) for s in per if "reward" in s],
+    }
 
 
 def run_ours(entry: str, preset: str, args: argparse.Namespace, index: int, log: Path) -> dict[str, Any]:
@@ -121,102 +163,86 @@ def run_ours(entry: str, preset: str, args: argparse.Namespace, index: int, log:
         text = (raw.decode() if isinstance(raw, bytes) else raw) + "\nTIMEOUT"
     log.write_text(text)
     rec: dict[str, Any] = {"entry": entry, "side": "ours", "preset": preset, "env": presets[preset]}
+    name = f"ours:{preset}"
     if not child.exists():
-        return {**rec, "steps": [], "error": text[-2000:]}
+        return {**rec, "name": name, "steps_s": [], "tokens": [], "error": text[-2000:]}
     got = json.loads(child.read_text())
     child.unlink()
     got.pop("all_metrics_last_step", None)
-    steps = [s["step_s"] for s in got["steps"]]
-    tps = [s.get("tokens_per_s", round(TOKENS / s["step_s"])) for s in got["steps"]]
-    return {**rec, **got, "per_step": got["steps"], "steps": steps, "tokens_per_s": tps}
-
-
-def spread(values: list[float]) -> dict[str, Any]:
-    """Median, min, max, interquartile range and the max/min ratio of a list of step times."""
-    if not values:
-        return {"n": 0}
-    q = statistics.quantiles(values, n=4, method="inclusive") if len(values) > 1 else [values[0]] * 3
-    return {
-        "n": len(values),
-        "median": round(statistics.median(values), 3),
-        "min": round(min(values), 3),
-        "max": round(max(values), 3),
-        "q1": round(q[0], 3),
-        "q3": round(q[2], 3),
-        "max_over_min": round(max(values) / min(values), 2),
-    }
-
-
-def side_key(rec: dict[str, Any]) -> str:
-    if rec["side"] == "ours":
-        return f"ours:{rec['preset']}"
-    mode = "off" if rec["overrides"] else "def"
-    return f"trl:{mode}:{rec['micro']}"
+    return {**rec, **got, "per_step": got["steps"], **ours_record(name, got)}
 
 
 def summarise(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    """Pooled steps per side, run medians, and ours' tokens/s over each TRL setting's (medians of all steps)."""
-    sides: dict[str, dict[str, Any]] = {}
-    for rec in runs:
-        if not rec.get("steps"):
-            continue
-        s = sides.setdefault(side_key(rec), {"steps": [], "tps": [], "run_medians": []})
-        s["steps"] += rec["steps"]
-        s["tps"] += rec["tokens_per_s"]
-        s["run_medians"].append(round(statistics.median(rec["steps"]), 3))
-    for s in sides.values():
-        s.update(spread(s["steps"]))
-        s["tokens_per_s"] = round(statistics.median(s["tps"]))
-        s["tokens_per_s_spread"] = spread(s["tps"])
-    ratios = {}
-    for ours in (k for k in sides if k.startswith("ours")):
-        for other in (k for k in sides if k != ours):
-            ratios[f"{ours} / {other}"] = round(sides[ours]["tokens_per_s"] / sides[other]["tokens_per_s"], 2)
-    offs = [k for k in sides if k.startswith("trl:off")]
-    best = min(offs, key=lambda k: sides[k]["median"]) if offs else None
-    return {"sides": sides, "ratios": ratios, "trl_best_matched": best}
+    """``throughput.summarise`` over the runs that measured steps, and TRL's best matched (IS off) setting by
+    Σtokens/Σtime."""
+    done = [r for r in runs if r.get("steps_s")]
+    out = throughput.summarise(done)
+    offs = [k for k in out["sides"] if k.startswith("trl:off")]
+    out["trl_best_matched"] = max(offs, key=lambda k: out["sides"][k]["tokens_per_s"]) if offs else None
+    return out
 
 
 def best_off(runs: list[dict[str, Any]]) -> int:
-    meds = {
-        r["micro"]: statistics.median(r["steps"])
-        for r in runs
-        if r["side"] == "trl" and r["overrides"] and r.get("steps")
-    }
-    return min(meds, key=lambda mb: meds[mb]) if meds else 32
+    """The IS-off micro-batch with the higher Σtokens/Σtime so far in this call (32 when none ran)."""
+    best = summarise([r for r in runs if r["side"] == "trl" and r["overrides"]])["trl_best_matched"]
+    return int(best.split(":")[2]) if best else 32
 
 
 def table(runs: list[dict[str, Any]], summary: dict[str, Any]) -> str:
-    lines = ["run  entry              steps 2..N (s)                                 median  wall"]
+    lines = ["run  name               steps 2..N (s)                                 Σtok/Σs  wall"]
     for i, r in enumerate(runs):
-        steps = " ".join(f"{v:.2f}" for v in r.get("steps", []))
-        med = f"{statistics.median(r['steps']):.3f}" if r.get("steps") else "  -  "
+        steps = " ".join(f"{v:.2f}" for v in r.get("steps_s", []))
+        tps = f"{round(throughput.rate(r['tokens'], r['steps_s'])):>7}" if r.get("steps_s") else "   -   "
         err = "  ERROR" if r.get("error") else ""
-        lines.append(f"{i:>3}  {side_key(r):<18} {steps:<46} {med:>6}  {r.get('wall_s', 0):>5}{err}")
-    lines.append("side               n  median   min    q1     q3    max  max/min  tokens/s  run medians")
-    for k, s in summary["sides"].items():
-        lines.append(
-            f"{k:<18} {s['n']:>2} {s['median']:>7} {s['min']:>6} {s['q1']:>6} {s['q3']:>6} {s['max']:>6}"
-            f" {s['max_over_min']:>6} {s['tokens_per_s']:>9}  {s['run_medians']}"
-        )
+        lines.append(f"{i:>3}  {r['name']:<18} {steps:<46} {tps}  {r.get('wall_s', 0):>5}{err}")
+        if r.get("reward"):
+            lines.append(f"     reward per step: {' '.join(f'{x:.3f}' for x in r['reward'])}")
+    lines.append(throughput.table(summary))
     for r in runs:
-        if r["side"] == "ours" and r.get("steps"):
+        if r["side"] == "ours" and r.get("steps_s"):
             spans = r.get("spans_s", {})
             lines.append(
-                f"{side_key(r)} run phases (medians): generate {r.get('generate_s', spans.get('time/generate_s'))}"
-                f" update {r.get('update_s', spans.get('time/update_s'))} (MFU {r.get('update_mfu')})"
+                f"{r['name']} run phases (medians): generate {r.get('generate_s', spans.get('time/generate_s'))}"
+                f" update {r.get('update_s', spans.get('time/update_s'))} (MFU over computed rows"
+                f" {r.get('update_mfu')}, skipped rows {r.get('skipped_rows_median', 0)})"
                 f" handoff {r.get('handoff_s')} check {spans.get('time/handoff_check_s', '-')}"
                 f" grade wait {r.get('grade_wait_s', spans.get('time/grade_wait_s'))}"
             )
             if "running_full_frac_median" in r:  # realistic: issue 31's engine occupancy and lag
                 lines.append(
-                    f"{side_key(r)} engine: running mean {r['running_mean_median']} full-frac"
+                    f"{r['name']} engine: running mean {r['running_mean_median']} full-frac"
                     f" {r['running_full_frac_median']} lag mean {r['lag_mean_median']} resp len"
                     f" {r.get('response_len_mean')} trunc {r.get('truncation_rate')} reward {r.get('reward_mean')}"
                 )
-    lines += [f"ratio {k}: {v}x" for k, v in summary["ratios"].items()]
-    lines.append(f"TRL best matched setting (IS off) in this call: {summary['trl_best_matched']}")
+    lines.append(
+        f"TRL best matched setting (IS off) in this call, by Σtokens/Σtime: {summary['trl_best_matched']}"
+    )
     return "\n".join(lines)
+
+
+def workload_of(args: argparse.Namespace) -> dict[str, Any]:
+    """What ran: model shape, lengths, batch (the JSON's ``workload``)."""
+    if args.workload == "realistic":
+        return {
+            "name": "realistic",
+            "model": args.gguf.name,
+            "data": args.data.name,
+            "prompts": REAL["prompts"],
+            "samples_per_prompt": REAL["gens"],
+            "max_tokens": REAL["max_tokens"],
+            "eos": True,
+            "tokens": "prompt + response of every sample, per step",
+        }
+    return {
+        "name": "anchor",
+        "model": f"{SHAPE} shape, random init",
+        "prompts": PROMPTS,
+        "samples_per_prompt": GENS,
+        "prompt_tokens": PROMPT_LEN,
+        "response_tokens": COMPLETION_LEN,
+        "eos": False,
+        "tokens": f"{TOKENS} per step (fixed length)",
+    }
 
 
 def main() -> None:
@@ -269,18 +295,18 @@ def main() -> None:
         rec["log"] = str(log)
         last_wall[kind] = rec["wall_s"]
         runs.append(rec)
-        print(f"RUN {i} {side_key(rec)} steps={rec.get('steps')} wall={rec['wall_s']}", flush=True)
+        print(f"RUN {i} {rec['name']} steps={rec.get('steps_s')} wall={rec['wall_s']}", flush=True)
         if rec.get("error"):
             print(f"RUN {i} ERROR tail: {rec['error'][-600:]}", flush=True)
     summary = summarise(runs)
-    result = {
-        "schedule": args.schedule,
-        "skipped": skipped,
-        "workload": args.workload,
-        "tokens_per_step": TOKENS if args.workload == "anchor" else "real tokens, per step",
-        "runs": runs,
-        **summary,
-    }
+    result = throughput.result(
+        workload_of(args),
+        [r for r in runs if r.get("steps_s")],
+        schedule=args.schedule,
+        skipped=skipped,
+        failed=[r for r in runs if not r.get("steps_s")],
+        trl_best_matched=summary["trl_best_matched"],
+    )
     Path(args.out).write_text(json.dumps(result, indent=1, default=str))
     print(table(runs, summary), flush=True)
     if skipped:

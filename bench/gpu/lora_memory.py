@@ -94,7 +94,7 @@ def measure(
     for _ in range(steps + 1):  # the first is a warm-up (allocator, kernels)
         sync()
         t0 = time.perf_counter()
-        policy.train_step(batch, adv, old, None, LossConfig(), skip_zero_advantage=False)
+        policy.train_step(batch, adv, old, None, LossConfig(skip_zero_advantage=False))
         sync()
         times.append(time.perf_counter() - t0)
     step = statistics.median(times[1:])

@@ -27,6 +27,8 @@ GENS = int(os.environ.get("REAL_GENS", 8))
 MAX_TOKENS = int(os.environ.get("REAL_MAX_TOKENS", 1024))
 # issue 31: 0 = synchronous steps; > 0 = continuous rollouts (B x (1 + lag) groups stay admitted, resident)
 MAX_LAG = int(os.environ.get("REAL_MAX_LAG", 0))
+# 0: the full pass over every row (matched work with peers that do not skip zero-advantage rows)
+SKIP_ZERO_ADV = os.environ.get("REAL_SKIP_ZERO_ADV", "1") == "1"
 # 65,536: 7 micro-batches instead of 12 at 32,768 (the update is host-bound at this model size: fewer, larger
 # blocks; floors_real_20.json: 2.78 s -> 2.00 s), peak memory 75.9 GiB of the H200's 140 with vLLM at 0.3.
 MICRO_TOKENS = int(os.environ.get("OURS_MICRO_TOKENS", 65536))
@@ -48,6 +50,16 @@ def update_flops(tokens: float, seq_lens: list[int]) -> float:
     6·layers·hidden·len per token (``seq_lens``: re-tokenised lengths, only this ~5-10 % term uses them)."""
     attention = sum(6.0 * SMOL["layers"] * SMOL["hidden"] * s * s for s in seq_lens)
     return 6.0 * smol_params() * tokens + attention
+
+
+def computed_flops(row: dict[str, Any], seq_lens: list[int]) -> float:
+    """The update's FLOPs over the rows it computed: ``policy/computed_tokens`` of the step's tokens (skipped
+    zero-advantage rows cost nothing), the attention term scaled by the same share (which rows were skipped is
+    not in the metrics; the term is ~5-10 % of the total)."""
+    total = float(row["throughput/train_tokens"])
+    computed = float(row.get("throughput/computed_tokens", total))
+    share = computed / total if total else 0.0
+    return update_flops(computed, []) + share * (update_flops(0.0, seq_lens))
 
 
 def real_config(gguf: Path, data: Path, run_dir: Path, steps: int, on_gpu: bool) -> Any:
@@ -82,7 +94,11 @@ def real_config(gguf: Path, data: Path, run_dir: Path, steps: int, on_gpu: bool)
                 "sleep": False,
                 "max_lag": MAX_LAG,
             },
-            "algorithm": {"micro_batch_tokens": MICRO_TOKENS, "mini_batch_size": PROMPTS * GENS},
+            "algorithm": {
+                "micro_batch_tokens": MICRO_TOKENS,
+                "mini_batch_size": PROMPTS * GENS,
+                "skip_zero_advantage": SKIP_ZERO_ADV,
+            },
             "optim": {"lr": 1e-6},
             "grading": {
                 "workers": 8 if on_gpu else 2,
@@ -122,8 +138,10 @@ def summarise_ours(run_dir: Path) -> dict[str, Any]:
                 "generate_s": round(float(r.get("time/generate_s", 0.0)), 3),
                 "update_s": round(float(r.get("time/update_s", 0.0)), 3),
                 "real_tokens": int(toks),
-                "tokens_per_s": round(toks / float(r["time/step_s"])),
                 "response_tokens": int(r.get("samples", 0) * r.get("response/length_mean", 0)),
+                "computed_tokens": float(r.get("throughput/computed_tokens", toks)),
+                "skipped_rows": float(r.get("policy/skipped_rows", 0.0)),
+                "reward": float(r.get("reward/mean", float("nan"))),
             }
         )
     step_s = med("time/step_s")
@@ -142,8 +160,13 @@ def summarise_ours(run_dir: Path) -> dict[str, Any]:
         "steps": per_step,
         "step_s_median": round(step_s, 3),
         "real_tokens_median": round(med("throughput/train_tokens")),
-        "tokens_per_s": round(statistics.median([s["tokens_per_s"] for s in per_step])),
-        "gen_tokens_per_s": round(med("throughput/gen_tokens_per_s")),
+        "skip_zero_advantage": SKIP_ZERO_ADV,
+        # Σtokens/Σtime over the measured steps (never a median of per-step rates: bench/gpu/throughput.py)
+        "tokens_per_s": round(sum(s["real_tokens"] for s in per_step) / sum(s["step_s"] for s in per_step)),
+        "gen_tokens_per_s_in_generate": round(
+            sum(s["response_tokens"] for s in per_step) / sum(s["generate_s"] for s in per_step)
+        ),
+        "skipped_rows_median": med("policy/skipped_rows"),
         "spans_s": spans,
         "other_s": round(step_s - accounted, 4),
         "grade_wait_share": round(med("time/grade_wait_s") / step_s, 4),
@@ -153,7 +176,7 @@ def summarise_ours(run_dir: Path) -> dict[str, Any]:
         "lag_mean_median": round(med("staleness/lag_mean"), 3),
         "update_mfu": round(
             statistics.median(
-                update_flops(float(r["throughput/train_tokens"]), _lens(run_dir, int(r.get("step", i + 2))))
+                computed_flops(r, _lens(run_dir, int(r.get("step", i + 2))))
                 / float(r["time/update_s"])
                 / PEAK_FLOPS
                 for i, r in enumerate(rows)
@@ -301,10 +324,20 @@ def main() -> None:
         stem = args.gguf.stem.lower().replace(".", "-")
         model_dir = Path(".cache") / "converted" / stem  # the dir our run converted (the same weights)
         result["trl"] = run_trl(model_dir.resolve(), args.data, args.steps, args.trl, args.trl_timeout)
-        if "tokens_per_s" in result["trl"]:
-            result["ratio_tokens_per_s"] = round(
-                result["ours"]["tokens_per_s"] / result["trl"]["tokens_per_s"], 2
-            )
+        trl = result["trl"]
+        if trl.get("steps") and trl.get("real_tokens"):  # Σtokens/Σtime, TRL's first step is warm-up
+            import throughput
+
+            n = len(trl["steps"])
+            runs = [
+                {
+                    "name": "ours",
+                    "steps_s": [s["step_s"] for s in result["ours"]["steps"]],
+                    "tokens": [s["real_tokens"] for s in result["ours"]["steps"]],
+                },
+                {"name": "trl", "steps_s": trl["steps"][1:], "tokens": trl["real_tokens"][1:n]},
+            ]
+            result["ratio_tokens_per_s"] = throughput.summarise(runs)["ratios"]["ours / trl"]
     Path(args.out).write_text(json.dumps(result, indent=1, default=str))
     short = {k: v for k, v in result["ours"].items() if k not in ("all_metrics_last_step",)}
     print("OURS " + json.dumps(short, default=str)[:3000], flush=True)

@@ -81,6 +81,7 @@ def anchor_config(shape: str, steps: int, work: Path) -> Any:
             "algorithm": {
                 "micro_batch_tokens": OURS_MICRO * (PROMPT_LEN + COMPLETION_LEN),
                 "mini_batch_size": PROMPTS * GENS,
+                "skip_zero_advantage": False,  # matched work: TRL runs the full pass over every row
             },
             "optim": {"lr": 1e-6},
             "grading": {"workers": 8, "cache": False, "options": {"math": {"mode": "lenient"}}},
@@ -119,6 +120,15 @@ def run_ours(shape: str, steps: int, work: Path, floors: bool = False) -> dict[s
     step_s = med("time/step_s")
     tokens = PROMPTS * GENS * (PROMPT_LEN + COMPLETION_LEN)
     update_s = med("time/update_s")
+    seq = PROMPT_LEN + COMPLETION_LEN
+    # MFU over the rows the update computed (policy/computed_tokens), per step, then the median
+    mfus = [
+        train_flops(shape, float(r.get("throughput/computed_tokens", tokens)), seq)
+        / float(r["time/update_s"])
+        / PEAK_FLOPS
+        for r in rows
+        if float(r.get("time/update_s", 0)) > 0
+    ]
     out = {
         "system": "reasoning-rl",
         "shape": shape,
@@ -126,17 +136,25 @@ def run_ours(shape: str, steps: int, work: Path, floors: bool = False) -> dict[s
         "compile": OURS_COMPILE,
         "sleep": OURS_SLEEP,
         "engine_args": OURS_ENGINE_ARGS,
-        "steps": [{"step": int(r["step"]), "step_s": round(float(r["time/step_s"]), 3)} for r in rows],
+        "steps": [
+            {
+                "step": int(r["step"]),
+                "step_s": round(float(r["time/step_s"]), 3),
+                "real_tokens": tokens,  # nominal: fixed length, 32 x 8 x (128 + 256)
+                "response_tokens": PROMPTS * GENS * COMPLETION_LEN,
+                "computed_tokens": float(r.get("throughput/computed_tokens", tokens)),
+                "skipped_rows": float(r.get("policy/skipped_rows", 0.0)),
+            }
+            for r in rows
+        ],
         "step_s_median": round(step_s, 3),
-        "tokens_per_s": round(tokens / step_s),
-        "gen_tokens_per_s": round(med("throughput/gen_tokens_per_s")),
+        "tokens_per_s": round(tokens * len(rows) / sum(float(r["time/step_s"]) for r in rows)),  # Σ/Σ
         "generate_s": round(med("time/generate_s"), 3),
         "grade_wait_s": round(med("time/grade_wait_s"), 4),
         "grade_wait_share": round(med("time/grade_wait_s") / step_s, 4),
         "update_s": round(update_s, 3),
-        "update_mfu": round(
-            train_flops(shape, tokens, PROMPT_LEN + COMPLETION_LEN) / update_s / PEAK_FLOPS, 3
-        ),
+        "update_mfu": round(statistics.median(mfus), 3) if mfus else None,
+        "skipped_rows_median": med("policy/skipped_rows"),
         "handoff_s": round(med("handoff/seconds"), 3),
         "handoff_gbps": round(med("handoff/gbps"), 2),
         "handoff_bytes": med("handoff/bytes"),
@@ -212,10 +230,17 @@ def main() -> None:
         t = time.time()
         result["trl"] = run_trl(args.shape, args.steps, args.trl)
         result["trl"]["wall_s"] = round(time.time() - t, 1)
-        if "tokens_per_s" in result["trl"]:
-            result["ratio_tokens_per_s"] = round(
-                result["ours"]["tokens_per_s"] / result["trl"]["tokens_per_s"], 2
-            )
+        if result["trl"].get("steps"):  # Σtokens/Σtime of the measured steps (TRL's first is warm-up)
+            import throughput
+
+            nominal = float(PROMPTS * GENS * (PROMPT_LEN + COMPLETION_LEN))
+            ours_s = [s["step_s"] for s in result["ours"]["steps"]]
+            trl_s = result["trl"]["steps"][1:]
+            runs = [
+                {"name": "ours", "steps_s": ours_s, "tokens": [nominal] * len(ours_s)},
+                {"name": "trl", "steps_s": trl_s, "tokens": [nominal] * len(trl_s)},
+            ]
+            result["ratio_tokens_per_s"] = throughput.summarise(runs)["ratios"]["ours / trl"]
     Path(args.out).write_text(json.dumps(result, indent=1, default=str))
     print("RESULT " + json.dumps(result, default=str)[:4000], flush=True)
 

@@ -7,7 +7,7 @@ conversational prompts (TRL applies the tokenizer's chat template), GENS complet
 MAX_TOKENS new tokens with EOS honoured, temperature 1.0, the math grader (lenient) as the reward function,
 one optimizer step per generation round (micro-batch MICRO, gradient accumulation PROMPTS*GENS/MICRO), beta 0,
 vLLM colocated at 0.3 of the GPU with sleep mode off (TRL's measured setting). Prints ``RESULT {json}``: median
-step seconds (first excluded), real tokens per step (TRL's ``num_tokens``: prompt + completion, no padding),
+step seconds and Σtokens/Σtime (first step excluded), real tokens per step (TRL's ``num_tokens``: prompt + completion, no padding),
 response lengths, reward, peak memory.
 """
 
@@ -115,7 +115,6 @@ def main() -> None:
         b["num_tokens"] - a["num_tokens"] for a, b in zip(logs, logs[1:], strict=False)
     ]
     warm = list(range(1, len(times))) if len(times) > 1 else [0]
-    tps = sorted(tokens[i] / times[i] for i in warm)
     step_s = sorted(times[i] for i in warm)
 
     def med(xs: list[float]) -> float:
@@ -132,7 +131,7 @@ def main() -> None:
         "steps": [round(t, 3) for t in times],
         "real_tokens": [int(t) for t in tokens],
         "step_s_median": round(med(step_s), 3),
-        "tokens_per_s": round(med(tps)),
+        "tokens_per_s": round(sum(tokens[i] for i in warm) / sum(times[i] for i in warm)),  # Σ/Σ
         "response_len_mean": [round(lg.get("completions/mean_length", float("nan")), 1) for lg in logs],
         "response_len_max": max(lg.get("completions/max_length", 0.0) for lg in logs),
         "clipped_ratio": [round(lg.get("completions/clipped_ratio", float("nan")), 4) for lg in logs],

@@ -88,6 +88,12 @@ class LossConfig(_Section):
     entropy_coef: float = Field(
         default=0.0, description="Entropy bonus weight (subtracted from the loss); 0: off."
     )
+    skip_zero_advantage: bool = Field(
+        default=True,
+        description="No forward/backward for rows whose advantage is exactly 0 on every token (the step is "
+        "unchanged: their gradient is 0). false: the full pass over every row, as peers run it (matched-work "
+        "benchmarks). Counted as policy/skipped_rows; MFU counts only policy/computed_tokens.",
+    )
 
     @property
     def uses_kl_loss(self) -> bool:

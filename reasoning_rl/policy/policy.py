@@ -200,7 +200,6 @@ class Policy:
         *,
         max_response_len: int | None = None,
         token_weights: Tensor | None = None,
-        skip_zero_advantage: bool = True,
     ) -> dict[str, float]:
         """One optimizer step on ``batch`` (micro-batched inside). Call on every rank with its shard.
 
@@ -208,10 +207,11 @@ class Policy:
         the current log-probs, detached (ratio 1: one on-policy update, no separate scoring pass).
         ``max_response_len``: the constant of ``seq-mean-token-sum-norm`` (the run's token budget); None: the
         longest response over all ranks. ``token_weights`` [B, T]: per-token loss weights (rollout-mismatch
-        correction), None = 1. ``skip_zero_advantage``: no forward/backward for rows that cannot have a
+        correction), None = 1. ``cfg.skip_zero_advantage``: no forward/backward for rows that cannot have a
         gradient (``zero_advantage``; the step is unchanged).
         Returns loss, pg_loss, clip_frac, ratio_mean, entropy, kl (if ref), grad_norm, lr, tokens, micro_batches,
-        padding_share (padding over positions computed, all ranks), packed (1 when the rows were packed).
+        padding_share (padding over positions computed, all ranks), packed (1 when the rows were packed),
+        skipped_rows and computed_tokens (the real tokens run forward and backward, all ranks: what MFU counts).
         """
         b, t = batch.shape
         if old_logprobs is not None:
@@ -230,7 +230,7 @@ class Policy:
             ).item()
         )
         # not with a KL to track: its metric averages over every row (the golden runs pin it)
-        keep = trained_rows(advantages, mask, cfg) if skip_zero_advantage and ref_logprobs is None else None
+        keep = trained_rows(advantages, mask, cfg) if cfg.skip_zero_advantage and ref_logprobs is None else None
         scale = 1.0
         if keep is not None and self.fsdp and no_row_anywhere(keep):
             keep = None  # FSDP2: zero gradients cannot be made without a pass; run the (exact) full pass
@@ -285,6 +285,7 @@ class Policy:
                 out[key] = float(sums[k]) * (scale if key in TOKEN_AVERAGES else 1.0)
         counts = dist.all_reduce_sum(torch.tensor([float(batch.num_tokens), layout.tokens, layout.slots]))
         out["tokens"] = float(counts[0])
+        out["computed_tokens"] = float(counts[1])
         out["padding_share"] = 1.0 - float(counts[1] / counts[2]) if float(counts[2]) else 0.0
         out["packed"] = float(layout.packed)
         out["micro_batches"] = float(len(layout.blocks))

@@ -57,6 +57,7 @@ class ThroughputStep:
     train_tokens: float | None
     update_seconds: float | None
     mfu: float | None = None
+    computed_tokens: float | None = None  # run forward/backward (zero-advantage rows skipped); None: old trace
 
     @property
     def gen_tps(self) -> float | None:
@@ -283,6 +284,7 @@ def analyze(run: RunData, *, peak_tflops: float | None = None) -> Analysis:
     handoff_bytes = _counter_sums(trace.counters, "handoff_bytes")
     gen_tokens = _counter_sums(trace.counters, "tokens_generated")
     train_tokens = _counter_sums(trace.counters, "tokens_trained")
+    computed_tokens = _counter_sums(trace.counters, "tokens_computed")
     mem: dict[int, float] = {}
     for c in trace.counters:
         if c.get("name") == "gpu_mem_peak_bytes" and isinstance(c.get("step"), int):
@@ -320,11 +322,16 @@ def analyze(run: RunData, *, peak_tflops: float | None = None) -> Analysis:
             and t.update_seconds is None
         ):
             continue  # e.g. a step-0 evaluation: nothing generated for training, nothing trained
-        if params is not None and peak is not None and t.train_tokens and t.update_seconds:
-            t.mfu = train_flops(params, t.train_tokens) / t.update_seconds / (peak * world)
+        t.computed_tokens = computed_tokens.get(step)
+        # FLOPs of the rows the update computed: a skipped zero-advantage row costs none (MFU stays <= 1)
+        flop_tokens = t.train_tokens if t.computed_tokens is None else t.computed_tokens
+        if params is not None and peak is not None and flop_tokens and t.update_seconds:
+            t.mfu = train_flops(params, flop_tokens) / t.update_seconds / (peak * world)
         throughput.append(t)
     if params is not None and peak is not None:
-        mfu_note = f"MFU = 6·{params:,}·tokens / update s / ({peak / 1e12:g} TFLOP/s × {world}); {mfu_note}"
+        mfu_note = (
+            f"MFU = 6·{params:,}·computed tokens / update s / ({peak / 1e12:g} TFLOP/s × {world}); {mfu_note}"
+        )
 
     graders, verdicts = _graders(trace.counters, run.metrics)
     grade_wait = {t.step: t.stages["grade_wait"] for t in timings if "grade_wait" in t.stages}

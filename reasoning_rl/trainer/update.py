@@ -49,10 +49,14 @@ def update(
         )  # of computed positions
         attrs["packed"] = sum(stats.get("policy/packed", [])) > 0
     trace.counter("tokens_trained", step, batch.tokens.num_tokens * a.epochs)
+    computed = sum(stats.get("policy/computed_tokens", []))  # every optimizer step's rows run forward/backward
+    trace.counter("tokens_computed", step, computed)
     if torch.cuda.is_available():
         trace.counter("gpu_mem_peak_bytes", step, torch.cuda.max_memory_allocated())
     out = {key: sum(xs) / len(xs) for key, xs in stats.items()}
     out["throughput/train_tokens"] = float(batch.tokens.num_tokens * a.epochs)
+    out["throughput/computed_tokens"] = float(computed)  # what MFU counts (zero-advantage rows skipped)
+    out["policy/skipped_rows"] = sum(stats.get("policy/skipped_rows", []))  # a count: summed, not averaged
     return out
 
 

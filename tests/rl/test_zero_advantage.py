@@ -37,7 +37,7 @@ def test_skipped_rows_leave_the_step_unchanged(tiny_model_dir) -> None:
             if name.endswith("k_proj.bias"):
                 p.requires_grad_(False)
         metrics = [
-            policy.train_step(batch, adv, None, None, LossConfig(), skip_zero_advantage=skip) for adv in steps
+            policy.train_step(batch, adv, None, None, LossConfig(skip_zero_advantage=skip)) for adv in steps
         ]
         runs.append((params(policy), metrics))
     (full, m_full), (skipped, m_skip) = runs
@@ -61,3 +61,16 @@ def test_no_skipping_when_another_loss_term_reads_every_row() -> None:
     per_token = torch.tensor([[0.0, 0.0, 2.0], [0.0, 0.0, 0.0]])
     padded = torch.tensor([[True, True, False], [True, True, True]])
     assert trained_rows(per_token, padded, LossConfig()).tolist() == [False, False]  # 2.0 sits on padding
+
+
+def test_computed_tokens_count_only_the_rows_run(tiny_model_dir) -> None:
+    """``computed_tokens`` (what MFU counts) leaves out skipped rows; ``tokens`` is the whole batch."""
+    batch = batch_of()
+    policy = Policy.from_pretrained(str(tiny_model_dir), lr=1e-3, micro_batch_tokens=40)
+    adv = torch.tensor([0.5, -0.5, 0.0, 0.0, 1.0, -1.0, 0.0, 0.0])
+    kept = [0, 1, 4, 5]
+    m = policy.train_step(batch, adv, None, None, LossConfig())
+    real = sum(int(batch.sequences[i].numel()) for i in kept)
+    assert m["skipped_rows"] == 4.0 and m["computed_tokens"] == real < m["tokens"] == batch.num_tokens
+    full = policy.train_step(batch, adv, None, None, LossConfig(skip_zero_advantage=False))
+    assert full["skipped_rows"] == 0.0 and full["computed_tokens"] == batch.num_tokens

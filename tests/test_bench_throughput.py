@@ -1,0 +1,84 @@
+"""bench/gpu/throughput.py: Σtokens/Σtime over measured steps, on alternating, constant and noisy series.
+
+The H200 re-run of 2026-12-04 printed ``ours:lag1 / ours:sync: 1.69x`` (a median of per-step rates) for a run
+whose total tokens over total time was 0.44x sync: steps alternating 1.7 s and 33 s. These series would flip
+that sign again under the old summary; the ratio must come out as the hand computation says.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench" / "gpu"))
+
+import interleave  # noqa: E402
+import throughput  # noqa: E402
+
+# continuous-like: a short step that finds its groups already done, then a long one generating two batches
+ALT_S = [1.7, 33.0, 1.9, 32.6, 2.1, 33.9]
+ALT_TOK = [370_000, 370_000, 370_000, 370_000, 370_000, 370_000]  # each step trains one batch's tokens
+SYNC_S = [8.2] * 6
+SYNC_TOK = [370_000] * 6
+
+
+def run(name: str, steps: list[float], tokens: list[float], **extra: object) -> dict:
+    return {"name": name, "steps_s": steps, "tokens": tokens, **extra}
+
+
+def test_alternating_steps_ratio_is_total_tokens_over_total_time() -> None:
+    s = throughput.summarise([run("ours:lag1", ALT_S, ALT_TOK), run("ours:sync", SYNC_S, SYNC_TOK)])
+    want = (sum(ALT_TOK) / sum(ALT_S)) / (sum(SYNC_TOK) / sum(SYNC_S))
+    assert s["ratios"]["ours:lag1 / ours:sync"] == pytest.approx(want, abs=1e-3)
+    assert want < 1  # continuous is the slower one here: the old median of rates said ~5x faster
+    median_of_rates = sorted(t / x for t, x in zip(ALT_TOK, ALT_S, strict=True))[3] / (370_000 / 8.2)
+    assert median_of_rates > 1
+    assert s["sides"]["ours:lag1"]["tokens_per_s"] == round(sum(ALT_TOK) / sum(ALT_S))
+    assert s["sides"]["ours:lag1"]["step_s"]["median"] == pytest.approx(17.35)
+
+
+def test_constant_series_and_pooled_repeats() -> None:
+    """Two interleaved repeats of a side pool their steps; constant steps give the obvious figure."""
+    runs = [run("a", [2.0, 2.0], [100, 100]), run("b", [4.0], [100]), run("a", [2.0], [100])]
+    s = throughput.summarise(runs)
+    assert s["sides"]["a"]["tokens_per_s"] == 50 and s["sides"]["a"]["step_s"]["n"] == 3
+    assert s["ratios"]["a / b"] == pytest.approx(2.0) and s["ratios"]["b / a"] == pytest.approx(0.5)
+
+
+def test_noisy_series_matches_the_definition() -> None:
+    rng = random.Random(7)
+    steps = [rng.uniform(0.5, 9.0) for _ in range(40)]
+    tokens = [rng.randint(1_000, 90_000) for _ in range(40)]
+    gen = [t // 3 for t in tokens]
+    s = throughput.summarise([run("x", steps, tokens, gen_tokens=gen), run("y", [1.0], [1_000])])
+    assert s["sides"]["x"]["tokens_per_s"] == round(sum(tokens) / sum(steps))
+    assert s["sides"]["x"]["gen_tokens_per_s"] == round(sum(gen) / sum(steps))
+    assert "gen_tokens_per_s" not in s["sides"]["y"]  # never a figure from part of the runs
+    assert s["ratios"]["x / y"] == pytest.approx(sum(tokens) / sum(steps) / 1_000, abs=1e-3)
+
+
+def test_bad_runs_are_refused_with_the_run_named() -> None:
+    with pytest.raises(ValueError, match="'a'.*2 steps_s but 1 tokens"):
+        throughput.summarise([run("a", [1.0, 2.0], [5])])
+    with pytest.raises(ValueError, match="missing tokens"):
+        throughput.summarise([{"name": "b", "steps_s": [1.0]}])
+    with pytest.raises(ValueError, match="workload"):
+        throughput.result({}, [run("a", [1.0], [1])])
+
+
+def test_interleave_summary_uses_the_one_definition(tmp_path: Path) -> None:
+    """interleave.py's summary of an alternating side against a steady one: Σtokens/Σtime, and the JSON it
+    writes recomputes to the same figures from its raw ``runs``."""
+    runs = [run("ours:lag1", ALT_S, ALT_TOK), run("ours:sync", SYNC_S, SYNC_TOK)]
+    doc = interleave.summarise(runs)
+    assert doc["ratios"]["ours:lag1 / ours:sync"] == pytest.approx(
+        (sum(ALT_TOK) / sum(ALT_S)) / (sum(SYNC_TOK) / sum(SYNC_S)), abs=1e-3
+    )
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(throughput.result({"model": "x"}, runs)))
+    again = json.loads(path.read_text())
+    assert throughput.summarise(again["runs"]) == {"sides": again["sides"], "ratios": again["ratios"]}
