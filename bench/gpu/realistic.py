@@ -81,7 +81,7 @@ def real_config(gguf: Path, data: Path, run_dir: Path, steps: int, on_gpu: bool)
                 "chat_template": True,
                 "shuffle": False,
                 "max_prompt_tokens": 1024,
-                "grader_map": {"gsm8k": "math"},
+                "grader_map": {"gsm8k": "math", "word_chain": "math"},
             },
             "rollout": {
                 "n": GENS,

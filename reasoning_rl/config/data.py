@@ -17,7 +17,7 @@ class SourceConfig(_Section):
         description="JSONL(.gz) or parquet file, HF dataset dir, or hub dataset name (set this or generator).",
     )
     split: str = Field(default="train", description="Split to read from a dataset dir or hub dataset.")
-    generator: Literal["arithmetic", "fixed_digit"] | None = Field(
+    generator: Literal["arithmetic", "fixed_digit", "word_chain"] | None = Field(
         default=None, description="A built-in seeded task generator instead of a path (seeded by run.seed)."
     )
     size: int = Field(default=256, ge=1, description="Rows to generate (generator only).")

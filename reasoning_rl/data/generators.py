@@ -53,6 +53,38 @@ def arithmetic(
     return rows
 
 
+def _chain(rng: random.Random, steps: int, max_operand: int) -> tuple[str, int]:
+    name, thing = rng.choice(_NAMES), rng.choice(_THINGS)
+    value = rng.randint(2, max_operand)
+    parts = [f"{name} has {value} {thing}."]
+    for _ in range(steps):
+        if value < 2 or rng.random() < 0.5:
+            b = rng.randint(1, max_operand)
+            value += b
+            parts.append(rng.choice((f"Then {name} buys {b} more.", f"A friend gives {name} {b} more.")))
+        else:
+            b = rng.randint(1, value - 1)
+            value -= b
+            parts.append(rng.choice((f"Then {name} gives away {b}.", f"Then {name} loses {b}.")))
+    parts.append(f"How many {thing} does {name} have now?")
+    return " ".join(parts), value
+
+
+def word_chain(size: int, seed: int, *, steps: int = 2, max_operand: int = 20) -> list[dict[str, Any]]:
+    """Word problems of ``steps`` chained additions/subtractions (the GPU benches' learning workload: a small
+    instruct model solves some with a worked chain of thought, so rewards vary within a group)."""
+    if steps < 1 or max_operand < 2:
+        raise ValueError(f"word_chain needs steps >= 1 and max_operand >= 2, got {steps} and {max_operand}")
+    rng = random.Random(seed)
+    rows = []
+    for i in range(size):
+        question, value = _chain(rng, steps, max_operand)
+        rows.append(
+            {"id": f"chain-{seed}-{i}", "question": question, "answer": str(value), "data_source": "word_chain"}
+        )
+    return rows
+
+
 def fixed_digit(size: int, seed: int, *, digit: str = "7") -> list[dict[str, Any]]:
     """A trivially learnable task (the learning test): whatever the prompt, the answer is always ``digit``."""
     rng = random.Random(seed)
@@ -70,4 +102,5 @@ def fixed_digit(size: int, seed: int, *, digit: str = "7") -> list[dict[str, Any
 GENERATORS: dict[str, Callable[..., list[dict[str, Any]]]] = {
     "arithmetic": arithmetic,
     "fixed_digit": fixed_digit,
+    "word_chain": word_chain,
 }

@@ -211,3 +211,50 @@ def test_unknown_default_grader_is_named_even_when_skipping_bad_rows(tmp_path: P
     data = DataConfig(train=[SourceConfig(path=str(path))], grader_map={"gsm8k": "maht"}, on_bad_row="skip")
     with pytest.raises(DataError, match=r"data\.grader_map\.gsm8k='maht'"):
         load_examples(data.train, data, seed=0, known_graders=frozenset({"math"}))
+
+
+def test_word_chain_answers_follow_the_story_and_the_recipe_rows_load(tmp_path: Path) -> None:
+    """The GPU benches' learning workload: each answer is the story's count (re-derived from the text), the
+    generator is seeded, and the recipe's verl-style rows load with the same golds."""
+    import re
+    import subprocess
+    import sys
+
+    from reasoning_rl.data.generators import word_chain
+
+    rows = word_chain(60, 5, steps=3, max_operand=12)
+    assert rows == word_chain(60, 5, steps=3, max_operand=12) != word_chain(60, 6, steps=3, max_operand=12)
+    for row in rows:
+        value = int(re.match(r"\w+ has (\d+) ", row["question"]).group(1))
+        deltas = re.findall(
+            r"(?:buys (\d+) more|gives \w+ (\d+) more|gives away (\d+)|loses (\d+))", row["question"]
+        )
+        assert len(deltas) == 3
+        for buy, gift, away, lost in deltas:
+            value += int(buy or gift or 0) - int(away or lost or 0)
+            assert value >= 1  # never a negative count in the story
+        assert str(value) == row["answer"]
+    with pytest.raises(ValueError, match="steps >= 1"):
+        word_chain(1, 0, steps=0)
+    recipe = Path(__file__).resolve().parents[2] / "datasets" / "recipes" / "word_chain.py"
+    out = tmp_path / "wc.jsonl"
+    subprocess.run(
+        [
+            sys.executable,
+            str(recipe),
+            str(out),
+            "--size",
+            "6",
+            "--seed",
+            "5",
+            "--steps",
+            "3",
+            "--max-operand",
+            "12",
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    ex = load_examples([SourceConfig(path=str(out))], data_cfg(grader_map={"word_chain": "math"}), seed=0)
+    assert [e.ground_truth for e in ex] == [r["answer"] for r in rows[:6]]
