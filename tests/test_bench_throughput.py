@@ -82,3 +82,36 @@ def test_interleave_summary_uses_the_one_definition(tmp_path: Path) -> None:
     path.write_text(json.dumps(throughput.result({"model": "x"}, runs)))
     again = json.loads(path.read_text())
     assert throughput.summarise(again["runs"]) == {"sides": again["sides"], "ratios": again["ratios"]}
+
+
+def test_records_from_trl_and_ours_outputs_drop_warm_up_and_keep_per_step_tokens() -> None:
+    """What interleave.py reads from TRL's log (its first step is warm-up) and from our child's JSON becomes
+    run records with one token count per measured step."""
+    log = "\n".join(
+        [
+            "STEP 1 30.0s",
+            "STEP 2 20.0s",
+            "STEP 3 22.0s",
+            'RESULT {"steps": [30.0, 20.0, 22.0], "real_tokens": [9000, 10000, 11000],'
+            ' "response_len_mean": [100.0, 110.0, 120.0], "reward_mean": [0.1, 0.2, 0.3]}',
+        ]
+    )
+    rec = interleave.trl_record("trl:off:32", interleave.parse_trl(log), "realistic")
+    assert rec["steps_s"] == [20.0, 22.0] and rec["tokens"] == [10000.0, 11000.0]
+    assert rec["gen_tokens"] == [110.0 * 64 * 8, 120.0 * 64 * 8] and rec["reward"] == [0.2, 0.3]
+    anchor = interleave.trl_record(
+        "trl:off:64", interleave.parse_trl("STEP 1 9s\nSTEP 2 5s\nSTEP 3 4s"), "anchor"
+    )
+    assert anchor["steps_s"] == [5.0, 4.0] and anchor["tokens"] == [float(interleave.TOKENS)] * 2
+    ours = interleave.ours_record(
+        "ours:sync",
+        {"steps": [{"step_s": 6.0, "real_tokens": 5000, "response_tokens": 4000, "reward": 0.4}]},
+    )
+    assert ours == {
+        "name": "ours:sync",
+        "steps_s": [6.0],
+        "tokens": [5000.0],
+        "gen_tokens": [4000.0],
+        "reward": [0.4],
+    }
+    throughput.summarise([rec, anchor, ours])  # all three are valid run records
