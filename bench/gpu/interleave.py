@@ -49,7 +49,11 @@ TOKENS = PROMPTS * GENS * (PROMPT_LEN + COMPLETION_LEN)
 SHAPE = os.environ.get("SBS_SHAPE", "qwen")
 FIRST_WALL_S = {"ours": 170.0, "trl": 140.0}  # 2026-12-01/02 runs: 149-164 s and 124-126 s, start included
 REAL_FIRST_WALL_S = {"ours": 160.0, "trl": 260.0}  # realistic: ~9 s/step ours, ~30 s/step TRL (issue 20)
-REAL = dict(prompts=64, gens=8, max_tokens=1024)  # realistic.py's defaults (REAL_PROMPTS, REAL_GENS, ...)
+REAL = {  # realistic.py reads the same variables
+    "prompts": int(os.environ.get("REAL_PROMPTS", 64)),
+    "gens": int(os.environ.get("REAL_GENS", 8)),
+    "max_tokens": int(os.environ.get("REAL_MAX_TOKENS", 1024)),
+}
 # Our settings tried against the default (environment of side_by_side.py's child). vLLM 0.24 turns async
 # scheduling on by itself for our in-process engine (its log: "Asynchronous scheduling is enabled."), so the
 # variant worth timing is the one without it.

@@ -7,12 +7,16 @@
 #   6    bash .gpu/c6/move.sh 6 && source .gpu/c6/install.sh && cp .gpu/c6/install.sh /tmp/vllm_kit/install.sh
 #        && bash bench/gpu/run42.sh wheels                                      carry [.gpu/c6, .gpu_carry/whl]
 #   7    source /tmp/vllm_kit/install.sh && bash bench/gpu/run42.sh anchor     carry [.gpu_carry/m1, .gpu_carry/data]
-#   8    source /tmp/vllm_kit/install.sh && bash bench/gpu/run42.sh learn      carry [.gpu_carry/m2, .gpu_carry/data]
+#   8    source /tmp/vllm_kit/install.sh && bash bench/gpu/run42.sh probe      carry [.gpu_carry/m2, .gpu_carry/data]
+#   9    source /tmp/vllm_kit/install.sh && bash bench/gpu/run42.sh learn      carry [.gpu_carry/data]
 # Phases:
 #   wheels  install the carried wheels (TRL, datasets, gguf, the math grader's parser) into /tmp/site
 #   anchor  (GGUF part 1 to /tmp/smol first) the fixed-length anchor, ours and TRL 1.16 interleaved (interleave.py)
-#   learn   (GGUF reassembled) the learning workload (word_chain), ours (a 20-step learning run, then the
-#           full-pass variant) and TRL interleaved, reward curves of both
+#   probe   (GGUF reassembled, converted as our runs convert it) step-1 statistics of word_chain settings
+#           (workload_probe.py): the first that learns (reward 0.2-0.8, p50 >= 200 tokens, >= 10 % at the cap,
+#           <= 50 % zero-spread groups) becomes the learning workload's data
+#   learn   the learning workload, ours (a 20-step learning run, then the full-pass variant) and TRL interleaved,
+#           reward curves of both
 #   hard    the same on GSM8K (the "hard" workload)
 # Every result JSON lists its raw runs (name, steps_s, tokens): `python bench/gpu/throughput.py FILE` recomputes it.
 set -uo pipefail
@@ -58,7 +62,22 @@ anchor)
         --steps "${STEPS:-5}" --budget "${BUDGET:-570}" --work /tmp/rrl_ia --out "$OUT/anchor.json" 2>&1 | quiet
     logs /tmp/rrl_ia anchor_logs.tgz
     ;;
-learn) real "$D/word_chain.jsonl" learn "${SCHEDULE:-ours:sync,trl:off:32,ours:noskip}" ;;
+probe)
+    [ -f /tmp/site/.done ] || { echo "no /tmp/site: the machine went cold; start again from call 1"; exit 3; }
+    gguf || exit 1
+    M=$(python3 -c "from reasoning_rl.policy.model import convert_gguf as c; import pathlib as p; g=p.Path('$GGUF');
+print(c(g.parent, g.name, p.Path('.cache/converted') / g.stem.lower().replace('.', '-')))" 2>&1 | tail -1)
+    echo "model dir: $M"
+    timeout 400 python3 bench/gpu/workload_probe.py "$M" --candidates "${CANDIDATES:-2:20,3:20,3:50,1:99}" \
+        --out "$OUT/probe.json" 2>&1 | quiet | grep -E "PROBE|CHOSEN|Error|error" ; cp "$OUT/probe.json" /tmp/probe.json
+    ;;
+learn)
+    C=$(python3 -c "import json; c=json.load(open('/tmp/probe.json'))['chosen'] or {'steps': 2, 'max_operand': 20};
+print(c['steps'], c['max_operand'])" 2>/dev/null || echo "2 20")
+    set -- $C; echo "word_chain: steps $1, max_operand $2"
+    python3 datasets/recipes/word_chain.py /tmp/word_chain.jsonl --steps "$1" --max-operand "$2"
+    real /tmp/word_chain.jsonl learn "${SCHEDULE:-ours:sync,trl:off:32,ours:noskip}"
+    ;;
 hard) real "$D/gsm8k_test.jsonl" hard "${SCHEDULE:-ours:sync,trl:off:32,ours:noskip}" ;;
 *) echo "unknown phase $1"; exit 2 ;;
 esac

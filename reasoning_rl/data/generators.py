@@ -80,7 +80,12 @@ def word_chain(size: int, seed: int, *, steps: int = 2, max_operand: int = 20) -
     for i in range(size):
         question, value = _chain(rng, steps, max_operand)
         rows.append(
-            {"id": f"chain-{seed}-{i}", "question": question, "answer": str(value), "data_source": "word_chain"}
+            {
+                "id": f"chain-{seed}-{i}",
+                "question": question,
+                "answer": str(value),
+                "data_source": "word_chain",
+            }
         )
     return rows
 

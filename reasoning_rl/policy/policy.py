@@ -230,7 +230,9 @@ class Policy:
             ).item()
         )
         # not with a KL to track: its metric averages over every row (the golden runs pin it)
-        keep = trained_rows(advantages, mask, cfg) if cfg.skip_zero_advantage and ref_logprobs is None else None
+        keep = (
+            trained_rows(advantages, mask, cfg) if cfg.skip_zero_advantage and ref_logprobs is None else None
+        )
         scale = 1.0
         if keep is not None and self.fsdp and no_row_anywhere(keep):
             keep = None  # FSDP2: zero gradients cannot be made without a pass; run the (exact) full pass

@@ -57,7 +57,9 @@ class ThroughputStep:
     train_tokens: float | None
     update_seconds: float | None
     mfu: float | None = None
-    computed_tokens: float | None = None  # run forward/backward (zero-advantage rows skipped); None: old trace
+    computed_tokens: float | None = (
+        None  # run forward/backward (zero-advantage rows skipped); None: old trace
+    )
 
     @property
     def gen_tps(self) -> float | None:

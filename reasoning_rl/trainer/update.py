@@ -49,7 +49,9 @@ def update(
         )  # of computed positions
         attrs["packed"] = sum(stats.get("policy/packed", [])) > 0
     trace.counter("tokens_trained", step, batch.tokens.num_tokens * a.epochs)
-    computed = sum(stats.get("policy/computed_tokens", []))  # every optimizer step's rows run forward/backward
+    computed = sum(
+        stats.get("policy/computed_tokens", [])
+    )  # every optimizer step's rows run forward/backward
     trace.counter("tokens_computed", step, computed)
     if torch.cuda.is_available():
         trace.counter("gpu_mem_peak_bytes", step, torch.cuda.max_memory_allocated())

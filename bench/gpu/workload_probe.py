@@ -1,0 +1,105 @@
+"""Does a workload teach anything? Step-1 statistics of the untrained policy on candidate task settings.
+
+    python bench/gpu/workload_probe.py MODEL_DIR --candidates 2:20,3:20,1:50 [--prompts 64] [--out OUT.json]
+
+For each ``steps:max_operand`` setting of the ``word_chain`` task (datasets/recipes/word_chain.py, GSM8K's
+instruction) it samples ``--samples`` responses per prompt at temperature 1.0 up to ``--max-tokens`` with the
+model's chat template (vLLM), grades them with the math grader (lenient, as the benches do), and reports what a
+GRPO step would see: mean reward, the response-length distribution (p10/p50/p90, share at the cap) and the share
+of groups with zero reward spread (which the update skips or learns nothing from). A workload learns when the
+mean reward is 0.2-0.8, p50 >= 200 tokens, >= 10 % at the cap and <= 50 % of groups have zero spread (issue 42);
+the first candidate that meets all four is printed as ``CHOSEN``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+SUFFIX = " Think step by step and put the final answer in \\boxed{}."  # datasets/recipes/gsm8k.py's
+
+
+def stats(lengths: list[int], groups: list[list[float]], cap: int) -> dict[str, Any]:
+    """What a GRPO step sees in one batch of groups."""
+    lens = sorted(lengths)
+    rewards = [r for g in groups for r in g]
+    return {
+        "samples": len(lens),
+        "reward_mean": round(statistics.mean(rewards), 3),
+        "len_p10": lens[len(lens) // 10],
+        "len_p50": lens[len(lens) // 2],
+        "len_p90": lens[9 * len(lens) // 10],
+        "len_mean": round(statistics.mean(lens), 1),
+        "at_cap": round(sum(n >= cap for n in lens) / len(lens), 3),
+        "zero_spread_groups": round(sum(len(set(g)) == 1 for g in groups) / len(groups), 3),
+    }
+
+
+def learns(s: dict[str, Any]) -> bool:
+    """Issue 42's bar for a workload that learns."""
+    return (
+        0.2 <= s["reward_mean"] <= 0.8
+        and s["len_p50"] >= 200
+        and s["at_cap"] >= 0.10
+        and s["zero_spread_groups"] <= 0.5
+    )
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("model")
+    ap.add_argument("--candidates", default="2:20,3:20,1:50", help="steps:max_operand, comma-separated")
+    ap.add_argument("--prompts", type=int, default=64)
+    ap.add_argument("--samples", type=int, default=8)
+    ap.add_argument("--max-tokens", type=int, default=1024)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out", type=Path)
+    args = ap.parse_args()
+    import torch
+    from vllm import LLM, SamplingParams
+
+    import graders
+    from reasoning_rl.data.generators import word_chain
+
+    gpu = torch.cuda.is_available()
+    llm = LLM(
+        args.model,
+        dtype="bfloat16" if gpu else "float32",
+        seed=args.seed,
+        max_model_len=2048,
+        gpu_memory_utilization=0.3 if gpu else 0.2,
+    )
+    sampling = SamplingParams(n=args.samples, temperature=1.0, max_tokens=args.max_tokens)
+    results = []
+    for cand in args.candidates.split(","):
+        steps, max_operand = (int(x) for x in cand.split(":"))
+        rows = word_chain(args.prompts, args.seed, steps=steps, max_operand=max_operand)
+        t = time.perf_counter()
+        outs = llm.chat(
+            [[{"role": "user", "content": r["question"] + SUFFIX}] for r in rows], sampling, use_tqdm=False
+        )
+        seconds = time.perf_counter() - t
+        lengths, groups = [], []
+        for row, out in zip(rows, outs, strict=True):
+            lengths += [len(c.token_ids) for c in out.outputs]
+            groups.append(
+                [graders.grade("math", c.text, row["answer"], mode="lenient").score for c in out.outputs]
+            )
+        s = {"steps": steps, "max_operand": max_operand, **stats(lengths, groups, args.max_tokens)}
+        s.update(generate_s=round(seconds, 2), learns=learns(s))
+        results.append(s)
+        print("PROBE " + json.dumps(s), flush=True)
+    chosen = next((r for r in results if r["learns"]), None)
+    print("CHOSEN " + json.dumps(chosen), flush=True)
+    if args.out:
+        args.out.write_text(
+            json.dumps({"model": args.model, "gpu": gpu, "results": results, "chosen": chosen}, indent=1)
+        )
+
+
+if __name__ == "__main__":
+    main()
