@@ -226,10 +226,12 @@ def table(runs: list[dict[str, Any]], summary: dict[str, Any]) -> str:
                 f" handoff {r.get('handoff_s')} check {spans.get('time/handoff_check_s', '-')}"
                 f" grade wait {r.get('grade_wait_s', spans.get('time/grade_wait_s'))}"
             )
-            if "running_full_frac_median" in r:  # realistic: issue 31's engine occupancy and lag
+            if (
+                "running_full_frac" in r
+            ):  # realistic: issue 31's engine occupancy (over generation time) and lag
                 lines.append(
-                    f"{r['name']} engine: running mean {r['running_mean_median']} full-frac"
-                    f" {r['running_full_frac_median']} lag mean {r['lag_mean_median']} resp len"
+                    f"{r['name']} engine: running mean {r['running_mean']} full-frac"
+                    f" {r['running_full_frac']} lag mean {r['lag_mean_median']} resp len"
                     f" {r.get('response_len_mean')} trunc {r.get('truncation_rate')} reward {r.get('reward_mean')}"
                 )
     lines.append(

@@ -52,6 +52,13 @@ def update_flops(tokens: float, seq_lens: list[int]) -> float:
     return 6.0 * smol_params() * tokens + attention
 
 
+def time_weighted(rows: list[dict[str, Any]], key: str) -> float:
+    """A per-step engine figure averaged over generation time (each step weighted by its ``time/generate_s``)."""
+    pairs = [(float(r[key]), float(r.get("time/generate_s", 0.0))) for r in rows if key in r]
+    total = sum(w for _, w in pairs)
+    return sum(v * w for v, w in pairs) / total if total > 0 else float("nan")
+
+
 def computed_flops(row: dict[str, Any], seq_lens: list[int]) -> float:
     """The update's FLOPs over the rows it computed: ``policy/computed_tokens`` of the step's tokens (skipped
     zero-advantage rows cost nothing), the attention term scaled by the same share (which rows were skipped is
@@ -171,8 +178,9 @@ def summarise_ours(run_dir: Path) -> dict[str, Any]:
         "other_s": round(step_s - accounted, 4),
         "grade_wait_share": round(med("time/grade_wait_s") / step_s, 4),
         "max_lag": MAX_LAG,  # issue 31: the engine's running batch and the trained tokens' lag
-        "running_full_frac_median": round(med("rollout/running_full_frac"), 3),
-        "running_mean_median": round(med("rollout/running_mean"), 1),
+        # over generation time, not a median of steps (continuous steps alternate short and long)
+        "running_full_frac": round(time_weighted(rows, "rollout/running_full_frac"), 3),
+        "running_mean": round(time_weighted(rows, "rollout/running_mean"), 1),
         "lag_mean_median": round(med("staleness/lag_mean"), 3),
         "update_mfu": round(
             statistics.median(
