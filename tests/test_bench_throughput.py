@@ -115,3 +115,52 @@ def test_records_from_trl_and_ours_outputs_drop_warm_up_and_keep_per_step_tokens
         "reward": [0.4],
     }
     throughput.summarise([rec, anchor, ours])  # all three are valid run records
+
+
+def test_realistic_summary_is_total_over_total_and_weights_the_engine_by_generation_time(
+    tmp_path: Path,
+) -> None:
+    """realistic.py's summary of a run's metrics (warm-up step dropped): Σtokens/Σtime, skipped rows and
+    computed tokens per step, engine occupancy averaged over generation time, never a median of steps."""
+    pytest.importorskip("torch")
+    import realistic
+
+    steps = [  # step 1 (warm-up), then a short and a long step, as continuous rollouts alternate
+        (1, 50.0, 1.0, 1000, 1000, 0, 0.1, 10.0),
+        (2, 2.0, 1.0, 1000, 250, 6, 0.9, 500.0),
+        (3, 30.0, 28.0, 3000, 3000, 0, 0.2, 100.0),
+    ]
+    rows = [
+        {
+            "step": s,
+            "time/step_s": t,
+            "time/generate_s": g,
+            "time/update_s": 0.5,
+            "throughput/train_tokens": tok,
+            "throughput/computed_tokens": comp,
+            "policy/skipped_rows": skip,
+            "rollout/running_full_frac": full,
+            "rollout/running_mean": mean,
+            "samples": 8,
+            "response/length_mean": 10.0,
+            "response/length_max": 12,
+            "response/truncation_rate": 0.0,
+            "reward/mean": 0.5,
+        }
+        for s, t, g, tok, comp, skip, full, mean in steps
+    ]
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (tmp_path / "seq_lens").mkdir()
+    for s in (2, 3):
+        (tmp_path / "seq_lens" / f"{s}.txt").write_text("10 12")
+    out = realistic.summarise_ours(tmp_path)
+    assert [s["step"] for s in out["steps"]] == [2, 3]
+    assert out["tokens_per_s"] == round((1000 + 3000) / (2.0 + 30.0))
+    assert [s["computed_tokens"] for s in out["steps"]] == [250.0, 3000.0]
+    assert [s["skipped_rows"] for s in out["steps"]] == [6.0, 0.0]
+    assert out["running_mean"] == pytest.approx((500.0 * 1.0 + 100.0 * 28.0) / 29.0, abs=0.1)
+    assert out["running_full_frac"] == pytest.approx((0.9 * 1.0 + 0.2 * 28.0) / 29.0, abs=1e-3)
+    share = 250 / 1000  # MFU's FLOPs: the computed tokens, the attention term scaled by the same share
+    want = realistic.update_flops(250.0, []) + share * realistic.update_flops(0.0, [10, 12])
+    assert realistic.computed_flops(rows[1], [10, 12]) == pytest.approx(want)
+    assert realistic.computed_flops(rows[1], [10, 12]) < realistic.update_flops(1000.0, [10, 12])
