@@ -164,3 +164,39 @@ def test_realistic_summary_is_total_over_total_and_weights_the_engine_by_generat
     want = realistic.update_flops(250.0, []) + share * realistic.update_flops(0.0, [10, 12])
     assert realistic.computed_flops(rows[1], [10, 12]) == pytest.approx(want)
     assert realistic.computed_flops(rows[1], [10, 12]) < realistic.update_flops(1000.0, [10, 12])
+
+
+def test_the_learning_run_keeps_all_steps_apart_and_compares_the_first_n(tmp_path: Path, monkeypatch) -> None:
+    """interleave.py --learn-steps: the first ours:sync run takes that many steps (the reward curve, kept under
+    ``learning``); its record compares only the first --steps, as many as the other runs measure."""
+    import argparse
+    import subprocess
+
+    calls: list[list[str]] = []
+
+    def child(cmd: list[str], **_: object) -> subprocess.CompletedProcess:
+        calls.append(cmd)
+        n = int(cmd[cmd.index("--steps") + 1])
+        steps = [
+            {"step_s": 5.0 + i, "real_tokens": 1000 + i, "response_tokens": 800, "reward": 0.1 * i}
+            for i in range(n)
+        ]
+        Path(cmd[cmd.index("--out") + 1]).write_text(json.dumps({"steps": steps}))
+        return subprocess.CompletedProcess(cmd, 0, "", "")
+
+    monkeypatch.setattr(interleave.subprocess, "run", child)
+    args = argparse.Namespace(
+        workload="realistic",
+        gguf=Path("m.gguf"),
+        data=Path("d.jsonl"),
+        steps=3,
+        work=str(tmp_path),
+        run_timeout=9,
+    )
+    rec = interleave.run_ours("ours:sync", "sync", args, 0, tmp_path / "log", 20)
+    assert rec["steps_s"] == [5.0, 6.0, 7.0] and rec["tokens"] == [1000.0, 1001.0, 1002.0]
+    assert len(rec["learning"]["steps_s"]) == 20 and rec["learning"]["reward"][-1] == pytest.approx(1.9)
+    plain = interleave.run_ours("ours:noskip", "noskip", args, 1, tmp_path / "log", 3)
+    assert "learning" not in plain and len(plain["steps_s"]) == 3
+    assert interleave.REAL_PRESETS["noskip"]["REAL_SKIP_ZERO_ADV"] == "0"
+    throughput.summarise([rec, plain])

@@ -43,8 +43,8 @@ real() {  # $1 data file, $2 result name, $3 schedule
     nvidia-smi --query-gpu=name,memory.used,clocks.sm,temperature.gpu --format=csv,noheader
     python3 bench/gpu/interleave.py --workload realistic --gguf $GGUF --data "$1" \
         --trl-bench bench/gpu/trl_realistic.py --trl-phases "$D/trl_phases.py" --schedule "$3" \
-        --steps "${STEPS:-5}" --trl-steps "${TRL_STEPS:-5}" --learn-steps "${LEARN_STEPS:-20}" \
-        --budget "${BUDGET:-570}" --run-timeout "${RUN_TIMEOUT:-330}" --work /tmp/rrl_il --out "$OUT/$2.json" 2>&1 | quiet
+        --steps "${STEPS:-4}" --trl-steps "${TRL_STEPS:-4}" --learn-steps "${LEARN_STEPS:-20}" \
+        --budget "${BUDGET:-575}" --run-timeout "${RUN_TIMEOUT:-330}" --work /tmp/rrl_il --out "$OUT/$2.json" 2>&1 | quiet
     logs /tmp/rrl_il "$2_logs.tgz"
 }
 case "$1" in
