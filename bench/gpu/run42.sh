@@ -59,7 +59,7 @@ anchor)
     nvidia-smi --query-gpu=name,memory.used,clocks.sm,temperature.gpu --format=csv,noheader
     python3 bench/gpu/interleave.py --trl-bench "$D/trl_bench.py" --trl-phases "$D/trl_phases.py" \
         --schedule "${SCHEDULE:-ours,trl:off:64,ours,trl:off:32}" \
-        --steps "${STEPS:-5}" --budget "${BUDGET:-570}" --work /tmp/rrl_ia --out "$OUT/anchor.json" 2>&1 | quiet
+        --steps "${STEPS:-4}" --budget "${BUDGET:-570}" --work /tmp/rrl_ia --out "$OUT/anchor.json" 2>&1 | quiet
     logs /tmp/rrl_ia anchor_logs.tgz
     ;;
 probe)
