@@ -25,6 +25,7 @@ from typing import Any
 PROMPTS = int(os.environ.get("REAL_PROMPTS", 64))
 GENS = int(os.environ.get("REAL_GENS", 8))
 MAX_TOKENS = int(os.environ.get("REAL_MAX_TOKENS", 1024))
+TEMPERATURE = float(os.environ.get("REAL_TEMPERATURE", 1.0))  # TRL's side (trl_realistic.py) reads it too
 # issue 31: 0 = synchronous steps; > 0 = continuous rollouts (B x (1 + lag) groups stay admitted, resident)
 MAX_LAG = int(os.environ.get("REAL_MAX_LAG", 0))
 # 0: the full pass over every row (matched work with peers that do not skip zero-advantage rows)
@@ -93,7 +94,7 @@ def real_config(gguf: Path, data: Path, run_dir: Path, steps: int, on_gpu: bool)
             "rollout": {
                 "n": GENS,
                 "max_tokens": MAX_TOKENS,
-                "temperature": 1.0,
+                "temperature": TEMPERATURE,
                 "ignore_eos": False,
                 "gpu_memory_utilization": 0.3 if on_gpu else 0.2,
                 "seed_per_sample": False,

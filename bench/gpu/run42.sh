@@ -68,13 +68,14 @@ probe)
     M=$(python3 -c "from reasoning_rl.policy.model import convert_gguf as c; import pathlib as p; g=p.Path('$GGUF');
 print(c(g.parent, g.name, p.Path('.cache/converted') / g.stem.lower().replace('.', '-')))" 2>&1 | tail -1)
     echo "model dir: $M"
-    timeout 400 python3 bench/gpu/workload_probe.py "$M" --candidates "${CANDIDATES:-2:20,3:20,3:50,1:99}" \
+    timeout 400 python3 bench/gpu/workload_probe.py "$M" --candidates "${CANDIDATES:-1:9:0.7,2:9:0.7,1:20:0.7,2:20:0.8}" \
         --out "$OUT/probe.json" 2>&1 | quiet | grep -E "PROBE|CHOSEN|Error|error" ; cp "$OUT/probe.json" /tmp/probe.json
     ;;
 learn)
-    C=$(python3 -c "import json; c=json.load(open('/tmp/probe.json'))['chosen'] or {'steps': 2, 'max_operand': 20};
-print(c['steps'], c['max_operand'])" 2>/dev/null || echo "2 20")
-    set -- $C; echo "word_chain: steps $1, max_operand $2"
+    C=$(python3 -c "import json; r=json.load(open('/tmp/probe.json')); c=r['chosen'] or max(r['results'],
+key=lambda x: -abs(x['reward_mean'] - 0.5)); print(c['steps'], c['max_operand'], c['temperature'])" 2>/dev/null || echo "1 9 0.7")
+    set -- $C; echo "word_chain: steps $1, max_operand $2, temperature $3"
+    export REAL_TEMPERATURE=$3
     python3 datasets/recipes/word_chain.py /tmp/word_chain.jsonl --steps "$1" --max-operand "$2"
     real /tmp/word_chain.jsonl learn "${SCHEDULE:-ours:sync,trl:off:32,ours:noskip}"
     ;;

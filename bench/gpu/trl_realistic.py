@@ -78,7 +78,7 @@ def main() -> None:
         beta=0.0,
         learning_rate=1e-6,
         save_strategy="no",
-        temperature=1.0,
+        temperature=float(os.environ.get("REAL_TEMPERATURE", 1.0)),  # as realistic.py
         gradient_checkpointing=False,
         dataloader_num_workers=0,
         seed=0,

@@ -2,8 +2,8 @@
 
     python bench/gpu/workload_probe.py MODEL_DIR --candidates 2:20,3:20,1:50 [--prompts 64] [--out OUT.json]
 
-For each ``steps:max_operand`` setting of the ``word_chain`` task (datasets/recipes/word_chain.py, GSM8K's
-instruction) it samples ``--samples`` responses per prompt at temperature 1.0 up to ``--max-tokens`` with the
+For each ``steps:max_operand:temperature`` setting of the ``word_chain`` task (datasets/recipes/word_chain.py,
+GSM8K's instruction) it samples ``--samples`` responses per prompt at that temperature up to ``--max-tokens`` with the
 model's chat template (vLLM), grades them with the math grader (lenient, as the benches do), and reports what a
 GRPO step would see: mean reward, the response-length distribution (p10/p50/p90, share at the cap) and the share
 of groups with zero reward spread (which the update skips or learns nothing from). A workload learns when the
@@ -52,7 +52,9 @@ def learns(s: dict[str, Any]) -> bool:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("model")
-    ap.add_argument("--candidates", default="2:20,3:20,1:50", help="steps:max_operand, comma-separated")
+    ap.add_argument(
+        "--candidates", default="2:20:1.0,1:9:0.7", help="steps:max_operand:temperature, comma-separated"
+    )
     ap.add_argument("--prompts", type=int, default=64)
     ap.add_argument("--samples", type=int, default=8)
     ap.add_argument("--max-tokens", type=int, default=1024)
@@ -73,10 +75,11 @@ def main() -> None:
         max_model_len=2048,
         gpu_memory_utilization=0.3 if gpu else 0.2,
     )
-    sampling = SamplingParams(n=args.samples, temperature=1.0, max_tokens=args.max_tokens)
     results = []
     for cand in args.candidates.split(","):
-        steps, max_operand = (int(x) for x in cand.split(":"))
+        a, b, temp = cand.split(":")
+        steps, max_operand, temperature = int(a), int(b), float(temp)
+        sampling = SamplingParams(n=args.samples, temperature=temperature, max_tokens=args.max_tokens)
         rows = word_chain(args.prompts, args.seed, steps=steps, max_operand=max_operand)
         t = time.perf_counter()
         outs = llm.chat(
@@ -89,7 +92,8 @@ def main() -> None:
             groups.append(
                 [graders.grade("math", c.text, row["answer"], mode="lenient").score for c in out.outputs]
             )
-        s = {"steps": steps, "max_operand": max_operand, **stats(lengths, groups, args.max_tokens)}
+        s = {"steps": steps, "max_operand": max_operand, "temperature": temperature}
+        s.update(stats(lengths, groups, args.max_tokens))
         s.update(generate_s=round(seconds, 2), learns=learns(s))
         results.append(s)
         print("PROBE " + json.dumps(s), flush=True)
