@@ -26,6 +26,7 @@ everything it left.
 import contextlib
 import gc
 import json
+import math
 import os
 import selectors
 import signal
@@ -159,6 +160,11 @@ def _spawn(header):
     cap = header["repl"].get("address_space_mb")
     if cap:
         limits["RLIMIT_AS"] = min(limits.get("RLIMIT_AS", cap << 20), cap << 20)
+    cpu_s = header["repl"].get("cpu_s")
+    if (
+        cpu_s
+    ):  # the session's CPU budget: the interpreter lives as long as the session (SIGXCPU, then SIGKILL)
+        limits["RLIMIT_CPU"] = (math.ceil(cpu_s), math.ceil(cpu_s) + 1)
     with contextlib.suppress(OSError):  # it died already: the first cell's result says so
         _send(child.ctl, {"rlimits": limits, "env": header["env"], "workdir": header["workdir"]})
     return child
@@ -166,26 +172,33 @@ def _spawn(header):
 
 def run(header):
     """Run the header's cell in this sandbox's REPL child (started, and fed the history, when there is none):
-    ``(stopped_by, exit_code, stdout, stderr)`` as the supervisor's ``_run`` returns them. A cell that runs out
-    of time or output, or kills its interpreter, ends the child (the next request starts a new one)."""
+    ``(stopped_by, exit_code, stdout, stderr, outcome)`` with ``outcome`` "ok" | "error" (the cell ran; the
+    interpreter lives on) or "died" (it ended: never replay that cell). A cell that runs out of time or output,
+    or ends its interpreter, ends the child (the next request starts a new one). Once a session's code ran here,
+    whatever breaks the interpreter or the zygote is that code's doing: a program failure, never ours."""
     repl = header["repl"]
     child = _state["child"]
+    continuing = header.get("session") == "continue"
     todo = []
+    if child is not None:
+        with contextlib.suppress(OSError):
+            os.kill(child.pid, signal.SIGCONT)  # frozen at the end of the session's last call
     if child is None or child.status(wait=False) is not None:
         if child is not None:
             child.end()  # its pipes
         try:
             child = _state["child"] = _spawn(header)
         except OSError as exc:
-            return "sandbox_error", None, b"", f"{exc}\n".encode()
+            if continuing:
+                return "exit", None, b"", f"{_DIED}: {exc}\n".encode(), "died"
+            return "sandbox_error", None, b"", f"{exc}\n".encode(), ""
         todo = [(src, True) for src in repl.get("history", ())]
     todo.append((repl["code"], False))
-    deadline = time.monotonic() + header["wall_s"]
+    end = time.monotonic() + header["wall_s"]
+    cell_s = repl.get("cell_s") or header["wall_s"]
     out, err = bytearray(), bytearray()
     for src, silent in todo:
-        if not silent:
-            cell_s = repl.get("cell_s") or header["wall_s"]
-            deadline = min(deadline, time.monotonic() + cell_s)
+        deadline = min(end, time.monotonic() + cell_s)  # every cell its own budget, a replayed one too
         with contextlib.suppress(OSError):  # it died before reading the cell: its end is read next
             _send(child.ctl, {"code": src, "silent": silent})
         outcome = _collect(child, deadline, header["output_bytes"], out, err)
@@ -193,14 +206,43 @@ def run(header):
             _state["child"] = None
             code = child.end()
             if outcome == "died":
-                return "exit", code, bytes(out), bytes(err)
-            return outcome, None, bytes(out), bytes(err)
-    return "exit", 0 if outcome == "ok" else 1, bytes(out), bytes(err)
+                err += _death_note(code, repl.get("cpu_s")).encode()
+                return "exit", code, bytes(out), bytes(err), "died"
+            return outcome, None, bytes(out), bytes(err), ""
+    return "exit", 0 if outcome == "ok" else 1, bytes(out), bytes(err), outcome
+
+
+_DIED = "the python interpreter ended"
+
+
+def _death_note(code, cpu_s):
+    if code == -signal.SIGXCPU:
+        return f"\n{_DIED}: it used up this session's CPU budget ({cpu_s:g} CPU-s)\n"
+    if code is not None and code < 0:
+        return f"\n{_DIED}: killed by signal {-code}\n"
+    return f"\n{_DIED} (exit code {code})\n"
+
+
+def freeze():
+    """After a session's call: stop the interpreter (its threads too) until the session's next call, and
+    return its pid, the one process of the call the clean-up spares (None when there is none)."""
+    child = _state["child"]
+    if child is None:
+        return None
+    with contextlib.suppress(OSError):
+        os.kill(child.pid, signal.SIGSTOP)
+    return child.pid
+
+
+_REPLY_MAX = 64  # {"status": "error"} and no more: anything else on the result channel is not ours
 
 
 def _collect(child, deadline, cap, out, err):
-    """Read the child's output until its result message: "ok" | "error" | "died" | "timeout" | "output_limit"."""
+    """Read the child's output until its result message: "ok" | "error" | "died" | "timeout" | "output_limit".
+    The result channel is the cell's to write to as well: only a well-formed ok/error reply counts; anything
+    else (a forged status, garbage, a partial message) is the interpreter failing, i.e. "died"."""
     bufs = {child.out: out, child.err: err}
+    reply = bytearray()
     with selectors.DefaultSelector() as sel:
         for fd in (child.out, child.err, child.res):
             sel.register(fd, selectors.EVENT_READ)
@@ -209,13 +251,19 @@ def _collect(child, deadline, cap, out, err):
             if remaining <= 0:
                 return "timeout"
             for key, _ in sel.select(remaining):
-                if key.fd == child.res:
-                    msg = _recv(child.res)
-                    _drain(bufs, cap)
-                    if msg is None:
-                        return "died"
-                    return "output_limit" if any(len(b) > cap for b in bufs.values()) else msg["status"]
                 chunk = os.read(key.fd, 65536)
+                if key.fd == child.res:
+                    if not chunk:
+                        _drain(bufs, cap)
+                        return "died"
+                    reply += chunk
+                    status = _reply_status(reply)
+                    if status is None:
+                        continue
+                    _drain(bufs, cap)
+                    if any(len(b) > cap for b in bufs.values()):
+                        return "output_limit"
+                    return status
                 if not chunk:
                     sel.unregister(key.fd)
                     continue
@@ -223,6 +271,23 @@ def _collect(child, deadline, cap, out, err):
                 if len(bufs[key.fd]) > cap:
                     del bufs[key.fd][cap:]
                     return "output_limit"
+
+
+def _reply_status(raw):
+    """ "ok" / "error" for a complete well-formed reply, "died" for anything malformed, None while incomplete."""
+    if len(raw) < 4:
+        return None
+    size = struct.unpack(">I", bytes(raw[:4]))[0]
+    if size > _REPLY_MAX or len(raw) > 4 + size:
+        return "died"
+    if len(raw) < 4 + size:
+        return None
+    try:
+        msg = json.loads(bytes(raw[4:]))
+    except ValueError:
+        return "died"
+    status = msg.get("status") if isinstance(msg, dict) else None
+    return status if status in ("ok", "error") and len(msg) == 1 else "died"
 
 
 def _drain(bufs, cap):
@@ -366,7 +431,9 @@ def _child(ctl_r, res_w, out_w, err_w):
     if setup is None:
         os._exit(0)
     for name, value in setup["rlimits"].items():
-        resource.setrlimit(getattr(resource, name), (value, value))
+        resource.setrlimit(
+            getattr(resource, name), tuple(value) if isinstance(value, list) else (value, value)
+        )
     os.environ.clear()
     os.environ.update(setup["env"])
     os.chdir(setup["workdir"])
