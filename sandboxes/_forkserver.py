@@ -231,7 +231,23 @@ def freeze():
         return None
     with contextlib.suppress(OSError):
         os.kill(child.pid, signal.SIGSTOP)
+    for _ in range(200):  # a stop is delivered asynchronously: wait until every thread has stopped
+        if _stopped(child.pid):
+            break
+        time.sleep(0.005)
     return child.pid
+
+
+def _stopped(pid):
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+        states = []
+        for task in tasks:
+            with open(f"/proc/{pid}/task/{task}/stat") as fh:
+                states.append(fh.read().rpartition(")")[2].split()[0])
+    except OSError:
+        return True  # gone: nothing left to stop
+    return all(state in ("T", "t", "Z", "X") for state in states)
 
 
 _REPLY_MAX = 64  # {"status": "error"} and no more: anything else on the result channel is not ours

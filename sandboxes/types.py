@@ -92,7 +92,7 @@ class RunResult:
 
     @property
     def ok(self) -> bool:
-        return self.stopped_by == "exit" and self.exit_code == 0
+        return self.stopped_by == "exit" and self.exit_code == 0 and self.cell != "died"
 
 
 class SandboxError(RuntimeError):
