@@ -97,7 +97,9 @@ def test_the_interpreter_has_a_cpu_budget_for_its_session(sci: Sandbox) -> None:
 
 def test_a_cell_that_ends_its_interpreter_is_recorded_died(sci: Sandbox) -> None:
     ended = cell(sci, "import os\nos._exit(0)", "ender", history=("x = 1",))
-    after = cell(sci, "print(x)", "ender", history=("x = 1",))  # what the tool sends: the died cell is not in it
+    after = cell(
+        sci, "print(x)", "ender", history=("x = 1",)
+    )  # what the tool sends: the died cell is not in it
     sci.end_session("ender")
     assert ended.stopped_by == "exit" and ended.cell == "died" and not ended.ok, ended
     assert after.ok and after.stdout == b"1\n", after
@@ -113,7 +115,9 @@ def test_a_session_interpreter_is_set_up_in_a_run_of_its_own(
 
     def spy(request: RunRequest, **kw: object) -> protocol.Payload:
         if request.repl is not None:
-            sent.append({"session": kw.get("session"), "wall_s": request.limits.wall_s, **request.repl.header()})
+            sent.append(
+                {"session": kw.get("session"), "wall_s": request.limits.wall_s, **request.repl.header()}
+            )
         return encode(request, **kw)  # type: ignore[arg-type]
 
     monkeypatch.setattr(protocol, "encode", spy)
@@ -122,7 +126,9 @@ def test_a_session_interpreter_is_set_up_in_a_run_of_its_own(
     sci.end_session("setup")
     assert first.stdout == b"42\n" and second.stdout == b"40\n", (first, second)
     restore, own, held = sent
-    assert restore["session"] == "start" and restore["code"] == "" and restore["history"] == ["a = 40", "b = 2"]
+    assert (
+        restore["session"] == "start" and restore["code"] == "" and restore["history"] == ["a = 40", "b = 2"]
+    )
     assert restore["preload"] == list(SCI_PRELOAD) and restore["wall_s"] == protocol.PRELOAD_S + 2 * 60
     assert own["session"] == held["session"] == "continue" and own["history"] == []
     assert own["code"] == "print(a + b)" and held["code"] == "print(a)"
