@@ -20,7 +20,13 @@ interpreter died). It starts clean: its own process session, the run's env, rlim
 message, read in its own memory), fds 0-2 = /dev/null and its output pipes, 3-4 its message pipes, every other
 fd closed, and the zygote's non-dumpable flag (no ptrace, no prlimit, no /proc/<pid>/mem of another child).
 Between sessions the supervisor ends the child and its clean-up (kill every process, wipe scratch dirs and IPC)
-everything it left.
+everything it left. Between a session's calls the supervisor kills every process but the child and stops the
+child (SIGSTOP, threads included; SIGCONT at the next call), so nothing the call started burns CPU after it;
+the child's RLIMIT_CPU is the session's CPU budget (``cpu_s``).
+
+Trust. The result channel (fd 4) is the cell's to write to as well: the supervisor accepts only a well-formed
+``{"status": "ok" | "error"}`` there; anything else is the interpreter failing ("died"). Once a session's code
+ran here, a dead interpreter or zygote is that code's doing (a program failure), never ``sandbox_error``.
 """
 
 import contextlib

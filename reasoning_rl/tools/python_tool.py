@@ -2,21 +2,26 @@
 one trajectory and nothing is shared between trajectories.
 
 Semantics (a live interpreter per trajectory). A trajectory's calls go to one warm sandbox it holds
-(``RunRequest.session``) whose fork server keeps a python child alive between cells: variables, imports, files
-and background processes of earlier cells are there, and a value the model saw (``time``, ``random``,
-``os.urandom``, ``uuid``, a temporary file's name, a file read) is the value the next cell sees, as in a real
-REPL. The sandbox's zygote (a clean interpreter forked when the sandbox starts, before any request) imports
-sympy, numpy and mpmath once (``SCI_IMAGE``, ``SCI_PRELOAD``) and forks each trajectory's child from itself, so
-``import sympy`` in a cell costs nothing and no child's memory holds anything of an earlier trajectory.
-``end_session`` gives the sandbox back: the supervisor ends the child, kills every process and wipes files and
-IPC before any other trajectory gets it.
+(``RunRequest.session``) whose fork server keeps a python child alive between cells: variables, imports and
+files of earlier cells are there, and a value the model saw (``time``, ``random``, ``os.urandom``, ``uuid``, a
+temporary file's name, a file read) is the value the next cell sees, as in a real REPL. The sandbox's zygote (a
+clean interpreter forked when the sandbox starts, before any request) imports sympy, numpy and mpmath once
+(``SCI_IMAGE``, ``SCI_PRELOAD``) and forks each trajectory's child from itself, so ``import sympy`` in a cell
+costs nothing and no child's memory holds anything of an earlier trajectory. Nothing a call starts outlives it:
+at its end every other process is killed and the interpreter stopped until the next call; ``session_cpu_s``
+bounds the interpreter's CPU over the trajectory. ``end_session`` gives the sandbox back: the supervisor ends
+the child, kills every process and wipes files and IPC before any other trajectory gets it.
 
-Held sandboxes are bounded (the Docker pool's size; ``max_sessions`` for the local backend): when more
-trajectories are in flight, the least recently used one gives its sandbox back, and its next call replays its
-earlier cells silently into a new interpreter (``ReplCell.history``; ``random`` and ``numpy.random`` are seeded
-when an interpreter starts, so a replay recomputes those; clocks and ``os.urandom`` it cannot). Cells that ran
-out of time, memory or output, or killed the interpreter, end it: they are not replayed, the earlier ones are.
-A call's cell gets ``budget_s``; the whole run (a replay included) at most 4 x ``budget_s``.
+Held interpreters are bounded (``pool_size``): a further trajectory waits (``Slots``) until one ends; a live
+one is never taken back. A new interpreter (first call; after one ended; after its sandbox failed) is set up
+off the call's clock: preload, then the trajectory's recorded cells replayed silently (``ReplCell.history``;
+``random`` and ``numpy.random`` are seeded when an interpreter starts, so a replay recomputes those; clocks and
+``os.urandom`` it cannot). Only cells that ran to their end (``ok``/``error``) are recorded: one that timed out,
+hit a limit or ended its interpreter (``died``) never is. Each cell, a replayed one too, gets ``budget_s``.
+
+Outcomes (README "Tool-call outcomes"): whatever comes out of a sandbox that ran the trajectory's code is that
+code's outcome; ``infra_error`` only when the sandbox failed before any of its code ran. After that, a sandbox
+failure is retried once in a fresh sandbox, then graded as the call's error.
 
 Why not replay every call (the design before): its 10th call re-ran cells 1-9 and their imports (hundreds of
 ms for sympy each time); bench/RESULTS.md#tool-calls has both designs' figures.
