@@ -104,8 +104,8 @@ class PythonTool:
         code = arguments.get("code")
         if not isinstance(code, str):
             return ToolResult("Error: the python tool needs a string argument 'code'", "invalid_call")
-        started = time.monotonic()
         await self._slots.enter(session)  # a live interpreter per trajectory in flight: wait for one
+        started = time.monotonic()  # the call's latency, not its wait for an interpreter
         with self._lock:
             state = self._sessions.setdefault(session, _Session())
         result = await self._run(state, code, budget_s)
