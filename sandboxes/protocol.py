@@ -13,7 +13,9 @@ from sandboxes.types import CELL_OUTCOMES, CellOutcome, RunRequest, RunResult
 
 SUPERVISOR_SOURCE = (Path(__file__).parent / "_supervisor.py").read_text()
 # The fork server runs in the supervisor's process; it is shipped as a string the supervisor execs on first use.
-_FORKSERVER = (Path(__file__).parent / "_forkserver.py").read_text()
+_FORKSERVER = "\n".join(
+    (Path(__file__).parent / name).read_text() for name in ("_replchild.py", "_forkserver.py")
+)
 _SOURCE = f"_FORKSERVER_SOURCE = {_FORKSERVER!r}\n{SUPERVISOR_SOURCE}"
 WORKDIR = "/work"
 SCRATCH = (WORKDIR, "/tmp", "/dev/shm", "/dev/mqueue")  # emptied before and after every run
