@@ -20,12 +20,19 @@ interpreter died). It starts clean: its own process session, the run's env, rlim
 message, read in its own memory), fds 0-2 = /dev/null and its output pipes, 3-4 its message pipes, every other
 fd closed, and the zygote's non-dumpable flag (no ptrace, no prlimit, no /proc/<pid>/mem of another child).
 Between sessions the supervisor ends the child and its clean-up (kill every process, wipe scratch dirs and IPC)
-everything it left.
+everything it left. Between a session's calls the supervisor kills every process but the child and stops the
+child (SIGSTOP, threads included; SIGCONT at the next call), so nothing the call started burns CPU after it;
+the child's RLIMIT_CPU is the session's CPU budget (``cpu_s``).
+
+Trust. The result channel (fd 4) is the cell's to write to as well: the supervisor accepts only a well-formed
+``{"status": "ok" | "error"}`` there; anything else is the interpreter failing ("died"). Once a session's code
+ran here, a dead interpreter or zygote is that code's doing (a program failure), never ``sandbox_error``.
 """
 
 import contextlib
 import gc
 import json
+import math
 import os
 import selectors
 import signal
@@ -34,8 +41,12 @@ import struct
 import sys
 import time
 
+# On the host (lint, type checks) from the package; in the sandbox ``protocol`` ships _replchild.py's source
+# ahead of this one, in the same namespace, and this import fails (no package there).
+with contextlib.suppress(ImportError):
+    from sandboxes._replchild import _child, _send
+
 _DIST_PACKAGES = "/usr/lib/python3/dist-packages"  # Debian's python3-* modules; not on sys.path under -S
-_CTL, _RES = 3, 4  # the child's message fds: cells in, results out
 _CHECK_S = 5.0  # the zygote answers status and check at once; a stopped one makes the sandbox unclean
 _state: dict = {"child": None, "zygote": None}
 # Run once after a preload: sympy imports its solvers and fills its caches on first use (~80 ms a cell).
@@ -159,6 +170,11 @@ def _spawn(header):
     cap = header["repl"].get("address_space_mb")
     if cap:
         limits["RLIMIT_AS"] = min(limits.get("RLIMIT_AS", cap << 20), cap << 20)
+    cpu_s = header["repl"].get("cpu_s")
+    if (
+        cpu_s
+    ):  # the session's CPU budget: the interpreter lives as long as the session (SIGXCPU, then SIGKILL)
+        limits["RLIMIT_CPU"] = (math.ceil(cpu_s), math.ceil(cpu_s) + 1)
     with contextlib.suppress(OSError):  # it died already: the first cell's result says so
         _send(child.ctl, {"rlimits": limits, "env": header["env"], "workdir": header["workdir"]})
     return child
@@ -166,26 +182,33 @@ def _spawn(header):
 
 def run(header):
     """Run the header's cell in this sandbox's REPL child (started, and fed the history, when there is none):
-    ``(stopped_by, exit_code, stdout, stderr)`` as the supervisor's ``_run`` returns them. A cell that runs out
-    of time or output, or kills its interpreter, ends the child (the next request starts a new one)."""
+    ``(stopped_by, exit_code, stdout, stderr, outcome)`` with ``outcome`` "ok" | "error" (the cell ran; the
+    interpreter lives on) or "died" (it ended: never replay that cell). A cell that runs out of time or output,
+    or ends its interpreter, ends the child (the next request starts a new one). Once a session's code ran here,
+    whatever breaks the interpreter or the zygote is that code's doing: a program failure, never ours."""
     repl = header["repl"]
     child = _state["child"]
+    continuing = header.get("session") == "continue"
     todo = []
+    if child is not None:
+        with contextlib.suppress(OSError):
+            os.kill(child.pid, signal.SIGCONT)  # frozen at the end of the session's last call
     if child is None or child.status(wait=False) is not None:
         if child is not None:
             child.end()  # its pipes
         try:
             child = _state["child"] = _spawn(header)
         except OSError as exc:
-            return "sandbox_error", None, b"", f"{exc}\n".encode()
+            if continuing:
+                return "exit", None, b"", f"{_DIED}: {exc}\n".encode(), "died"
+            return "sandbox_error", None, b"", f"{exc}\n".encode(), ""
         todo = [(src, True) for src in repl.get("history", ())]
     todo.append((repl["code"], False))
-    deadline = time.monotonic() + header["wall_s"]
+    end = time.monotonic() + header["wall_s"]
+    cell_s = repl.get("cell_s") or header["wall_s"]
     out, err = bytearray(), bytearray()
     for src, silent in todo:
-        if not silent:
-            cell_s = repl.get("cell_s") or header["wall_s"]
-            deadline = min(deadline, time.monotonic() + cell_s)
+        deadline = min(end, time.monotonic() + cell_s)  # every cell its own budget, a replayed one too
         with contextlib.suppress(OSError):  # it died before reading the cell: its end is read next
             _send(child.ctl, {"code": src, "silent": silent})
         outcome = _collect(child, deadline, header["output_bytes"], out, err)
@@ -193,14 +216,59 @@ def run(header):
             _state["child"] = None
             code = child.end()
             if outcome == "died":
-                return "exit", code, bytes(out), bytes(err)
-            return outcome, None, bytes(out), bytes(err)
-    return "exit", 0 if outcome == "ok" else 1, bytes(out), bytes(err)
+                err += _death_note(code, repl.get("cpu_s")).encode()
+                return "exit", code, bytes(out), bytes(err), "died"
+            return outcome, None, bytes(out), bytes(err), ""
+    return "exit", 0 if outcome == "ok" else 1, bytes(out), bytes(err), outcome
+
+
+_DIED = "the python interpreter ended"
+
+
+def _death_note(code, cpu_s):
+    if code == -signal.SIGXCPU:
+        return f"\n{_DIED}: it used up this session's CPU budget ({cpu_s:g} CPU-s)\n"
+    if code is not None and code < 0:
+        return f"\n{_DIED}: killed by signal {-code}\n"
+    return f"\n{_DIED} (exit code {code})\n"
+
+
+def freeze():
+    """After a session's call: stop the interpreter (its threads too) until the session's next call, and
+    return its pid, the one process of the call the clean-up spares (None when there is none)."""
+    child = _state["child"]
+    if child is None:
+        return None
+    with contextlib.suppress(OSError):
+        os.kill(child.pid, signal.SIGSTOP)
+    for _ in range(200):  # a stop is delivered asynchronously: wait until every thread has stopped
+        if _stopped(child.pid):
+            break
+        time.sleep(0.005)
+    return child.pid
+
+
+def _stopped(pid):
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+        states = []
+        for task in tasks:
+            with open(f"/proc/{pid}/task/{task}/stat") as fh:
+                states.append(fh.read().rpartition(")")[2].split()[0])
+    except OSError:
+        return True  # gone: nothing left to stop
+    return all(state in ("T", "t", "Z", "X") for state in states)
+
+
+_REPLY_MAX = 64  # {"status": "error"} and no more: anything else on the result channel is not ours
 
 
 def _collect(child, deadline, cap, out, err):
-    """Read the child's output until its result message: "ok" | "error" | "died" | "timeout" | "output_limit"."""
+    """Read the child's output until its result message: "ok" | "error" | "died" | "timeout" | "output_limit".
+    The result channel is the cell's to write to as well: only a well-formed ok/error reply counts; anything
+    else (a forged status, garbage, a partial message) is the interpreter failing, i.e. "died"."""
     bufs = {child.out: out, child.err: err}
+    reply = bytearray()
     with selectors.DefaultSelector() as sel:
         for fd in (child.out, child.err, child.res):
             sel.register(fd, selectors.EVENT_READ)
@@ -209,13 +277,19 @@ def _collect(child, deadline, cap, out, err):
             if remaining <= 0:
                 return "timeout"
             for key, _ in sel.select(remaining):
-                if key.fd == child.res:
-                    msg = _recv(child.res)
-                    _drain(bufs, cap)
-                    if msg is None:
-                        return "died"
-                    return "output_limit" if any(len(b) > cap for b in bufs.values()) else msg["status"]
                 chunk = os.read(key.fd, 65536)
+                if key.fd == child.res:
+                    if not chunk:
+                        _drain(bufs, cap)
+                        return "died"
+                    reply += chunk
+                    status = _reply_status(reply)
+                    if status is None:
+                        continue
+                    _drain(bufs, cap)
+                    if any(len(b) > cap for b in bufs.values()):
+                        return "output_limit"
+                    return status
                 if not chunk:
                     sel.unregister(key.fd)
                     continue
@@ -223,6 +297,23 @@ def _collect(child, deadline, cap, out, err):
                 if len(bufs[key.fd]) > cap:
                     del bufs[key.fd][cap:]
                     return "output_limit"
+
+
+def _reply_status(raw):
+    """ "ok" / "error" for a complete well-formed reply, "died" for anything malformed, None while incomplete."""
+    if len(raw) < 4:
+        return None
+    size = struct.unpack(">I", bytes(raw[:4]))[0]
+    if size > _REPLY_MAX or len(raw) > 4 + size:
+        return "died"
+    if len(raw) < 4 + size:
+        return None
+    try:
+        msg = json.loads(bytes(raw[4:]))
+    except ValueError:
+        return "died"
+    status = msg.get("status") if isinstance(msg, dict) else None
+    return status if status in ("ok", "error") and len(msg) == 1 else "died"
 
 
 def _drain(bufs, cap):
@@ -345,119 +436,6 @@ def _preload(modules):
     if fresh:
         gc.collect()
         gc.freeze()  # never scanned again: cheap collections, and the children's pages stay shared
-
-
-# ---- the REPL child -------------------------------------------------------------------------------------------
-
-
-def _child(ctl_r, res_w, out_w, err_w):
-    os.setsid()
-    import fcntl
-
-    devnull = os.open(os.devnull, os.O_RDWR)
-    high = [fcntl.fcntl(fd, fcntl.F_DUPFD, 10) for fd in (devnull, out_w, err_w, ctl_r, res_w)]
-    for target, fd in enumerate(high):
-        os.dup2(fd, target)
-    os.closerange(5, 1 << 16)
-    import io
-    import resource
-
-    setup = _recv(_CTL)
-    if setup is None:
-        os._exit(0)
-    for name, value in setup["rlimits"].items():
-        resource.setrlimit(getattr(resource, name), (value, value))
-    os.environ.clear()
-    os.environ.update(setup["env"])
-    os.chdir(setup["workdir"])
-    del setup
-    sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False))
-    sys.stdout = io.TextIOWrapper(
-        io.FileIO(1, "w", closefd=False), "utf-8", "backslashreplace", line_buffering=True
-    )
-    sys.stderr = io.TextIOWrapper(
-        io.FileIO(2, "w", closefd=False), "utf-8", "backslashreplace", line_buffering=True
-    )
-    import random
-
-    random.seed(0)  # what a silent replay recomputes, when a recycled session needs one
-    if "numpy" in sys.modules:
-        sys.modules["numpy"].random.seed(0)
-    scope = {"__name__": "__main__", "__builtins__": __builtins__, "exit": sys.exit, "quit": sys.exit}
-    while True:
-        msg = _recv(_CTL)
-        if msg is None:
-            os._exit(0)
-        status = _cell(msg["code"], scope, msg["silent"])
-        sys.stdout.flush()
-        sys.stderr.flush()
-        _send(_RES, {"status": status})
-
-
-def _compile(src):
-    import ast
-
-    tree = ast.parse(src, "<cell>")
-    last = None
-    if tree.body and isinstance(tree.body[-1], ast.Expr):
-        last = ast.Expression(tree.body.pop().value)
-    return compile(tree, "<cell>", "exec"), (compile(last, "<cell>", "eval") if last is not None else None)
-
-
-def _cell(src, scope, silent):
-    """Run one cell REPL-style (a trailing expression's value is printed); "error" when it raised."""
-    import io
-
-    saved = sys.stdout, sys.stderr
-    if silent:  # an earlier cell replayed into a new interpreter: the model saw its output already
-        sys.stdout = sys.stderr = io.StringIO()
-    try:
-        body, last = _compile(src)
-        exec(body, scope)
-        if last is not None:
-            value = eval(last, scope)
-            if value is not None:
-                print(repr(value))
-        return "ok"
-    except SystemExit:
-        return "ok"
-    except BaseException:  # noqa: BLE001 - shown to the model as the cell's error
-        import traceback
-
-        etype, value, tb = sys.exc_info()
-        while tb is not None and tb.tb_frame.f_code.co_filename != "<cell>":
-            tb = tb.tb_next
-        sys.stdout.flush()
-        sys.stderr.write("".join(traceback.format_exception(etype, value, tb)))
-        return "error"
-    finally:
-        sys.stdout, sys.stderr = saved
-
-
-def _send(fd, obj):
-    data = json.dumps(obj).encode()
-    data = struct.pack(">I", len(data)) + data
-    while data:
-        data = data[os.write(fd, data) :]
-
-
-def _recv(fd):
-    head = _read(fd, 4)
-    if head is None:
-        return None
-    body = _read(fd, struct.unpack(">I", head)[0])
-    return None if body is None else json.loads(body)
-
-
-def _read(fd, n):
-    chunks = []
-    while n:
-        chunk = os.read(fd, n)
-        if not chunk:
-            return None
-        chunks.append(chunk)
-        n -= len(chunk)
-    return b"".join(chunks)
 
 
 def _send_msg(sock, obj, fds=()):

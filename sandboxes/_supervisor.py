@@ -186,20 +186,24 @@ def _run(header, stdin_data):
     return stopped_by, code, bytes(bufs[out_fd]), bytes(bufs[err_fd])
 
 
-def _kill_all():
-    """Kill every other process we may signal (children that outlived the run), but the fork server's zygote.
-    Only safe in a pid namespace. Not ``kill(-1)``, which would take the zygote too: each round signals every
-    pid but PID 1, us and the zygote (a process it cannot signal is not the run's), then checks that none is
-    left (zombies count); what forked meanwhile dies in the next round."""
+def _kill_all(interpreter=None):
+    """Kill every other process we may signal (children that outlived the run), but the fork server's zygote
+    and, after a session's call, its ``interpreter``. Only safe in a pid namespace. Not ``kill(-1)``, which
+    would take the zygote too: each round signals every pid but PID 1, us, the zygote and the interpreter (a
+    process it cannot signal is not the run's), then checks that none is left (zombies count, but the
+    interpreter's own: it reaps them itself); what forked meanwhile dies in the next round."""
     me = os.getpid()
     for _ in range(200):
-        spared = {1, me, _FORKSERVER["zygote_pid"]()}
+        spared = {1, me, _FORKSERVER["zygote_pid"](), interpreter}
         for pid in _pids(spared):
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
         _reap()
-        spared = {1, me, _FORKSERVER["zygote_pid"]()}
-        if not [pid for pid in _pids(spared) if _signalable(pid)]:
+        spared = {1, me, _FORKSERVER["zygote_pid"](), interpreter}
+        left = [pid for pid in _pids(spared) if _signalable(pid)]
+        if interpreter is not None:
+            left = [pid for pid in left if not _zombie_of(pid, interpreter)]
+        if not left:
             return True
         time.sleep(0.005)
     return False
@@ -207,6 +211,15 @@ def _kill_all():
 
 def _pids(spared):
     return [int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) not in spared]
+
+
+def _zombie_of(pid, parent):
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            fields = fh.read().rpartition(")")[2].split()
+    except OSError:
+        return True  # gone
+    return fields[0] == "Z" and int(fields[1]) == parent
 
 
 def _signalable(pid):
@@ -327,7 +340,7 @@ def _emit(frame, out=b"", err=b""):
 
 
 def _serve_one(stdin, header, baseline):
-    frame = {"exit_code": None, "wall_s": 0.0, "clean": False, "nonce": header["nonce"]}
+    frame = {"exit_code": None, "wall_s": 0.0, "clean": False, "nonce": header["nonce"], "cell": ""}
     kill_all = header["kill_all"] and os.getuid() != 0  # never kill(-1) as root: that could reach the host
     # A session's runs share this sandbox: the first one starts clean, later ones continue its state; the
     # parent ends the session with an ordinary run, whose clean-up ends everything the session left.
@@ -342,15 +355,19 @@ def _serve_one(stdin, header, baseline):
             _wipe(header["scratch"])
         _write_files(header["workdir"], header["files"])
     except Exception as exc:  # noqa: BLE001 - set-up failed before the program ran: our failure, say what
-        frame.update(stopped_by="sandbox_error", detail=f"supervisor set-up: {exc!r}")
+        # ... unless this session's code ran here already: then it is what broke the set-up
+        frame.update(stopped_by="exit" if session == "continue" else "sandbox_error")
+        frame.update(detail=f"supervisor set-up: {exc!r}", cell="died" if session == "continue" else "")
         _emit(frame)
         return
     oom_before = _oom_kills()
-    detail = ""
+    detail, outcome = "", ""
     started = time.monotonic()
     try:
-        run = _FORKSERVER["run"] if header.get("repl") else lambda h: _run(h, stdin_data)
-        stopped_by, code, out, err = run(header)
+        if header.get("repl"):
+            stopped_by, code, out, err, outcome = _FORKSERVER["run"](header)
+        else:
+            stopped_by, code, out, err = _run(header, stdin_data)
     except OSError as exc:  # e.g. command not found: the program's problem, reported like a shell would
         stopped_by, code, out, err = "exit", 127, b"", str(exc).encode()
         detail = f"could not start the command: {exc}"
@@ -358,17 +375,18 @@ def _serve_one(stdin, header, baseline):
     if stopped_by == "exit" and oom_before >= 0 and _oom_kills() > oom_before:
         stopped_by = "memory"
     if session and stopped_by == "exit":  # kept for the session's next run, never offered to anyone else
-        clean = True
+        # nothing the call started outlives it: every process but the (frozen) interpreter is killed
+        interpreter = _FORKSERVER["freeze"]()
+        clean = _kill_all(interpreter) if kill_all else True
     else:
         _FORKSERVER["end_child"]()
         clean = _kill_all() if kill_all else True
         clean = _wipe(header["scratch"]) and clean
         clean = _clear_sysv_ipc() and clean
         clean = _clear_keyrings() and clean
-    # after _kill_all: nothing of the run can change them now (a continued session's processes still could,
-    # until the session's end, whose clean-up run checks again)
+    # after _kill_all: nothing of the run can change them now
     clean = _inherited_state() == baseline and _FORKSERVER["zygote_ok"]() and clean
-    frame.update(exit_code=code, stopped_by=stopped_by, wall_s=wall, clean=clean, detail=detail)
+    frame.update(exit_code=code, stopped_by=stopped_by, wall_s=wall, clean=clean, detail=detail, cell=outcome)
     _emit(frame, out, err)
 
 

@@ -260,23 +260,35 @@ class DockerSandbox:
                 remove_box(box)
 
     def _run_session(self, request: RunRequest, spec: ContainerSpec) -> RunResult:
-        """A session's run on its held container (see ``sandboxes.sessions``)."""
+        """A session's run on its held container (see ``sandboxes.sessions``); on a new one, the interpreter
+        is set up (preload, history) in a run of its own first, off the cell's clock."""
         held = self._held.take(request.session)
         if held is not None and held[0] != spec:  # other limits: a new container, the old one cleaned
             self._give_back(held)
             held = None
-        started = time.monotonic()
+        phase: protocol.SessionPhase = "continue"
         if held is None:
             self._held.make_room()
             try:
                 box = self._pool.acquire(spec)
             except Exception as exc:  # noqa: BLE001 - daemon/API failures are ours, never the program's
                 return RunResult(b"", b"", None, 0.0, "sandbox_error", f"container start: {exc}")
+            split = protocol.split_restore(request)
+            if split is None:
+                phase = "start"
+            else:
+                restore, request = split
+                result, healthy = self._request(box, restore, time.monotonic(), "start")
+                if not (healthy and result.ok):
+                    self._pool.release(spec, box, False)
+                    return protocol.restore_failed(result)
         else:
             box = held[1]
-        result, healthy = self._request(box, request, started, "continue" if held else "start")
-        if healthy:
+        result, healthy = self._request(box, request, time.monotonic(), phase)
+        if healthy and result.cell != "died":
             self._held.keep(request.session, (spec, box))
+        elif healthy:  # its interpreter ended: the next call sets one up again on a clean container
+            self._give_back((spec, box))
         else:
             self._pool.release(spec, box, False)
         return result

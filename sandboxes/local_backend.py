@@ -148,21 +148,52 @@ class LocalSandbox:
         if held is not None and (held[0] != key or held[1].proc.poll() is not None):
             self._give_back(held)  # other limits, or died: the session starts over in a clean box
             held = None
+        if held is not None:
+            result, healthy, sent = self._request(held[1], request, "continue")
+            if sent:
+                return self._after(request, key, held[1], result, healthy)
+            self._discard(held[1])  # it died before it read the request: start over in a new box
+        phase: protocol.SessionPhase = "start" if request.session else ""
+        split = protocol.split_restore(request) if request.session else None
+        if split is not None:  # the interpreter is set up in a run of its own, off the cell's clock
+            restore, request = split
+            box, result, healthy = self._first(key, restore, "start")
+            if box is None or not (healthy and result.ok):
+                if box is not None:
+                    self._discard(box)
+                return protocol.restore_failed(result)
+            result, healthy, _ = self._request(box, request, "continue")
+            return self._after(request, key, box, result, healthy)
+        box, result, healthy = self._first(key, request, phase)
+        return result if box is None else self._after(request, key, box, result, healthy)
+
+    def _first(
+        self, key: _Key, request: RunRequest, phase: protocol.SessionPhase
+    ) -> tuple[_Box | None, RunResult, bool]:
+        """A warm (or new) box's first request of this run; a warm box that died before it read the request
+        is replaced once."""
         for attempt in (1, 2):
-            box = held[1] if held is not None else self._take(key)
+            box = self._take(key)
             if isinstance(box, RunResult):
-                return box
-            phase: protocol.SessionPhase = "" if not request.session else "continue" if held else "start"
+                return None, box, False
             result, healthy, sent = self._request(box, request, phase)
-            if healthy and request.session:
-                self._held.keep(request.session, (key, box))
-            elif healthy:
-                self._idle().setdefault(key, box)
-            else:
-                self._discard(box)
-            if sent or attempt == 2 or held is not None:  # a warm box dead before it read the request: retry
-                return result
+            if sent or attempt == 2:
+                return box, result, healthy
+            self._discard(box)
         raise AssertionError("unreachable")
+
+    def _after(
+        self, request: RunRequest, key: _Key, box: _Box, result: RunResult, healthy: bool
+    ) -> RunResult:
+        if healthy and request.session and result.cell != "died":
+            self._held.keep(request.session, (key, box))
+        elif healthy and request.session:  # its interpreter ended: the next call sets one up again, cleanly
+            self._give_back((key, box))
+        elif healthy:
+            self._idle().setdefault(key, box)
+        else:
+            self._discard(box)
+        return result
 
     def _give_back(self, held: tuple[_Key, _Box]) -> None:
         """Clean a session's box with an ordinary run (the supervisor's full clean-up), then keep it warm."""

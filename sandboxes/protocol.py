@@ -5,15 +5,17 @@ from __future__ import annotations
 import base64
 import json
 import secrets
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
 
-from sandboxes.types import RunRequest, RunResult
+from sandboxes.types import CELL_OUTCOMES, CellOutcome, RunRequest, RunResult
 
 SUPERVISOR_SOURCE = (Path(__file__).parent / "_supervisor.py").read_text()
 # The fork server runs in the supervisor's process; it is shipped as a string the supervisor execs on first use.
-_FORKSERVER = (Path(__file__).parent / "_forkserver.py").read_text()
+_FORKSERVER = "\n".join(
+    (Path(__file__).parent / name).read_text() for name in ("_replchild.py", "_forkserver.py")
+)
 _SOURCE = f"_FORKSERVER_SOURCE = {_FORKSERVER!r}\n{SUPERVISOR_SOURCE}"
 WORKDIR = "/work"
 SCRATCH = (WORKDIR, "/tmp", "/dev/shm", "/dev/mqueue")  # emptied before and after every run
@@ -112,10 +114,47 @@ def decode(raw: bytes, nonce: str, wall_s: float) -> Frame | None:
             wall_s=wall_s,
             stopped_by=meta["stopped_by"],
             detail=str(meta.get("detail", "")),
+            cell=_cell_outcome(meta.get("cell", "")),
         )
         return Frame(result, bool(meta["clean"]))
     except (ValueError, KeyError, TypeError):
         return None
+
+
+def _cell_outcome(value: object) -> CellOutcome:
+    for outcome in CELL_OUTCOMES:
+        if value == outcome:
+            return outcome
+    raise ValueError(f"unknown cell outcome {value!r}")
+
+
+PRELOAD_S = 120.0  # a session's set-up run: the zygote's imports on a loaded host, before any cell's clock
+
+
+def split_restore(request: RunRequest) -> tuple[RunRequest, RunRequest] | None:
+    """A session's first cell on a sandbox as two runs: a set-up run (the preload imports, then the earlier
+    cells replayed silently, each with its own ``cell_s``) and the cell alone, so neither is charged to the
+    cell's clock (a trivial cell after a long history no longer times out). None for a command."""
+    repl = request.repl
+    if repl is None:
+        return None
+    cell_s = repl.cell_s or request.limits.wall_s
+    restore = replace(
+        request,
+        repl=replace(repl, code=""),
+        limits=replace(request.limits, wall_s=PRELOAD_S + cell_s * len(repl.history)),
+    )
+    return restore, replace(request, repl=replace(repl, history=()))
+
+
+def restore_failed(result: RunResult) -> RunResult:
+    """What the model is told when its interpreter could not be set up again: a ``sandbox_error`` stays ours
+    (nothing of the session ran yet, unless the replay did: then it says ``died``); the replay's own failure
+    is the session's code failing (its cell never ran)."""
+    if result.stopped_by == "sandbox_error" or (result.stopped_by == "exit" and result.cell == "died"):
+        return result
+    note = b"\nthe interpreter could not be set up again: replaying the earlier cells failed\n"
+    return replace(result, stderr=result.stderr + note, exit_code=result.exit_code or None, cell="died")
 
 
 def supervisor_lost(wall_s: float, stderr: bytes) -> RunResult:

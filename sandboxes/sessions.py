@@ -1,7 +1,9 @@
 """Sandboxes held by sessions (trajectories): a session's runs go to its own warm sandbox, whose supervisor does
-not clean up between them, so the session's interpreter, files and processes live on (no replay of earlier
-cells). At most ``limit`` are held; when more sessions want one, the least recently used is given back first
-(its next run gets a clean sandbox and the fork server replays its history). Giving back always cleans: an
+not clean up between them, so the session's interpreter and files live on (no replay of earlier cells). At most
+``limit`` are held; when more sessions want one, the least recently used is given back first (its next run gets
+a clean sandbox and the fork server replays its history): a fallback the python tool never reaches, since it
+admits at most ``limit`` sessions at a time (a live interpreter's ``os.urandom`` and clocks cannot be
+replayed). Giving back always cleans: an
 ordinary run, whose supervisor clean-up kills every process and wipes files and IPC, before anyone else gets it.
 """
 

@@ -6,6 +6,10 @@ from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
 StopReason = Literal["exit", "timeout", "memory", "output_limit", "sandbox_error"]
+# What became of a python cell (``ReplCell``): it ran ("ok", or "error": it raised) and its interpreter lives on,
+# or its interpreter ended ("died": the cell is never replayed); "" for a command, or a cell stopped by a limit.
+CellOutcome = Literal["", "ok", "error", "died"]
+CELL_OUTCOMES: tuple[CellOutcome, ...] = ("", "ok", "error", "died")
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,14 +37,17 @@ class Mount:
 class ReplCell:
     """A python cell for the sandbox's warm interpreter (``sandboxes/_forkserver.py``) instead of a command:
     ``preload`` modules are imported once per sandbox, ``history`` (the session's earlier cells) is run silently
-    first when the session's interpreter is new; ``cell_s`` bounds the cell itself (``Limits.wall_s`` the whole
-    run, history included); ``address_space_mb`` caps the interpreter (a memory bomb is a fast MemoryError)."""
+    first when the session's interpreter is new; ``cell_s`` bounds each cell (a replayed one too; in a session,
+    preload and history run in a set-up run of their own: ``protocol.split_restore``, never on the cell's
+    clock); ``address_space_mb`` caps the interpreter (a memory bomb is a fast MemoryError); ``cpu_s`` is the
+    interpreter's CPU budget for its whole life (a session's: RLIMIT_CPU)."""
 
     code: str
     history: tuple[str, ...] = ()
     preload: tuple[str, ...] = ()
     cell_s: float | None = None
     address_space_mb: int | None = None
+    cpu_s: float | None = None
 
     def header(self) -> dict[str, object]:
         return {
@@ -49,6 +56,7 @@ class ReplCell:
             "preload": list(self.preload),
             "cell_s": self.cell_s,
             "address_space_mb": self.address_space_mb,
+            "cpu_s": self.cpu_s,
         }
 
 
@@ -70,7 +78,9 @@ class RunRequest:
 
 @dataclass(frozen=True, slots=True)
 class RunResult:
-    """What happened. ``sandbox_error`` is our infrastructure failing, never the program's fault."""
+    """What happened. ``sandbox_error`` is our infrastructure failing, never the program's fault: only what the
+    program cannot cause (daemon unreachable, container removed from outside, set-up failing before any of the
+    session's code ran); whatever comes out of a sandbox that ran the program is the program's outcome."""
 
     stdout: bytes
     stderr: bytes
@@ -78,10 +88,11 @@ class RunResult:
     wall_s: float
     stopped_by: StopReason
     detail: str = ""
+    cell: CellOutcome = ""
 
     @property
     def ok(self) -> bool:
-        return self.stopped_by == "exit" and self.exit_code == 0
+        return self.stopped_by == "exit" and self.exit_code == 0 and self.cell != "died"
 
 
 class SandboxError(RuntimeError):

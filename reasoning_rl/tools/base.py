@@ -1,6 +1,7 @@
 """The tool contract: a name, a JSON schema for its arguments, and an async call with a time budget whose result
 is text for the model plus a status the rollout counts. ``infra_error`` is our infrastructure failing (the sample
-is marked ``error``); every other non-``ok`` status is the model's call going wrong and is shown to the model."""
+is marked ``error``, masked): only for what the model's arguments or code cannot cause (README, "Tool-call
+outcomes"); every other non-``ok`` status is the model's call going wrong and is shown to the model."""
 
 from __future__ import annotations
 

@@ -118,8 +118,9 @@ found = {
 }
 print(sorted(k for k, v in found.items() if v))
 """
+# Every leak but the process: nothing a call starts outlives it, even within its session (see below).
 EVERY_LEAK = (
-    b"['env', 'posix_mqueue', 'posix_sem', 'process', 'shm', 'sysv_msg', 'sysv_sem', 'sysv_shm', 'tmp_file', "
+    b"['env', 'posix_mqueue', 'posix_sem', 'shm', 'sysv_msg', 'sysv_sem', 'sysv_shm', 'tmp_file', "
     b"'variable', 'work_file']\n"
 )
 

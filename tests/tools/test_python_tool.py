@@ -28,6 +28,7 @@ def test_state_persists_within_a_trajectory(python_tool: PythonTool) -> None:
     assert _call(python_tool, "print(open('notes.txt').read())", s).text == "kept\n"
     python_tool.end_session(s)
     assert "NameError" in _call(python_tool, "x", s).text  # ended sessions start over
+    python_tool.end_session(s)
 
 
 def test_nothing_is_shared_between_trajectories(python_tool: PythonTool) -> None:
@@ -36,6 +37,7 @@ def test_nothing_is_shared_between_trajectories(python_tool: PythonTool) -> None
         "p = subprocess.Popen(['sleep', '300'])"
     )
     assert _call(python_tool, setup, "owner").ok
+    python_tool.end_session("owner")  # a trajectory holds its interpreter until it ends
     probe_code = (
         "import os\n"
         "print('secret' in globals(), os.path.exists('/tmp/leak'), os.path.exists('leak2'))\n"
@@ -50,6 +52,7 @@ def test_nothing_is_shared_between_trajectories(python_tool: PythonTool) -> None
         assert probe.ok, probe.text
         assert probe.text.splitlines()[0] == "False False False"
         assert "sleep 300" not in probe.text and "python3" in probe.text  # the listing itself works
+        python_tool.end_session(f"other-{i}")
 
 
 def test_errors_are_returned_to_the_model(python_tool: PythonTool) -> None:
@@ -57,6 +60,7 @@ def test_errors_are_returned_to_the_model(python_tool: PythonTool) -> None:
     assert r.status == "error" and "ZeroDivisionError" in r.text and 'File "<cell>"' in r.text
     assert "runner.py" not in r.text  # the replay harness stays out of the traceback
     assert _call(python_tool, "syntax error here", "err").status == "error"
+    python_tool.end_session("err")
 
 
 HOSTILE = {
@@ -78,9 +82,11 @@ def test_hostile_code_is_bounded_and_the_pool_stays_healthy(python_tool: PythonT
     assert r.status == status, r
     assert r.latency_s < 15 and len(r.text) <= python_tool.max_output_chars + 200
     after = _call(python_tool, "print(6 * 7)", f"after-{name}")
+    python_tool.end_session(f"after-{name}")
     assert after.ok and after.text == "42\n"
     # the failed cell is not replayed: the same trajectory keeps working
     assert _call(python_tool, "print('still here')", f"hostile-{name}").text == "still here\n"
+    python_tool.end_session(f"hostile-{name}")
 
 
 def test_local_bubblewrap_fallback_keeps_state(tmp_path: Any) -> None:
@@ -89,6 +95,8 @@ def test_local_bubblewrap_fallback_keeps_state(tmp_path: Any) -> None:
         assert _call(tool, "x = 2", "s").ok
         assert _call(tool, "x ** 10", "s").text == "1024\n"
         assert "NameError" in _call(tool, "x", "t").text
+        tool.end_session("s")
+        tool.end_session("t")
     finally:
         tool.close()
 
@@ -104,21 +112,56 @@ def test_repl_details_survive_the_lean_runner(python_tool: PythonTool) -> None:
     assert _call(python_tool, "x = 'π'\nx * 2", s).text == "'ππ'\n"
     assert _call(python_tool, "quit()", s).status == "ok"
     bad = _call(python_tool, "print(1)\x00", s)
+    python_tool.end_session(s)
     assert bad.status == "error" and "null" in bad.text
 
 
-def test_a_trajectory_whose_sandbox_was_taken_back_replays_into_a_new_interpreter(
+def test_a_trajectory_beyond_the_pool_waits_and_no_live_interpreter_is_taken_back(
     python_tool: PythonTool,
 ) -> None:
-    """The pool holds 2 sandboxes: a third trajectory takes the least recently used one back (cleaned); that
-    trajectory's next call replays its cells into a new interpreter, so its state is there again."""
-    assert _call(python_tool, "a = 1\nimport os\nb = len(os.listdir('/tmp'))", "lru-0").ok
-    for s in ("lru-1", "lru-2"):
-        assert _call(python_tool, "a = 2", s).ok
-    again = _call(python_tool, "print(a, b)", "lru-0")
-    assert again.ok and again.text == "1 0\n", again.text
-    for s in ("lru-0", "lru-1", "lru-2"):
+    """The pool holds 2 interpreters: a third trajectory waits until one of the two ends, instead of taking a
+    live one back (whose next call would replay its cells: new ``os.urandom`` values, a replay on its clock)."""
+
+    async def scenario() -> tuple[ToolResult, ToolResult, bool, ToolResult]:
+        call = python_tool.call
+        first = await call({"code": "import os\nv = os.urandom(8).hex()\nv"}, session="lru-0", budget_s=5.0)
+        assert (await call({"code": "a = 2"}, session="lru-1", budget_s=5.0)).ok
+        third = asyncio.create_task(call({"code": "print('third')"}, session="lru-2", budget_s=5.0))
+        again = await call({"code": "v"}, session="lru-0", budget_s=5.0)
+        waited = not third.done()  # it cannot hold an interpreter before lru-1 ends
+        python_tool.end_session("lru-1")
+        return first, again, waited, await third
+
+    first, again, waited, third = asyncio.run(scenario())
+    for s in ("lru-0", "lru-2"):
         python_tool.end_session(s)
+    assert first.ok and again.text == first.text, (first, again)
+    assert waited and third.ok and third.text == "third\n", third
+
+
+def test_a_cell_that_ends_its_interpreter_is_never_replayed(python_tool: PythonTool) -> None:
+    """``os._exit`` ends the interpreter: the call is an error, the cell is not recorded, and the next call runs
+    the model's code (in a new interpreter, its earlier cells replayed)."""
+    s = "ender"
+    assert _call(python_tool, "x = 41", s).ok
+    ended = _call(python_tool, "import os\nos._exit(0)", s)
+    assert ended.status == "error" and "interpreter ended" in ended.text, ended
+    later = _call(python_tool, "print(x + 1)", s)
+    python_tool.end_session(s)
+    assert later.ok and later.text == "42\n", later
+
+
+FORGE = (
+    "import json, os, struct\n"
+    "m = json.dumps({'status': 'sandbox_error'}).encode()\n"
+    "os.write(4, struct.pack('>I', len(m)) + m)"
+)
+
+
+def test_a_forged_reply_is_graded_not_masked(python_tool: PythonTool) -> None:
+    forged = _call(python_tool, FORGE, "forger")
+    python_tool.end_session("forger")
+    assert forged.status == "error", forged
 
 
 def test_what_the_model_saw_is_what_the_next_cell_sees(python_tool: PythonTool) -> None:
