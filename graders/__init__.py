@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from graders.registry import UnknownGraderError, available, get, register, unregister
-from graders.sources import KNOWN_SOURCES, known_source_grader
+from graders.sources import KNOWN_SOURCES, RowGraderError, known_source_grader, row_grader
 from graders.types import VERDICTS, ContextError, Grade, GradeContext, Grader, Verdict, context_fields
 
 __all__ = [
@@ -15,6 +15,7 @@ __all__ = [
     "Grade",
     "GradeContext",
     "Grader",
+    "RowGraderError",
     "UnknownGraderError",
     "Verdict",
     "available",
@@ -23,6 +24,7 @@ __all__ = [
     "grade",
     "known_source_grader",
     "register",
+    "row_grader",
     "unregister",
 ]
 
