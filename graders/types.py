@@ -83,7 +83,7 @@ class Grader(Protocol):
 
     Optional: ``check_options(options)`` (raise ValueError), ``warm()``, ``context_fields``, and
     ``check_gold(ground_truth) -> str | None`` (why no answer can be judged against this gold; asked when a
-    run's data loads, through ``graders.runtime.gold_problems``)."""
+    run's data loads, through ``graders.runtime.gold_problems``) with ``release()`` (free what it started)."""
 
     name: str
     version: str

@@ -185,6 +185,11 @@ class MathGrader:
                 return f"{GOLD_UNREADABLE}: {text[:80]}"
         return None
 
+    def release(self) -> None:
+        """Stop the idle SymPy helpers (``check_gold``'s, in a process that grades nothing itself); a later
+        grade starts them again."""
+        self.pool.close()
+
     def _grade(self, response: str, ground_truth: str, mode: str, deadline: float, policy: Context) -> Grade:
         gold = _prepared_gold(ground_truth)
         if isinstance(gold, str):

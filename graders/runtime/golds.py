@@ -1,7 +1,7 @@
 """Which ground truths a grader can judge at all, asked once when a run's data loads (not per sample).
 
 A grader may offer ``check_gold(ground_truth) -> str | None`` (the reason no answer can be judged against it,
-or None; thread-safe); the math and gsm8k graders do. A grader without it accepts every gold. The caller (the trainer's
+or None; thread-safe), and ``release()`` to free what the checks started; the math and gsm8k graders do. A grader without it accepts every gold. The caller (the trainer's
 data loading) reaches the graders only through this function, by spec, like every other runtime call.
 """
 
@@ -32,6 +32,11 @@ def gold_problems(spec: str, golds: Sequence[Any]) -> dict[int, str]:
         return {}
     keys = [json.dumps(gold, sort_keys=True, default=repr) for gold in golds]
     first = {key: i for i, key in reversed(list(enumerate(keys)))}  # each distinct gold's first index
-    with ThreadPoolExecutor(THREADS) as threads:
-        found = dict(zip(first, threads.map(lambda i: check(golds[i]), first.values()), strict=True))
+    try:
+        with ThreadPoolExecutor(THREADS) as threads:
+            found = dict(zip(first, threads.map(lambda i: check(golds[i]), first.values()), strict=True))
+    finally:
+        release = getattr(grader, "release", None)
+        if callable(release):  # the caller (the trainer's driver) grades nothing itself: free the helpers
+            release()
     return {i: str(found[key]) for i, key in enumerate(keys) if found[key] is not None}

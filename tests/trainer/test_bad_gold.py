@@ -36,6 +36,7 @@ def test_math_and_gsm8k_graders_say_which_golds_they_cannot_judge() -> None:
     # through the runtime, by spec: each distinct gold once, indices of the bad ones; no check_gold: all good
     assert set(gold_problems("math", ["1", "\\frac{", "2", "\\frac{"])) == {1, 3}
     assert gold_problems("format", ["\\frac{"]) == {}
+    math.release()
 
 
 def _rows(tmp_path: Path, golds: list[str]) -> Path:
