@@ -99,3 +99,21 @@ def test_training_rows_past_a_limit_cost_their_row(tmp_path: Path) -> None:
 def test_code_ground_truth_text_past_a_limit_is_a_ground_truth_error() -> None:
     with pytest.raises(GroundTruthError, match="ground truth is nested deeper than 100 levels"):
         parse_suite(DEEP)
+
+
+@pytest.mark.parametrize(
+    ("override", "why"),
+    [(f"grading.options.math.x={DEEP}", "value cannot be read: nested too deeply"),
+     (f"rollout.n={HUGE}", "value cannot be read: Exceeds the limit (4300 digits)")],
+)  # fmt: skip
+def test_train_override_past_a_limit_is_one_line_naming_it(tmp_path: Path, override: str, why: str) -> None:
+    """The same class of input in `rrl train`'s YAML overrides (and config file) crashed with a traceback too."""
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("run: {name: x}\nmodel: {path: m}\ndata: {train: {generator: fixed_digit}}\n")
+    res = CliRunner().invoke(app, ["train", str(cfg), "--print-config", override])
+    assert res.exit_code == 2 and "Traceback" not in res.output, res.output[-500:]
+    line = " ".join(res.stderr.split())
+    assert f"error: override '{override[:20]}" in line and why in line, line[-500:]
+    cfg.write_text(f"run: {{name: x}}\nrollout: {{n: {HUGE}}}\n")
+    res = CliRunner().invoke(app, ["train", str(cfg), "--print-config"])
+    assert res.exit_code == 2 and "cannot be read: Exceeds the limit" in res.stderr, res.output[-500:]
