@@ -5,8 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from graders.registry import UnknownGraderError, available, get, register, unregister
-from graders.sources import KNOWN_SOURCES, known_source_grader
+from graders.sources import KNOWN_SOURCES, RowGraderError, known_source_grader, row_grader
 from graders.types import VERDICTS, ContextError, Grade, GradeContext, Grader, Verdict, context_fields
+from graders.untrusted_json import JSONLimitError, UntrustedJSONError, loads_untrusted
 
 __all__ = [
     "KNOWN_SOURCES",
@@ -15,14 +16,19 @@ __all__ = [
     "Grade",
     "GradeContext",
     "Grader",
+    "JSONLimitError",
+    "RowGraderError",
     "UnknownGraderError",
+    "UntrustedJSONError",
     "Verdict",
     "available",
     "context_fields",
     "get",
     "grade",
     "known_source_grader",
+    "loads_untrusted",
     "register",
+    "row_grader",
     "unregister",
 ]
 

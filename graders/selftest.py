@@ -21,7 +21,6 @@ graded through the runtime (``GradingPool``: workers, hard budget), the same pat
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from importlib import resources
@@ -30,6 +29,7 @@ from typing import Any
 
 from graders.runtime import GradeRequest, GradingPool, resolve_grader
 from graders.types import VERDICTS, Grade, GradeContext, Grader
+from graders.untrusted_json import UntrustedJSONError, loads_untrusted
 
 DEFAULT_FILE = "selftest.jsonl"
 
@@ -154,11 +154,9 @@ def golden_cases(grader: Grader) -> tuple[list[GoldenCase], str]:
         if not line.strip():
             continue
         try:
-            data = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise SelftestError(f"{where} line {n}: not JSON ({exc.msg})") from None
-        except (RecursionError, ValueError) as exc:  # nested too deeply; an integer too long to convert
-            raise SelftestError(f"{where} line {n}: not readable JSON ({type(exc).__name__})") from None
+            data = loads_untrusted(line)
+        except UntrustedJSONError as exc:  # not JSON, nested too deep, an over-long integer
+            raise SelftestError(f"{where} line {n} {exc}") from None
         cases.append(GoldenCase.parse(data, f"{where} line {n}"))
     return cases, where
 

@@ -8,6 +8,9 @@ option. An explicit choice always wins: the row's ``grader``, ``data.grader_map`
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 KNOWN_SOURCES: dict[str, str] = {
     # GSM8K: the final "#### <number>" (verl's strict gsm8k rule).
     "openai/gsm8k": "gsm8k",
@@ -38,3 +41,24 @@ def known_source_grader(data_source: object) -> str | None:
     if data_source.startswith("aime"):
         return "math"
     return None
+
+
+class RowGraderError(ValueError):
+    """A data row's ``grader`` field that is not a registered grader's name (see ``row_grader``)."""
+
+
+def row_grader(row: Mapping[str, Any], *, trusted: str) -> str | None:
+    """The grader a data row names in its ``grader`` field; None when it names none (absent, null or "").
+
+    The one rule for every reader of rows (``rrl grade``, ``--regrade``, training and eval data): a row is
+    data, so it may name a registered grader but never make this process or a grading worker import a module.
+    A ``module:attr`` spec is accepted only from ``trusted`` (the config keys or flags that may give one)."""
+    own = row.get("grader")
+    if own is None or own == "":
+        return None
+    if not isinstance(own, str) or ":" in own:
+        raise RowGraderError(
+            f"field `grader` must be a registered grader name (see `rrl graders list`), got {own!r:.200}; "
+            f"module:attr specs are accepted from {trusted} only"
+        )
+    return own

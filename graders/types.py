@@ -79,7 +79,11 @@ class Grade:
 
 @runtime_checkable
 class Grader(Protocol):
-    """What a grader plugin implements. ``version`` enters the cache key: bump it when judgements change."""
+    """What a grader plugin implements. ``version`` enters the cache key: bump it when judgements change.
+
+    Optional: ``check_options(options)`` (raise ValueError), ``warm()``, ``context_fields``, and
+    ``check_gold(ground_truth) -> str | None`` (why no answer can be judged against this gold; asked when a
+    run's data loads, through ``graders.runtime.gold_problems``) with ``release()`` (free what it started)."""
 
     name: str
     version: str

@@ -67,6 +67,10 @@ def _value(raw: str, annotation: Any) -> Any:
         if any(_is_text(m) for m in members):
             return raw
         raise OverrideError(f"value is not valid YAML: {exc}") from None
+    except RecursionError:  # a user's text past the parser's depth: one line, never a traceback
+        raise OverrideError("value cannot be read: nested too deeply") from None
+    except ValueError as exc:  # Python's cap on integer digits
+        raise OverrideError(f"value cannot be read: {exc}") from None
     takes_mapping = any(
         get_origin(m) is dict or (isinstance(m, type) and issubclass(m, BaseModel)) for m in members
     )
@@ -86,7 +90,7 @@ def parse_overrides(overrides: list[str], model: type[BaseModel] | None = None) 
         try:
             value = _value(raw, target_annotation(model, parts) if model is not None else None)
         except OverrideError as exc:
-            raise OverrideError(f"override {item!r}: {exc}") from None
+            raise OverrideError(f"override {item!r:.200}: {exc}") from None
         node = tree
         for part in parts[:-1]:
             child = node.setdefault(part, {})

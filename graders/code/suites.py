@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import json
 import threading
 from dataclasses import dataclass
 from typing import Any
+
+from graders.untrusted_json import UntrustedJSONError, loads_untrusted
 
 # CPython 3.11 keeps the AST converter's recursion depth in shared state: ast.parse from several threads at
 # once fails with "AST constructor recursion depth mismatch". Every ast.parse/compile-of-AST here takes this.
@@ -72,9 +73,9 @@ def parse_suite(ground_truth: Any) -> Suite:
     """Accepts a dict or its JSON text (APPS stores ``input_output`` as a string)."""
     if isinstance(ground_truth, str):
         try:
-            ground_truth = json.loads(ground_truth)
-        except json.JSONDecodeError as exc:
-            raise GroundTruthError(f"ground truth is not JSON: {exc}") from exc
+            ground_truth = loads_untrusted(ground_truth)
+        except UntrustedJSONError as exc:
+            raise GroundTruthError(f"ground truth {exc}") from None
     if not isinstance(ground_truth, dict):
         raise GroundTruthError(f"ground truth must be an object, got {type(ground_truth).__name__}")
     gt = ground_truth

@@ -1,8 +1,8 @@
 """Read evaluation rows from JSONL, parquet or a local Hugging Face dataset directory, one at a time.
 
 Rows are numbered from 1 (for JSONL, the line number) so error lines point at what the user sees.
-A line that is not a JSON object (or one nested deeper than ``MAX_DEPTH``, which JSON, pickle and the writer
-of OUTPUT would each fail on) is yielded as ``BadRow`` rather than raised: nothing is dropped.
+A line that is not a JSON object (or one past ``graders.untrusted_json``'s limits: nested deeper than
+``MAX_DEPTH``, which JSON, pickle and the writer of OUTPUT would each fail on, or an over-long integer) is yielded as ``BadRow`` rather than raised: nothing is dropped.
 JSONL may be gzipped (``.jsonl.gz``) and may start with a UTF-8 byte-order mark.
 """
 
@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import gzip
 import importlib
-import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
+
+from graders.untrusted_json import TOO_DEEP, UntrustedJSONError, loads_untrusted, too_deep
 
 
 class InputError(ValueError):
@@ -29,9 +30,6 @@ class BadRow:
 
 Row = dict[str, Any]
 JSONL_SUFFIXES = (".jsonl", ".json", ".ndjson")
-# Far above any real row (chat messages with tool calls nest about 6 deep), far below Python's recursion limit.
-MAX_DEPTH = 100
-_TOO_DEEP = f"is nested deeper than {MAX_DEPTH} levels (lists and objects)"
 
 
 def _kind(path: Path) -> str:
@@ -93,25 +91,9 @@ def read_rows(path: Path, split: str | None = None) -> Iterator[tuple[int, Row |
     rows = _read_parquet(path) if kind == "parquet" else enumerate(_load_hf(path, split), start=1)
     for number, row in rows:
         if too_deep(row):
-            yield number, BadRow(f"{path.name} row {number} {_TOO_DEEP}", repr(row)[:10000])
+            yield number, BadRow(f"{path.name} row {number} {TOO_DEEP}", repr(row)[:10000])
         else:
             yield number, dict(row)
-
-
-def too_deep(value: Any, limit: int = MAX_DEPTH) -> bool:
-    """Whether ``value`` nests lists/objects deeper than ``limit`` (iterative: a deep value cannot overflow it)."""
-    stack = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        children = (
-            item.values() if isinstance(item, dict) else item if isinstance(item, (list, tuple)) else ()
-        )
-        for child in children:
-            if isinstance(child, (dict, list, tuple)):
-                if depth + 1 > limit:
-                    return True
-                stack.append((child, depth + 1))
-    return False
 
 
 def _read_parquet(path: Path) -> Iterator[tuple[int, Row]]:
@@ -122,36 +104,18 @@ def _read_parquet(path: Path) -> Iterator[tuple[int, Row]]:
             yield number, row
 
 
-def loads_line(line: str) -> Any:
-    """One JSONL line as JSON; ``ValueError`` with a one-line reason for text that is not JSON, nests deeper
-    than the decoder can go (it raises RecursionError) or holds an integer too long to convert."""
-    try:
-        return json.loads(line.rstrip("\r\n"))  # a cut-off row reads "Unterminated string"
-    except json.JSONDecodeError as exc:
-        # some messages end in "at" ("Unterminated string starting at"): no "at at column"
-        raise ValueError(f"is not valid JSON: {exc.msg.removesuffix(' at')} at column {exc.colno}") from None
-    except RecursionError:
-        raise ValueError(_TOO_DEEP) from None
-    except ValueError as exc:  # Python's cap on integer digits
-        raise ValueError(f"is not valid JSON here: {exc}") from None
-
-
 def _read_jsonl(path: Path, kind: str) -> Iterator[tuple[int, Row | BadRow]]:
     with _open_text(path, kind) as fh:
         for number, line in enumerate(fh, start=1):
             if not line.strip():
                 continue
             try:
-                row = loads_line(line)
-            except ValueError as exc:
+                row = loads_untrusted(line.rstrip("\r\n"))  # a cut-off row reads "Unterminated string"
+            except UntrustedJSONError as exc:
                 yield number, BadRow(f"{path.name} line {number} {exc}", line.rstrip("\n"))
                 continue
-            if not isinstance(row, dict) or too_deep(row):
-                why = (
-                    f"is a JSON {type(row).__name__}, not an object"
-                    if not isinstance(row, dict)
-                    else _TOO_DEEP
-                )
+            if not isinstance(row, dict):
+                why = f"is a JSON {type(row).__name__}, not an object"
                 yield number, BadRow(f"{path.name} line {number} {why}", line.rstrip("\n"))
                 continue
             yield number, row

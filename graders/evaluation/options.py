@@ -8,21 +8,25 @@ it belongs, and preflight checks each grader's own options before any row is gra
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
+
+from graders.untrusted_json import JSONLimitError, UntrustedJSONError, loads_untrusted
 
 
 class OptionError(ValueError):
     """A malformed ``--option`` flag."""
 
 
-def option_value(text: str) -> Any:
-    """Grader options are JSON when they parse as JSON (numbers, booleans), strings otherwise."""
+def option_value(text: str, flag: str) -> Any:
+    """Grader options are JSON when they parse as JSON (numbers, booleans), strings otherwise; JSON past the
+    limits of ``graders.untrusted_json`` (deep nesting, a huge integer) is an ``OptionError`` naming ``flag``."""
     try:
-        return json.loads(text)
-    except json.JSONDecodeError:
+        return loads_untrusted(text)
+    except JSONLimitError as exc:
+        raise OptionError(f"{flag}: the value {exc}") from None
+    except UntrustedJSONError:
         return text
 
 
@@ -47,7 +51,7 @@ class GraderOptions:
             scope, dot, name = key.rpartition(".")
             if dot and (not scope or not name):
                 raise OptionError(f"--option: expected GRADER.KEY=VALUE, got {item!r}")
-            (scoped.setdefault(scope, {}) if dot else common)[name] = option_value(value)
+            (scoped.setdefault(scope, {}) if dot else common)[name] = option_value(value, f"--option {key}")
         if mode is not None:
             common["mode"] = mode
         return cls(common, scoped)

@@ -9,7 +9,7 @@ from typing import Any
 from graders.evaluation.inputs import BadRow, Row
 from graders.evaluation.scoring import answer_keys, equivalence_checks, score_row
 from graders.runtime import resolve_grader
-from graders.sources import known_source_grader
+from graders.sources import RowGraderError, known_source_grader, row_grader
 from graders.types import ContextError, ContextField, Grade, GradeContext, Grader, context_fields
 
 # Keys ``rrl grade`` writes; an input field with one of these names is kept as "input_<name>".
@@ -47,13 +47,10 @@ class Router:
     _fields: dict[str, tuple[ContextField, ...]] = field(default_factory=dict)
 
     def route(self, row: Row) -> str:
-        own = row.get("grader")
-        if own is not None and (not isinstance(own, str) or ":" in own):
-            # A row is data: it may name a registered grader, never make this process import a module.
-            raise RowProblem(
-                f"field `grader` must be a registered grader name (see `rrl graders list`), got {own!r:.200}; "
-                "module:attr specs are accepted from --grader / --source-grader only"
-            )
+        try:
+            own = row_grader(row, trusted="--grader / --source-grader")
+        except RowGraderError as exc:
+            raise RowProblem(str(exc)) from None
         spec = own or self.default
         source = row.get("data_source")
         if not spec and isinstance(source, str):

@@ -135,12 +135,9 @@ class MathGrader:
         refused = Grade.refused_call(self.check_options, every, response)
         if refused is not None:
             return refused
-        if isinstance(ground_truth, bool) or not isinstance(ground_truth, str | int | float | Fraction):
-            return Grade.error(
-                f"ground_truth must be a string or a number, got {type(ground_truth).__name__}"
-            )
-        if isinstance(ground_truth, float) and not math.isfinite(ground_truth):  # e.g. an empty pandas cell
-            return Grade.error(f"ground_truth is {ground_truth!r}, not a number any answer can equal")
+        kind = _gold_kind_problem(ground_truth)
+        if kind is not None:
+            return Grade.error(kind)
         deadline = time.monotonic() + float(timeout_s)
         try:
             policy = Context(rounded_decimals=rounded_decimals, chains_must_hold=mode == "strict")
@@ -161,17 +158,42 @@ class MathGrader:
                 return Grade.response_fault(reason, mask=mask_response_faults, mode=mode, cause="grader bug")
             return Grade.error(reason, mode=mode)
 
+    def check_gold(self, ground_truth: Any) -> str | None:
+        """Why no answer can be judged against ``ground_truth``, or None: the gold's own share of every grade
+        (its type, length, extraction, shape, and each leaf read by the fast rules or, in a helper, SymPy). The
+        grading runtime asks it when a run's data loads (``graders.runtime.gold_problems``), so a gold like
+        ``\\frac{`` is found there, not as samples graded ``error`` or, without an answer, ``incorrect``."""
+        problem = _gold_kind_problem(ground_truth)
+        gold = _prepared_gold(str(ground_truth)) if problem is None else problem
+        if isinstance(gold, str):
+            return gold
+        try:
+            parts = [leaf.text for leaf in leaves(parse(gold.text))]
+        except TooManyItems:
+            return "ground truth has too many items to judge"
+        except RecursionError:
+            return "ground truth too deeply nested"
+        symbolic = [text for text in parts if _needs_sympy(text)]
+        if symbolic and unsafe(gold.text):
+            return "ground truth too expensive to judge"
+        for text in symbolic:
+            try:
+                reply = self.pool.run({"gold": text, "readable": True}, _PROBE_BUDGET_S)
+            except (WorkerTimeout, WorkerCrashed):
+                continue  # cannot tell here (load, helpers): grading reports it per sample, never a drop
+            if not reply.get("readable", True):
+                return f"{GOLD_UNREADABLE}: {text[:80]}"
+        return None
+
+    def release(self) -> None:
+        """Stop the idle SymPy helpers (``check_gold``'s, in a process that grades nothing itself); a later
+        grade starts them again."""
+        self.pool.close()
+
     def _grade(self, response: str, ground_truth: str, mode: str, deadline: float, policy: Context) -> Grade:
-        if len(ground_truth) > 100 * MAX_RAW_ANSWER_CHARS:
-            return Grade.error(f"ground truth longer than {100 * MAX_RAW_ANSWER_CHARS} characters")
-        raw_golds = gold_answers(ground_truth)
-        if any(len(g) > MAX_RAW_ANSWER_CHARS for g in raw_golds):
-            return Grade.error(f"ground-truth answer longer than {MAX_RAW_ANSWER_CHARS} characters")
-        golds = [clean(g) for g in raw_golds]
-        golds = [g for g in golds if g.text]
-        if not golds:
-            return Grade.error("ground truth is empty")
-        gold = _combine(golds)
+        gold = _prepared_gold(ground_truth)
+        if isinstance(gold, str):
+            return Grade.error(gold)
         details: dict[str, Any] = {"mode": mode, "gold": gold.text}
         try:
             text = after_think(response)
@@ -344,6 +366,28 @@ _PROBE = {"gold": "x+1", "pred": "1+x", "context": asdict(Context())}
 _PROBE_BUDGET_S = 10.0
 
 
+def _gold_kind_problem(ground_truth: Any) -> str | None:
+    """Why ``ground_truth`` is no gold at all (not a string or a number, or a non-finite number), or None."""
+    if isinstance(ground_truth, bool) or not isinstance(ground_truth, str | int | float | Fraction):
+        return f"ground_truth must be a string or a number, got {type(ground_truth).__name__}"
+    if isinstance(ground_truth, float) and not math.isfinite(ground_truth):  # e.g. an empty pandas cell
+        return f"ground_truth is {ground_truth!r}, not a number any answer can equal"
+    return None
+
+
+def _prepared_gold(ground_truth: str) -> Cleaned | str:
+    """The gold as every comparison sees it (its answers extracted, cleaned, combined), or why it is unusable."""
+    if len(ground_truth) > 100 * MAX_RAW_ANSWER_CHARS:
+        return f"ground truth longer than {100 * MAX_RAW_ANSWER_CHARS} characters"
+    raw_golds = gold_answers(ground_truth)
+    if any(len(g) > MAX_RAW_ANSWER_CHARS for g in raw_golds):
+        return f"ground-truth answer longer than {MAX_RAW_ANSWER_CHARS} characters"
+    golds = [g for g in (clean(raw) for raw in raw_golds) if g.text]
+    if not golds:
+        return "ground truth is empty"
+    return _combine(golds)
+
+
 def _needs_sympy(text: str) -> bool:
     return parse_number(text) is None and text_form(text) is None
 
@@ -368,10 +412,9 @@ def _gold_judges_itself(ground_truth: str) -> bool:
     """Does the gold go through every in-process step (extraction, cleaning, shapes, the fast judge) when
     judged against itself? Used after a grader bug to tell whose input drove the grader into it."""
     try:
-        golds = [g for g in (clean(raw) for raw in gold_answers(ground_truth)) if g.text]
-        if not golds:
+        gold = _prepared_gold(ground_truth)
+        if isinstance(gold, str):
             return False
-        gold = _combine(golds)
         node = parse(gold.text)
         with contextlib.suppress(NeedsSymbolic):
             equal(node, node, FastJudge(), Context(gold_percent=gold.percent, pred_percent=gold.percent))

@@ -70,6 +70,14 @@ class GSM8KGrader:
             )
         self._math.check_options(dict(options))
 
+    def check_gold(self, ground_truth: Any) -> str | None:
+        """Why no answer can be judged against ``ground_truth`` (the math grader's rule, which compares here)."""
+        return self._math.check_gold(ground_truth)
+
+    def release(self) -> None:
+        """Stop the math comparison's idle helpers (see ``MathGrader.release``)."""
+        self._math.release()
+
     def grade(self, response: str, ground_truth: Any, **options: Any) -> Grade:
         refused = Grade.refused_call(self.check_options, options, response)
         if refused is not None:

@@ -19,8 +19,11 @@ def answer(request: dict[str, Any]) -> dict[str, Any]:
 
     ``{"gold", "gold_only": True}`` does the gold's own share of a judgement (parse, expand and evaluate each
     leaf): the grader asks it after a time-out, to tell a gold that cannot be judged from a prediction that
-    spent the budget.
+    spent the budget. ``{"gold", "readable": True}`` -> ``{"ok": True, "readable": bool}``: whether SymPy reads
+    one gold leaf (``MathGrader.check_gold``).
     """
+    if request.get("readable"):  # MathGrader.check_gold: can SymPy read this gold leaf at all?
+        return {"ok": True, "readable": to_sympy(request["gold"]) is not None}
     if request.get("gold_only"):
         for leaf in leaves(parse(request["gold"])):
             expr = to_sympy(leaf.text)

@@ -74,6 +74,11 @@ class DataConfig(RowConfig):
         default="error",
         description="A malformed or too-long row: 'error' stops naming file and row; 'skip' drops it and counts it.",
     )
+    bad_gold: Literal["exclude", "refuse"] = Field(
+        default="exclude",
+        description="A row whose ground truth its grader cannot judge (e.g. '\\frac{' for math), found when the "
+        "data loads: 'exclude' drops it with a one-line warning (count, first ids); 'refuse' stops the run.",
+    )
     max_prompt_tokens: int = Field(
         default=1024, ge=1, description="Longest prompt, in tokens, after templating."
     )

@@ -90,6 +90,10 @@ def load_config(
             loaded = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
         except yaml.YAMLError as exc:
             raise ConfigError(f"{p}: not valid YAML: {exc}") from None
+        except RecursionError:
+            raise ConfigError(f"{p}: cannot be read: nested too deeply") from None
+        except ValueError as exc:  # Python's cap on integer digits
+            raise ConfigError(f"{p}: cannot be read: {exc}") from None
         if not isinstance(loaded, dict):
             raise ConfigError(f"{p}: top level must be a mapping of sections (run, model, data, ...)")
         raw = _merge(raw, loaded)

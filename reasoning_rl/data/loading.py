@@ -7,12 +7,12 @@ file and row number (or is skipped and counted when ``data.on_bad_row=skip``), n
 from __future__ import annotations
 
 import importlib
-import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from graders import UntrustedJSONError, loads_untrusted
 from reasoning_rl.config import DataConfig, SourceConfig
 from reasoning_rl.data.generators import GENERATORS
 from reasoning_rl.data.schema import DataError, Example, normalize_row
@@ -33,9 +33,9 @@ def _jsonl_rows(path: Path) -> Iterator[tuple[str, Any]]:
                 continue
             where = f"{path}:row {lineno}"
             try:
-                yield where, json.loads(line)
-            except json.JSONDecodeError as exc:
-                yield where, DataError(f"{where}: invalid JSON ({exc.msg} at column {exc.colno})")
+                yield where, loads_untrusted(line)
+            except UntrustedJSONError as exc:  # not JSON, nested too deep, an over-long integer
+                yield where, DataError(f"{where} {exc}")
 
 
 def _hf_rows(ds: Any, label: str) -> Iterator[tuple[str, Any]]:

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from graders import known_source_grader
+from graders import RowGraderError, known_source_grader, row_grader
 from reasoning_rl.config import RowConfig
 
 ROLES = ("system", "user", "assistant")
@@ -99,10 +99,12 @@ def _ground_truth(row: Mapping[str, Any]) -> Any:
 
 
 def route_grader(row: Mapping[str, Any], data_source: str, rules: RowConfig) -> str:
-    """Explicit row ``grader`` > mapping of ``data_source`` > mapping of ``ability`` > the well-known
-    ``data_source`` default (``graders.KNOWN_SOURCES``: verl's ``openai/gsm8k`` -> ``gsm8k``) > default."""
-    if isinstance(row.get("grader"), str) and row["grader"]:
-        return str(row["grader"])
+    """Explicit row ``grader`` (a registered name only: ``graders.row_grader``) > mapping of ``data_source`` >
+    mapping of ``ability`` > the well-known ``data_source`` default (``graders.KNOWN_SOURCES``: verl's
+    ``openai/gsm8k`` -> ``gsm8k``) > default. ``RowGraderError`` for a row naming a ``module:attr`` spec."""
+    own = row_grader(row, trusted="data.default_grader / data.grader_map / grading.rewards")
+    if own is not None:
+        return own
     if data_source in rules.grader_map:
         return rules.grader_map[data_source]
     ability = row.get("ability")
@@ -129,8 +131,11 @@ def normalize_row(
     except ValueError as exc:
         raise DataError(f"{where}: {exc}") from None
     source = row.get("data_source") or default_source
-    grader = route_grader(row, str(source), rules)
-    # "module:attr" specs are resolved by the grading runtime itself (test graders, notebook graders).
+    try:
+        grader = route_grader(row, str(source), rules)
+    except RowGraderError as exc:
+        raise DataError(f"{where}: {exc}") from None
+    # "module:attr" specs (from the config only) are resolved by the grading runtime itself.
     if known_graders is not None and ":" not in grader and grader not in known_graders:
         raise DataError(
             f"{where}: grader {grader!r} is not installed; available: {', '.join(sorted(known_graders))}"

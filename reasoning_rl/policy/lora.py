@@ -60,18 +60,51 @@ def add_adapters(lm: nn.Module, spec: LoraConfig, *, upcast: bool, seed: int) ->
 
     head = lm.get_output_embeddings()  # type: ignore[operator]
     head_name = next((n for n, m in lm.named_modules() if m is head), None)
+    field = f"model.lora.target_modules={spec.target_modules!r}"
     try:
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
             peft_model = get_peft_model(lm, peft_config, autocast_adapter_dtype=upcast)
-    except ValueError as e:  # PEFT names the module list it could not match
-        raise ConfigError(f"model.lora.target_modules={spec.target_modules!r}: {e}") from e
-    if head_name in lora_layers(lm) and getattr(lm.config, "tie_word_embeddings", False):
+    except ValueError as e:  # PEFT names the module list it could not match (over several lines)
+        raise ConfigError(f"{field}: {' '.join(str(e).split())}") from e
+    layers = lora_layers(lm)
+    if head_name in layers and getattr(lm.config, "tie_word_embeddings", False):
         raise ConfigError(
-            f"model.lora.target_modules={spec.target_modules!r} adapts the LM head ({head_name}), which this model "
+            f"{field} adapts the LM head ({head_name}), which this model "
             "ties to its input embeddings: the merged head would no longer equal the embeddings; leave it out"
         )
+    other = {name: type(layer.base_layer).__name__ for name, layer in layers.items() if not _linear(layer)}
+    if other:
+        name, kind = next(iter(other.items()))
+        raise ConfigError(
+            f"{field} adapts {len(other)} layer(s) that are not linear (first: {name}: {kind}); the merged "
+            "hand-off and the engines' LoRA take linear layers only: name linear layers (e.g. [q_proj, v_proj]) "
+            "or 'all-linear'"
+        )
     return peft_model
+
+
+def check_targets(path: str, gguf_file: str | None, spec: LoraConfig) -> None:
+    """Attach ``spec``'s adapters exactly as a run does (``add_adapters``), to the model built from its config
+    alone on the meta device (no weights read or allocated): the dry run refuses what the run would, in its
+    line (targets that match nothing, a tied LM head, a layer that is not linear)."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    from reasoning_rl.policy.model import ModelLoadError
+
+    try:
+        config = AutoConfig.from_pretrained(path, **({"gguf_file": gguf_file} if gguf_file else {}))
+    except (OSError, ValueError) as e:
+        raise ModelLoadError(f"could not read the config of model {path!r}: {e}") from e
+    with torch.device("meta"):
+        lm = AutoModelForCausalLM.from_config(config)
+        add_adapters(lm, spec, upcast=False, seed=0)
+
+
+def _linear(layer: Any) -> bool:
+    """Whether a PEFT ``LoraLayer`` adapts a linear map with linear A/B (what ``_delta`` merges)."""
+    a = getattr(layer, "lora_A", {})
+    return ADAPTER_NAME in a and isinstance(a[ADAPTER_NAME], nn.Linear)
 
 
 def base_name(name: str) -> str:

@@ -15,7 +15,7 @@ from rich.console import Console
 import graders
 from graders.runtime import GradingPool
 from reasoning_rl.config import Config
-from reasoning_rl.data import LoadReport, Prompt, load_examples, render_all
+from reasoning_rl.data import LoadReport, Prompt, load_examples, render_all, screen_golds
 from reasoning_rl.distributed.group import WorkerGroup
 from reasoning_rl.distributed.views import GroupEngine, group_models
 from reasoning_rl.distributed.worker import ModelWorker, WorkerSpec
@@ -52,6 +52,11 @@ def load_data(cfg: Config, tokenizer: Any, console: Console) -> tuple[list[Promp
         if cfg.data.val
         else []
     )
+    train, bad_train = screen_golds(train, "train", cfg.data.bad_gold)
+    val, bad_val = screen_golds(val, "val", cfg.data.bad_gold) if val else (val, None)
+    for bad in (bad_train, bad_val):
+        if bad is not None:
+            console.print(f"[yellow]warning:[/yellow] excluded {bad.line()} (data.bad_gold)", highlight=False)
     skip = cfg.data.on_bad_row == "skip"
     tools = prompt_tools(cfg.rollout)
     train_prompts, n_long = render_all(

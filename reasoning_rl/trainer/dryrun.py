@@ -1,6 +1,7 @@
 """``rrl train --dry-run``: everything a run checks before its first step, without loading weights or training.
 
-Config (already validated by the caller), model path and tokenizer, every data row (read, routed and rendered
+Config (already validated by the caller), model path and tokenizer, the LoRA adapters (attached to the model
+built on the meta device, as the run attaches them), every data row (read, routed and rendered
 through the prompt template), each routed grader and its ``grading.options``, the tool set (built, then
 released), the resource request (the run's own checks), the memory plan (printed; a run that cannot fit is
 refused with the fix), and the doctor's required checks.
@@ -111,6 +112,11 @@ def dry_run(cfg: Config, console: Console) -> None:
         cfg.model.path, gguf_file=cfg.model.gguf_file, require_chat_template=cfg.data.chat_template is True
     )
     console.print(f"model: {cfg.model.path} (tokenizer loads)")
+    if cfg.model.lora.enabled:
+        from reasoning_rl.policy.lora import check_targets
+
+        check_targets(cfg.model.path, cfg.model.gguf_file, cfg.model.lora)
+        console.print(f"lora: target_modules={cfg.model.lora.target_modules!r} (attached on the meta device)")
     train, val = load_data(cfg, tokenizer, console)
     show_first_prompts(tokenizer, train + val, console)
     specs = _check_graders(cfg, [p.example for p in train + val])

@@ -33,7 +33,14 @@ from reasoning_rl.trainer.grading_health import check_grading
 from reasoning_rl.trainer.interrupt import interrupts_held
 from reasoning_rl.trainer.metrics import MetricsLogger, check_wandb
 from reasoning_rl.trainer.records import Rollouts
-from reasoning_rl.trainer.resume import TrainError, check_config, check_data, data_fingerprint, rotate
+from reasoning_rl.trainer.resume import (
+    TrainError,
+    check_config,
+    check_data,
+    check_frontier,
+    data_fingerprint,
+    rotate,
+)
 from reasoning_rl.trainer.rewards import informative_groups, rewards_and_mask, sample_metrics
 from reasoning_rl.trainer.speculation import draft_metrics, trace_drafts
 from reasoning_rl.trainer.tool_collect import tool_metrics, turn_fields
@@ -109,6 +116,7 @@ class Trainer:
         state = CheckpointManager.load_trainer_state(info.path) if info is not None else None
         if info is not None and state is not None:
             self._note_forced(check_config(state.get("config"), cfg, info.path))
+            check_frontier(state.get("config"), state.get("frontier"), cfg, info.path)
         else:
             kept = rotate(self.run_dir / "trace.jsonl")
             if kept is not None:

@@ -116,6 +116,38 @@ def check_config(saved: Mapping[str, Any] | None, cfg: Config, checkpoint: Path)
     return diffs
 
 
+# What a checkpoint's in-flight frontier (rollout.max_lag > 0) was admitted and generated under, and how the
+# resuming value may differ: "same" (every group holds that many samples), "no less" (a smaller value would put
+# admitted groups past their deadline, over the capacity, or leave partial samples no token budget).
+_FRONTIER_KEYS: tuple[tuple[str, str, str], ...] = (
+    ("rollout.n", "same", "each in-flight group holds its samples"),
+    ("rollout.max_lag", "no less", "the in-flight groups' deadlines were set by it"),
+    ("trainer.batch_size", "no less", "the in-flight groups were admitted for it"),
+    ("rollout.max_tokens", "no less", "the partial samples were generated under it"),
+)
+
+
+def check_frontier(
+    saved: Mapping[str, Any] | None, frontier: Mapping[str, Any] | None, cfg: Config, checkpoint: Path
+) -> None:
+    """Refuse, even with ``--force``, a resume whose config cannot take the checkpoint's in-flight frontier
+    (admitted groups, partial samples) as it is: one line naming the key and both values. Before, such a run
+    passed ``--force`` and died at its first step (a group past its deadline, a group that never completes, a
+    partial sample with no token budget left)."""
+    if saved is None or not frontier or not (frontier.get("groups") or frontier.get("partial")):
+        return
+    old, new = _flatten(saved), _flatten(cfg.model_dump(mode="json"))
+    for key, rule, why in _FRONTIER_KEYS:
+        was, now = old.get(key), new[key]
+        if not isinstance(was, int) or (now == was if rule == "same" else now >= was):
+            continue
+        raise TrainError(
+            f"cannot resume {checkpoint}: {key}: {was} -> {now}, but the checkpoint holds "
+            f"{len(frontier.get('groups', []))} in-flight group(s) and {why}; "
+            f"resume with {key}={was}{'' if rule == 'same' else ' or more'}, or start a new run (another run.name)"
+        )
+
+
 def _shown(value: Any) -> str:
     return UNSET if value is UNSET else repr(value)
 

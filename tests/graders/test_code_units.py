@@ -127,7 +127,7 @@ def test_parse_suite_formats_and_errors() -> None:
         ({"inputs": ["1", "2"], "outputs": ["1"]}, "inputs has 2"),
         ({"fn_name": "not valid", "inputs": [[1]], "outputs": [1]}, "fn_name"),
         ({"fn_name": "f", "inputs": [1], "outputs": [1]}, r"inputs\[0\]"),
-        ("{", "not JSON"),
+        ("{", "ground truth is not valid JSON"),
         ({"test": "def check(c): pass", "entry_point": None}, "entry_point"),
     ]:
         with pytest.raises(GroundTruthError, match=field):

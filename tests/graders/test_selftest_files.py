@@ -30,9 +30,9 @@ GOOD = b'{"response": "a", "ground_truth": "a", "verdict": "correct"}\n'
     ("cases", "needle"),
     [(GOOD + b'{"response": "caf\xe9", "ground_truth": "a", "verdict": "correct"}\n',
       "rrl_bad_cases/cases.jsonl line 2: not UTF-8 (byte 0xe9 at offset"),
-     (GOOD + b"[" * 5000 + b"\n", "rrl_bad_cases/cases.jsonl line 2: not readable JSON (RecursionError)"),
+     (GOOD + b"[" * 5000 + b"\n", "rrl_bad_cases/cases.jsonl line 2 is nested deeper than 100 levels"),
      (b'{"response": "a", "ground_truth": ' + b"9" * 5000 + b', "verdict": "correct"}\n',
-      "rrl_bad_cases/cases.jsonl line 1: not readable JSON (ValueError)")],
+      "rrl_bad_cases/cases.jsonl line 1 holds an integer of 5000 digits")],
 )  # fmt: skip
 def test_unreadable_golden_cases_are_a_one_line_error(tmp_path: Path, cases: bytes, needle: str) -> None:
     package = tmp_path / "rrl_bad_cases"

@@ -59,7 +59,7 @@ def test_malformed_row_names_file_and_row(tmp_path: Path) -> None:
     report = LoadReport()
     ex = load_examples([SourceConfig(path=str(path))], data_cfg(on_bad_row="skip"), seed=0, report=report)
     assert len(ex) == 2 and len(report.skipped) == 2
-    assert "row 3: invalid JSON" in report.skipped[1]
+    assert "row 3 is not valid JSON" in report.skipped[1]
 
 
 def test_unknown_grader_and_bad_prompt_errors(tmp_path: Path) -> None:

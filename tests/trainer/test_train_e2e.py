@@ -220,7 +220,6 @@ def test_rrl_eval_reports_pass_and_majority(tmp_path: Path, tiny_model_dir: Path
                     "question": f"Say {i}",
                     "answer": "7",
                     "data_source": "digits",
-                    "grader": "task_graders:ContainsAnswer",
                 }
             )
             + "\n"
@@ -243,6 +242,7 @@ def test_rrl_eval_reports_pass_and_majority(tmp_path: Path, tiny_model_dir: Path
             "-o",
             str(out),
             "eval.temperature=1.0",
+            "data.grader_map.digits=task_graders:ContainsAnswer",  # a row may not name a module:attr grader
             "rollout.max_tokens=6",
             "run.doctor=false",
             f"run.dir={tmp_path / 'ev'}",
