@@ -250,7 +250,9 @@ def workload_of(args: argparse.Namespace) -> dict[str, Any]:
             "prompts": REAL["prompts"],
             "samples_per_prompt": REAL["gens"],
             "max_tokens": REAL["max_tokens"],
-            "temperature": float(os.environ.get("REAL_TEMPERATURE", 1.0)),  # realistic.py and TRL's side read it
+            "temperature": float(
+                os.environ.get("REAL_TEMPERATURE", 1.0)
+            ),  # realistic.py and TRL's side read it
             "eos": True,
             "tokens": "prompt + response of every sample, per step",
         }
