@@ -42,15 +42,14 @@ def test_loss_is_masked_token_cross_entropy(tiny_model_dir: Path) -> None:
     batch = w.sft_batch()
     lm = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32)
     nll, count = 0.0, 0
-    torch.set_grad_enabled(False)
-    for i, seq in enumerate(batch.sequences):
-        logp = torch.log_softmax(lm(seq[None]).logits[0, :-1].float(), -1)
-        p = batch.prompt_lens[i]
-        for k, keep in enumerate(batch.response_mask[i, : len(seq) - p].tolist()):
-            if keep:
-                nll -= float(logp[p - 1 + k, seq[p + k]])
-                count += 1
-    torch.set_grad_enabled(True)
+    with torch.no_grad():
+        for i, seq in enumerate(batch.sequences):
+            logp = torch.log_softmax(lm(seq[None]).logits[0, :-1].float(), -1)
+            p = batch.prompt_lens[i]
+            for k, keep in enumerate(batch.response_mask[i, : len(seq) - p].tolist()):
+                if keep:
+                    nll -= float(logp[p - 1 + k, seq[p + k]])
+                    count += 1
     assert count < sum(batch.response_lens)  # the batch does have masked-out response tokens
     out = w.run(str(tiny_model_dir))
     assert out["steps"][0]["loss"] == pytest.approx(nll / count, abs=1e-5)
