@@ -76,7 +76,9 @@ def trl(model_dir: str) -> dict[str, float]:
     import trl as trl_pkg
     from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
 
-    datasets: Any = importlib.import_module("datasets")  # the repo's datasets/ folder would shadow it for linters
+    datasets: Any = importlib.import_module(
+        "datasets"
+    )  # the repo's datasets/ folder would shadow it for linters
     torch.set_num_threads(THREADS)
     tok = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
