@@ -191,3 +191,35 @@ def test_lora_sft_checkpoints_adapters_only(tiny_model_dir: Path, tmp_path: Path
     assert (ckpt / ADAPTER_DIR).is_dir()
     adapter = export_checkpoint(tmp_path / "lora", form="adapter", out=tmp_path / "adapter")
     assert (adapter / "adapter_config.json").is_file() and not (adapter / "config.json").exists()
+
+
+@pytest.mark.distributed
+def test_two_ray_ranks_match_one(tiny_model_dir: Path, tmp_path: Path) -> None:
+    """``rrl sft`` on two Ray ranks (the workers of ``rrl train``, FSDP2 over gloo) equals one in-process rank:
+    losses within 1e-4 relative, weights within 1e-5 (a key projection's bias, whose true gradient is 0, at
+    3 x lr: Adam turns reduction-order noise into an update below lr; tests/distributed/runs.py)."""
+    pytest.importorskip("ray")
+    from reasoning_rl.policy.sharded import read_model_state
+
+    states, losses = [], []
+    for ranks in (1, 2):
+        name = f"r{ranks}"
+        cfg = sft_config(
+            tmp_path, tiny_model_dir, name, sft={"max_steps": 2}, resources={"ranks_per_node": ranks}
+        )
+        proc = subprocess.run(
+            [sys.executable, "-m", "reasoning_rl.cli", "sft", str(cfg)],
+            cwd=REPO,
+            env=env(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1"),
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+        states.append(read_model_state(tmp_path / name / "checkpoints" / "step_2" / "policy"))
+        losses.append([r["train/loss"] for r in metrics(tmp_path / name) if "train/loss" in r])
+    assert "workers: 2 ranks" in proc.stdout
+    assert losses[1] == pytest.approx(losses[0], rel=1e-4) and len(losses[0]) == 2
+    for key, a in states[0].items():
+        tol = 3e-2 if "k_proj.bias" in key else 1e-5
+        assert torch.allclose(a, states[1][key], atol=tol, rtol=0), (key, (a - states[1][key]).abs().max())
