@@ -66,13 +66,16 @@ def sft_step(policy: Policy, batch: TokenBatch, normalizer: float) -> dict[str, 
 
 
 @contextmanager
-def _root_gathered(policy: Policy) -> Iterator[None]:
+def _root_gathered(policy: Policy, batch: TokenBatch) -> Iterator[None]:
     """The root's FSDP2 parameters (embeddings, final norm, LM head) gathered while the LM is called below
     the root module (the decoder layers gather their own in their forward)."""
     if not policy.fsdp:
         yield
         return
     module: Any = policy.module
+    # FSDP2 sets up its hooks from the root's first forward; calling the layers first (an eval before any
+    # training step) would set each one up as a root of its own. One scoring forward of one row does it.
+    forward_micro(module, pack(batch, [0], policy.device))
     module.unshard()
     try:
         yield
@@ -90,7 +93,7 @@ def sft_eval(policy: Policy, batch: TokenBatch) -> dict[str, float]:
     was_training = module.training
     module.eval()
     try:
-        with torch.no_grad(), _root_gathered(policy):
+        with torch.no_grad(), _root_gathered(policy, batch):
             head = policy.lm.get_output_embeddings()
             for rows in equalize(layout.blocks) if policy.fsdp else layout.blocks:
                 if rows is None:

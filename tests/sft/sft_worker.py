@@ -44,8 +44,14 @@ def run(model_dir: str, *, packing: str = "off", micro_batch_tokens: int = 24) -
     norm = float(batch.response_mask.sum())
     shard = batch.select(list(range(rank, len(batch), world)))
     shard.model_mask = batch.model_mask[list(range(rank, len(batch), world)), : shard.shape[1]]
+    before = sft_eval(policy, shard)  # before any step: FSDP2 not yet set up by a training forward
     steps = [sft_step(policy, shard, norm) for _ in range(2)]
-    return {"steps": steps, "eval": sft_eval(policy, shard), "params": policy.full_state_dict()}
+    return {
+        "steps": steps,
+        "before": before,
+        "eval": sft_eval(policy, shard),
+        "params": policy.full_state_dict(),
+    }
 
 
 if __name__ == "__main__":

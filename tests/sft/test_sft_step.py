@@ -80,5 +80,6 @@ def test_two_ranks_equal_one(tiny_model_dir: Path, tmp_path: Path) -> None:
     for a, b in zip(one["steps"], two["steps"], strict=True):
         assert a["loss"] == pytest.approx(b["loss"], abs=TOL)
         assert a["tokens"] == b["tokens"]
+    assert one["before"] == pytest.approx(two["before"], abs=1e-4)
     assert one["eval"] == pytest.approx(two["eval"], abs=1e-4)
     close(one["params"], two["params"], TOL)
