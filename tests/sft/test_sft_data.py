@@ -142,3 +142,28 @@ def test_empty_split_is_one_line(tmp_path: Path, tiny_model_dir: Path, tok: Any)
     all_long = write_jsonl(tmp_path / "long.jsonl", [{"prompt": "q", "response": "x" * 40}])
     with pytest.raises(DataError, match="has no usable SFT rows"):
         load(all_long, tok, max_length=10, on_long="drop")
+
+
+def test_rrl_sft_bad_row_is_one_line_exit_2(
+    tmp_path: Path, tiny_model_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import yaml
+
+    from reasoning_rl.trainer.sft_cli import sft_command
+
+    path = write_jsonl(tmp_path / "rows.jsonl", [{"messages": [{"role": "user", "content": "a"}]}])
+    cfg = tmp_path / "sft.yaml"
+    cfg.write_text(
+        yaml.safe_dump(
+            {
+                "run": {"dir": str(tmp_path / "run"), "doctor": False},
+                "model": {"path": str(tiny_model_dir)},
+                "data": {"train": str(path)},
+                "logging": {"console": "none", "tensorboard": False},
+            }
+        )
+    )
+    assert sft_command(str(cfg), []) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[0].startswith("error: ") and "rows.jsonl:row 1: no assistant turn" in err[0]
+    assert len(err) == 2 and "data.on_bad_row=skip" in err[1]  # the line and how to skip such rows
