@@ -13,13 +13,15 @@ def start_model(cfg: Config) -> str | None:
     run: its latest checkpoint, exported once to RUN_DIR/export/step_N) or a PEFT adapter directory (merged
     into its base once); None when it is a model already. The reference model of a KL term starts from the
     same weights, so RL after SFT is anchored to the SFT result."""
+    path = cfg.model.path
+    if cfg.model.gguf_file is not None or not Path(path).is_dir():
+        return None
     from reasoning_rl.policy.lora import is_adapter_dir
     from reasoning_rl.trainer.run_model import is_run_dir, model_from_adapter, model_from_run
 
-    path = cfg.model.path
-    if cfg.model.gguf_file is None and is_run_dir(path):
+    if is_run_dir(path):
         return str(model_from_run(Path(path).resolve(), None).resolve())
-    if cfg.model.gguf_file is None and is_adapter_dir(path):
+    if is_adapter_dir(path):
         return str(model_from_adapter(path).resolve())
     return None
 
