@@ -148,6 +148,31 @@ def train(
     raise typer.Exit(train_command(config, [*ctx.args, *extra], print_config=print_config, dry_run=dry_run))
 
 
+@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def sft(
+    ctx: typer.Context,
+    config: str = typer.Argument(..., help="Config YAML; then any number of key.path=value overrides."),
+    force: bool = typer.Option(
+        False,
+        "--force",
+        help="Resume even though the config or the rows changed (trainer.force_resume=true).",
+    ),
+    print_config: bool = typer.Option(
+        False, "--print-config", help="Print the resolved config as YAML and exit."
+    ),
+) -> None:
+    """Supervised fine-tuning (a warm start before `rrl train`): loss on the assistant's tokens of data.train's
+    chat or prompt/response rows; eval loss and token accuracy on data.val (or sft.val_fraction held out).
+
+    Same config, model workers, checkpoints and exports as `rrl train` (docs/sft.md): `rrl export RUN_DIR`
+    exports it, `rrl train RL.yaml model.path=RUN_DIR` starts RL from it.
+    """
+    from reasoning_rl.trainer.sft_cli import sft_command
+
+    extra = ["trainer.force_resume=true"] * force
+    raise typer.Exit(sft_command(config, [*ctx.args, *extra], print_config=print_config))
+
+
 @app.command("eval", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def eval_(
     ctx: typer.Context,

@@ -32,6 +32,7 @@ from reasoning_rl.config.resources import ResourcesConfig
 from reasoning_rl.config.rollout import RolloutConfig, SamplingParams
 from reasoning_rl.config.run import EvalConfig, LoggingConfig, RunConfig, TrainerConfig
 from reasoning_rl.config.sections import Config
+from reasoning_rl.config.sft import SftConfig
 from reasoning_rl.config.speculative import SpeculativeConfig
 
 __all__ = [
@@ -57,6 +58,7 @@ __all__ = [
     "RowConfig",
     "RunConfig",
     "SamplingParams",
+    "SftConfig",
     "SourceConfig",
     "SpeculativeConfig",
     "TrainerConfig",

@@ -18,6 +18,7 @@ from reasoning_rl.config.model import ModelConfig, OptimConfig
 from reasoning_rl.config.resources import ResourcesConfig
 from reasoning_rl.config.rollout import RolloutConfig
 from reasoning_rl.config.run import EvalConfig, LoggingConfig, RunConfig, TrainerConfig
+from reasoning_rl.config.sft import SftConfig
 
 
 class Config(_Section):
@@ -53,6 +54,10 @@ class Config(_Section):
     )
     resources: ResourcesConfig = Field(
         default_factory=ResourcesConfig, description="Training ranks, nodes and placement of the model work."
+    )
+    sft: SftConfig = Field(
+        default_factory=SftConfig,
+        description="Supervised fine-tuning (`rrl sft`): epochs, batches, lengths, eval split; see docs/sft.md.",
     )
 
     @model_validator(mode="after")

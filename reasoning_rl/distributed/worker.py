@@ -44,6 +44,7 @@ class WorkerSpec:
     dtype: str
     max_model_len: int
     probe_prompts: tuple[tuple[int, ...], ...] = ()
+    engine: bool = True  # False: training ranks with no rollout engine (``rrl sft``)
 
 
 @dataclass(frozen=True)
@@ -123,14 +124,14 @@ class ModelWorker:
         split = cfg.resources.placement == "split"  # the engines live on the rollout ranks
         engine = (
             None
-            if split
+            if split or not spec.engine
             else engine_for(cfg, spec.model_dir, spec.device, spec.max_model_len, dtype=spec.dtype)
         )
         gate = (
             FreshnessGate.for_run(
                 engine, [list(p) for p in spec.probe_prompts], cfg.rollout.freshness_probe_tol
             )
-            if cfg.rollout.freshness_check
+            if cfg.rollout.freshness_check and spec.engine
             else None
         )
         tokenizer = load_tokenizer(str(spec.model_dir)) if rank == 0 else None
@@ -231,6 +232,18 @@ class ModelWorker:
             token_weights=token_weights,
         )
         return out
+
+    def sft_train_step(self, batch: TokenBatch, normalizer: float) -> dict[str, float]:
+        """One supervised step (masked cross-entropy) on this rank's rows (collective): ``policy.sft``."""
+        from reasoning_rl.policy.sft import sft_step
+
+        return sft_step(self.models.policy, batch, normalizer)
+
+    def sft_eval(self, batch: TokenBatch) -> dict[str, float]:
+        """Summed eval NLL, correct greedy tokens and loss tokens over all ranks' rows (collective)."""
+        from reasoning_rl.policy.sft import sft_eval
+
+        return sft_eval(self.models.policy, batch)
 
     def critic_train_step(self, batch: TokenBatch, returns: Tensor, values: Tensor) -> dict[str, float]:
         out: dict[str, float] = self._need("critic").train_step(batch, returns, values)

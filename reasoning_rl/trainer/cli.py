@@ -118,6 +118,12 @@ def train_command(
         sys.stdout.write(config_text(cfg))
         return 0
     prepare(cfg)
+    from reasoning_rl.trainer.start_model import with_start_model
+
+    try:  # model.path = an `rrl sft` (or `rrl train`) run dir or a PEFT adapter dir: the model it holds
+        cfg, overrides = with_start_model(cfg, config_path, overrides)
+    except _user_errors() as exc:
+        return _fail(exc)
     if dry_run:
         from reasoning_rl.trainer.dryrun import dry_run as check_run
 
