@@ -294,6 +294,21 @@ def test_greedy_tokens_identical_with_speculation_and_drafts_accepted(spec_runs,
 @pytest.mark.vllm
 @pytest.mark.slow
 @pytest.mark.parametrize("method", ["off", "ngram", "group"])
+def test_the_engine_refuses_every_sampled_request_while_speculating(spec_runs, method):
+    """Issue 41: the refusal of temperature > 0 is the engine's, for every request (an eval at 0.8 as much as
+    the rollout), not only the config's ``rollout.temperature``; without speculation sampling is served."""
+    refused = spec_runs[method]["sampling_refused"]
+    if method == "off":
+        assert refused == {"stream": None, "submit": None}
+        return
+    for line in refused.values():
+        assert line is not None and "\n" not in line
+        assert line.startswith(f"temperature=0.8 with rollout.speculative.method={method}: ")
+
+
+@pytest.mark.vllm
+@pytest.mark.slow
+@pytest.mark.parametrize("method", ["off", "ngram", "group"])
 def test_engine_logprobs_equal_trainers_and_freshness_gate_passes(spec_runs, method):
     run = spec_runs[method]
     assert run["gate_probe_gap"] is not None and run["gate_probe_gap"] < 1e-4  # gate ran and passed
