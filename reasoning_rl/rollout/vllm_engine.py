@@ -30,7 +30,7 @@ from reasoning_rl.rollout.base import (
     check_prompts,
     register_engine,
 )
-from reasoning_rl.rollout.fingerprints import EngineWeights, Fingerprint, fingerprint_tensors
+from reasoning_rl.rollout.fingerprints import EngineWeights, fingerprint_tensors
 from reasoning_rl.rollout.group_drafts import GroupDrafts
 from reasoning_rl.rollout.vllm_drafter import (
     attach,
@@ -39,6 +39,7 @@ from reasoning_rl.rollout.vllm_drafter import (
     per_request_metrics,
     speculative_config,
 )
+from reasoning_rl.rollout.vllm_model import fingerprint_model, refresh_tied_head
 
 log = logging.getLogger(__name__)
 
@@ -364,8 +365,8 @@ class VLLMEngine:
         return outs
 
     def weight_fingerprints(self) -> EngineWeights:
-        """Checksums of the weights vLLM computes with, under its own (fused) names; see ``_fingerprint_model``."""
-        found = self.llm.apply_model(_fingerprint_model)
+        """Checksums of the weights vLLM computes with, under its own (fused) names; see ``fingerprint_model``."""
+        found = self.llm.apply_model(fingerprint_model)
         if len(found) != 1:  # tensor-parallel shards would need per-shard bookkeeping of replicated params
             raise RolloutError(
                 f"the freshness check reads one model per engine; this engine has {len(found)} "
@@ -382,14 +383,14 @@ class VLLMEngine:
         warns for every layer that received no tensor and puts that layer's previous tensors back. Both are
         expected: the rotary cos/sin cache is computed from the config and is in no checkpoint, and a tied head
         has no weight of its own (``named_parameters`` yields the shared embedding once), which
-        ``_refresh_tied_head`` re-ties to the new embedding right below. ``rrl train`` hides vLLM's warnings
+        ``refresh_tied_head`` re-ties to the new embedding right below. ``rrl train`` hides vLLM's warnings
         unless ``logging.engine_logs``; the e2e tests check the engine's log-probs against the trainer's after
         every hand-off (gap < 1e-3).
         """
         self.llm.collective_rpc(
             "reload_weights", kwargs={"weights_iterator": iter(named_tensors), "is_checkpoint_format": True}
         )
-        self.llm.apply_model(_refresh_tied_head)
+        self.llm.apply_model(refresh_tied_head)
         self._loaded()
 
     def load_adapter(self, named_tensors: Iterable[tuple[str, torch.Tensor]], config: dict[str, Any]) -> None:
@@ -458,61 +459,6 @@ class VLLMEngine:
         if self._cleanup is not None:
             self._cleanup()
         self._lora, self._lora_dir, self._cleanup = None, None, None
-
-
-def _fingerprint_model(model: torch.nn.Module) -> tuple[dict[str, Fingerprint], dict[str, list[str]]]:
-    """Fingerprint every parameter of the served model, read back from where vLLM computes with it.
-
-    On CPU vLLM pre-packs each linear layer's weight for oneDNN/SGL kernels and leaves an empty ``weight``;
-    that layer's weight is recovered exactly by running its packed GEMM on the identity (x = I gives
-    x @ W^T = W^T: every output is one product with 1.0 plus exact zeros), so the check sees what the
-    kernels use, not a stale copy. Shared (tied) parameters are counted once, under their first name.
-    """
-    named: list[tuple[str, torch.Tensor]] = []
-    seen: set[int] = set()
-    with torch.no_grad():
-        for mod_name, mod in model.named_modules():
-            for p_name, p in mod.named_parameters(recurse=False):
-                if id(p) in seen:
-                    continue
-                seen.add(id(p))
-                full = f"{mod_name}.{p_name}" if mod_name else p_name
-                if p.numel() == 0 and p_name == "weight" and hasattr(mod, "cpu_linear"):
-                    k = int(mod.input_size_per_partition)
-                    eye = torch.eye(k, dtype=p.dtype, device=p.device)
-                    named.append((full, mod.cpu_linear(eye, p, None).t()))
-                else:
-                    named.append((full, p))
-        fingerprints = fingerprint_tensors(named)
-    packed = {k: list(v) for k, v in (getattr(model, "packed_modules_mapping", None) or {}).items()}
-    return fingerprints, packed
-
-
-def _refresh_tied_head(model: torch.nn.Module) -> bool:
-    """Re-tie the LM head to the (reloaded) embedding and re-run its post-load step.
-
-    vLLM's layer-wise reload installs new embedding parameters and re-processes only modules whose
-    weights it loaded; a tied head keeps pointing at the OLD embedding (and on CPU at an old pre-packed
-    GEMM weight). Measured on the tiny model without this: sampled-token log-prob gap ~21 nats.
-    """
-    config = getattr(model, "config", None)
-    head = getattr(model, "lm_head", None)
-    if not getattr(config, "tie_word_embeddings", False) or head is None or not hasattr(head, "tie_weights"):
-        return False
-    from vllm.model_executor.layers.vocab_parallel_embedding import ParallelLMHead, VocabParallelEmbedding
-
-    embeds = [
-        m
-        for m in model.modules()
-        if isinstance(m, VocabParallelEmbedding) and not isinstance(m, ParallelLMHead)
-    ]
-    if len(embeds) != 1:
-        raise RolloutError(
-            f"tied LM head but {len(embeds)} input embeddings found; cannot re-tie after reload"
-        )
-    head.tie_weights(embeds[0])
-    head.quant_method.process_weights_after_loading(head)
-    return True
 
 
 def _to_completion(
