@@ -158,18 +158,20 @@ class VLLMEngine:
         """After new weights or a new adapter: a new salt, and the old blocks dropped where vLLM agrees."""
         self._loads += 1
         self._reset_pending = True
-        self._retry_reset()
+        self._reset()
 
-    def _retry_reset(self) -> None:
+    def _reset(self) -> None:
         """Drop prefix-cache blocks of older weights: vLLM refuses while requests hold blocks (resident
-        continuous requests), so a refusal is retried once none is resident; the salt keeps the old blocks
-        unreachable meanwhile."""
-        if not self._reset_pending or self._live:
-            return
+        continuous requests), so a refusal is retried once none is resident (``_retry_reset``); the salt keeps
+        the old blocks unreachable meanwhile."""
         if self.llm.reset_prefix_cache() is False:
             log.info("vLLM refused to reset the prefix cache (blocks in use); salted apart, retried later")
-            return
-        self._reset_pending = False
+        else:
+            self._reset_pending = False
+
+    def _retry_reset(self) -> None:
+        if self._reset_pending and not self._live:
+            self._reset()
 
     def _check_sampling(self, sampling: SamplingConfig) -> None:
         """Refuse sampling through speculation where it is not exact (docs/speculative.md), for every request

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 
@@ -275,7 +276,7 @@ def test_continuous_requests_cross_a_handoff_and_never_reuse_older_cache(
 @pytest.mark.vllm
 @pytest.mark.slow
 def test_a_stream_after_a_handoff_beside_resident_requests_computes_with_the_new_weights(
-    tiny_model_dir, vllm_engine, prompts
+    tiny_model_dir, vllm_engine, prompts, caplog
 ):
     """Issue 41: with a continuous request resident vLLM refuses the hand-off's prefix-cache reset, and an eval
     stream whose prompt's first block was cached under the old weights must not reuse it: its log-probs equal
@@ -291,7 +292,9 @@ def test_a_stream_after_a_handoff_beside_resident_requests_computes_with_the_new
     adv = compute_advantages("grpo", torch.rand(len(comps)), torch.tensor([c.prompt_index for c in comps]))
     for _ in range(3):
         policy.train_step(batch, adv, batch.rollout_logprobs, None, LossConfig())
-    push_weights(policy, vllm_engine)
+    with caplog.at_level(logging.INFO, logger="reasoning_rl.rollout.vllm_engine"):
+        push_weights(policy, vllm_engine)
+    assert "vLLM refused to reset the prefix cache" in caplog.text  # acted on (salted apart), not ignored
     assert vllm_engine.llm.reset_prefix_cache() is False  # r-live holds blocks: the old ones stay
     after = vllm_engine.generate([long], GREEDY)[0]
     old_lp = _max_diff([before.logprobs], policy.logprobs(build_batch_from(long, before.token_ids))[0])
