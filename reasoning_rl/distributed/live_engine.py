@@ -5,7 +5,7 @@ the trainer grades, updates and broadcasts the new weights) this rank's decode t
 engine as long as requests are live, buffering each step's deltas stamped with the policy version whose
 weights produced them. New weights are swapped in under the engine lock between two decode steps (``swap``):
 requests stay resident, their KV blocks kept as colocated continuous rollouts keep them, and continue with the
-new weights; the cache salt of each admission version keeps new requests off blocks of older weights.
+new weights; the engine's cache salt (the weights it holds) keeps new requests off blocks of older weights.
 
 ``overlap=False`` (``rollout.overlap``) is the paused mode: no thread, the engine steps once per driver
 ``advance`` and nowhere else, so a split run is the single-process continuous run step for step.

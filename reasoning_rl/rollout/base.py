@@ -92,7 +92,7 @@ class Completion:
 class Request:
     """One continuous-generation request (``ContinuousEngine.submit``): ``sampling.max_tokens`` is what is left
     of the budget (a request resumed from partial tokens carries them at the end of ``prompt_ids``), ``seed``
-    its own, ``cache_salt`` keeps its prefix-cache blocks apart from those computed with other weights.
+    its own (the engine salts its prefix cache with the weights it holds: nothing for the caller to do).
     ``deltas=False``: its tokens come back once, when it finishes (cheaper; for requests that never outlive
     the weights they started with). ``group``: the prompt group it samples for, so an engine spread over
     several ranks keeps a group's samples on one of them."""
@@ -101,7 +101,6 @@ class Request:
     prompt_ids: list[int]
     sampling: SamplingConfig
     seed: int | None
-    cache_salt: str | None = None
     deltas: bool = True
     group: int = 0
 

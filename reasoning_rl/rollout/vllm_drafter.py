@@ -40,7 +40,7 @@ def group_drafts(spec: SpeculativeConfig) -> GroupDrafts:
         lookup_min=spec.lookup_min,
         lookup_max=spec.lookup_max,
         samples_per_prompt=spec.group_samples,
-        max_prompts=spec.group_prompts,
+        max_bytes=spec.group_max_bytes,
     )
 
 

@@ -10,7 +10,10 @@ rank, data-parallel rollout). An engine on rank 0 alone hangs there (measured on
 
 from __future__ import annotations
 
+import logging
 import os
+import shutil
+import weakref
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -27,7 +30,7 @@ from reasoning_rl.rollout.base import (
     check_prompts,
     register_engine,
 )
-from reasoning_rl.rollout.fingerprints import EngineWeights, Fingerprint, fingerprint_tensors
+from reasoning_rl.rollout.fingerprints import EngineWeights, fingerprint_tensors
 from reasoning_rl.rollout.group_drafts import GroupDrafts
 from reasoning_rl.rollout.vllm_drafter import (
     attach,
@@ -36,6 +39,9 @@ from reasoning_rl.rollout.vllm_drafter import (
     per_request_metrics,
     speculative_config,
 )
+from reasoning_rl.rollout.vllm_model import fingerprint_model, refresh_tied_head
+
+log = logging.getLogger(__name__)
 
 
 def startup_memory_refusal(exc: ValueError, share: float, on_gpu: bool) -> str | None:
@@ -58,7 +64,13 @@ class VLLMEngine:
     ``speculative`` (``rollout.speculative``, method not off): vLLM's speculative decoding with that drafter,
     each completion (and each request's finishing delta) carrying its draft counts; with ``group`` every
     finished whole sample (streamed, or a continuous request with ``deltas=False``: the synchronous step) is
-    recorded as a draft source for its prompt's later samples (``drafts``)."""
+    recorded as a draft source for its prompt's later samples (``drafts``).
+
+    Prefix cache: every request the engine admits (stream, score, continuous) carries the cache salt of the
+    weights and adapter it holds (``cache_salt``), so no request ever reuses KV blocks computed with older ones,
+    whether or not vLLM agreed to drop them: with resident continuous requests (``rollout.max_lag > 0``) vLLM
+    refuses ``reset_prefix_cache`` ("blocks are not freed yet"); the refused reset is logged and retried once
+    no continuous request is resident (the old blocks are unreachable meanwhile, and only take cache room)."""
 
     def __init__(
         self,
@@ -100,6 +112,13 @@ class VLLMEngine:
         self._held: list[Any] = []  # their outputs from steps a stream or score() took, for ``advance``
         self._lora: Any = None  # the LoRARequest of the live adapter (split placement's adapter hand-off)
         self._lora_dir: str | None = None
+        self._cleanup: weakref.finalize | None = None  # removes ``_lora_dir`` (close, collection or exit)
+        self._loads = 0  # weight/adapter loads so far: the cache salt of what the engine holds now
+        self._reset_pending = False  # a prefix-cache reset vLLM refused, retried once nothing is resident
+        self._sample_exactly = (
+            speculative is not None and speculative.on and not speculative.unverified_sampling
+        )
+        self._speculation = speculative.method if speculative is not None else "off"
         if speculative is not None and speculative.on:
             kw.update(speculative_config=speculative_config(speculative), **per_request_metrics())
         try:
@@ -123,6 +142,46 @@ class VLLMEngine:
         if speculative is not None and speculative.method == "group":
             self.drafts = group_drafts(speculative)
             self.llm.collective_rpc(attach, args=(self.drafts,))
+
+    @property
+    def cache_salt(self) -> str:
+        """The prefix-cache salt of the weights and adapter the engine holds now (changes with every load)."""
+        return f"rrl-w{self._loads}"
+
+    def _prompt(self, token_ids: list[int]) -> Any:
+        """The one place a request's prompt is built: its tokens, salted with the weights the engine holds."""
+        from vllm.inputs import TokensPrompt
+
+        return TokensPrompt(prompt_token_ids=list(token_ids), cache_salt=self.cache_salt)
+
+    def _loaded(self) -> None:
+        """After new weights or a new adapter: a new salt, and the old blocks dropped where vLLM agrees."""
+        self._loads += 1
+        self._reset_pending = True
+        self._reset()
+
+    def _reset(self) -> None:
+        """Drop prefix-cache blocks of older weights: vLLM refuses while requests hold blocks (resident
+        continuous requests), so a refusal is retried once none is resident (``_retry_reset``); the salt keeps
+        the old blocks unreachable meanwhile."""
+        if self.llm.reset_prefix_cache() is False:
+            log.info("vLLM refused to reset the prefix cache (blocks in use); salted apart, retried later")
+        else:
+            self._reset_pending = False
+
+    def _retry_reset(self) -> None:
+        if self._reset_pending and not self._live:
+            self._reset()
+
+    def _check_sampling(self, sampling: SamplingConfig) -> None:
+        """Refuse sampling through speculation where it is not exact (docs/speculative.md), for every request
+        (evaluation's temperature as much as the rollout's)."""
+        if self._sample_exactly and sampling.temperature > 0:
+            raise RolloutError(
+                f"temperature={sampling.temperature} with rollout.speculative.method={self._speculation}: "
+                "speculation shifted the sampled distribution on this vLLM build (docs/speculative.md); sample "
+                "at temperature 0, set method=off, or unverified_sampling=true to measure it"
+            )
 
     def _params(self, sampling: SamplingConfig, seed: int | None, *, delta: bool = False) -> Any:
         from vllm import SamplingParams
@@ -153,11 +212,11 @@ class VLLMEngine:
         if self._asleep:
             raise RolloutError("the vLLM engine is asleep; call wake() before generating")
         check_prompts(prompts, self.max_model_len)
-        from vllm.inputs import TokensPrompt
-
+        self._check_sampling(sampling)
         engine = self.llm.llm_engine
         if engine.get_num_unfinished_requests() > len(self._live):
             raise RolloutError("the vLLM engine already has requests in flight; one stream at a time")
+        self._retry_reset()
         where: dict[str, tuple[int, int]] = {}
         for i, prompt in enumerate(prompts):
             for j in range(sampling.n):
@@ -165,7 +224,7 @@ class VLLMEngine:
                 rid = f"rrl-{self._counter}"
                 engine.add_request(
                     rid,
-                    TokensPrompt(prompt_token_ids=list(prompt)),
+                    self._prompt(prompt),
                     self._params(sampling, sampling.seed_for(i, j)),
                     lora_request=self._lora,
                 )
@@ -196,11 +255,10 @@ class VLLMEngine:
         Used to compare the engine with the trainer on identical sequences, e.g. after a hand-off.
         """
         from vllm import SamplingParams
-        from vllm.inputs import TokensPrompt
 
         check_prompts(sequences, self.max_model_len)
         params = SamplingParams(max_tokens=1, temperature=0.0, prompt_logprobs=0)
-        prompts = [TokensPrompt(prompt_token_ids=list(s)) for s in sequences]
+        prompts = [self._prompt(s) for s in sequences]
         # LLM.generate steps until the engine is empty: with resident continuous requests, score alone
         outs = self._score_beside_live(prompts, params) if self._live else None
         if outs is None:
@@ -239,14 +297,14 @@ class VLLMEngine:
         if self._asleep:
             raise RolloutError("the vLLM engine is asleep; call wake() before generating")
         check_prompts([r.prompt_ids for r in requests], self.max_model_len)
-        from vllm.inputs import TokensPrompt
-
         for r in requests:
-            prompt = TokensPrompt(prompt_token_ids=list(r.prompt_ids))
-            if r.cache_salt is not None:
-                prompt["cache_salt"] = r.cache_salt
+            self._check_sampling(r.sampling)
+        for r in requests:
             self.llm.llm_engine.add_request(
-                r.id, prompt, self._params(r.sampling, r.seed, delta=r.deltas), lora_request=self._lora
+                r.id,
+                self._prompt(r.prompt_ids),
+                self._params(r.sampling, r.seed, delta=r.deltas),
+                lora_request=self._lora,
             )
             self._live.add(r.id)
             if not r.deltas:
@@ -268,6 +326,7 @@ class VLLMEngine:
             )
             if out.finished:
                 self._live.discard(out.request_id)
+                self._retry_reset()
                 if self.drafts is not None and out.request_id in self._whole:  # a whole response: a source
                     self.drafts.record(list(out.prompt_token_ids or []), token_ids)
                 self._whole.discard(out.request_id)
@@ -290,6 +349,7 @@ class VLLMEngine:
         self._live.difference_update(ids)
         self._whole.difference_update(ids)
         self._held = [o for o in self._held if o.request_id not in set(ids)]
+        self._retry_reset()
 
     def running(self) -> int:
         """The scheduler's running batch (in-process engine core); unfinished requests where it is hidden."""
@@ -307,8 +367,8 @@ class VLLMEngine:
         return outs
 
     def weight_fingerprints(self) -> EngineWeights:
-        """Checksums of the weights vLLM computes with, under its own (fused) names; see ``_fingerprint_model``."""
-        found = self.llm.apply_model(_fingerprint_model)
+        """Checksums of the weights vLLM computes with, under its own (fused) names; see ``fingerprint_model``."""
+        found = self.llm.apply_model(fingerprint_model)
         if len(found) != 1:  # tensor-parallel shards would need per-shard bookkeeping of replicated params
             raise RolloutError(
                 f"the freshness check reads one model per engine; this engine has {len(found)} "
@@ -325,20 +385,22 @@ class VLLMEngine:
         warns for every layer that received no tensor and puts that layer's previous tensors back. Both are
         expected: the rotary cos/sin cache is computed from the config and is in no checkpoint, and a tied head
         has no weight of its own (``named_parameters`` yields the shared embedding once), which
-        ``_refresh_tied_head`` re-ties to the new embedding right below. ``rrl train`` hides vLLM's warnings
+        ``refresh_tied_head`` re-ties to the new embedding right below. ``rrl train`` hides vLLM's warnings
         unless ``logging.engine_logs``; the e2e tests check the engine's log-probs against the trainer's after
         every hand-off (gap < 1e-3).
         """
         self.llm.collective_rpc(
             "reload_weights", kwargs={"weights_iterator": iter(named_tensors), "is_checkpoint_format": True}
         )
-        self.llm.apply_model(_refresh_tied_head)
-        self.llm.reset_prefix_cache()
+        self.llm.apply_model(refresh_tied_head)
+        self._loaded()
 
     def load_adapter(self, named_tensors: Iterable[tuple[str, torch.Tensor]], config: dict[str, Any]) -> None:
         """Serve the base model with this LoRA adapter through vLLM's LoRA support (``AdapterEngine``; the
         engine must be built with ``enable_lora``): the tensors (PEFT keys) are written as a PEFT adapter
-        directory, which ``add_lora`` loads in place of the previous one; every request then carries it."""
+        directory, which ``add_lora`` loads in place of the previous one; every request then carries it. Each
+        adapter gets a fresh directory and the replaced one is removed once vLLM holds the new one (the last at
+        ``close``, garbage collection or exit)."""
         import json
         import tempfile
         from pathlib import Path
@@ -346,16 +408,22 @@ class VLLMEngine:
         from safetensors.torch import save_file
         from vllm.lora.request import LoRARequest
 
-        if self._lora_dir is None:
-            self._lora_dir = tempfile.mkdtemp(prefix="rrl-lora-")
-        root = Path(self._lora_dir)
-        tensors = {name: t.detach().cpu().contiguous() for name, t in named_tensors}
-        save_file(tensors, str(root / ADAPTER_WEIGHTS))
-        (root / ADAPTER_CONFIG).write_text(json.dumps(config), encoding="utf-8")
-        self._lora = LoRARequest("policy", 1, str(root), load_inplace=True)
-        if not self.llm.llm_engine.add_lora(self._lora):
-            raise RolloutError(f"vLLM did not load the LoRA adapter written to {root}")
-        self.llm.reset_prefix_cache()
+        root = Path(tempfile.mkdtemp(prefix="rrl-lora-"))
+        cleanup = weakref.finalize(self, shutil.rmtree, str(root), ignore_errors=True)
+        try:
+            tensors = {name: t.detach().cpu().contiguous() for name, t in named_tensors}
+            save_file(tensors, str(root / ADAPTER_WEIGHTS))
+            (root / ADAPTER_CONFIG).write_text(json.dumps(config), encoding="utf-8")
+            lora = LoRARequest("policy", 1, str(root), load_inplace=True)
+            if not self.llm.llm_engine.add_lora(lora):
+                raise RolloutError(f"vLLM did not load the LoRA adapter written to {root}")
+        except BaseException:
+            cleanup()
+            raise
+        if self._cleanup is not None:
+            self._cleanup()  # the replaced adapter's directory
+        self._lora, self._lora_dir, self._cleanup = lora, str(root), cleanup
+        self._loaded()
 
     def adapter_fingerprints(self) -> EngineWeights:
         """Checksums of the adapter file vLLM loaded (what its LoRA loader read), under PEFT keys."""
@@ -387,60 +455,12 @@ class VLLMEngine:
     def asleep(self) -> bool:
         return self._asleep
 
-
-def _fingerprint_model(model: torch.nn.Module) -> tuple[dict[str, Fingerprint], dict[str, list[str]]]:
-    """Fingerprint every parameter of the served model, read back from where vLLM computes with it.
-
-    On CPU vLLM pre-packs each linear layer's weight for oneDNN/SGL kernels and leaves an empty ``weight``;
-    that layer's weight is recovered exactly by running its packed GEMM on the identity (x = I gives
-    x @ W^T = W^T: every output is one product with 1.0 plus exact zeros), so the check sees what the
-    kernels use, not a stale copy. Shared (tied) parameters are counted once, under their first name.
-    """
-    named: list[tuple[str, torch.Tensor]] = []
-    seen: set[int] = set()
-    with torch.no_grad():
-        for mod_name, mod in model.named_modules():
-            for p_name, p in mod.named_parameters(recurse=False):
-                if id(p) in seen:
-                    continue
-                seen.add(id(p))
-                full = f"{mod_name}.{p_name}" if mod_name else p_name
-                if p.numel() == 0 and p_name == "weight" and hasattr(mod, "cpu_linear"):
-                    k = int(mod.input_size_per_partition)
-                    eye = torch.eye(k, dtype=p.dtype, device=p.device)
-                    named.append((full, mod.cpu_linear(eye, p, None).t()))
-                else:
-                    named.append((full, p))
-        fingerprints = fingerprint_tensors(named)
-    packed = {k: list(v) for k, v in (getattr(model, "packed_modules_mapping", None) or {}).items()}
-    return fingerprints, packed
-
-
-def _refresh_tied_head(model: torch.nn.Module) -> bool:
-    """Re-tie the LM head to the (reloaded) embedding and re-run its post-load step.
-
-    vLLM's layer-wise reload installs new embedding parameters and re-processes only modules whose
-    weights it loaded; a tied head keeps pointing at the OLD embedding (and on CPU at an old pre-packed
-    GEMM weight). Measured on the tiny model without this: sampled-token log-prob gap ~21 nats.
-    """
-    config = getattr(model, "config", None)
-    head = getattr(model, "lm_head", None)
-    if not getattr(config, "tie_word_embeddings", False) or head is None or not hasattr(head, "tie_weights"):
-        return False
-    from vllm.model_executor.layers.vocab_parallel_embedding import ParallelLMHead, VocabParallelEmbedding
-
-    embeds = [
-        m
-        for m in model.modules()
-        if isinstance(m, VocabParallelEmbedding) and not isinstance(m, ParallelLMHead)
-    ]
-    if len(embeds) != 1:
-        raise RolloutError(
-            f"tied LM head but {len(embeds)} input embeddings found; cannot re-tie after reload"
-        )
-    head.tie_weights(embeds[0])
-    head.quant_method.process_weights_after_loading(head)
-    return True
+    def close(self) -> None:
+        """At shutdown: remove the live adapter's directory (otherwise removed when the engine is collected
+        or the process exits)."""
+        if self._cleanup is not None:
+            self._cleanup()
+        self._lora, self._lora_dir, self._cleanup = None, None, None
 
 
 def _to_completion(

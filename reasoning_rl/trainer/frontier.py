@@ -13,9 +13,9 @@ logged once. A resumed run takes the same path from the checkpoint's ``state()``
 are graded again (the grade cache makes that cheap), partial ones resubmitted, so no prompt is lost or drawn
 twice. ``max_lag = 0`` is the synchronous step: ``B`` groups admitted and all of them trained.
 
-Prefix-cache safety: every request carries the cache salt of the version it was admitted at, so a request
-admitted after a hand-off never hits blocks computed with older weights (a prefix-cache reset is a no-op
-while requests are running).
+Prefix-cache safety is the engine's: it salts every request it admits with the weights it holds, so a
+request admitted after a hand-off never hits blocks computed with older weights (vLLM refuses a prefix-cache
+reset while requests are running).
 """
 
 from __future__ import annotations
@@ -109,7 +109,7 @@ class Frontier:
         """Step ``step``'s ``B`` graded groups (trainer and engine at version ``step - 1``) and its rollout metrics."""
         version = step - 1
         t0 = time.time()
-        self._resubmit(version)
+        self._resubmit()
         self._admit(version, step)
         n = self.sampling(0).n
         full = FULL_SHARE * self.schedule.capacity * n
@@ -173,19 +173,19 @@ class Frontier:
             self.groups[ticket] = group
             self.done[ticket] = 0
             for j in range(self.sampling(0).n):
-                requests.append(self._request(Partial(ticket, j), version))
+                requests.append(self._request(Partial(ticket, j)))
         self.engine.submit(requests)
 
-    def _resubmit(self, version: int) -> None:
+    def _resubmit(self) -> None:
         if not self.waiting:
             return
-        self.engine.submit([self._request(p, version) for p in self.waiting])
+        self.engine.submit([self._request(p) for p in self.waiting])
         self.resubmitted += len(self.waiting)
         self.waiting = []
 
-    def _request(self, part: Partial, version: int) -> Request:
+    def _request(self, part: Partial) -> Request:
         """The request of a sample: its prompt plus what it generated before (a resubmission), the rest of
-        the token budget, its seed, and the salt of the version whose weights compute its cache."""
+        the token budget and its seed (the engine salts its prefix cache with the weights it holds)."""
         group = self.groups[part.ticket]
         sampling = self.sampling(0)
         seed = None if group.seed is None else group.seed + part.sample + 7919 * len(part.token_ids)
@@ -199,7 +199,6 @@ class Frontier:
             list(self.prompts[group.prompt_index].token_ids) + part.token_ids,
             sampling,
             seed,
-            cache_salt=f"v{version}",
             deltas=self.schedule.max_lag > 0,  # sync: no request outlives its weights, one output each
             group=part.ticket,
         )

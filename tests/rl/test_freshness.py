@@ -15,7 +15,7 @@ from reasoning_rl.freshness import FreshnessGate, Probe, WeightSyncError
 from reasoning_rl.handoff import push_weights
 from reasoning_rl.policy import Policy
 from reasoning_rl.policy.batch import TokenBatch
-from reasoning_rl.rollout import make_engine
+from reasoning_rl.rollout import Request, SamplingConfig, make_engine
 from reasoning_rl.rollout.fingerprints import (
     EngineWeights,
     compare_fingerprints,
@@ -246,6 +246,33 @@ def test_vllm_renamed_and_dropped_tensors_fail_and_correct_passes(tiny_model_dir
     engine.load_weights = good
     stats = push_weights(policy, engine, gate=gate, step=5)
     assert stats.check is not None and stats.check.probe_gap < 1e-4 and stats.check.tensors_checked == 16
+
+
+@pytest.mark.vllm
+@pytest.mark.slow
+def test_generation_probe_catches_stale_prefix_cache_kv(tiny_model_dir, policy, monkeypatch):
+    """Issue 41: prompt log-probs never read the prefix cache, so only the generation probe sees stale KV. With
+    a continuous request resident (vLLM then refuses to reset the prefix cache) the engine, which salts every
+    request with the weights it holds, passes every hand-off; with a salt that never changes (what streams
+    carried before) the second hand-off after it fails: the probe context's blocks of the previous one are hit."""
+    os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+    engine = make_engine("vllm", str(tiny_model_dir), max_model_len=256, kv_cache_memory_bytes=64 << 20)
+    gate = FreshnessGate.for_run(engine, PROMPTS, None)
+    resident = SamplingConfig(temperature=1.0, max_tokens=200, seed=1, ignore_eos=True)
+    engine.submit([Request("resident", PROMPTS[0], resident, 1)])
+    for step in (1, 2):
+        _train(policy, step)
+        check = push_weights(policy, engine, gate=gate, step=step).check
+        assert check is not None and check.generation_gap < 1e-4
+    assert engine.llm.reset_prefix_cache() is False  # the resident request holds blocks: nothing was dropped
+    monkeypatch.setattr(type(engine), "cache_salt", property(lambda self: "unsalted"))
+    _train(policy, 3)
+    push_weights(policy, engine, gate=gate, step=3)  # caches the probe context under the fixed salt
+    _train(policy, 4)
+    with pytest.raises(
+        WeightSyncError, match=r"step 4: generation probe gap .* exceeds the tolerance 0\.005"
+    ):
+        push_weights(policy, engine, gate=gate, step=4)
 
 
 @pytest.mark.slow

@@ -277,9 +277,13 @@ def test_split_handoff_sends_only_the_adapters_and_a_dropped_one_stops_the_step(
 
 @pytest.mark.slow
 @pytest.mark.vllm
-def test_split_handoff_into_vllm_lora(lora_policy, tiny_model_dir, wire_module):
+def test_split_handoff_into_vllm_lora(lora_policy, tiny_model_dir, wire_module, tmp_path, monkeypatch):
     """vLLM CPU serves the base + the adapter with its LoRA kernels (enable_lora): the gate passes, the probe
-    gap is fp32 noise, and an adapter tensor dropped before vLLM loads the adapter fails the step by name."""
+    gap is fp32 noise, and an adapter tensor dropped before vLLM loads the adapter fails the step by name.
+    Issue 41: the adapter directory vLLM loads from is removed when the adapter is replaced and at ``close``."""
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where the engine writes its adapter dirs
     os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
     engine = make_engine(
         "vllm",
@@ -290,10 +294,13 @@ def test_split_handoff_into_vllm_lora(lora_policy, tiny_model_dir, wire_module):
         max_loras=1,
         max_lora_rank=8,
     )
+    dirs = []
     for step in (1, 2):
         _train(lora_policy, step)
         received, _ = _split_handoff(lora_policy, engine, step)
         assert received.check is not None and received.check.probe_gap < 1e-4
+        dirs.append(sorted(tmp_path.glob("rrl-lora-*")))
+    assert len(dirs[0]) == len(dirs[1]) == 1 and dirs[0] != dirs[1]  # the replaced adapter's dir is gone
     name = "base_model.model.model.layers.1.self_attn.v_proj.lora_A.weight"
     good = engine.load_adapter
     engine.load_adapter = lambda it, config: good(((n, t) for n, t in it if n != name), config)
@@ -302,6 +309,8 @@ def test_split_handoff_into_vllm_lora(lora_policy, tiny_model_dir, wire_module):
         WeightSyncError, match=rf"hand-off of step 3: tensor {name}: the engine has no parameter"
     ):
         _split_handoff(lora_policy, engine, 3)
+    engine.close()
+    assert not list(tmp_path.glob("rrl-lora-*"))
 
 
 def test_adapters_are_refused_on_other_base_weights(lora_policy, tiny_model_dir, tmp_path):

@@ -306,6 +306,25 @@ def test_offloaded_states_must_fit_the_host(tmp_path: Path) -> None:
     assert plan_run(cfg, shape, host_capacity=512 * GiB, **run).fits
 
 
+def test_the_group_drafters_host_memory_is_in_the_plan(tmp_path: Path) -> None:
+    """Issue 41: the group drafter keeps up to ``group_max_bytes`` of samples in host memory per engine: a line of
+    the plan, and counted against the host with the offloaded states."""
+    spec = {"method": "group", "group_max_bytes": 40 * GiB}
+    rollout = {"max_tokens": 4096, "temperature": 0.0, "speculative": spec}
+    cfg, shape = tiny_config(tmp_path, QWEN7, rollout=rollout, model={"cpu_offload": True})
+    run = dict(device="cuda", dtype="bfloat16", capacity=H200, world=1, max_model_len=4608, engine=True)
+    plan = plan_run(cfg, shape, host_capacity=160 * GiB, **run)
+    assert plan.drafts == 40 * GiB
+    assert "host memory for the group drafter's samples 40.0 GiB at most" in plan.lines()
+    assert plan.problem is not None and "and the group drafter up to 40.0 GiB" in plan.problem
+    fits = cfg.model_copy(deep=True)
+    fits.rollout.speculative.group_max_bytes = 1 << 30
+    assert plan_run(fits, shape, host_capacity=160 * GiB, **run).problem is None
+    off = cfg.model_copy(deep=True)
+    off.rollout.speculative.method = "off"
+    assert plan_run(off, shape, host_capacity=160 * GiB, **run).drafts == 0
+
+
 def test_the_step_two_oom_of_issue_36_is_predicted(tmp_path: Path) -> None:
     """The H200 run of issue 36 (Qwen2.5-1.5B shape, 8,192-token responses, vLLM awake at 0.3 of the device):
     4 sequences per micro-batch died in step 2 (AdamW's state arriving), 2 ran with a 98 GiB peak. The plan

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 
@@ -244,14 +245,14 @@ def test_continuous_requests_cross_a_handoff_and_never_reuse_older_cache(
     tiny_model_dir, vllm_engine, prompts
 ):
     """Issue 31: a resident request keeps generating across a weight hand-off (and beside a stream); a request
-    admitted after it, salted with the new version, finds none of the blocks computed with the old weights,
-    while the old salt would still hit them (the poison is there), and its tokens come from the new weights."""
+    admitted after it finds none of the blocks computed with the old weights although vLLM refused to drop them
+    (the poison is there: the engine's salt keeps it apart), and its tokens come from the new weights."""
     policy = Policy.from_pretrained(str(tiny_model_dir), lr=3e-2, micro_batch_tokens=256)
     push_weights(policy, vllm_engine)  # version 0 = the policy's weights
     long = [7 + (i * 13) % 80 for i in range(200)]  # past one 128-token CPU block: its first block is cached
     s = SamplingConfig(temperature=1.0, max_tokens=30, seed=11)
     one = s.model_copy(update={"max_tokens": 1})
-    vllm_engine.submit([Request("c-old", long, one, 1, "v0"), Request("c-live", long, s, 2, "v0")])
+    vllm_engine.submit([Request("c-old", long, one, 1), Request("c-live", long, s, 2)])
     first = _drain(vllm_engine, {"c-old"})
     assert not first["c-live"]["finished"]
     assert vllm_engine.generate(prompts[:1], GREEDY)[0].token_ids  # a stream beside the resident request
@@ -262,14 +263,45 @@ def test_continuous_requests_cross_a_handoff_and_never_reuse_older_cache(
     for _ in range(3):
         policy.train_step(batch, adv, batch.rollout_logprobs, None, LossConfig())
     push_weights(policy, vllm_engine)  # version 1, with c-live resident
+    assert vllm_engine.llm.reset_prefix_cache() is False  # vLLM keeps the old blocks while c-live runs
 
-    vllm_engine.submit([Request("c-new", long, one, 3, "v1"), Request("c-stale", long, one, 4, "v0")])
-    rest = _drain(vllm_engine, {"c-live", "c-new", "c-stale"})
+    vllm_engine.submit([Request("c-new", long, one, 3)])
+    rest = _drain(vllm_engine, {"c-live", "c-new"})
     assert len(first["c-live"]["tokens"]) + len(rest["c-live"]["tokens"]) == 30  # continued, never restarted
-    assert rest["c-new"]["cached"] == 0  # new salt: no block of the old weights
-    assert rest["c-stale"]["cached"] == 128  # the old salt would have reused them
+    assert rest["c-new"]["cached"] == 0  # the engine's new salt: no block of the old weights
     new_lp, _ = policy.logprobs(build_batch_from(long, rest["c-new"]["tokens"]))
     assert abs(rest["c-new"]["logprobs"][0] - float(new_lp[0, 0])) < 1e-3  # sampled from the new weights
+
+
+@pytest.mark.vllm
+@pytest.mark.slow
+def test_a_stream_after_a_handoff_beside_resident_requests_computes_with_the_new_weights(
+    tiny_model_dir, vllm_engine, prompts, caplog
+):
+    """Issue 41: with a continuous request resident vLLM refuses the hand-off's prefix-cache reset, and an eval
+    stream whose prompt's first block was cached under the old weights must not reuse it: its log-probs equal
+    the trainer's recompute (an unsalted stream read the stale block: 0.13 nats off)."""
+    policy = Policy.from_pretrained(str(tiny_model_dir), lr=3e-2, micro_batch_tokens=256)
+    push_weights(policy, vllm_engine)
+    long = [9 + (i * 7) % 80 for i in range(200)]  # past one 128-token CPU block
+    resident = SamplingConfig(temperature=1.0, max_tokens=200, seed=5, ignore_eos=True)
+    vllm_engine.submit([Request("r-live", prompts[0], resident, 5)])
+    before = vllm_engine.generate([long], GREEDY)[0]  # caches the first block of ``long`` (old weights)
+    comps = vllm_engine.generate(prompts, SamplingConfig(n=4, max_tokens=10, seed=3))
+    batch = build_batch(comps)
+    adv = compute_advantages("grpo", torch.rand(len(comps)), torch.tensor([c.prompt_index for c in comps]))
+    for _ in range(3):
+        policy.train_step(batch, adv, batch.rollout_logprobs, None, LossConfig())
+    with caplog.at_level(logging.INFO, logger="reasoning_rl.rollout.vllm_engine"):
+        push_weights(policy, vllm_engine)
+    assert "vLLM refused to reset the prefix cache" in caplog.text  # acted on (salted apart), not ignored
+    assert vllm_engine.llm.reset_prefix_cache() is False  # r-live holds blocks: the old ones stay
+    after = vllm_engine.generate([long], GREEDY)[0]
+    old_lp = _max_diff([before.logprobs], policy.logprobs(build_batch_from(long, before.token_ids))[0])
+    assert old_lp > 0.05, "training did not move the weights enough for this test to be meaningful"
+    new_lp, _ = policy.logprobs(build_batch_from(long, after.token_ids))
+    assert _max_diff([after.logprobs], new_lp) <= 1e-3
+    vllm_engine.abort(["r-live"])
 
 
 def build_batch_from(prompt: list[int], tokens: list[int]) -> TokenBatch:

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import random
 
+import numpy as np
 import pytest
 
 from reasoning_rl.config import ConfigError, SpeculativeConfig, load_config
 from reasoning_rl.factory import check_speculative
 from reasoning_rl.rollout import Completion, DraftCounts
-from reasoning_rl.rollout.group_drafts import GroupDrafts
+from reasoning_rl.rollout.group_drafts import ENTRY_BYTES, TOKEN_BYTES, GroupDrafts, prompt_key
 from reasoning_rl.trace import TraceWriter, read_trace
 from reasoning_rl.trainer.speculation import draft_metrics, trace_drafts
 
@@ -18,7 +19,7 @@ BASE = {"model": {"path": "unused"}, "data": {"train": {"generator": "arithmetic
 
 
 def _drafts(**kw: int) -> GroupDrafts:
-    args = dict(lookup_min=2, lookup_max=4, samples_per_prompt=4, max_prompts=8) | kw
+    args = dict(lookup_min=2, lookup_max=4, samples_per_prompt=4, max_bytes=1 << 20) | kw
     return GroupDrafts(**args)
 
 
@@ -37,7 +38,7 @@ def test_no_draft_ever_comes_from_another_prompt():
     """Random prompts and responses over a tiny vocabulary (so n-grams collide across prompts): every draft
     is a contiguous piece of one of that prompt's own recorded responses."""
     rng = random.Random(0)
-    d = _drafts(samples_per_prompt=64, max_prompts=64)
+    d = _drafts(samples_per_prompt=64)
     prompts = [[rng.randrange(5) for _ in range(4)] + [100 + i] for i in range(12)]  # distinct prompts
     own: dict[int, list[list[int]]] = {i: [] for i in range(len(prompts))}
     for _ in range(120):
@@ -79,20 +80,65 @@ def test_longest_match_wins_and_separators_are_never_crossed():
     assert [d.propose([3], [3, *[1, 2, 9, 1, 2, 8, 1, 2][:i]], 1) for i in (2, 5, 8)] == [[9], [8], [7]]
 
 
-def test_memory_is_bounded_per_prompt_and_in_prompts():
-    d = _drafts(samples_per_prompt=2, max_prompts=3)
+def test_memory_is_bounded_per_prompt_and_in_bytes():
+    one = ENTRY_BYTES + TOKEN_BYTES * 5 + 8  # a prompt with one 4-token sample
+    d = _drafts(samples_per_prompt=2, max_bytes=3 * one)
     p = [1]
     for k in range(5):
         d.record(p, [k, 20 + k, 30 + k, 40 + k])
     assert d.samples(p) == 2
     assert d.propose(p, [0, 20], 1) == []  # the oldest samples were dropped, their n-grams with them
     assert d.propose(p, [4, 24], 1) == [34]
-    for q in range(2, 6):
+    for q in range(2, 5):
         d.record([q], [1, 2, 3, 4])
-    assert len(d) == 3 and d.samples(p) == 0  # least recently used prompt dropped
-    assert d.propose([5], [1, 2], 1) == [3]
+    assert len(d) == 3 and d.samples(p) == 0 and d.nbytes == 3 * one  # least recently used prompt dropped
+    assert d.propose([4], [1, 2], 1) == [3]
     d.record([9], [1, 2])  # too short to draft from: not kept
-    assert d.samples([9]) == 0
+    d.record([9], list(range(3 * one)))  # larger than the whole bound: not kept
+    assert d.samples([9]) == 0 and d.nbytes == 3 * one
+
+
+def test_the_byte_bound_holds_under_a_flood_of_samples():
+    """Issue 41: bounded in bytes, not counts (a count bound let 1k-token samples take 14-16 GiB): the index's
+    own tally stays within ``max_bytes`` after every record, and so does what it really allocated."""
+    import tracemalloc
+
+    rng = np.random.default_rng(0)
+    bound = 1 << 20
+    tracemalloc.start()
+    try:
+        base = tracemalloc.get_traced_memory()[0]
+        d, peak = _drafts(samples_per_prompt=16, max_bytes=bound), 0
+        for i in range(1500):  # ~20x the bound, over 300 prompts, one of them with samples of 1/4 the bound
+            prompt = [int(rng.integers(300))] if i % 50 else [999]
+            size = int(rng.integers(50, 1500)) if i % 50 else int(rng.integers(20_000, 40_000))
+            d.record(prompt, rng.integers(0, 50_000, size, dtype=np.int32))
+            assert d.nbytes <= bound
+            peak = max(peak, d.nbytes)
+        held = tracemalloc.get_traced_memory()[0] - base
+    finally:
+        tracemalloc.stop()
+    assert held <= 1.1 * bound, f"the index allocated {held} bytes for a {bound}-byte bound"
+    assert peak > 0.95 * bound  # the flood filled it: the bound was what held
+
+
+def test_eviction_is_incremental_and_equals_a_rebuild():
+    """Dropping the oldest sample cuts the arrays (no rebuild); the result is the index built from scratch out
+    of the samples still kept, and proposes the same drafts."""
+    rng = np.random.default_rng(1)
+    samples = [rng.integers(0, 6, int(rng.integers(3, 40))).tolist() for _ in range(9)]
+    evicted, rebuilt = _drafts(samples_per_prompt=3), _drafts(samples_per_prompt=3)
+    for sample in samples:
+        evicted.record([7], sample)
+    for sample in samples[-3:]:
+        rebuilt.record([7], sample)
+    a, b = evicted._entries[prompt_key([7])], rebuilt._entries[prompt_key([7])]
+    assert a.starts == b.starts and np.array_equal(a.tokens, b.tokens) and np.array_equal(a.keys, b.keys)
+    assert a.tokens.base is None and a.keys.base is None  # copies: the dropped samples' memory is released
+    assert evicted.nbytes == rebuilt.nbytes
+    for _ in range(300):
+        ctx = [7] + rng.integers(0, 6, int(rng.integers(2, 8))).tolist()
+        assert evicted.propose([7], ctx, 4) == rebuilt.propose([7], ctx, 4)
 
 
 def test_bad_windows_are_refused():
@@ -104,8 +150,6 @@ def test_group_proposer_drafts_each_row_from_its_own_requests_prompt():
     """The vLLM glue: a batch row finds its request (input batch -> requests -> prompt), so two rows whose
     contexts end alike still draft from their own prompts' samples; rows with no room or no sample get []."""
     from types import SimpleNamespace
-
-    import numpy as np
 
     from reasoning_rl.rollout.vllm_drafter import (
         GroupProposer,
@@ -289,6 +333,21 @@ def test_greedy_tokens_identical_with_speculation_and_drafts_accepted(spec_runs,
     assert all(d is not None for d in cont["drafts"]) and sum(d["accepted"] for d in cont["drafts"]) > 0
     if method == "group":  # 2 streamed rounds x 2 samples, then the 2 whole continuous ones
         assert spec_runs[method]["group_samples_kept"] == 6
+
+
+@pytest.mark.vllm
+@pytest.mark.slow
+@pytest.mark.parametrize("method", ["off", "ngram", "group"])
+def test_the_engine_refuses_every_sampled_request_while_speculating(spec_runs, method):
+    """Issue 41: the refusal of temperature > 0 is the engine's, for every request (an eval at 0.8 as much as
+    the rollout), not only the config's ``rollout.temperature``; without speculation sampling is served."""
+    refused = spec_runs[method]["sampling_refused"]
+    if method == "off":
+        assert refused == {"stream": None, "submit": None}
+        return
+    for line in refused.values():
+        assert line is not None and "\n" not in line
+        assert line.startswith(f"temperature=0.8 with rollout.speculative.method={method}: ")
 
 
 @pytest.mark.vllm
