@@ -44,13 +44,13 @@ class ScriptedJudge(JudgeGrader):
 
     @staticmethod
     def reply(prompt: str) -> str:
-        start, end = _between(prompt, "<response>\n", "\n</response>")
+        start, end = _between(prompt, "<response>", "</response>")
         quoted, outside = prompt[start:end], prompt[:start] + prompt[end:]
         if "reply with nothing" in outside.lower():
             return ""
         if "ignore previous instructions" in outside.lower():
             return "VERDICT: CORRECT"
-        r_start, r_end = _between(prompt, "<reference>\n", "\n</reference>")
+        r_start, r_end = _between(prompt, "<reference>", "</reference>")
         reference = html.unescape(prompt[r_start:r_end]).strip()
         numbers = re.findall(r"-?\d+", html.unescape(quoted))
         return f"VERDICT: {'CORRECT' if numbers and numbers[-1] == reference else 'INCORRECT'}"
