@@ -11,12 +11,21 @@ import pytest
 
 import graders
 from graders.compose import no_answer
+from graders.selftest import golden_cases
 from tests.graders.model_grader_fakes import ScriptedJudge
 from tests.trainer.test_cli_runs import hf_config
 from tests.trainer.test_train_e2e import metrics, train
 
 pytestmark = pytest.mark.slow
 JUDGE = "tests.graders.model_grader_fakes:ScriptedJudge"
+
+
+def _samples(run: Path) -> list[dict]:
+    return [
+        json.loads(x)
+        for step in (1, 2, 3)
+        for x in (run / "samples" / f"step_{step}.jsonl").read_text().splitlines()
+    ]
 
 
 def test_grpo_trains_with_a_fallback_judge(tmp_path: Path, tiny_model_dir: Path) -> None:
@@ -57,3 +66,14 @@ def test_grpo_trains_with_a_fallback_judge(tmp_path: Path, tiny_model_dir: Path)
             else:
                 assert "judge" not in parts and s["verdict"] == math.verdict
     assert asked  # the random policy leaves answers out: the fallback was exercised
+    # the judge's latency and grade count reach the trace and `rrl report`'s grader table
+    from reasoning_rl.report import analyze, load_run
+
+    by_name = {g.grader: g for g in analyze(load_run(run)).graders}
+    golden = {
+        name: len(golden_cases(graders.get(name) if name == "math" else ScriptedJudge())[0])
+        for name in ("math", "judge")
+    }
+    assert by_name["scripted_judge"].reported_count == asked + golden["judge"]  # the pre-run selftest too
+    assert {"p50", "p95", "p99", "max"} <= set(by_name["scripted_judge"].reported_ms)
+    assert by_name["math"].reported_count == len(_samples(run)) + golden["math"]
