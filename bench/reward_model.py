@@ -1,5 +1,5 @@
 """Reward-model scoring throughput on the CPU (issue 48): the tiny random reward model
-(``reasoning_rl.tiny.build_tiny_reward_model``: 2 layers, hidden 64, char tokenizer) scores 256 (prompt,
+(``reasoning_rl.tiny.build_tiny_reward_model``: 2 layers, hidden 64, char tokenizer) scores 64 (prompt,
 response) pairs (responses 40-400 characters) through ``RewardModelGrader.score`` at batch sizes 1, 8 and 32,
 and through the grader's per-response ``grade`` (a batch of one, as the grading pool calls it). Median of 3
 rounds after a warm-up; samples/s of wall time (the machine is shared: the load average is recorded).
@@ -25,7 +25,7 @@ from graders.types import GradeContext
 from reasoning_rl.model_graders import RewardModelGrader
 from reasoning_rl.tiny import build_tiny_reward_model
 
-PAIRS = 256
+PAIRS = 64
 ROUNDS = 3
 OUT = Path(__file__).parent / "out" / "reward_model.json"
 

@@ -39,6 +39,7 @@ def test_grpo_trains_with_a_fallback_judge(tmp_path: Path, tiny_model_dir: Path)
                 {"grader": JUDGE, "name": "judge", "fallback": True},
             ]
         },
+        data={"val": {"generator": "fixed_digit", "size": 3}},
         trainer={"steps": 3},
     )
     proc = train(cfg)
@@ -77,3 +78,10 @@ def test_grpo_trains_with_a_fallback_judge(tmp_path: Path, tiny_model_dir: Path)
     assert by_name["scripted_judge"].reported_count == asked + golden["judge"]  # the pre-run selftest too
     assert {"p50", "p95", "p99", "max"} <= set(by_name["scripted_judge"].reported_ms)
     assert by_name["math"].reported_count == len(_samples(run)) + golden["math"]
+    # evaluation (the same grading path as `rrl eval`) composes the same way
+    evals = [json.loads(x) for x in (run / "eval" / "step_3.jsonl").read_text().splitlines()]
+    assert len(evals) == 3
+    for row in evals:
+        for r in row["responses"]:
+            math = graders.grade("math", r["text"], row["ground_truth"])
+            assert ("judge" in r["rewards"]) == no_answer(math)
