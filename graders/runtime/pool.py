@@ -89,7 +89,6 @@ class GradingPool:
         self._stats: dict[str, GraderStats] = {}
         self._nodes: Counter[str] = Counter()
         self._identities: dict[str, Identity | str] = {}
-        self._option_versions: dict[tuple[str, str], str | None] = {}
         self._out: queue.Queue[list[tuple[GradeRequest, Grade]]] = queue.Queue()
         self._stream_sink: Sink = self._to_stream  # one object, so _deliver can group a chunk by sink
         self._stream_outstanding = 0
@@ -227,19 +226,15 @@ class GradingPool:
                 self._backend.warm(spec)
         return ident
 
-    def _option_version(
-        self, spec: str, version: str, version_for: VersionFor, options: dict[str, Any]
-    ) -> str | None:
-        """The cache version of a grader whose judgements depend on its options' targets (a model directory:
-        its files' hash), once per distinct options; None (no caching) when the hook fails: the grade
-        itself then reports why."""
-        memo = (spec, repr(sorted(options.items())))
-        if memo not in self._option_versions:
-            try:
-                self._option_versions[memo] = f"{version}+{version_for(dict(options))}"
-            except Exception:  # e.g. a missing model directory: that request's grade says so, uncached
-                self._option_versions[memo] = None
-        return self._option_versions[memo]
+    @staticmethod
+    def _option_version(version: str, version_for: VersionFor, options: dict[str, Any]) -> str | None:
+        """The cache version of a grader whose judgements depend on what its options point at (a model
+        directory: its files' hash), asked per request so a model changed mid-run regrades; None (no
+        caching) when the hook fails: the grade itself then reports why."""
+        try:
+            return f"{version}+{version_for(dict(options))}"
+        except Exception:  # e.g. a missing model directory: that request's grade says so, uncached
+            return None
 
     def _stats_for(self, name: str) -> GraderStats:
         stats = self._stats.get(name)
@@ -277,7 +272,7 @@ class GradingPool:
             key = None
             keyed: str | None = version
             if cache is not None and version_for is not None:
-                keyed = self._option_version(req.grader, version, version_for, req.options)
+                keyed = self._option_version(version, version_for, req.options)
             if cache is not None and keyed is not None:
                 key = cache_key(name, keyed, req, context, fields)
                 hit = cache.get(key)
