@@ -48,6 +48,7 @@ class JudgeGrader:
         unknown = sorted(set(options) - set(DEFAULTS))
         if unknown:
             raise ValueError(f"judge: unknown option(s) {unknown}; known: {', '.join(DEFAULTS)}")
+        models.check_path("judge", options)
         opts = {**DEFAULTS, **options}
         if opts["engine"] not in ENGINES:
             raise ValueError(f"judge: option `engine` must be one of {ENGINES}, got {opts['engine']!r}")
@@ -60,9 +61,7 @@ class JudgeGrader:
         return models.model_version(options.get("path"))
 
     def unavailable(self, setup: dict[str, Any]) -> str | None:
-        if not setup.get("path"):
-            return "no model: set the option judge.path (a checkpoint directory)"
-        return None
+        return models.missing_model("judge", setup)
 
     def warm(self) -> None:
         models.warm()

@@ -28,6 +28,26 @@ def model_dir(path: Any) -> Path:
     return root.resolve()
 
 
+def check_path(grader: str, options: dict[str, Any]) -> None:
+    """ValueError naming the option when ``path`` is given and is no directory (checked before any grading)."""
+    if "path" in options:
+        try:
+            model_dir(options["path"])
+        except ModelError as exc:
+            raise ValueError(f"{grader}: {exc}") from None
+
+
+def missing_model(grader: str, setup: dict[str, Any]) -> str | None:
+    """Why the grader cannot run with these setup options (no model directory), or None."""
+    if not setup.get("path"):
+        return f"no model: set the option {grader}.path (a checkpoint directory)"
+    try:
+        model_dir(setup["path"])
+    except ModelError as exc:
+        return str(exc)
+    return None
+
+
 def files_hash(path: Any) -> str:
     """sha256 over every file of the model directory (names and bytes), first 16 hex digits. Re-read only when
     a file's name, size or mtime changed, so asking once per grade costs a directory listing."""

@@ -41,6 +41,7 @@ class RewardModelGrader:
         unknown = sorted(set(options) - set(DEFAULTS))
         if unknown:
             raise ValueError(f"reward_model: unknown option(s) {unknown}; known: {', '.join(DEFAULTS)}")
+        models.check_path("reward_model", options)
         opts = {**DEFAULTS, **options}
         if opts["normalize"] not in NORMALIZE:
             raise ValueError(
@@ -60,9 +61,7 @@ class RewardModelGrader:
         return models.model_version(options.get("path"))
 
     def unavailable(self, setup: dict[str, Any]) -> str | None:
-        if not setup.get("path"):
-            return "no model: set the option reward_model.path (a checkpoint directory)"
-        return None
+        return models.missing_model("reward_model", setup)
 
     def warm(self) -> None:
         models.warm()

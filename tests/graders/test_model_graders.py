@@ -184,3 +184,16 @@ def test_golden_cases_run_with_the_model_and_skip_without(reward_dir: Path, tiny
         ]
         unset = run_selftests(["reward_model", "judge"], pool)
     assert all(r.skipped and "path" in r.skipped for r in unset)
+
+
+def test_a_wrong_model_path_is_named_before_grading(tmp_path: Path) -> None:
+    """Without this the judge's golden cases (all `error`) passed with no model at all."""
+    from graders.selftest import unavailable
+    from reasoning_rl.model_graders import JudgeGrader
+
+    nowhere = str(tmp_path / "nowhere")
+    for grader in (RewardModelGrader(), JudgeGrader()):
+        with pytest.raises(ValueError, match="not a directory"):
+            grader.check_options({"path": nowhere})
+        assert "not a directory" in (unavailable(grader, {"path": nowhere}) or "")
+        assert "path" in (unavailable(grader, {}) or "")
