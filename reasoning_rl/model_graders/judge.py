@@ -23,6 +23,7 @@ DEFAULTS: dict[str, Any] = {
     "device": "auto",
     "max_new_tokens": 16,
     "max_response_chars": 8000,
+    "gpu_memory_utilization": 0.3,  # vLLM only: its share of the device's memory (beside the policy's engine)
 }
 
 
@@ -41,7 +42,7 @@ class JudgeGrader:
     name = "judge"
     version = "1.0.0"
     context_fields = ("prompt",)
-    setup_options = frozenset({"path", "engine", "device"})
+    setup_options = frozenset({"path", "engine", "device", "gpu_memory_utilization"})
     selftest_file = "judge_selftest.jsonl"
 
     def check_options(self, options: dict[str, Any]) -> None:
@@ -55,6 +56,9 @@ class JudgeGrader:
         for key in ("max_new_tokens", "max_response_chars"):
             if isinstance(opts[key], bool) or not isinstance(opts[key], int) or opts[key] < 1:
                 raise ValueError(f"judge: option `{key}` must be an integer >= 1, got {opts[key]!r}")
+        share = opts["gpu_memory_utilization"]
+        if isinstance(share, bool) or not isinstance(share, int | float) or not 0 < share <= 1:
+            raise ValueError(f"judge: option `gpu_memory_utilization` must be in (0, 1], got {share!r}")
 
     def version_for(self, options: dict[str, Any]) -> str:
         """The model directory and its files' hash enter the cache key: a changed judge regrades."""
@@ -141,7 +145,7 @@ def _hf_generate(prompts: list[str], options: dict[str, Any]) -> list[Reply]:
 def _vllm_generate(prompts: list[str], options: dict[str, Any]) -> list[Reply]:
     from vllm import SamplingParams
 
-    llm = models.load("vllm", options["path"], "auto")
+    llm = models.load("vllm", options["path"], "auto", options["gpu_memory_utilization"])
     params = SamplingParams(temperature=0.0, max_tokens=options["max_new_tokens"])
     outputs = llm.chat([[{"role": "user", "content": p}] for p in prompts], params, use_tqdm=False)
     return [Reply(o.outputs[0].text, o.outputs[0].finish_reason == "stop") for o in outputs]

@@ -94,16 +94,16 @@ def warm() -> None:
     import transformers  # noqa: F401
 
 
-def load(kind: str, path: Any, device: str) -> Any:
+def load(kind: str, path: Any, device: str, memory_share: float = 0.3) -> Any:
     """(model, tokenizer) of ``kind`` (``reward``: a one-output sequence classifier; ``causal``: a generative
-    LM) for this process, loaded on first use; ``vllm``: a ``vllm.LLM``. The entry is keyed by the files'
-    hash too, so a changed directory is loaded afresh."""
+    LM) for this process, loaded on first use; ``vllm``: a ``vllm.LLM`` holding ``memory_share`` of the
+    device's memory. The entry is keyed by the files' hash too, so a changed directory is loaded afresh."""
     root = model_dir(path)
-    key = (kind, f"{root}@{files_hash(root)}", device)
+    key = (kind, f"{root}@{files_hash(root)}", f"{device}:{memory_share}")
     with _lock:
         if key not in _loaded:
             try:
-                _loaded[key] = _LOADERS[kind](str(root), device)
+                _loaded[key] = _LOADERS[kind](str(root), device, memory_share)
             except ModelError:
                 raise
             except Exception as exc:  # the model's fault, reported as the grader's error with the cause
@@ -113,7 +113,7 @@ def load(kind: str, path: Any, device: str) -> Any:
         return _loaded[key]
 
 
-def _reward(root: str, device: str) -> tuple[Any, Any]:
+def _reward(root: str, device: str, memory_share: float) -> tuple[Any, Any]:
     import torch
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
@@ -129,7 +129,7 @@ def _reward(root: str, device: str) -> tuple[Any, Any]:
     return model, tokenizer
 
 
-def _causal(root: str, device: str) -> tuple[Any, Any]:
+def _causal(root: str, device: str, memory_share: float) -> tuple[Any, Any]:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -139,10 +139,10 @@ def _causal(root: str, device: str) -> tuple[Any, Any]:
     return model, tokenizer
 
 
-def _vllm(root: str, device: str) -> Any:
+def _vllm(root: str, device: str, memory_share: float) -> Any:
     from vllm import LLM
 
-    return LLM(model=root, seed=0, enforce_eager=True)
+    return LLM(model=root, seed=0, enforce_eager=True, gpu_memory_utilization=memory_share)
 
 
 _LOADERS = {"reward": _reward, "causal": _causal, "vllm": _vllm}
