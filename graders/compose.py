@@ -5,13 +5,19 @@ The one place the composition is computed (the trainer's rollouts and evaluation
 sound: an ``error`` from any component makes the whole sample an ``error`` (masked, never a fake 0), naming
 the component; otherwise the sample's verdict is the first component's (the one accuracy, pass@k and maj@k
 count) and its reward is the weighted sum of every component's score.
+
+A ``fallback`` component (e.g. an LLM judge behind the math grader) is a second opinion asked only when the
+first component found no answer to judge (its grade says ``details["no_answer"]``): the fallback's grade
+then stands in for the first one (verdict and weighted score). Otherwise it is ignored. A fallback that
+errors leaves the first component's grade as it was: a response that gave no answer cannot buy itself a
+masked sample by breaking the judge.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from graders.types import Grade
@@ -25,10 +31,16 @@ class RewardTerm:
     grader: str
     weight: float
     options: dict[str, Any] = field(default_factory=dict)
+    fallback: bool = False  # asked only when the first component found no answer (module docstring)
 
     def __post_init__(self) -> None:
         if not math.isfinite(self.weight):
             raise ValueError(f"reward component {self.name!r}: weight must be finite, got {self.weight!r}")
+
+
+def no_answer(grade: Grade) -> bool:
+    """Whether a grader found no answer in the response (the cue for a ``fallback`` component)."""
+    return grade.verdict == "incorrect" and bool(grade.details.get("no_answer"))
 
 
 @dataclass(frozen=True)
@@ -55,11 +67,37 @@ class ComposedReward:
         }
 
 
-def compose(terms: Sequence[RewardTerm], grades: Sequence[Grade]) -> ComposedReward:
-    """Combine the grades of ``terms`` (same order) into one verdict and a weighted reward."""
+def compose(terms: Sequence[RewardTerm], grades: Sequence[Grade | None]) -> ComposedReward:
+    """Combine the grades of ``terms`` (same order) into one verdict and a weighted reward. A ``fallback``
+    term's grade is read only when the first grade found no answer (it may be None otherwise: not asked)."""
     if not terms or len(terms) != len(grades):
         raise ValueError(f"compose needs one grade per term, got {len(terms)} terms and {len(grades)} grades")
-    pairs = tuple(zip(terms, grades, strict=True))
+    if terms[0].fallback:
+        raise ValueError(f"reward component {terms[0].name!r}: the first component cannot be a fallback")
+    first = grades[0]
+    if first is None:
+        raise ValueError(f"reward component {terms[0].name!r} has no grade")
+    asked, verdict = no_answer(first), first
+    pairs: list[tuple[RewardTerm, Grade]] = []
+    for term, g in zip(terms, grades, strict=True):
+        if term.fallback and not asked:
+            continue  # not asked: the first component found an answer to judge
+        if g is None:
+            raise ValueError(f"reward component {term.name!r} has no grade")
+        if term.fallback and g.verdict == "error":  # the first grade stands; the failure is on record
+            verdict = replace(
+                verdict, details={**verdict.details, "fallback_error": f"{term.name}: {g.reason}"}
+            )
+            continue
+        if term.fallback:
+            verdict = replace(
+                g, reason=f"{g.reason} (fallback {term.name!r}: {terms[0].name!r} found no answer)"
+            )
+        pairs.append((term, g))
+    return _combine(tuple(pairs), verdict)
+
+
+def _combine(pairs: tuple[tuple[RewardTerm, Grade], ...], verdict: Grade) -> ComposedReward:
     for term, g in pairs:
         if g.verdict == "error":
             masked = Grade(
@@ -70,4 +108,4 @@ def compose(terms: Sequence[RewardTerm], grades: Sequence[Grade]) -> ComposedRew
             )
             return ComposedReward(masked, 0.0, pairs)
     reward = sum(term.weight * g.score for term, g in pairs)
-    return ComposedReward(grades[0], float(reward), pairs)
+    return ComposedReward(verdict, float(reward), pairs)

@@ -19,6 +19,10 @@ BUILTIN: dict[str, str] = {
     "lean": "graders.lean:LeanGrader",
     "format": "graders.format:FormatGrader",
     "length": "graders.format:LengthGrader",
+    # Model-backed graders need torch/transformers, so they live on the training side (reasoning_rl), named
+    # here by string only: loading one without torch fails that grader alone (`rrl graders list` says why).
+    "reward_model": "reasoning_rl.model_graders:RewardModelGrader",
+    "judge": "reasoning_rl.model_graders:JudgeGrader",
 }
 
 _registered: dict[str, Grader] = {}

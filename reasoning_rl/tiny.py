@@ -70,3 +70,19 @@ def build_tiny_model(
     model.generation_config.pad_token_id = vocab["<pad>"]
     model.save_pretrained(out, safe_serialization=True)
     return out
+
+
+def build_tiny_reward_model(out_dir: str | Path, *, seed: int = 0, initializer_range: float = 0.5) -> Path:
+    """The tiny model with a one-output score head in place of its LM head: a random reward model that
+    ``AutoModelForSequenceClassification`` loads (the ``reward_model`` grader's tests and bench). The larger
+    init spreads its scores, so different responses score differently."""
+    import torch
+    from transformers import AutoConfig, Qwen2ForSequenceClassification
+
+    out = build_tiny_model(out_dir, seed=seed, initializer_range=initializer_range)
+    config = AutoConfig.from_pretrained(out)
+    config.num_labels = 1
+    config.architectures = ["Qwen2ForSequenceClassification"]
+    torch.manual_seed(seed)
+    Qwen2ForSequenceClassification(config).save_pretrained(out, safe_serialization=True)
+    return out

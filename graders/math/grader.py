@@ -198,11 +198,11 @@ class MathGrader:
         try:
             text = after_think(response)
         except UnclosedThinkError:
-            return Grade.incorrect("unclosed <think>: no final answer", **details)
+            return Grade.incorrect("unclosed <think>: no final answer", no_answer=True, **details)
         found: Extraction = extract(text, cast(Mode, mode))
         details["rule"] = found.rule
-        if not found.answers:
-            return Grade.incorrect(found.rule, **details)
+        if not found.answers:  # no_answer: the cue for a fallback grader (graders.compose)
+            return Grade.incorrect(found.rule, no_answer=True, **details)
         too_long = [a for a in found.answers if len(a) > MAX_RAW_ANSWER_CHARS]
         if too_long:  # normalising megabytes is itself the attack; only a verbatim copy of the gold passes
             if all(squash(a) == squash(ground_truth) for a in found.answers):

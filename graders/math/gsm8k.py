@@ -85,10 +85,10 @@ class GSM8KGrader:
         try:
             text = after_think(response)
         except UnclosedThinkError:
-            return Grade.incorrect("unclosed <think>: no final answer", rule="####")
+            return Grade.incorrect("unclosed <think>: no final answer", rule="####", no_answer=True)
         answer, why = final_answer(text)
         if answer is None:
-            return Grade.incorrect(why, rule="####")
+            return Grade.incorrect(why, rule="####", no_answer=True)  # the cue for a fallback grader
         verdict = self._math.grade(f"\\boxed{{{answer}}}", ground_truth, mode="strict", **options)
         details = {**verdict.details, "rule": "####", "extracted": [answer]}
         return Grade(verdict.score, verdict.verdict, verdict.reason, details)

@@ -24,8 +24,10 @@ from graders.runtime.request import GradeRequest, Task, cache_key, resolve_grade
 from graders.types import ContextError, ContextField, Grade, GradeContext, context_fields
 
 BackendName = Literal["auto", "process", "ray"]
-# A loaded grader as the pool sees it: (name, cache version, the context fields it declares).
-Identity = tuple[str, str, tuple[ContextField, ...]]
+# A loaded grader as the pool sees it: (name, cache version, the context fields it declares, its
+# ``version_for(options)`` hook or None: what else its judgements depend on, e.g. a model's files).
+VersionFor = Callable[[dict[str, Any]], str]
+Identity = tuple[str, str, tuple[ContextField, ...], VersionFor | None]
 # Where finished tasks go (each task carries its sink): called with a chunk of (task, grade) at a time.
 Sink = Callable[[list[tuple[Task, Grade]]], None]
 _WAIT_SLICE_S = 0.25  # how often blocked callers re-check for a broken backend
@@ -210,17 +212,29 @@ class GradingPool:
         if ident is None:
             try:
                 grader = resolve_grader(spec)
+                hook = getattr(grader, "version_for", None)
                 ident = (
                     str(grader.name),
-                    cache_version(grader),
+                    cache_version(grader),  # version + source hash
                     context_fields(grader),
-                )  # version + source hash
+                    hook if callable(hook) else None,
+                )
             except Exception as exc:  # an unknown/broken grader fails its samples, not the pool
                 ident = f"unknown_grader: {exc}"
             self._identities[spec] = ident
             if not isinstance(ident, str):
                 self._backend.warm(spec)
         return ident
+
+    @staticmethod
+    def _option_version(version: str, version_for: VersionFor, options: dict[str, Any]) -> str | None:
+        """The cache version of a grader whose judgements depend on what its options point at (a model
+        directory: its files' hash), asked per request so a model changed mid-run regrades; None (no
+        caching) when the hook fails: the grade itself then reports why."""
+        try:
+            return f"{version}+{version_for(dict(options))}"
+        except Exception:  # e.g. a missing model directory: that request's grade says so, uncached
+            return None
 
     def _stats_for(self, name: str) -> GraderStats:
         stats = self._stats.get(name)
@@ -246,7 +260,7 @@ class GradingPool:
             if isinstance(ident, str):
                 instant.append((Task(-1, req, req.grader, None, sink, index), Grade.error(ident)))
                 continue
-            name, version, fields = ident
+            name, version, fields, version_for = ident
             context = None
             if fields:
                 try:
@@ -256,8 +270,11 @@ class GradingPool:
                     instant.append((Task(-1, req, name, None, sink, index), missing))
                     continue
             key = None
-            if cache is not None:
-                key = cache_key(name, version, req, context, fields)
+            keyed: str | None = version
+            if cache is not None and version_for is not None:
+                keyed = self._option_version(version, version_for, req.options)
+            if cache is not None and keyed is not None:
+                key = cache_key(name, keyed, req, context, fields)
                 hit = cache.get(key)
                 if hit is not None:
                     hits[name] += 1

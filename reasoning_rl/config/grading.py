@@ -25,6 +25,11 @@ class RewardTermConfig(_Section):
     options: dict[str, Any] = Field(
         default_factory=dict, description="Grade options over grading.options of its grader."
     )
+    fallback: bool = Field(
+        default=False,
+        description="Ask this grader only when the first component found no answer (e.g. a `judge` behind "
+        "`math`); its grade then stands in for the first one's (docs/rewards.md).",
+    )
 
     @property
     def label(self) -> str:
@@ -36,6 +41,10 @@ def _unique_labels(terms: list[RewardTermConfig], where: str) -> list[RewardTerm
     twice = sorted({x for x in labels if labels.count(x) > 1})
     if twice:
         raise ValueError(f"{where}: component name(s) {twice} appear twice; give each a distinct `name`")
+    if terms and terms[0].fallback:
+        raise ValueError(
+            f"{where}: the first component cannot be a fallback (it is the one a fallback backs)"
+        )
     return terms
 
 

@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from functools import cache
 from typing import Any
 
-from graders.compose import ComposedReward, RewardTerm, compose
+from graders.compose import ComposedReward, RewardTerm, compose, no_answer
 from graders.runtime import GradeRequest, GradingPool, resolve_grader
 from graders.types import ContextField, Grade, GradeContext, context_fields
 from reasoning_rl.config import GradingConfig, RewardTermConfig
@@ -75,23 +75,31 @@ class RewardPlan:
 
     def _term(self, c: RewardTermConfig, row_grader: str) -> RewardTerm:
         spec = c.grader or row_grader
-        return RewardTerm(c.label, spec, c.weight, {**self.options.get(spec, {}), **c.options})
+        options = {**self.options.get(spec, {}), **c.options}
+        return RewardTerm(c.label, spec, c.weight, options, fallback=c.fallback)
 
     def primary(self, ex: Example) -> RewardTerm:
         """The component whose verdict the sample carries (accuracy, pass@k, maj@k): the first."""
         return self.terms(ex)[0]
 
-    def requests(self, ex: Example, response: str, context: GradeContext, key: Any) -> list[GradeRequest]:
-        """One request per component, ids ``(key, component index)``."""
+    def requests(
+        self, ex: Example, response: str, context: GradeContext, key: Any, *, fallback: bool = False
+    ) -> list[GradeRequest]:
+        """One request per component, ids ``(key, component index)``: the first-opinion components, or with
+        ``fallback`` the fallback ones (asked only once the first component found no answer)."""
         return [
             GradeRequest(t.grader, response, ex.ground_truth, t.options, id=(key, i), context=context)
             for i, t in enumerate(self.terms(ex))
+            if t.fallback == fallback
         ]
 
-    def combine(self, ex: Example, grades: Sequence[Grade]) -> tuple[Grade, ComposedReward | None]:
-        """The sample's grade, and its composition when the run composes rewards."""
+    def combine(self, ex: Example, grades: Sequence[Grade | None]) -> tuple[Grade, ComposedReward | None]:
+        """The sample's grade, and its composition when the run composes rewards (None: a fallback not asked)."""
         if not self.composed:
-            return grades[0], None
+            first = grades[0]
+            if first is None:
+                raise RuntimeError(f"example {ex.uid!r}: no grade")
+            return first, None
         result = compose(self.terms(ex), grades)
         return result.grade, result
 
@@ -132,6 +140,7 @@ class StreamGrading:
         self.rewards = rewards
         self.completions: dict[Key, Completion] = {}
         self._parts: dict[Key, list[Grade | None]] = {}
+        self._pending: dict[Key, int] = {}  # requests of the sample not yet answered
         self._contexts: dict[int, GradeContext] = {}
         self._failed: set[Key] = set()
 
@@ -150,7 +159,8 @@ class StreamGrading:
         if key[0] not in self._contexts:
             self._contexts[key[0]] = example_context(ex)
         requests = self.rewards.requests(ex, comp.text, self._contexts[key[0]], key)
-        self._parts[key] = [None] * len(requests)
+        self._parts[key] = [None] * len(self.rewards.terms(ex))
+        self._pending[key] = len(requests)
         for req in requests:
             self.pool.submit(req)
         self._take(self.pool.poll(0.0))
@@ -159,21 +169,35 @@ class StreamGrading:
         """A sample not sent to the graders (e.g. a tool rollout our infrastructure ruined): ``grade`` stands."""
         self.completions[key] = comp
         self._parts[key] = [grade]
+        self._pending[key] = 0
         self._failed.add(key)
 
     def graded(self) -> int:
-        return sum(1 for got in self._parts.values() if None not in got)
+        return sum(1 for left in self._pending.values() if not left)
 
     def wait(self) -> None:
-        self._take(list(self.pool.results()))
+        while finished := list(self.pool.results()):  # a fallback asked meanwhile is one more round
+            self._take(finished)
 
     def _take(self, finished: list[tuple[Any, Grade]]) -> None:
         for req, grade in finished:
             key, component = req.id
             self._parts[key][component] = grade
+            self._pending[key] -= 1
+            if component == 0 and no_answer(grade):
+                self._ask_fallback(key, req)
+
+    def _ask_fallback(self, key: Key, first: GradeRequest) -> None:
+        """The first component found no answer: submit the row's fallback components, if any."""
+        ex = self.prompts[key[0]].example
+        assert first.context is not None  # every request of a sample carries its row
+        requests = self.rewards.requests(ex, first.response, first.context, key, fallback=True)
+        self._pending[key] += len(requests)
+        for req in requests:
+            self.pool.submit(req)
 
     def rollouts(self, group_offset: int) -> Rollouts:
-        grades = {k: [g for g in got if g is not None] for k, got in self._parts.items() if None not in got}
+        grades = {k: got for k, got in self._parts.items() if not self._pending[k]}
         missing = set(self.completions) - set(grades)
         if missing:
             raise RuntimeError(
@@ -183,7 +207,7 @@ class StreamGrading:
         for k in sorted(self.completions):
             ex = self.prompts[k[0]].example
             if k in self._failed:
-                grade, composed = grades[k][0], None
+                grade, composed = _first(grades[k]), None
             else:
                 grade, composed = self.rewards.combine(ex, grades[k])
             samples.append(Sample(group_offset + k[0], ex, self.completions[k], grade, composed))
@@ -197,15 +221,14 @@ class StreamGrading:
         )
         samples = []
         for k in keys:
-            got = self._parts.pop(k)
-            if None in got:
+            grades = self._parts.pop(k)
+            if self._pending.pop(k):
                 raise RuntimeError(f"grading pool returned no grade for sample {k}")
-            grades = [g for g in got if g is not None]
             ex = self.prompts[k[0]].example
             comp = self.completions.pop(k)
             if k in self._failed:
                 self._failed.discard(k)
-                grade, composed = grades[0], None
+                grade, composed = _first(grades), None
             else:
                 grade, composed = self.rewards.combine(ex, grades)
             samples.append(Sample(groups.index(k[0]), ex, comp, grade, composed))
@@ -228,6 +251,12 @@ class StreamGrading:
             graded_during_generation=graded,
             outstanding_at_generation_end=n - graded,
         )
+
+
+def _first(grades: list[Grade | None]) -> Grade:
+    if grades[0] is None:
+        raise RuntimeError("a failed sample carries no grade")
+    return grades[0]
 
 
 def collect(

@@ -8,6 +8,7 @@ with eval and atomic checkpoints every k steps. Every stage is a span in ``trace
 
 from __future__ import annotations
 
+import math
 import random
 import time
 from collections import defaultdict
@@ -310,12 +311,20 @@ class Trainer:
                 return kept if len(kept) else new
 
     def _trace_grade_latency(self, parts: Components, trace: StepTrace, step: int) -> None:
+        """Per grader, as the runtime reports it: latency p50/p95/p99/max and the running totals (grades, cache
+        hits, timeouts), so `rrl report` shows each grader's latency and throughput (the model graders')."""
         for name, stats in parts.pool.metrics().get("graders", {}).items():
-            p50 = (
-                stats.get("latency_ms", {}).get("p50") if isinstance(stats.get("latency_ms"), dict) else None
-            )
-            if p50 is not None:
-                trace.counter("grade_latency_ms", step, p50, grader=name, stat="p50")
+            latency = stats.get("latency_ms")
+            for stat, value in (latency if isinstance(latency, dict) else {}).items():
+                if isinstance(value, int | float) and math.isfinite(value):
+                    trace.counter("grade_latency_ms", step, value, grader=name, stat=stat)
+            for counter, key in (
+                ("grade_count", "count"),
+                ("grade_cache_hits", "cache_hits"),
+                ("grade_timeouts", "timeouts"),
+            ):
+                if isinstance(stats.get(key), int):
+                    trace.counter(counter, step, stats[key], grader=name)
 
     def _write_samples(self, step: int, rollouts: Rollouts) -> None:
         """The step's samples as rows: kept for TensorBoard / W&B (``log_samples``), written to samples/."""
