@@ -97,7 +97,9 @@ def test_a_hung_rank_is_stopped_at_the_deadline(ranks: tuple[list, list[RankPlac
             timeout_s=2,
         )
     took = time.monotonic() - start
-    assert took >= 2  # the whole timeout (ray.wait may return a hair early); no upper bound: load stretches it
+    assert (
+        took >= 2
+    )  # the whole timeout (ray.wait may return a hair early); no upper bound: load stretches it
     msg = str(err.value)
     assert err.value.rank == 0 and "rank 0 (node" in msg and "did not answer within" in msg
     assert "collective_timeout_s=2 s" in msg and "no checkpoint yet" in msg
