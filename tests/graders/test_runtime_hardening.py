@@ -36,7 +36,7 @@ def _grade_within(pool: GradingPool, reqs: list[GradeRequest], budget_s: float) 
     return out[0]
 
 
-def _gone(pids: list[int], budget_s: float = 10.0) -> list[int]:
+def _gone(pids: list[int], budget_s: float = 60.0) -> list[int]:
     """The pids still alive (zombies count as gone) after waiting up to ``budget_s``."""
     deadline = time.monotonic() + budget_s
     while True:
