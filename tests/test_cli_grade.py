@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 
 import graders
 from graders.evaluation.scoring import pass_at_k
+from graders.runtime.procworker import FLUSH_S
 from reasoning_rl.cli import app
 
 runner = CliRunner()
@@ -220,16 +221,18 @@ def test_parquet_and_hf_dataset_inputs(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_ctrl_c_keeps_finished_rows_and_rerun_resumes(tmp_path: Path) -> None:
-    rows = 100
+    rows, gate = 20, tmp_path / "gate"
     src = tmp_path / "in.jsonl"
     spec = "runtime_test_graders:EchoGrader"
     src.write_text(
-        "".join(json.dumps({"id": i, "response": "1", "ground_truth": "1"}) + "\n" for i in range(rows))
+        "".join(json.dumps({"id": i, "response": str(i), "ground_truth": str(i)}) + "\n" for i in range(rows))
     )
     out = tmp_path / "out.jsonl"
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(Path(__file__).parent / "graders"), *sys.path]))
-    # Each grade sleeps 0.1 s so the run (rows x 0.1 s) is still going when Ctrl-C arrives, also when results come
-    # back in large chunks.
+    # Rows from id 5 on wait for the gate file (within a budget no loaded machine reaches), so the run is still
+    # going when Ctrl-C arrives however fast or slow the machine is; the gate opens only for the rerun. Each grade
+    # sleeps longer than the worker's FLUSH_S, so each result is sent back on its own, never held with the
+    # blocked one's batch: ids 0-4 are written before the signal.
     cmd = [
         sys.executable,
         "-m",
@@ -242,8 +245,14 @@ def test_ctrl_c_keeps_finished_rows_and_rerun_resumes(tmp_path: Path) -> None:
         spec,  # module:attr specs come from the command line only, never from a row
         "--workers",
         "1",
+        "--timeout",
+        "600",
         "--option",
-        "sleep_s=0.1",
+        f"sleep_s={2 * FLUSH_S}",
+        "--option",
+        f"gate={gate}",
+        "--option",
+        "gate_from=5",
         "--no-progress",
     ]
     # SIGINT at its default in the child: a runner started in the background by a non-interactive shell (nohup
@@ -256,15 +265,16 @@ def test_ctrl_c_keeps_finished_rows_and_rerun_resumes(tmp_path: Path) -> None:
         text=True,
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
-    deadline = time.monotonic() + 60
-    while (not out.exists() or len(out.read_text().splitlines()) < 5) and time.monotonic() < deadline:
+    deadline = time.monotonic() + 300  # a hang guard only: rows 0-4 need no time of their own
+    while not out.exists() or len(out.read_text().splitlines()) < 5:
+        assert proc.poll() is None and time.monotonic() < deadline, "rows 0-4 were never written"
         time.sleep(0.05)
     proc.send_signal(signal.SIGINT)
-    text, _ = proc.communicate(timeout=60)
+    text, _ = proc.communicate(timeout=120)
     assert proc.returncode == 130, text
     assert "interrupted" in text
-    first = _lines(out)
-    assert 5 <= len(first) < rows and len({line["row"] for line in first}) == len(first)
+    assert sorted(line["row"] for line in _lines(out)) == [1, 2, 3, 4, 5]  # the finished rows, none twice
+    gate.touch()
     res = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stdout + res.stderr
     final = _lines(out)

@@ -40,13 +40,17 @@ class Rank:
 
 
 class SlowStreamWorker:
-    """A rank's engine side: each prompt's completion takes ``delay`` seconds except the first (instant);
-    ``fail_after`` completions, it raises (a rank that breaks mid-stream)."""
+    """A rank's engine side: each prompt's completion takes ``delay`` seconds except the first (instant), or,
+    with ``gate``, waits until that file exists; ``fail_after`` completions, it raises (a rank that breaks
+    mid-stream)."""
 
-    def __init__(self, delay: float, fail_after: int | None = None, die: bool = False) -> None:
+    def __init__(
+        self, delay: float, fail_after: int | None = None, die: bool = False, gate: str | None = None
+    ) -> None:
         self.delay = delay
         self.fail_after = fail_after
         self.die = die  # at ``fail_after``: the process exits instead of raising
+        self.gate = gate
 
     def stream(self, prompts: list[list[int]], sampling: Any) -> Iterator[Any]:
         from reasoning_rl.rollout import Completion
@@ -56,8 +60,10 @@ class SlowStreamWorker:
                 if self.die:
                     os._exit(1)
                 raise RuntimeError(f"engine broke after {i} completions")
-            if i:
+            if i and self.gate is None:
                 time.sleep(self.delay)
+            while i and self.gate is not None and not os.path.exists(self.gate):
+                time.sleep(0.01)  # the test opens the gate: an event, not a delay
             tok = sampling.prompt_offset + i
             yield Completion(i, 0, p, [tok], [0.0], str(tok), "stop")
 

@@ -32,7 +32,8 @@ def test_unreachable_address_fails_fast_with_the_fix() -> None:
     start = time.monotonic()
     with pytest.raises(ConfigError) as err:
         cluster.connect(ResourcesConfig(ray_address=address), world=2, device="cpu")
-    assert time.monotonic() - start < cluster.PROBE_S + 2  # ray.init alone retries for minutes here
+    # a hang guard, not a speed test: ray.init alone retries for minutes here; the probe gives up after PROBE_S
+    assert time.monotonic() - start < cluster.PROBE_S + 60
     msg = str(err.value)
     assert "\n" not in msg and "resources.ray_address" in msg and "ray start --head" in msg and address in msg
 

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
 import torch
 from rrl_testutil import InProcessWire
 
+from reasoning_rl.distributed import live_engine
 from reasoning_rl.distributed.live_engine import WAIT_S, Advanced, LiveEngine
 from reasoning_rl.distributed.remote_engine import RemoteEngine
 from reasoning_rl.rollout import Delta, Request, SamplingConfig
@@ -25,7 +26,10 @@ class FakeEngine:
     """A continuous engine whose request ``r`` yields tokens 0, 1, ... up to its ``max_tokens``, one per step
     (log-prob -token); it fails the test if two threads ever step or change it at once."""
 
-    def __init__(self, step_s: float = 0.0, fail_at: int | None = None) -> None:
+    def __init__(
+        self, step_s: float = 0.0, fail_at: int | None = None, gate: threading.Event | None = None
+    ) -> None:
+        self.gate = gate  # when given, each step waits for it (the test decides when a step ends)
         self.left: dict[str, int] = {}
         self.made: dict[str, int] = {}
         self.steps = 0
@@ -51,6 +55,8 @@ class FakeEngine:
             self.busy = False
             raise ValueError("engine step failed")
         time.sleep(self.step_s)
+        if self.gate is not None:
+            assert self.gate.wait(60), "the test never let the step end"
         out = []
         for rid in list(self.left):
             tok = self.made[rid]
@@ -142,7 +148,9 @@ def test_swap_runs_between_two_steps_and_stamps_the_new_version() -> None:
     try:
         live.submit(_requests(2, 200))
         seen = live.advance().deltas
-        time.sleep(0.1)  # the trainer's update: the thread decodes on its own
+        _wait_for(
+            lambda: engine.steps >= len(seen) // 2 + 2
+        )  # the trainer's update: the thread decodes alone
 
         def load() -> int:
             assert not engine.busy
@@ -185,21 +193,41 @@ def test_abort_drops_the_request_and_its_buffered_deltas() -> None:
         live.close()
 
 
-def test_advance_waits_briefly_only_while_requests_are_live() -> None:
+def test_advance_waits_briefly_only_while_requests_are_live(monkeypatch: pytest.MonkeyPatch) -> None:
     """With nothing live it returns at once; with a step under way it waits for that step, and the decode
-    thread does not start the next one before the driver took the lock (no starvation)."""
-    live = LiveEngine(FakeEngine(step_s=0.5), overlap=True)
+    thread does not start the next one before the driver took the lock (no starvation). The step ends when the
+    test says so (an event), never after a delay the load could stretch."""
+    gate = threading.Event()
+    engine = FakeEngine(gate=gate)
+    live = LiveEngine(engine, overlap=True)
     try:
-        t = time.monotonic()
-        assert live.advance() == Advanced([], 0)  # nothing live: at once
-        assert time.monotonic() - t < WAIT_S
+        with monkeypatch.context() as m:
+            m.setattr(live_engine, "WAIT_S", 60.0)
+            t = time.monotonic()
+            assert live.advance() == Advanced([], 0)  # nothing live: at once, not after WAIT_S
+            assert time.monotonic() - t < 30  # a hang guard, far below the 60 s it would otherwise wait
         live.submit(_requests(1, 5))
-        time.sleep(0.1)  # the thread is inside its first (slow) step
+        _wait_for(lambda: engine.busy)  # the thread is inside its first step
+        got: list[Advanced] = []
         t = time.monotonic()
-        got = live.advance().deltas  # waited WAIT_S, then for that step to end: its delta, no later one
-        assert len(got) == 1 and time.monotonic() - t >= WAIT_S * 0.9
+        driver = threading.Thread(target=lambda: got.append(live.advance()))
+        driver.start()
+        _wait_for(lambda: live._waiting == 1)  # WAIT_S passed with no delta: the driver queues for the lock
+        waited = time.monotonic() - t
+        gate.set()  # the step ends; the thread must let the queued driver in before its next step
+        driver.join(60)
+        assert len(got) == 1 and len(got[0].deltas) == 1 and waited >= WAIT_S * 0.9, (got, waited)
     finally:
+        gate.set()
         live.close()
+
+
+def _wait_for(condition: Callable[[], bool]) -> None:
+    """Poll ``condition`` (another thread's progress); the deadline is a hang guard only."""
+    deadline = time.monotonic() + 60
+    while not condition():
+        assert time.monotonic() < deadline, "the awaited state never came"
+        time.sleep(0.001)
 
 
 def test_a_failed_decode_step_surfaces_in_the_next_call() -> None:

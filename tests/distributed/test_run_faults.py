@@ -1,5 +1,5 @@
-"""Faults of a real 2-rank ``rrl train`` (tiny model, gloo, Ray actors): a SIGKILLed rank stops the run within
-60 s naming it and ``trainer.resume=auto`` finishes the run; a SIGSTOPped (hung) rank stops it within
+"""Faults of a real 2-rank ``rrl train`` (tiny model, gloo, Ray actors): a SIGKILLed rank stops the run naming it
+(before the collective timeout could) and ``trainer.resume=auto`` finishes the run; a SIGSTOPped (hung) rank stops it within
 ``collective_timeout_s`` plus a margin; impossible resource requests are one line with the fix and exit 2.
 
 The rank's pid comes from the run's own log (``workers:`` lists every rank's node and pid), as a user would find
@@ -23,9 +23,11 @@ from tests.distributed.runs import REPO, STEPS, env, step_metrics, train, train_
 
 pytestmark = [pytest.mark.slow, pytest.mark.distributed]
 
-KILL_BOUND_S = 60.0
+# Hang guards, not speed tests (CI: 2 loaded cores). A death is seen when it happens ("died" in the line), so
+# its bound only has to stay under the default collective_timeout_s (600 s) that would otherwise end the run.
+KILL_BOUND_S = 300.0
 HANG_TIMEOUT_S = 20.0
-HANG_MARGIN_S = 15.0  # the driver's wait runs from the call's start; closing the group and Ray take seconds
+HANG_MARGIN_S = 60.0  # the driver's wait runs from the call's start; closing the group and Ray take seconds
 _PLACE = re.compile(r"rank (\d+) \(node (\S+), id \w+, pid (\d+)\)")
 
 

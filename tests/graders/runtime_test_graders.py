@@ -18,7 +18,8 @@ from graders.types import Grade
 
 
 class EchoGrader:
-    """Correct iff the response equals the ground truth; ``sleep_s`` / ``hang`` / ``boom`` options inject faults."""
+    """Correct iff the response equals the ground truth; ``sleep_s`` / ``hang`` / ``boom`` options inject faults;
+    ``gate`` + ``gate_from``: a response (an integer) >= ``gate_from`` waits until the file ``gate`` exists."""
 
     name = "echo"
     version = "1"
@@ -35,6 +36,10 @@ class EchoGrader:
             return Grade.error("sandbox_error: container failed to start", retryable=True)
         if options.get("sleep_s"):
             time.sleep(float(options["sleep_s"]))
+        gate = options.get("gate")
+        if gate and int(response) >= int(options["gate_from"]):
+            while not os.path.exists(gate):  # held until the test opens the gate: an event, not a delay
+                time.sleep(0.05)
         pid = os.getpid()
         if response == str(ground_truth):
             return Grade.correct("match", answer=response, pid=pid)

@@ -65,7 +65,8 @@ def test_check_looping_on_an_answer_stops_at_the_deadline() -> None:
         {"status": "ok", "value": 10**18},
         deadline=time.monotonic() + 0.5,
     )
-    assert isinstance(verdict, CheckBudgetExceeded) and time.monotonic() - started < 2
+    # the verdict is the assertion; the wall bound is a hang guard (without the deadline the loop never ends)
+    assert isinstance(verdict, CheckBudgetExceeded) and time.monotonic() - started < 60
 
 
 def test_in_place_mutation_is_replayed_on_the_checks_arguments() -> None:
@@ -106,7 +107,8 @@ def test_decode_refuses_hash_floods_fast(flood: Any) -> None:
     started = time.monotonic()
     with pytest.raises(ValueError, match="hash"):
         decode(flood)
-    assert time.monotonic() - started < 3.0  # the old decoder took ~12 s on the 30 000-int set
+    # the old decoder took ~12 s on the 30 000-int set; this one ~0.1 s at load 19 on 2 cores: a 60x margin
+    assert time.monotonic() - started < 6.0
 
 
 def test_hash_spread_sees_colliders_anywhere_in_a_value() -> None:

@@ -13,7 +13,7 @@ import pytest
 from graders.math import MathGrader
 
 BUDGET_S = 1.0
-MARGIN_S = 4.0  # generous: a loaded 2-core CI box, never an unbounded wait
+MARGIN_S = 30.0  # a hang guard (unbounded, these run for minutes), never a speed test: CI has 2 loaded cores
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,7 @@ from graders.math import MathGrader
 BLOW_UP = "\\boxed{(x+y+z+w)^{40}}"  # passes every pre-guard; SymPy's expansion runs for minutes
 BUDGET_S = 1.0
 THREADS = 3
-MARGIN_S = 4.0  # generous: a 2-core CI box under load, never an unbounded wait
+MARGIN_S = 30.0  # a hang guard (unbounded, these run for minutes), never a speed test: CI has 2 loaded cores
 
 
 @pytest.fixture(scope="module")

@@ -87,7 +87,12 @@ def test_a_timeout_while_every_helper_is_busy_is_load_not_the_answer() -> None:
             target=grader.grade, args=("\\boxed{(x+y+z+w)^{40}}", "5"), kwargs={"timeout_s": 3.0}
         )
         blocker.start()
-        time.sleep(0.5)  # the only helper is now expanding the blow-up
+        deadline = time.monotonic() + 60  # a hang guard only
+        # until the only helper is expanding the blow-up (counted busy and taken): waited for, not slept on
+        while grader._busy < 1 or grader.pool._idle:
+            assert time.monotonic() < deadline, "the blow-up never took the helper"
+            time.sleep(0.01)
+        # saturation is judged as the call starts: the helper stays busy for the blocker's 3 s, far past 0.5 s
         result = grader.grade("\\boxed{\\sin^2 x + \\cos^2 x}", "1", timeout_s=0.5)
         blocker.join()
         assert (result.verdict, result.reason) == ("error", "timeout: grader saturated"), result

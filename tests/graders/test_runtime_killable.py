@@ -32,7 +32,7 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def _wait_gone(pids: list[int], budget_s: float = 10.0) -> list[int]:
+def _wait_gone(pids: list[int], budget_s: float = 60.0) -> list[int]:  # a hang guard: the kill is the check
     deadline = time.monotonic() + budget_s
     while any(_alive(p) for p in pids) and time.monotonic() < deadline:
         time.sleep(0.05)

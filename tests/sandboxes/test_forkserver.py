@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import hashlib
 import secrets
-import statistics
-import time
 from collections.abc import Iterator
 
 import pytest
@@ -43,16 +41,14 @@ SOLVE = (
 
 
 def test_sympy_and_numpy_cell_solves_an_equation_warm(sci: Sandbox) -> None:
-    walls = []
+    """Warm: each new session's first cell finds the scientific modules already imported (no wall-clock bound:
+    bench/tool_calls.py reports the real times)."""
+    preloaded = f"import sys\nprint(sorted(set({SCI_PRELOAD!r}) & set(sys.modules)))\n"
     for i in range(6):
-        started = time.monotonic()
-        r = cell(sci, SOLVE, f"solve-{i}")
-        walls.append(time.monotonic() - started)
+        r = cell(sci, preloaded + SOLVE, f"solve-{i}")
         sci.end_session(f"solve-{i}")
         assert r.ok, r.stderr
-        assert r.stdout == b"[2, 3] [2, 3]\n"
-    # generous for a shared 2-core CI machine: bench/tool_calls.py reports the real p50 (first: imports + start)
-    assert statistics.median(walls[1:]) < 1.0, walls
+        assert r.stdout == f"{sorted(SCI_PRELOAD)}\n[2, 3] [2, 3]\n".encode()
 
 
 KEEP = (

@@ -15,13 +15,17 @@ from sandboxes import Limits, RunRequest, SandboxError
 from sandboxes.cgroup import Cgroups
 from sandboxes.types import Sandbox
 
+# Children stay alive until the parent has forked all it can (they wait for the pipe's EOF, not a delay), so the
+# count is what the pids limit allows at once however slowly a loaded machine forks.
 FORKS = """
-import os, time
+import os
+r, w = os.pipe()
 n = 0
 for _ in range(200):
     try:
         if os.fork() == 0:
-            time.sleep(3)
+            os.close(w)
+            os.read(r, 1)
             os._exit(0)
         n += 1
     except OSError:
@@ -29,20 +33,38 @@ for _ in range(200):
 print(n, flush=True)
 os._exit(0)
 """
-# Six children of 200 MB each (1.2 GB together), every one far below the per-process RLIMIT_AS of 512 MB.
+# Six children of 200 MB each (1.2 GB together), every one far below the per-process RLIMIT_AS of 512 MB. Each
+# holds its memory until every child holds its own or is dead (not for a fixed second): the count is what the
+# aggregate limit allows at once however slowly a loaded machine runs them.
 MEMORY = """
-import os, time
+import os, select
+ready_r, ready_w = os.pipe()
+go_r, go_w = os.pipe()
 kids = []
 for _ in range(6):
     pid = os.fork()
     if pid == 0:
+        os.close(go_w)
         x = bytearray(200 << 20)
         for i in range(0, len(x), 4096):
             x[i] = 1
-        time.sleep(1)
+        os.write(ready_w, b"%08d" % os.getpid())
+        os.read(go_r, 1)
         os._exit(0)
     kids.append(pid)
-print(sum(os.waitpid(k, 0)[1] == 0 for k in kids), flush=True)
+os.close(ready_w)
+ready, status = set(), {}
+while len(ready | set(status)) < len(kids):
+    pid, code = os.waitpid(-1, os.WNOHANG)
+    if pid:
+        status[pid] = code
+    elif select.select([ready_r], [], [], 0.05)[0] and (data := os.read(ready_r, 8)):  # one pid per write
+        ready.add(int(data))
+os.close(go_w)
+for k in kids:
+    if k not in status:
+        status[k] = os.waitpid(k, 0)[1]
+print(sum(code == 0 for code in status.values()), flush=True)
 """
 
 needs_cgroups = pytest.mark.skipif(Cgroups.find() is None, reason="no writable cgroup on this machine")

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
 from typing import Any
 
 import pytest
@@ -252,11 +251,30 @@ def test_a_set_seed_differs_per_generate_call(bpe_tokenizer: Any) -> None:
     assert unseeded.seeds == [None, None]
 
 
+_OTHER_FINISHED = threading.Event()
+
+
 @tool()
 def nap(code: str) -> str:
-    """Sleeps when the code says so: changes which trajectories share a generate call."""
-    time.sleep(0.3 if "slow" in code else 0.0)
+    """The slow call returns only once the other trajectory finished (an event, not a 0.3-s sleep a loaded
+    machine could outlast): it fixes which trajectories share a generate call."""
+    if "slow" in code:
+        assert _OTHER_FINISHED.wait(60), "the other trajectory never finished"
     return "ok"
+
+
+def _tell_when_finished(engine: ScriptedEngine, other: str) -> None:
+    """``_OTHER_FINISHED`` is set by ``other``'s last (third) generate call."""
+    _OTHER_FINISHED.clear()
+    generate = engine.generate
+
+    def generate_and_tell(prompts: Any, sampling: Any) -> Any:
+        out = generate(prompts, sampling)
+        if len(engine.seeds_of[other]) == 3:
+            _OTHER_FINISHED.set()
+        return out
+
+    engine.generate = generate_and_tell  # type: ignore[method-assign]
 
 
 def test_seeds_belong_to_the_trajectory_not_to_its_wave(bpe_tokenizer: Any) -> None:
@@ -272,6 +290,7 @@ def test_seeds_belong_to_the_trajectory_not_to_its_wave(bpe_tokenizer: Any) -> N
     calls = []
     for slow in "AB":
         engine = ScriptedEngine(tok, script(slow))
+        _tell_when_finished(engine, "B" if slow == "A" else "A")
         cfg = ToolRolloutConfig(sampling=SamplingConfig(seed=3, max_tokens=50))
         trajs = asyncio.run(
             run_tool_rollouts(engine, [engine.prompt("A"), engine.prompt("B")], {"python": nap}, tok, cfg)

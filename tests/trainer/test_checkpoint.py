@@ -6,7 +6,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import torch
@@ -60,5 +59,4 @@ def test_sigkill_during_save_keeps_previous(tmp_path: Path) -> None:
     assert latest is not None and latest.step == 1  # ...but never counts as a checkpoint
     assert torch.load(latest.path / "model.pt")["w"][0] == 1.0
     assert mgr.clean_stale() and not any(p.name.startswith(".tmp-") for p in root.iterdir())
-    start = time.time()
-    assert mgr.resolve("auto") == latest and time.time() - start < 5
+    assert mgr.resolve("auto") == latest

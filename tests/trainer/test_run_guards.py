@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import signal
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -95,8 +96,19 @@ def test_interrupted_message_says_step_checkpoint_and_how_to_continue(tmp_path: 
     assert lines[1].endswith(f"rrl train {path} rollout.n=4 trainer.resume=auto")
 
 
+@pytest.fixture
+def python_sigint() -> Iterator[None]:
+    """SIGINT at Python's own handler (KeyboardInterrupt), as in a terminal: pytest started with SIGINT ignored
+    (``nohup``, ``cmd &`` in a script, some CI runners) inherits SIG_IGN and Python then installs no handler."""
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, before)
+
+
 def test_a_ctrl_c_inside_a_checkpoint_lets_it_finish_then_stops(
-    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+    tmp_path: Path, capfd: pytest.CaptureFixture[str], python_sigint: None
 ) -> None:
     """DCP turns a KeyboardInterrupt inside its save into its own exception (CI saw exit 1 and a lost
     checkpoint): the signal is held until the save is done, then raised."""
@@ -127,7 +139,7 @@ def test_held_interrupts_go_to_the_handler_that_was_there(tmp_path: Path) -> Non
         signal.signal(signal.SIGINT, before)
 
 
-def test_a_second_ctrl_c_stops_a_checkpoint_at_once(tmp_path: Path) -> None:
+def test_a_second_ctrl_c_stops_a_checkpoint_at_once(tmp_path: Path, python_sigint: None) -> None:
     """A hung save must stay stoppable: the second press is delivered inside it, and a save that wraps the
     KeyboardInterrupt in its own error (as DCP does) still ends as KeyboardInterrupt; nothing is saved."""
     manager = CheckpointManager(tmp_path / "checkpoints")
