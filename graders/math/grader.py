@@ -20,6 +20,7 @@ from graders.math.extract import (
     after_think,
     extract,
     gold_answers,
+    prose_gold,
 )
 from graders.math.guards import MAX_ANSWER_CHARS, unsafe
 from graders.math.normalize import Cleaned, clean
@@ -172,6 +173,9 @@ class MathGrader:
         if not golds:
             return Grade.error("ground truth is empty")
         gold = _combine(golds)
+        prose = prose_gold(gold.text)
+        if prose is not None:
+            return Grade.error(f"ground truth cannot be judged: {prose}", mode=mode)
         details: dict[str, Any] = {"mode": mode, "gold": gold.text}
         try:
             text = after_think(response)
