@@ -30,7 +30,16 @@ class TrainerConfig(_Section):
         default=100, ge=0, description="Training steps (one batch of prompts, one policy update each)."
     )
     batch_size: int = Field(default=8, ge=1, description="Prompts per step (each sampled rollout.n times).")
-    checkpoint_every: int = Field(default=0, ge=0, description="0: only the final checkpoint.")
+    checkpoint_every: int = Field(
+        default=0, ge=0, description="Save a checkpoint every this many steps (0: by time only, see below)."
+    )
+    checkpoint_minutes: float = Field(
+        default=30.0,
+        ge=0,
+        description="Also save at the first step end this many minutes after the last save: a preempted or "
+        "crashed run loses at most this much plus one step, whatever a step takes (0: off). Ctrl-C always "
+        "saves the last finished step.",
+    )
     keep_checkpoints: int = Field(
         default=2, ge=1, description="Newest checkpoints kept on disk; older ones are deleted."
     )
