@@ -164,7 +164,9 @@ def eval_(
         None, "--step", help="With --model RUN_DIR: the checkpoint step [default: latest complete]."
     ),
     data: str = typer.Option(None, "--data", help="Dataset file/dir/hub name (instead of the config's)."),
-    n: int = typer.Option(None, "--n", help="Samples per prompt (pass@n, maj@n)."),
+    n: int = typer.Option(
+        None, "--n", help="Samples per prompt (pass@n, maj@n); n > 1 needs eval.temperature > 0."
+    ),
     out: str = typer.Option(
         None, "-o", "--out", help="Per-prompt results JSONL [default: RUN_DIR/eval/results.jsonl]."
     ),

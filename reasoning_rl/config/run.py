@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from reasoning_rl.config.base import _Section
 
@@ -92,9 +92,13 @@ class EvalConfig(_Section):
     every: int = Field(
         default=0, ge=0, description="Evaluate every k steps (0: only at the end when val is set)."
     )
-    n: int = Field(default=1, ge=1, description="Samples per prompt (pass@k / maj@k use k = n).")
+    n: int = Field(
+        default=1,
+        ge=1,
+        description="Samples per prompt (pass@k / maj@k use k = n; n > 1 needs temperature > 0).",
+    )
     temperature: float = Field(
-        default=0.0, ge=0.0, description="Sampling temperature for evaluation; 0: greedy."
+        default=0.0, ge=0.0, description="Sampling temperature for evaluation; 0: greedy (n = 1 only)."
     )
     max_tokens: int | None = Field(
         default=None, ge=1, description="Most response tokens; None: rollout.max_tokens."
@@ -105,3 +109,14 @@ class EvalConfig(_Section):
     at_start: bool = Field(
         default=False, description="Also evaluate before step 1 (a fresh run, not a resume)."
     )
+
+    @model_validator(mode="after")
+    def _samples_differ(self) -> EvalConfig:
+        # Refused rather than sampled at a default temperature: pass@k depends on the temperature as much as on
+        # k, so the number reported must be one the user chose (0.6-1.0 are the usual ones).
+        if self.n > 1 and self.temperature == 0:
+            raise ValueError(
+                f"eval.n={self.n} at eval.temperature=0 (greedy) gives {self.n} copies of one answer, so "
+                f"pass@{self.n} and maj@{self.n} would be pass@1; set eval.temperature (e.g. 0.6 or 1.0) or eval.n=1"
+            )
+        return self
