@@ -81,6 +81,12 @@ class LoggingConfig(_Section):
         "table (the step's best, worst and errored in turn: prompt, response, ground "
         "truth, grade, reason); 0: none.",
     )
+    heartbeat_s: float | None = Field(
+        default=30.0,
+        ge=0,
+        description="Inside a step, a log line this often: stage, samples generated/graded, update mini-batch "
+        "k/K (a live line instead on a terminal with console=rich); None: off; 0: at every report.",
+    )
     engine_logs: bool = Field(
         default=False,
         description="Show the rollout engine's (vLLM's) own INFO/WARNING log "

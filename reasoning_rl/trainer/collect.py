@@ -17,7 +17,7 @@ declared context fields exist in every row.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import cache
 from typing import Any
 
@@ -134,6 +134,7 @@ class StreamGrading:
         self._parts: dict[Key, list[Grade | None]] = {}
         self._contexts: dict[int, GradeContext] = {}
         self._failed: set[Key] = set()
+        self.ever_graded = 0  # samples whose every component came back, since this stream began (progress)
 
     def take(self, comp: Completion) -> None:
         """One finished completion, from whichever producer: graded at once, or (``comp.error``: our
@@ -160,17 +161,25 @@ class StreamGrading:
         self.completions[key] = comp
         self._parts[key] = [grade]
         self._failed.add(key)
+        self.ever_graded += 1
 
     def graded(self) -> int:
         return sum(1 for got in self._parts.values() if None not in got)
 
-    def wait(self) -> None:
-        self._take(list(self.pool.results()))
+    def wait(self, progress: Callable[[], None] | None = None) -> None:
+        """The stragglers; ``progress`` is called as each grade lands (the heartbeat's graded count)."""
+        for finished in self.pool.results():
+            self._take([finished])
+            if progress is not None:
+                progress()
 
     def _take(self, finished: list[tuple[Any, Grade]]) -> None:
         for req, grade in finished:
             key, component = req.id
-            self._parts[key][component] = grade
+            parts = self._parts[key]
+            parts[component] = grade
+            if None not in parts:
+                self.ever_graded += 1
 
     def rollouts(self, group_offset: int) -> Rollouts:
         grades = {k: [g for g in got if g is not None] for k, got in self._parts.items() if None not in got}
@@ -246,16 +255,28 @@ def collect(
     row as context); prompt k is group ``group_offset + k``. With ``tools`` (``rollout.tools``) each sample
     is a multi-turn tool rollout (``tool_collect``); its completion carries ``mask``, ``turns`` and ``error``."""
     grading = StreamGrading(pool, prompts, rewards)
+    total = len(prompts) * sampling.n
+
+    def progress() -> None:
+        if trace is not None:
+            trace.progress(
+                "generate", generated=(len(grading.completions), total), graded=(grading.ever_graded, total)
+            )
+
+    def take(comp: Completion) -> None:
+        grading.take(comp)
+        progress()
+
     t0 = time.time()
     if tools is None:
         trajs = None
         for comp in engine.stream([p.token_ids for p in prompts], sampling):
-            grading.take(comp)
+            take(comp)
     else:
-        trajs = tool_completions(engine, prompts, sampling, tools, grading.take)
+        trajs = tool_completions(engine, prompts, sampling, tools, take)
     t1 = time.time()
     graded = grading.graded()
-    grading.wait()
+    grading.wait(progress)
     if trace is not None and trajs is not None:
         trace_tools(trace, step, trajs)
     grading.trace(trace, step, t0, t1, time.time(), graded=graded)

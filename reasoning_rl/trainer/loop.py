@@ -30,6 +30,7 @@ from reasoning_rl.trainer.eval import EvalResult, evaluate, prompt_messages, wri
 from reasoning_rl.trainer.frontier import Frontier
 from reasoning_rl.trainer.governance import identity_fields
 from reasoning_rl.trainer.grading_health import check_grading
+from reasoning_rl.trainer.heartbeat import Heartbeat
 from reasoning_rl.trainer.interrupt import interrupts_held
 from reasoning_rl.trainer.last_step import FinishedStep, UpdateGuard, checkpoint_due
 from reasoning_rl.trainer.metrics import MetricsLogger, check_wandb
@@ -152,12 +153,17 @@ class Trainer:
             console=self.console,
         )
         summary = RunSummary(self.run_dir, start_step, start_step if info is not None else None)
+        beat = Heartbeat(cfg.logging.heartbeat_s or 0.0, log.heartbeat)
+        if cfg.logging.heartbeat_s is not None:
+            trace.on_progress = beat.report  # the stages report through the trace they already write
+            beat.start()
         status = "crashed"
         saved_at = time.monotonic()
         try:
             if cfg.eval.at_start and start_step == 0 and parts.val_prompts:
                 self._eval(parts, trace, log, 0, summary)
             for step in range(start_step + 1, cfg.trainer.steps + 1):
+                beat.begin(step)
                 metrics = self._step(parts, sampler, trace, step)
                 log.log(step, metrics)
                 log.log_samples(step, self._sample_rows)
@@ -185,6 +191,7 @@ class Trainer:
             raise
         finally:
             self.guard.abandon()
+            beat.close()
             log.close()
             trace.close(status)
             parts.close()

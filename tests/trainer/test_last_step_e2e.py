@@ -42,9 +42,13 @@ def _interrupted(cfg: Path, fault: str) -> tuple[int, str]:
 
 
 def test_ctrl_c_in_an_update_finishes_the_step_and_saves_it(tmp_path: Path, tiny_model_dir: Path) -> None:
-    cfg = config(tmp_path, tiny_model_dir, "upd", **TIMED_OFF)
+    # heartbeat_s=0: a heartbeat line at every report (issue 47: a long step said nothing until it ended)
+    logging = {"console": "plain", "tensorboard": False, "heartbeat_s": 0}
+    cfg = config(tmp_path, tiny_model_dir, "upd", logging=logging, **TIMED_OFF)
     step, out = _interrupted(cfg, "update:1:int")  # after step 1's first optimizer step
     assert step == 1
+    assert "heartbeat: step 1: generate (generated 32/32, graded 32/32)" in out
+    assert re.search(r"heartbeat: step 1: update \(mini-batch 1/\d+\)", out), out[-3000:]
     assert (tmp_path / "upd" / "checkpoints" / "step_1" / "COMPLETE").exists()
     assert "latest checkpoint:" in out and "step_1 (step 1)" in out and "trainer.resume=auto" in out
 
