@@ -7,7 +7,7 @@ with GradingPool(workers=2, timeout_s=10, cache_path="grades.sqlite") as pool:
 
 from graders.runtime.helper_pool import HelperPool, WorkerCrashed, WorkerTimeout, serve
 from graders.runtime.pool import GradingPool
-from graders.runtime.request import GradeRequest, resolve_grader
+from graders.runtime.request import GradeRequest, importable_from_cwd, resolve_grader
 
 __all__ = [
     "GradeRequest",
@@ -15,6 +15,7 @@ __all__ = [
     "HelperPool",
     "WorkerCrashed",
     "WorkerTimeout",
+    "importable_from_cwd",
     "resolve_grader",
     "serve",
 ]

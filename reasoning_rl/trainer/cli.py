@@ -79,6 +79,13 @@ def redirected() -> bool:
 QUIET_ENV = {"VLLM_LOGGING_LEVEL": "ERROR", "HF_HUB_DISABLE_PROGRESS_BARS": "1"}
 
 
+def config_specs(cfg: Config) -> list[str]:
+    """Every grader and tool a config names (``module:attr`` ones load from the working directory)."""
+    terms = [*cfg.grading.rewards, *(t for ts in cfg.grading.source_rewards.values() for t in ts)]
+    graders = [cfg.data.default_grader, *cfg.data.grader_map.values(), *(t.grader or "" for t in terms)]
+    return [*graders, *cfg.rollout.tools]
+
+
 def prepare(cfg: Config) -> None:
     """Process-wide settings a command applies before anything heavy is imported."""
     if not cfg.logging.engine_logs:
@@ -92,10 +99,9 @@ def prepare(cfg: Config) -> None:
         for key, value in QUIET_ENV.items():
             if os.environ.get(key) == value:
                 del os.environ[key]
-    if any(":" in name for name in cfg.rollout.tools) and os.getcwd() not in sys.path:
-        # a module:attr tool from a plain .py file in the working directory, no packaging (as `rrl grade`'s
-        # module:Class graders; the `rrl` script's own sys.path lacks it)
-        sys.path.insert(0, os.getcwd())
+    from graders.runtime import importable_from_cwd
+
+    importable_from_cwd(config_specs(cfg))  # module:attr graders and tools from the working directory
     if redirected():  # after the quiet settings: --verbose shows the engine's lines, never a redrawn bar
         for key, value in REDIRECTED_ENV.items():
             os.environ.setdefault(key, value)
