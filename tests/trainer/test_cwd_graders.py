@@ -40,7 +40,11 @@ def test_a_config_grader_loads_from_the_working_directory(
     monkeypatch.chdir(tmp_path)
     # as the `rrl` script runs: the working directory is not on sys.path
     monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", os.getcwd(), str(tmp_path))])
-    base = {"model": {"path": "m"}, "data": {"train": {"path": "d.jsonl"}}, "run": {"dir": str(tmp_path / "r")}}
+    base = {
+        "model": {"path": "m"},
+        "data": {"train": {"path": "d.jsonl"}},
+        "run": {"dir": str(tmp_path / "r")},
+    }
     cfg = load_config(None, [override], base=base)
     prepare(cfg)
     assert resolve_grader(f"cwd_grader_{module}:Shout").grade("HI", "hi").verdict == "correct"
