@@ -52,9 +52,9 @@ def single_process_error() -> str | None:
         return None
     return (
         f"rrl train runs as a single training process, but WORLD_SIZE={world} (torchrun?): every rank would "
-        "train a full copy of the run into the same run dir. Multi-rank training is coming through Ray "
-        "placement, not torchrun; today run `rrl train CONFIG` without torchrun (one process drives the "
-        "device; grading.workers and grading.backend=ray scale the grading)"
+        "train a full copy of the run into the same run dir. Run `rrl train CONFIG` once, without torchrun: "
+        "it starts its own ranks (resources.ranks_per_node, default every visible GPU; resources.nodes for "
+        "several machines)"
     )
 
 
