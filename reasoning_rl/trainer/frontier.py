@@ -115,6 +115,7 @@ class Frontier:
         full = FULL_SHARE * self.schedule.capacity * n
         busy = full_s = 0.0
         last_trace = 0.0
+        generated = 0  # tokens the engine produced in this step's window (gen tok/s counts these only)
         # samples finished (and graded) in earlier steps but not yet trained count as graded now
         graded_before = self.grading.ever_graded - self.grading.graded()
         need = self.schedule.batch * n
@@ -135,6 +136,7 @@ class Frontier:
                 t = time.time()
                 for delta in self.engine.advance():
                     self._take(delta, version)
+                    generated += len(delta.token_ids)
                 progress()
                 fault_point("generate")  # a crash test's mid-generation
                 running = self.engine.running()
@@ -158,6 +160,7 @@ class Frontier:
             "rollout/running_full_frac": full_s / gen_s if gen_s > 0 else 0.0,
             "rollout/in_flight": float(len(self.live)),
             "rollout/resubmitted": float(self.resubmitted),
+            "rollout/generated_tokens": float(generated),
             **lag_metrics(rollouts, version, trace, step),
         }
         self.resubmitted = 0

@@ -221,7 +221,7 @@ class Trainer:
             **batch_metrics,
             **trained,
             **handoff,
-            **self._timings(trace, step, t_step, rollouts),
+            **self._timings(trace, step, t_step, int(flow.get("rollout/generated_tokens", rollouts.tokens))),
             "optim/lr": parts.lr(),
         }
 
@@ -369,13 +369,15 @@ class Trainer:
         return {**sample_metrics(rollouts.samples, rewards, judged), "grading/masked": float((~judged).sum())}
 
     @staticmethod
-    def _timings(trace: StepTrace, step: int, t_step: float, rollouts: Rollouts) -> dict[str, float]:
+    def _timings(trace: StepTrace, step: int, t_step: float, generated: int) -> dict[str, float]:
+        """``generated``: the tokens the engine produced inside this step's generation (continuous rollouts:
+        not the trained groups' tokens, many of which came in earlier steps; 141,859 tok/s was reported)."""
         spans = trace.stage_seconds(step)
         gen_s = spans.get("time/generate_s", 0.0)
         return {
             **spans,
             "time/step_s": time.time() - t_step,
-            "throughput/gen_tokens_per_s": rollouts.tokens / gen_s if gen_s > 0 else 0.0,
+            "throughput/gen_tokens_per_s": generated / gen_s if gen_s > 0 else 0.0,
         }
 
     # ------------------------------------------------------------------------------ eval / checkpoint

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.trainer.test_train_e2e import REPO, config, env, sampled_ids, train, train_cmd, weights
+from tests.trainer.test_train_e2e import REPO, config, env, metrics, sampled_ids, train, train_cmd, weights
 
 pytestmark = [pytest.mark.slow, pytest.mark.vllm]
 
@@ -49,6 +49,13 @@ def test_ctrl_c_in_an_update_finishes_the_step_and_saves_it(tmp_path: Path, tiny
     assert step == 1
     assert "heartbeat: step 1: generate (generated 32/32, graded 32/32)" in out
     assert re.search(r"heartbeat: step 1: update \(mini-batch 1/\d+\)", out), out[-3000:]
+    # gen tok/s counts the tokens generated inside the step's own generation time (issue 47: continuous steps
+    # counted the trained groups' tokens, many generated in earlier steps: 141,859 tok/s)
+    (row,) = [r for r in metrics(tmp_path / "upd") if "reward/mean" in r]
+    assert 0 < row["rollout/generated_tokens"] <= 32 * 6
+    assert row["throughput/gen_tokens_per_s"] == pytest.approx(
+        row["rollout/generated_tokens"] / row["time/generate_s"]
+    )
     assert (tmp_path / "upd" / "checkpoints" / "step_1" / "COMPLETE").exists()
     assert "latest checkpoint:" in out and "step_1 (step 1)" in out and "trainer.resume=auto" in out
 
