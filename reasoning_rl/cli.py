@@ -214,6 +214,9 @@ def export(
     except HubPushError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc
+    from reasoning_rl.trainer.cli import quiet_outside_a_terminal
+
+    quiet_outside_a_terminal()  # before torch, transformers and vLLM are imported
     from reasoning_rl.policy.model import ModelLoadError
     from reasoning_rl.trainer.export import export_checkpoint
 

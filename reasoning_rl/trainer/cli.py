@@ -86,6 +86,16 @@ def config_specs(cfg: Config) -> list[str]:
     return [*graders, *cfg.rollout.tools]
 
 
+def quiet_outside_a_terminal() -> None:
+    """For commands without a run config (``rrl export``): output going to a file or pipe gets no progress
+    bars, no engine INFO lines (vLLM's Triton / NUMA notes at import) and no library FutureWarnings."""
+    if not redirected():
+        return
+    for key, value in {**QUIET_ENV, **REDIRECTED_ENV}.items():
+        os.environ.setdefault(key, value)
+    warnings.filterwarnings("ignore", category=FutureWarning)
+
+
 def prepare(cfg: Config) -> None:
     """Process-wide settings a command applies before anything heavy is imported."""
     if not cfg.logging.engine_logs:
