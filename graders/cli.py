@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -114,6 +113,7 @@ def grade_command(
     from graders.evaluation.run import GradeRunConfig, run_grading
     from graders.evaluation.streams import results_console, stdout_to_stderr
     from graders.evaluation.summary import summarize
+    from graders.runtime import importable_from_cwd
 
     console = results_console(stderr=True)
     if backend not in ("auto", "process", "ray"):
@@ -124,10 +124,7 @@ def grade_command(
         typer.secho(f"error: {exc}", fg="red", err=True)
         raise typer.Exit(2) from exc
     by_source = _pairs(source_grader, "--source-grader")
-    if any(":" in spec for spec in [grader or "", *by_source.values()]) and os.getcwd() not in sys.path:
-        # module:Class from a plain .py file in the working directory, no packaging (the `rrl` script's own
-        # sys.path lacks it); grading workers inherit sys.path as their PYTHONPATH
-        sys.path.insert(0, os.getcwd())
+    importable_from_cwd([grader or "", *by_source.values()])
     if regrade is not None:
         if options.scoped:
             raise typer.BadParameter("--regrade takes options for every grader only (KEY=VALUE)")

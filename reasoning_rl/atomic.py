@@ -4,7 +4,9 @@ The one implementation behind checkpoints (``checkpoint.py``), exports (``traine
 ``Policy.save_pretrained``) and the GGUF conversion cache (``policy/model.py``). A crash at any point leaves
 the previous target untouched (plus a ``.tmp-*`` sibling that the next writer may remove), never a half
 directory. Directories are created with mode 0o777 minus the umask (0755 under the usual umask 022), not
-``tempfile.mkdtemp``'s 0700, so a vLLM server or a teammate running as another user can read the result.
+``tempfile.mkdtemp``'s 0700, and files a library wrote owner-only (safetensors writes through a private temp
+file: 0600) get 0o666 minus the umask like any other, so a vLLM server or a teammate running as another user can
+read the result.
 """
 
 from __future__ import annotations
@@ -39,6 +41,18 @@ def fsync_tree(root: Path) -> None:
         fsync_dir(Path(dirpath))
 
 
+def _umask_modes(root: Path) -> None:
+    """Owner-only files under ``root`` get the mode the umask gives a new file (read from ``root``'s own mode,
+    made 0o777 minus the umask: ``os.umask`` cannot be read without setting it, for every thread at once)."""
+    wanted = root.stat().st_mode & 0o666
+    for dirpath, _, files in os.walk(root):
+        for name in files:
+            path = os.path.join(dirpath, name)
+            mode = os.stat(path).st_mode & 0o777
+            if mode & 0o066 == 0 and mode | wanted != mode:
+                os.chmod(path, mode | wanted)
+
+
 def _replace(tmp: Path, target: Path) -> None:
     """Move ``tmp`` to ``target``; an existing target is moved aside first and removed after the swap."""
     if target.exists():
@@ -60,6 +74,7 @@ def atomic_dir(target: str | Path) -> Iterator[Path]:
     tmp.mkdir(mode=0o777)  # the umask applies, as for any directory the user creates
     try:
         yield tmp
+        _umask_modes(tmp)
         fsync_tree(tmp)
         _replace(tmp, final)
         fsync_dir(final.parent)

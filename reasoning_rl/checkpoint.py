@@ -89,13 +89,20 @@ class CheckpointManager:
         found = self.list()
         return found[-1] if found else None
 
-    def save(self, step: int, write_payload: Callable[[Path], None], trainer_state: dict[str, Any]) -> Path:
-        """``write_payload(tmp_dir)`` writes model/optimizer/scheduler; we add RNG + trainer state + marker."""
+    def save(
+        self,
+        step: int,
+        write_payload: Callable[[Path], None],
+        trainer_state: dict[str, Any],
+        rng: dict[str, Any] | None = None,
+    ) -> Path:
+        """``write_payload(tmp_dir)`` writes model/optimizer/scheduler; we add RNG (``rng``: as it was when the
+        step finished; default: now) + trainer state + marker."""
         final = self.root / f"step_{step}"
         with atomic_dir(final) as tmp:
             write_payload(tmp)
             fault_point("checkpoint")  # a crash test's mid-checkpoint: state written, not complete
-            torch.save(rng_state(), tmp / RNG_FILE)
+            torch.save(rng if rng is not None else rng_state(), tmp / RNG_FILE)
             (tmp / STATE_FILE).write_text(
                 json.dumps({"step": step, **trainer_state}, indent=2, default=str), encoding="utf-8"
             )

@@ -189,7 +189,9 @@ def eval_(
         None, "--step", help="With --model RUN_DIR: the checkpoint step [default: latest complete]."
     ),
     data: str = typer.Option(None, "--data", help="Dataset file/dir/hub name (instead of the config's)."),
-    n: int = typer.Option(None, "--n", help="Samples per prompt (pass@n, maj@n)."),
+    n: int = typer.Option(
+        None, "--n", help="Samples per prompt (pass@n, maj@n); n > 1 needs eval.temperature > 0."
+    ),
     out: str = typer.Option(
         None, "-o", "--out", help="Per-prompt results JSONL [default: RUN_DIR/eval/results.jsonl]."
     ),
@@ -237,6 +239,9 @@ def export(
     except HubPushError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc
+    from reasoning_rl.trainer.cli import quiet_outside_a_terminal
+
+    quiet_outside_a_terminal()  # before torch, transformers and vLLM are imported
     from reasoning_rl.policy.model import ModelLoadError
     from reasoning_rl.trainer.export import export_checkpoint
 

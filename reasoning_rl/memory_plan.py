@@ -589,6 +589,26 @@ def advice(shape: ModelShape, s: TrainSetup, usable: int, longest: int, budget: 
     return f"{head}, even with {every}: lower rollout.max_tokens or use more GPUs"
 
 
+def cpu_advice(shape: ModelShape, s: TrainSetup, usable: int, longest: int, chosen: int) -> str | None:
+    """On CPU (the host's memory is the device's): None when the update at ``chosen`` tokens fits ``usable``;
+    else one line with the budget or gradient checkpointing that fits (the GPU offload switches do not apply).
+    Before: the dry run printed a plan over its own usable memory and then said ok."""
+    if update_peak(shape, s, chosen) <= usable:
+        return None
+    head = (
+        f"memory plan: the update at micro_batch_tokens={chosen} needs {_gib(update_peak(shape, s, chosen))}, "
+        f"{_gib(usable)} usable in this machine's memory"
+    )
+    largest = largest_budget(shape, s, usable)
+    if largest >= longest:
+        return f"{head}: set algorithm.micro_batch_tokens={largest}"
+    if not s.checkpointing:
+        tried = replace(s, checkpointing=True, checkpoint_every=1)
+        if update_peak(shape, tried, longest) <= usable:
+            return f"{head}: set model.gradient_checkpointing=true"
+    return f"{head}: lower rollout.max_tokens, use a smaller model or a GPU"
+
+
 def _changes(s: TrainSetup, change: dict[str, Any]) -> bool:
     return any(getattr(s, k) != v for k, v in change.items())
 
@@ -656,7 +676,11 @@ def plan_run(
         chosen = max(largest if device == "cuda" else CPU_MICRO_BATCH_TOKENS, max_model_len)
     else:
         chosen = budget
-    problem = problem or (advice(shape, s, usable, max_model_len, budget) if device == "cuda" else None)
+    problem = problem or (
+        advice(shape, s, usable, max_model_len, budget)
+        if device == "cuda"
+        else cpu_advice(shape, s, usable, max_model_len, chosen)
+    )
     host = host_bytes(shape, s) if device == "cuda" else 0
     spec = r.speculative
     drafts = spec.group_max_bytes if engine and spec.method == "group" else 0

@@ -33,7 +33,7 @@ from __future__ import annotations
 import json
 import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,6 +47,8 @@ class TraceWriter:
     """Append-only trace file; every record is flushed so a partial trace survives a crash."""
 
     def __init__(self, path: str | Path, *, meta: dict[str, Any] | None = None, append: bool = False) -> None:
+        # live progress inside a stage (the run's heartbeat, trainer/heartbeat.py); not written to the file
+        self.on_progress: Callable[[str, dict[str, tuple[int, int]]], None] | None = None
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         resuming = append and self.path.exists()
@@ -61,6 +63,7 @@ class TraceWriter:
     @contextmanager
     def span(self, stage: str, step: int, **attrs: Any) -> Iterator[dict[str, Any]]:
         """Time a stage; the yielded dict can be filled with attributes known only at the end."""
+        self.progress(stage)
         start = time.time()
         extra: dict[str, Any] = dict(attrs)
         try:
@@ -76,6 +79,11 @@ class TraceWriter:
                     "attrs": extra,
                 }
             )
+
+    def progress(self, stage: str, **counts: tuple[int, int]) -> None:
+        """Where a stage is: (done, total) by name, e.g. ``generated=(12, 32)``; for the heartbeat only."""
+        if self.on_progress is not None:
+            self.on_progress(stage, counts)
 
     def add_span(self, stage: str, step: int, start: float, end: float, **attrs: Any) -> None:
         self._write(

@@ -44,3 +44,18 @@ def test_a_failed_write_leaves_the_old_dir_untouched(tmp_path: Path) -> None:
         raise RuntimeError("crash mid-write")
     assert (target / "weights").read_text() == "old"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["step_1"]
+
+
+def test_files_a_library_wrote_owner_only_get_the_umask_mode(tmp_path: Path, umask_022: None) -> None:
+    """Issue 47: `rrl export --adapter` wrote adapter_model.safetensors 0600 (safetensors writes through a
+    private temp file); a model dir's files are 0644 under the usual umask."""
+    torch = pytest.importorskip("torch")
+    from safetensors.torch import save_file
+
+    target = tmp_path / "adapter"
+    with atomic_dir(target) as tmp:
+        save_file({"w": torch.zeros(2)}, str(tmp / "adapter_model.safetensors"))
+        (tmp / "run.sh").write_text("#!/bin/sh\n")
+        os.chmod(tmp / "run.sh", 0o700)  # an owner-only script: readable too, still executable
+    assert stat.S_IMODE((target / "adapter_model.safetensors").stat().st_mode) == 0o644
+    assert stat.S_IMODE((target / "run.sh").stat().st_mode) == 0o744

@@ -8,6 +8,7 @@ from typing import Any
 
 from graders.evaluation.inputs import BadRow, Row
 from graders.evaluation.scoring import answer_keys, equivalence_checks, score_row
+from graders.gsm8k_rows import NotAGold, gsm8k_gold
 from graders.runtime import resolve_grader
 from graders.sources import RowGraderError, known_source_grader, row_grader
 from graders.types import ContextError, ContextField, Grade, GradeContext, Grader, context_fields
@@ -93,6 +94,7 @@ class RowJob:
     # Equivalence judgements for maj@k (see scoring.equivalence_checks), planned once the grades are in.
     checks: list[tuple[int, str]] = field(default_factory=list)
     check_grades: list[Grade | None] = field(default_factory=list)
+    gold_from_gsm8k: bool = False  # the row's gold was a GSM8K worked solution; its final number is graded
 
     @property
     def done(self) -> bool:
@@ -124,6 +126,12 @@ def parse_row(number: int, row: Row, router: Router) -> RowJob:
         ground_truth = row["reward_model"]["ground_truth"]
     else:
         raise RowProblem("missing field `ground_truth` (or `reward_model.ground_truth`)")
+    try:
+        final = gsm8k_gold(ground_truth)
+    except NotAGold as exc:
+        raise RowProblem(str(exc)) from None
+    if final is not None:
+        ground_truth = final
     spec = router.route(row)
     router.identity(spec)
     context = None
@@ -133,7 +141,16 @@ def parse_row(number: int, row: Row, router: Router) -> RowJob:
             context = row_context(number, row).only(fields)
         except ContextError as exc:
             raise RowProblem(f"grader {spec!r}: {exc}") from None
-    return RowJob(number, row, spec, list(responses), ground_truth, [None] * len(responses), context)
+    return RowJob(
+        number,
+        row,
+        spec,
+        list(responses),
+        ground_truth,
+        [None] * len(responses),
+        context,
+        gold_from_gsm8k=final is not None,
+    )
 
 
 def _is_messages(value: Any) -> bool:

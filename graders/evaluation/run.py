@@ -35,6 +35,7 @@ from graders.evaluation.options import GraderOptions
 from graders.evaluation.output import done_rows, sort_output, write_line
 from graders.evaluation.preflight import preflight
 from graders.evaluation.rows import Router, RowJob, RowProblem, error_line, parse_row, result_line
+from graders.gsm8k_rows import gsm8k_note
 from graders.runtime import GradeRequest, GradingPool
 from graders.types import Grade
 
@@ -168,9 +169,17 @@ def run_grading(cfg: GradeRunConfig) -> GradeRunResult:
                     checked += 1
                 advance(job)
 
+            told_gsm8k = False
             try:
                 for number, row in _todo(cfg, done):
                     job = _new_job(number, row, cfg)
+                    if isinstance(job, RowJob) and job.gold_from_gsm8k and not told_gsm8k:
+                        told_gsm8k = True  # once per run: the rows themselves say nothing
+                        progress.console.print(
+                            gsm8k_note(f"{cfg.input.name}: row {number} (and every row like it) is"),
+                            markup=False,
+                            highlight=False,
+                        )
                     if isinstance(job, dict):
                         write(job)
                     else:

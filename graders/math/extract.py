@@ -12,6 +12,8 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
+from graders.gsm8k_rows import NotAGold, gsm8k_gold
+
 Mode = Literal["strict", "lenient"]
 MODES: tuple[Mode, ...] = ("strict", "lenient")
 
@@ -273,7 +275,14 @@ def extract(response: str, mode: Mode) -> Extraction:
 
 
 def gold_answers(ground_truth: str) -> tuple[str, ...]:
-    """The reference answer(s): usually the bare string, sometimes a worked solution with boxes in it."""
+    """The reference answer(s): usually the bare string, sometimes a worked solution with boxes in it, or
+    GSM8K's worked solution ending in ``#### N`` (the loaders' one rule: ``graders.gsm8k_rows``)."""
+    try:
+        final = gsm8k_gold(ground_truth)
+    except NotAGold:
+        final = None  # left as it is: ``prose_gold`` then makes it an error, never an incorrect
+    if final is not None:
+        return (final,)
     boxes = find_boxes(ground_truth)
     if boxes:  # a reference lists its parts: every box counts ("\boxed{1} papers and \boxed{2} bins")
         return tuple(dict.fromkeys(b.content for b in boxes))
@@ -285,3 +294,21 @@ def gold_answers(ground_truth: str) -> tuple[str, ...]:
     if len(segments) > 1:  # "$1$ and $2$ and $3$"
         return (_strip_maths(ground_truth, segments)[1],)
     return (ground_truth,)
+
+
+# A word of prose: two or more letters, not a LaTeX command's name (``\\frac``) nor part of a longer token.
+_WORD = re.compile(r"(?<![\\A-Za-z])[A-Za-z]{2,}(?![A-Za-z])")
+_PROSE_WORDS = 4
+
+
+def prose_gold(gold: str) -> str | None:
+    """Why a reference answer is prose no prediction can equal (a worked solution, a sentence with numbers
+    in it), else None. A gold no answer can match must grade ``error``: as ``incorrect`` it would silently
+    score every right answer 0. Text answers (no digit) and units (``5\\text{ cm}``) are answers."""
+    if "<<" in gold and ">>" in gold:
+        return "it holds GSM8K calculator notes (<<...>>): a worked solution, not a final answer"
+    if "####" in gold:
+        return "it holds GSM8K's '####' line without a plain number at its end"
+    if any(c.isdigit() for c in gold) and len(_WORD.findall(gold)) >= _PROSE_WORDS:
+        return "it reads as a sentence with numbers in it, not a final answer"
+    return None

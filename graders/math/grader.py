@@ -20,6 +20,7 @@ from graders.math.extract import (
     after_think,
     extract,
     gold_answers,
+    prose_gold,
 )
 from graders.math.guards import MAX_ANSWER_CHARS, unsafe
 from graders.math.normalize import Cleaned, clean
@@ -385,7 +386,9 @@ def _prepared_gold(ground_truth: str) -> Cleaned | str:
     golds = [g for g in (clean(raw) for raw in raw_golds) if g.text]
     if not golds:
         return "ground truth is empty"
-    return _combine(golds)
+    gold = _combine(golds)
+    prose = prose_gold(gold.text)  # a worked solution or sentence, not an answer: never graded as incorrect
+    return gold if prose is None else f"ground truth cannot be judged: {prose}"
 
 
 def _needs_sympy(text: str) -> bool:

@@ -8,7 +8,7 @@ with GradingPool(workers=2, timeout_s=10, cache_path="grades.sqlite") as pool:
 from graders.runtime.golds import gold_problems
 from graders.runtime.helper_pool import HelperPool, WorkerCrashed, WorkerTimeout, serve
 from graders.runtime.pool import GradingPool
-from graders.runtime.request import GradeRequest, resolve_grader
+from graders.runtime.request import GradeRequest, importable_from_cwd, resolve_grader
 
 __all__ = [
     "GradeRequest",
@@ -17,6 +17,7 @@ __all__ = [
     "WorkerCrashed",
     "WorkerTimeout",
     "gold_problems",
+    "importable_from_cwd",
     "resolve_grader",
     "serve",
 ]

@@ -5,6 +5,9 @@ from __future__ import annotations
 import hashlib
 import importlib
 import json
+import os
+import sys
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -56,6 +59,14 @@ class Task:
 
 
 _spec_cache: dict[str, Grader] = {}
+
+
+def importable_from_cwd(specs: Iterable[str]) -> None:
+    """Let ``module:attr`` specs load from a plain .py file in the working directory, no packaging, in every
+    command alike (``rrl grade``, ``rrl train``/``eval`` graders and tools): the ``rrl`` script's own sys.path
+    lacks that directory (``python -m`` has it); grading workers inherit sys.path as their PYTHONPATH."""
+    if any(":" in spec for spec in specs) and os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
 
 
 def resolve_grader(spec: str) -> Grader:

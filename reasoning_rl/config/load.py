@@ -45,13 +45,17 @@ def format_validation_error(err: ValidationError, source: str) -> str:
     lines = [f"invalid config ({source}):"]
     for e in err.errors():
         loc = tuple(e["loc"])
-        key = ".".join(str(p) for p in loc) or "(top level)"
+        key = ".".join(str(p) for p in loc) or "config"
         if e["type"] == "extra_forbidden":
             allowed = _allowed_keys(Config, loc)
             hint = f"; allowed keys: {', '.join(allowed)}" if allowed else ""
             lines.append(f"  {key}: unknown key{hint}")
         elif e["type"] == "missing":
             lines.append(f"  {key}: required key is missing")
+        elif e["type"] == "value_error" and isinstance(e.get("input"), dict):
+            # a check across a section's (or sections') fields: its message names them; the input is the whole
+            # section or config, hundreds of characters that say nothing more
+            lines.append(f"  {key}: {e['msg'].removeprefix('Value error, ')}")
         else:
             lines.append(f"  {key}: {e['msg']} (got {e.get('input')!r})")
     return "\n".join(lines)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from reasoning_rl.config.base import _Section
 
@@ -30,7 +30,16 @@ class TrainerConfig(_Section):
         default=100, ge=0, description="Training steps (one batch of prompts, one policy update each)."
     )
     batch_size: int = Field(default=8, ge=1, description="Prompts per step (each sampled rollout.n times).")
-    checkpoint_every: int = Field(default=0, ge=0, description="0: only the final checkpoint.")
+    checkpoint_every: int = Field(
+        default=0, ge=0, description="Save a checkpoint every this many steps (0: by time only, see below)."
+    )
+    checkpoint_minutes: float = Field(
+        default=30.0,
+        ge=0,
+        description="Also save at the first step end this many minutes after the last save: a preempted or "
+        "crashed run loses at most this much plus one step, whatever a step takes (0: off). Ctrl-C always "
+        "saves the last finished step.",
+    )
     keep_checkpoints: int = Field(
         default=2, ge=1, description="Newest checkpoints kept on disk; older ones are deleted."
     )
@@ -72,6 +81,12 @@ class LoggingConfig(_Section):
         "table (the step's best, worst and errored in turn: prompt, response, ground "
         "truth, grade, reason); 0: none.",
     )
+    heartbeat_s: float | None = Field(
+        default=30.0,
+        ge=0,
+        description="Inside a step, a log line this often: stage, samples generated/graded, update mini-batch "
+        "k/K (a live line instead on a terminal with console=rich); None: off; 0: at every report.",
+    )
     engine_logs: bool = Field(
         default=False,
         description="Show the rollout engine's (vLLM's) own INFO/WARNING log "
@@ -83,9 +98,13 @@ class EvalConfig(_Section):
     every: int = Field(
         default=0, ge=0, description="Evaluate every k steps (0: only at the end when val is set)."
     )
-    n: int = Field(default=1, ge=1, description="Samples per prompt (pass@k / maj@k use k = n).")
+    n: int = Field(
+        default=1,
+        ge=1,
+        description="Samples per prompt (pass@k / maj@k use k = n; n > 1 needs temperature > 0).",
+    )
     temperature: float = Field(
-        default=0.0, ge=0.0, description="Sampling temperature for evaluation; 0: greedy."
+        default=0.0, ge=0.0, description="Sampling temperature for evaluation; 0: greedy (n = 1 only)."
     )
     max_tokens: int | None = Field(
         default=None, ge=1, description="Most response tokens; None: rollout.max_tokens."
@@ -96,3 +115,14 @@ class EvalConfig(_Section):
     at_start: bool = Field(
         default=False, description="Also evaluate before step 1 (a fresh run, not a resume)."
     )
+
+    @model_validator(mode="after")
+    def _samples_differ(self) -> EvalConfig:
+        # Refused rather than sampled at a default temperature: pass@k depends on the temperature as much as on
+        # k, so the number reported must be one the user chose (0.6-1.0 are the usual ones).
+        if self.n > 1 and self.temperature == 0:
+            raise ValueError(
+                f"eval.n={self.n} at eval.temperature=0 (greedy) gives {self.n} copies of one answer, so "
+                f"pass@{self.n} and maj@{self.n} would be pass@1; set eval.temperature (e.g. 0.6 or 1.0) or eval.n=1"
+            )
+        return self

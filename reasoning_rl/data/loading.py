@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from graders import UntrustedJSONError, loads_untrusted
+from graders.gsm8k_rows import gsm8k_note
 from reasoning_rl.config import DataConfig, SourceConfig
 from reasoning_rl.data.generators import GENERATORS
 from reasoning_rl.data.schema import DataError, Example, normalize_row
@@ -24,6 +25,15 @@ class LoadReport:
 
     kept: dict[str, int] = field(default_factory=dict)
     skipped: list[str] = field(default_factory=list)
+    # rows per source whose gold was a GSM8K worked solution (graded against its final number)
+    gsm8k: dict[str, int] = field(default_factory=dict)
+
+    def notes(self) -> list[str]:
+        """The lines worth telling the user about what loading did to the rows (at most one)."""
+        if not self.gsm8k:
+            return []
+        where = ", ".join(f"{k}: {v}" for k, v in self.gsm8k.items())
+        return [gsm8k_note(f"data: {sum(self.gsm8k.values())} rows ({where})")]
 
 
 def _jsonl_rows(path: Path) -> Iterator[tuple[str, Any]]:
@@ -143,6 +153,10 @@ def load_examples(
     for s_idx, source in enumerate(sources):
         rows, default_source = read_source(source, seed)
         kept = 0
+
+        def count_gsm8k(name: str = default_source) -> None:
+            report.gsm8k[name] = report.gsm8k.get(name, 0) + 1
+
         for where, raw in rows:
             if source.limit is not None and kept >= source.limit:
                 break
@@ -159,6 +173,7 @@ def load_examples(
                         default_source=default_source,
                         rules=data,
                         known_graders=known_graders,
+                        on_gsm8k=count_gsm8k,
                     )
                 )
                 kept += 1

@@ -7,11 +7,12 @@ explicit ``grader``. Rows that fit neither raise ``DataError`` naming the file a
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from graders import RowGraderError, known_source_grader, row_grader
+from graders.gsm8k_rows import gsm8k_gold
 from reasoning_rl.config import RowConfig
 
 ROLES = ("system", "user", "assistant")
@@ -88,7 +89,7 @@ def _messages(row: Mapping[str, Any], rules: RowConfig) -> list[dict[str, str]]:
     return msgs
 
 
-def _ground_truth(row: Mapping[str, Any]) -> Any:
+def _raw_ground_truth(row: Mapping[str, Any]) -> Any:
     rm = row.get("reward_model")
     if isinstance(rm, Mapping) and rm.get("ground_truth") is not None:
         return rm["ground_truth"]
@@ -96,6 +97,14 @@ def _ground_truth(row: Mapping[str, Any]) -> Any:
         if row.get(key) is not None:
             return row[key]
     raise ValueError("needs a ground truth: 'reward_model.ground_truth', 'answer' or 'ground_truth'")
+
+
+def _ground_truth(row: Mapping[str, Any]) -> tuple[Any, bool]:
+    """(the gold, whether it was a GSM8K worked solution whose final number was taken); ``NotAGold``
+    (a ValueError) for a GSM8K-shaped one with no number to take."""
+    raw = _raw_ground_truth(row)
+    final = gsm8k_gold(raw)
+    return (raw, False) if final is None else (final, True)
 
 
 def route_grader(row: Mapping[str, Any], data_source: str, rules: RowConfig) -> str:
@@ -121,13 +130,15 @@ def normalize_row(
     default_source: str,
     rules: RowConfig,
     known_graders: frozenset[str] | None = None,
+    on_gsm8k: Callable[[], None] | None = None,
 ) -> Example:
-    """Turn one raw row into an ``Example``; any problem becomes a ``DataError`` prefixed with ``where``."""
+    """Turn one raw row into an ``Example``; any problem becomes a ``DataError`` prefixed with ``where``.
+    ``on_gsm8k`` is called when the row's gold was a GSM8K worked solution (its final number is the gold)."""
     if not isinstance(row, Mapping):
         raise DataError(f"{where}: row must be a JSON object, got {type(row).__name__}")
     try:
         messages = _messages(row, rules)
-        truth = _ground_truth(row)
+        truth, from_gsm8k = _ground_truth(row)
     except ValueError as exc:
         raise DataError(f"{where}: {exc}") from None
     source = row.get("data_source") or default_source
@@ -143,6 +154,8 @@ def normalize_row(
     extra = row.get("extra_info")
     if extra is not None and not isinstance(extra, Mapping):
         raise DataError(f"{where}: 'extra_info' must be an object, got {type(extra).__name__}")
+    if from_gsm8k and on_gsm8k is not None:
+        on_gsm8k()
     return Example(
         uid=uid,
         data_source=str(source),

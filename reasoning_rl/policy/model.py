@@ -40,6 +40,11 @@ def check_model_path(path: str, gguf_file: str | None = None) -> None:
         return
     if path.startswith(("/", ".", "~")) or not HUB_ID.match(path):
         raise ModelLoadError(f"model path {path!r} does not exist (and is not a hub id like 'org/name')")
+    from reasoning_rl.policy.hub_reach import hub_problem
+
+    problem = hub_problem(path, gguf_file or "config.json")
+    if problem is not None:
+        raise ModelLoadError(problem)
 
 
 def load_causal_lm(path: str, *, gguf_file: str | None = None, dtype: str | torch.dtype = "float32") -> Any:

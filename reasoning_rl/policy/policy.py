@@ -282,8 +282,11 @@ class Policy:
             zero_missing_grads(self.module)  # no row trained anywhere: still the optimizer step of zero grads
         grad_norm = clip_and_step(self.module, self.optimizer, self.grad_clip)
         out = {"loss": float(sums[0]), "grad_norm": grad_norm, "lr": self.optimizer.param_groups[0]["lr"]}
+        # no row computed anywhere (every group's rewards equal): a token average has no tokens, so it is left
+        # out rather than logged as 0 (an entropy of 0 reads as collapse)
+        none_computed = keep is not None and scale == 0.0
         for k, key in enumerate(METRIC_KEYS, start=1):
-            if key != "kl" or ref_logprobs is not None:
+            if (key != "kl" or ref_logprobs is not None) and not (none_computed and key in TOKEN_AVERAGES):
                 out[key] = float(sums[k]) * (scale if key in TOKEN_AVERAGES else 1.0)
         counts = dist.all_reduce_sum(torch.tensor([float(batch.num_tokens), layout.tokens, layout.slots]))
         out["tokens"] = float(counts[0])

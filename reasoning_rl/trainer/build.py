@@ -77,6 +77,8 @@ def load_data(cfg: Config, tokenizer: Any, console: Console) -> tuple[list[Promp
     )
     sources = ", ".join(f"{k}: {v}" for k, v in report.kept.items())
     console.print(f"data: {len(train_prompts)} train / {len(val_prompts)} val prompts ({sources})")
+    for note in report.notes():
+        console.print(note, markup=False, highlight=False)
     skipped = len(report.skipped) + n_long + n_long_val
     if skipped:
         console.print(

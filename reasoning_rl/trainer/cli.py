@@ -52,9 +52,9 @@ def single_process_error() -> str | None:
         return None
     return (
         f"rrl train runs as a single training process, but WORLD_SIZE={world} (torchrun?): every rank would "
-        "train a full copy of the run into the same run dir. Multi-rank training is coming through Ray "
-        "placement, not torchrun; today run `rrl train CONFIG` without torchrun (one process drives the "
-        "device; grading.workers and grading.backend=ray scale the grading)"
+        "train a full copy of the run into the same run dir. Run `rrl train CONFIG` once, without torchrun: "
+        "it starts its own ranks (resources.ranks_per_node, default every visible GPU; resources.nodes for "
+        "several machines)"
     )
 
 
@@ -79,6 +79,23 @@ def redirected() -> bool:
 QUIET_ENV = {"VLLM_LOGGING_LEVEL": "ERROR", "HF_HUB_DISABLE_PROGRESS_BARS": "1"}
 
 
+def config_specs(cfg: Config) -> list[str]:
+    """Every grader and tool a config names (``module:attr`` ones load from the working directory)."""
+    terms = [*cfg.grading.rewards, *(t for ts in cfg.grading.source_rewards.values() for t in ts)]
+    graders = [cfg.data.default_grader, *cfg.data.grader_map.values(), *(t.grader or "" for t in terms)]
+    return [*graders, *cfg.rollout.tools]
+
+
+def quiet_outside_a_terminal() -> None:
+    """For commands without a run config (``rrl export``): output going to a file or pipe gets no progress
+    bars, no engine INFO lines (vLLM's Triton / NUMA notes at import) and no library FutureWarnings."""
+    if not redirected():
+        return
+    for key, value in {**QUIET_ENV, **REDIRECTED_ENV}.items():
+        os.environ.setdefault(key, value)
+    warnings.filterwarnings("ignore", category=FutureWarning)
+
+
 def prepare(cfg: Config) -> None:
     """Process-wide settings a command applies before anything heavy is imported."""
     if not cfg.logging.engine_logs:
@@ -92,10 +109,9 @@ def prepare(cfg: Config) -> None:
         for key, value in QUIET_ENV.items():
             if os.environ.get(key) == value:
                 del os.environ[key]
-    if any(":" in name for name in cfg.rollout.tools) and os.getcwd() not in sys.path:
-        # a module:attr tool from a plain .py file in the working directory, no packaging (as `rrl grade`'s
-        # module:Class graders; the `rrl` script's own sys.path lacks it)
-        sys.path.insert(0, os.getcwd())
+    from graders.runtime import importable_from_cwd
+
+    importable_from_cwd(config_specs(cfg))  # module:attr graders and tools from the working directory
     if redirected():  # after the quiet settings: --verbose shows the engine's lines, never a redrawn bar
         for key, value in REDIRECTED_ENV.items():
             os.environ.setdefault(key, value)

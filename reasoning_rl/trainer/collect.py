@@ -17,7 +17,7 @@ declared context fields exist in every row.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import cache
 from typing import Any
 
@@ -143,6 +143,7 @@ class StreamGrading:
         self._pending: dict[Key, int] = {}  # requests of the sample not yet answered
         self._contexts: dict[int, GradeContext] = {}
         self._failed: set[Key] = set()
+        self.ever_graded = 0  # samples whose every component came back, since this stream began (progress)
 
     def take(self, comp: Completion) -> None:
         """One finished completion, from whichever producer: graded at once, or (``comp.error``: our
@@ -171,13 +172,22 @@ class StreamGrading:
         self._parts[key] = [grade]
         self._pending[key] = 0
         self._failed.add(key)
+        self.ever_graded += 1
 
     def graded(self) -> int:
         return sum(1 for left in self._pending.values() if not left)
 
-    def wait(self) -> None:
-        while finished := list(self.pool.results()):  # a fallback asked meanwhile is one more round
-            self._take(finished)
+    def wait(self, progress: Callable[[], None] | None = None) -> None:
+        """The stragglers, until a round brings nothing (a fallback asked meanwhile is one more round);
+        ``progress`` is called as each grade lands (the heartbeat's graded count)."""
+        landed = True
+        while landed:
+            landed = False
+            for finished in self.pool.results():
+                landed = True
+                self._take([finished])
+                if progress is not None:
+                    progress()
 
     def _take(self, finished: list[tuple[Any, Grade]]) -> None:
         for req, grade in finished:
@@ -186,6 +196,8 @@ class StreamGrading:
             self._pending[key] -= 1
             if component == 0 and no_answer(grade):
                 self._ask_fallback(key, req)
+            if not self._pending[key]:
+                self.ever_graded += 1
 
     def _ask_fallback(self, key: Key, first: GradeRequest) -> None:
         """The first component found no answer: submit the row's fallback components, if any."""
@@ -275,16 +287,28 @@ def collect(
     row as context); prompt k is group ``group_offset + k``. With ``tools`` (``rollout.tools``) each sample
     is a multi-turn tool rollout (``tool_collect``); its completion carries ``mask``, ``turns`` and ``error``."""
     grading = StreamGrading(pool, prompts, rewards)
+    total = len(prompts) * sampling.n
+
+    def progress() -> None:
+        if trace is not None:
+            trace.progress(
+                "generate", generated=(len(grading.completions), total), graded=(grading.ever_graded, total)
+            )
+
+    def take(comp: Completion) -> None:
+        grading.take(comp)
+        progress()
+
     t0 = time.time()
     if tools is None:
         trajs = None
         for comp in engine.stream([p.token_ids for p in prompts], sampling):
-            grading.take(comp)
+            take(comp)
     else:
-        trajs = tool_completions(engine, prompts, sampling, tools, grading.take)
+        trajs = tool_completions(engine, prompts, sampling, tools, take)
     t1 = time.time()
     graded = grading.graded()
-    grading.wait()
+    grading.wait(progress)
     if trace is not None and trajs is not None:
         trace_tools(trace, step, trajs)
     grading.trace(trace, step, t0, t1, time.time(), graded=graded)

@@ -115,6 +115,18 @@ class Frontier:
         full = FULL_SHARE * self.schedule.capacity * n
         busy = full_s = 0.0
         last_trace = 0.0
+        generated = 0  # tokens the engine produced in this step's window (gen tok/s counts these only)
+        # samples finished (and graded) in earlier steps but not yet trained count as graded now
+        graded_before = self.grading.ever_graded - self.grading.graded()
+        need = self.schedule.batch * n
+
+        def progress() -> None:
+            trace.progress(
+                "generate",
+                generated=(min(len(self.grading.completions), need), need),
+                graded=(min(self.grading.ever_graded - graded_before, need), need),
+            )
+
         with gc_paused():  # the objects of a step die by reference counting; cycles wait for its end
             while (chosen := self.schedule.select(version, self._finished())) is None:
                 if not self.live:
@@ -124,6 +136,8 @@ class Frontier:
                 t = time.time()
                 for delta in self.engine.advance():
                     self._take(delta, version)
+                    generated += len(delta.token_ids)
+                progress()
                 fault_point("generate")  # a crash test's mid-generation
                 running = self.engine.running()
                 dt = time.time() - t
@@ -134,7 +148,7 @@ class Frontier:
                     last_trace = t
         t1 = time.time()
         graded = self.grading.graded()
-        self.grading.wait()
+        self.grading.wait(progress)
         self.grading.trace(trace, step, t0, t1, time.time(), graded=graded)
         rollouts = self.grading.pop_groups(chosen)
         self.schedule.trained(chosen)
@@ -146,6 +160,7 @@ class Frontier:
             "rollout/running_full_frac": full_s / gen_s if gen_s > 0 else 0.0,
             "rollout/in_flight": float(len(self.live)),
             "rollout/resubmitted": float(self.resubmitted),
+            "rollout/generated_tokens": float(generated),
             **lag_metrics(rollouts, version, trace, step),
         }
         self.resubmitted = 0

@@ -22,8 +22,8 @@ def interrupted_message(cfg: Config, completed: int, config_path: str, overrides
     lines = [f"interrupted {done}; run dir {cfg.run_dir}"]
     latest = CheckpointManager(cfg.run_dir / "checkpoints").latest()
     if latest is None:
-        every = cfg.trainer.checkpoint_every
-        why = f"trainer.checkpoint_every={every}" + (": only the final step saves one" if every == 0 else "")
+        # Ctrl-C saves the last finished step (trainer/last_step.py): none is left only if none finished
+        why = "no step had finished" if not completed else f"the save of step {completed} was stopped"
         lines.append(f"no checkpoint to continue from ({why}); a rerun starts over")
         return lines
     kept = [o for o in overrides if not o.startswith("trainer.resume=")]

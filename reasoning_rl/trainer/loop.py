@@ -31,7 +31,9 @@ from reasoning_rl.trainer.eval import EvalResult, evaluate, prompt_messages, wri
 from reasoning_rl.trainer.frontier import Frontier
 from reasoning_rl.trainer.governance import identity_fields
 from reasoning_rl.trainer.grading_health import check_grading
+from reasoning_rl.trainer.heartbeat import Heartbeat
 from reasoning_rl.trainer.interrupt import interrupts_held
+from reasoning_rl.trainer.last_step import FinishedStep, UpdateGuard, checkpoint_due
 from reasoning_rl.trainer.metrics import MetricsLogger, check_wandb
 from reasoning_rl.trainer.records import Rollouts
 from reasoning_rl.trainer.resume import (
@@ -79,6 +81,9 @@ class Trainer:
         self.frontier: Frontier | None = (
             None  # the engine's in-flight rollouts across steps (in-process vLLM)
         )
+        self.guard = UpdateGuard()  # Ctrl-C waits from a step's update to its end
+        self.finished: FinishedStep | None = None  # what Ctrl-C saves (last_step.py)
+        self._saving = False  # a checkpoint is being written (a second Ctrl-C there means: stop now)
 
     # ------------------------------------------------------------------------------------------ setup
     def _resume_point(self) -> Any:
@@ -157,22 +162,31 @@ class Trainer:
             console=self.console,
         )
         summary = RunSummary(self.run_dir, start_step, start_step if info is not None else None)
+        beat = Heartbeat(cfg.logging.heartbeat_s or 0.0, log.heartbeat)
+        if cfg.logging.heartbeat_s is not None:
+            trace.on_progress = beat.report  # the stages report through the trace they already write
+            beat.start()
         status = "crashed"
+        saved_at = time.monotonic()
         try:
             if cfg.eval.at_start and start_step == 0 and parts.val_prompts:
                 self._eval(parts, trace, log, 0, summary)
             for step in range(start_step + 1, cfg.trainer.steps + 1):
+                beat.begin(step)
                 metrics = self._step(parts, sampler, trace, step)
                 log.log(step, metrics)
                 log.log_samples(step, self._sample_rows)
                 summary.rewards.append(metrics["reward/mean"])
                 summary.steps = self.completed_step = step
+                self.finished = FinishedStep.now(step, sampler, self.frontier)
+                self.guard.release()  # a Ctrl-C held since the update stops the run here, saving this step
                 last = step == cfg.trainer.steps
                 # every eval.every steps, and always at the last step (as verl and TRL do)
                 if parts.val_prompts and (last or (cfg.eval.every and step % cfg.eval.every == 0)):
                     self._eval(parts, trace, log, step, summary)
-                if last or (cfg.trainer.checkpoint_every and step % cfg.trainer.checkpoint_every == 0):
-                    self._checkpoint(parts, sampler, trace, step, log)
+                if checkpoint_due(cfg.trainer, step, (time.monotonic() - saved_at) / 60):
+                    self._checkpoint(parts, self.finished, trace, log)
+                    saved_at = time.monotonic()
                 parts.trace_ranks(
                     trace, step
                 )  # several ranks: driver <-> worker bytes, per-rank time, memory
@@ -182,8 +196,11 @@ class Trainer:
             status = "ok"
         except KeyboardInterrupt:
             status = "interrupted"
+            self._save_on_interrupt(parts, trace, log)
             raise
         finally:
+            self.guard.abandon()
+            beat.close()
             log.close()
             trace.close(status)
             parts.close()
@@ -202,6 +219,7 @@ class Trainer:
             self.frontier.park()  # an engine about to sleep cannot keep unfinished requests: stop them
         parts.engine_sleep()  # the trainer's passes get the engine's memory
         batch, batch_metrics = make_train_batch(rollouts, parts.models, parts.plan, trace=trace, step=step)
+        self.guard.enter(step)  # from here the models change: Ctrl-C waits for the step's end
         trained = update(parts.models, batch, parts.plan, trace=trace, step=step)  # policy (+ critic) steps
         handoff = parts.push_weights(step=step, trace=trace)  # new weights into the engine
         return {
@@ -212,7 +230,7 @@ class Trainer:
             **batch_metrics,
             **trained,
             **handoff,
-            **self._timings(trace, step, t_step, rollouts),
+            **self._timings(trace, step, t_step, int(flow.get("rollout/generated_tokens", rollouts.tokens))),
             "optim/lr": parts.lr(),
         }
 
@@ -368,13 +386,15 @@ class Trainer:
         return {**sample_metrics(rollouts.samples, rewards, judged), "grading/masked": float((~judged).sum())}
 
     @staticmethod
-    def _timings(trace: StepTrace, step: int, t_step: float, rollouts: Rollouts) -> dict[str, float]:
+    def _timings(trace: StepTrace, step: int, t_step: float, generated: int) -> dict[str, float]:
+        """``generated``: the tokens the engine produced inside this step's generation (continuous rollouts:
+        not the trained groups' tokens, many of which came in earlier steps; 141,859 tok/s was reported)."""
         spans = trace.stage_seconds(step)
         gen_s = spans.get("time/generate_s", 0.0)
         return {
             **spans,
             "time/step_s": time.time() - t_step,
-            "throughput/gen_tokens_per_s": rollouts.tokens / gen_s if gen_s > 0 else 0.0,
+            "throughput/gen_tokens_per_s": generated / gen_s if gen_s > 0 else 0.0,
         }
 
     # ------------------------------------------------------------------------------ eval / checkpoint
@@ -404,24 +424,46 @@ class Trainer:
         return result
 
     def _checkpoint(
-        self, parts: Components, sampler: PromptSampler, trace: StepTrace, step: int, log: MetricsLogger
+        self, parts: Components, finished: FinishedStep, trace: StepTrace, log: MetricsLogger
     ) -> None:
+        step = finished.step
+        self._saving = True
         with interrupts_held(f"the checkpoint of step {step}"):
             with trace.span("checkpoint", step) as attrs:
                 path = self.ckpt.save(
                     step,
                     parts.save_checkpoint,  # self-contained: the model's config + tokenizer files too
                     {
-                        "data": sampler.state(),
-                        "frontier": self.frontier.state() if self.frontier is not None else None,
+                        "data": finished.data,
+                        "frontier": finished.frontier,
                         "grader_cache": str(parts.cache_path) if parts.cache_path else None,
                         "config": self.cfg.model_dump(mode="json"),
                         "model_dir": str(parts.model_dir.resolve()),
                         "data_fingerprint": data_fingerprint([p.example for p in parts.train_prompts]),
                     },
+                    rng=finished.rng,
                 )
                 attrs["path"] = str(path)
             log.note(f"checkpoint saved: {path}")
+        self._saving = False
+
+    def _save_on_interrupt(self, parts: Components, trace: StepTrace, log: MetricsLogger) -> None:
+        """The first Ctrl-C: save the last finished step unless a checkpoint of it exists (or was being written
+        when a second Ctrl-C came: that one means stop now). Interrupted inside an update (only where Ctrl-C
+        cannot be held) the models are half-updated: nothing is saved from them."""
+        finished, latest = self.finished, self.ckpt.latest()
+        if finished is None or self._saving or (latest is not None and latest.step >= finished.step):
+            return
+        if self.guard.updating:
+            log.note(
+                f"interrupted inside step {finished.step + 1}'s update: no checkpoint of its half-moved models"
+            )
+            return
+        log.note(f"interrupt: saving step {finished.step}, the last finished step")
+        try:
+            self._checkpoint(parts, finished, trace, log)
+        except KeyboardInterrupt:
+            log.note(f"the checkpoint of step {finished.step} was stopped; nothing saved")
 
 
 class StepTrace(TraceWriter):

@@ -23,6 +23,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 from rich.table import Table
+from rich.text import Text
 
 from reasoning_rl.config import ConfigError, LoggingConfig
 from reasoning_rl.samples import COLUMNS, cells, markdown, pick
@@ -106,6 +107,7 @@ class MetricsLogger:
         if cfg.wandb:
             self._wandb = _wandb_run(run_dir, cfg, run_name, config, resuming=start_step > 0)
         self._rows: list[dict[str, Any]] = []
+        self._now = ""  # the heartbeat's line: what the current step is doing (live display)
         self._live: Live | None = None
         self._progress: Progress | None = None
         self._task: Any = None
@@ -136,7 +138,7 @@ class MetricsLogger:
                 cells.append(fmt.format(v) if isinstance(v, int | float) and math.isfinite(v) else "-")
             table.add_row(*cells)
         assert self._progress is not None
-        return Group(table, self._progress)
+        return Group(table, self._progress, Text(self._now, style="dim"))
 
     def log(self, step: int, metrics: dict[str, Any]) -> None:
         record = {"step": step, **metrics}
@@ -178,6 +180,14 @@ class MetricsLogger:
 
             table = wandb.Table(columns=list(COLUMNS), data=[cells(kind, row) for kind, row in picked])
             self._wandb.log({"samples": table}, step=step)
+
+    def heartbeat(self, line: str, due: bool) -> None:
+        """The heartbeat's sink: the live display shows every line; a log (plain) gets one when it is due."""
+        if self._live is not None:
+            self._now = line
+            self._live.update(self._render())
+        elif self._plain and due:
+            self.console.print(f"heartbeat: {line}", highlight=False, soft_wrap=True)
 
     def note(self, text: str) -> None:
         """A one-line message above the live table (checkpoint saved, eval done, ...)."""

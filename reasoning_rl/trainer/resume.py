@@ -27,6 +27,7 @@ RESUMABLE: tuple[str, ...] = (
     "trainer.overwrite",
     "trainer.force_resume",
     "trainer.checkpoint_every",
+    "trainer.checkpoint_minutes",
     "trainer.keep_checkpoints",
     "trainer.export",
     "logging.",

@@ -22,10 +22,13 @@ def update(
     n = len(batch)
     size = min(a.mini_batch_size or n, n)
     stats: dict[str, list[float]] = {}
+    per_epoch = -(-n // size)
+    total = a.epochs * per_epoch
     with trace.span("update", step) as attrs:
         for epoch in range(a.epochs):
             order = torch.randperm(n).tolist() if epoch and a.epochs > 1 else list(range(n))
             for start in range(0, n, size):
+                trace.progress("update", **{"mini-batch": (epoch * per_epoch + start // size + 1, total)})
                 mini = batch.select(order[start : start + size])
                 m = models.policy.train_step(
                     mini.tokens,

@@ -463,3 +463,23 @@ def test_lora_keeps_only_the_adapters_states_and_no_reference(tmp_path: Path) ->
     assert update_peak(shape, lora, 8192) < 0.5 * update_peak(shape, full, 8192)
     sharded = replace(lora, world=4)
     assert kept_bytes(shape, sharded)["optimizer"] == 8 * math.ceil(a / 4)
+
+
+def test_a_cpu_plan_over_its_usable_memory_is_refused_with_the_fix(tmp_path: Path) -> None:
+    """Issue 47: on CPU the plan printed an update peak above its own usable memory and the dry run said ok.
+    Now the plan has a problem naming the budget that fits (or gradient checkpointing)."""
+    cfg, shape = tiny_config(tmp_path, QWEN15, rollout={"max_tokens": 1024})
+    kw = {"device": "cpu", "dtype": "float32", "world": 1, "max_model_len": 1536, "engine": False}
+    roomy = plan_run(cfg, shape, capacity=512 * GiB, **kw)
+    assert roomy.fits, roomy.problem
+    tight = plan_run(cfg, shape, capacity=40 * GiB, **kw)
+    assert tight.update_peak > tight.usable  # the 8192-token CPU default does not fit
+    assert tight.problem is not None and "\n" not in tight.problem
+    assert tight.problem.startswith("memory plan: the update at micro_batch_tokens=8192 needs")
+    fix = tight.problem.rsplit(": set ", 1)[1]
+    assert fix.startswith("algorithm.micro_batch_tokens=")
+    budget = int(fix.split("=")[1])
+    fixed, _ = tiny_config(
+        tmp_path, QWEN15, rollout={"max_tokens": 1024}, algorithm={"micro_batch_tokens": budget}
+    )
+    assert plan_run(fixed, shape, capacity=40 * GiB, **kw).fits

@@ -50,6 +50,10 @@ def test_skipped_rows_leave_the_step_unchanged(tiny_model_dir) -> None:
         assert a["loss"] == pytest.approx(b["loss"], abs=1e-6)
         assert a["grad_norm"] == pytest.approx(b["grad_norm"])
     assert m_skip[1]["ratio_mean"] == pytest.approx(1.0)  # over the trained rows, not diluted by skipped ones
+    # issue 47: with no row computed, entropy (and the other token averages) are left out, never a fake 0.000
+    # that reads as entropy collapse; where rows were computed it is their entropy
+    assert not {"entropy", "ratio_mean", "clip_frac"} & set(m_skip[2])
+    assert m_skip[1]["entropy"] > 0 and m_full[2]["entropy"] > 0
 
 
 def test_no_skipping_when_another_loss_term_reads_every_row() -> None:

@@ -28,3 +28,17 @@ def test_example_config_and_data_load(path: Path, monkeypatch: pytest.MonkeyPatc
 def test_example_dirs_present() -> None:
     names = {p.parent.name for p in CONFIGS if p.name == "config.yaml"}
     assert {"math_grpo", "math_tir", "code_grpo", "lean_prelude", "eval_only"} <= names
+
+
+def test_the_examples_readme_commands_validate(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The `rrl train CONFIG key=value` lines of examples/README.md (issue 47 added model.lora, rollout.max_lag
+    and rollout.speculative there) are configs that validate: a renamed key fails here, not for a reader."""
+    import re
+    import shlex
+
+    monkeypatch.chdir(REPO)
+    lines = re.findall(r"^rrl train (.+?)(?:\s+#.*)?$", (REPO / "examples" / "README.md").read_text(), re.M)
+    assert len(lines) >= 3
+    for line in lines:
+        config, *overrides = shlex.split(line)
+        load_config(config, overrides)
