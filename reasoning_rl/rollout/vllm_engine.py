@@ -21,6 +21,7 @@ from reasoning_rl.rollout.adapters import ADAPTER_CONFIG, ADAPTER_WEIGHTS
 from reasoning_rl.rollout.base import (
     Completion,
     Delta,
+    DraftCounts,
     Request,
     RolloutError,
     SamplingConfig,
@@ -29,13 +30,7 @@ from reasoning_rl.rollout.base import (
 )
 from reasoning_rl.rollout.fingerprints import EngineWeights, Fingerprint, fingerprint_tensors
 from reasoning_rl.rollout.group_drafts import GroupDrafts
-from reasoning_rl.rollout.vllm_drafter import (
-    attach,
-    draft_counts,
-    group_drafts,
-    per_request_metrics,
-    speculative_config,
-)
+from reasoning_rl.rollout.vllm_drafter import DraftTally, attach, group_drafts, speculative_config
 
 
 def startup_memory_refusal(exc: ValueError, share: float, on_gpu: bool) -> str | None:
@@ -101,7 +96,7 @@ class VLLMEngine:
         self._lora: Any = None  # the LoRARequest of the live adapter (split placement's adapter hand-off)
         self._lora_dir: str | None = None
         if speculative is not None and speculative.on:
-            kw.update(speculative_config=speculative_config(speculative), **per_request_metrics())
+            kw.update(speculative_config=speculative_config(speculative))
         try:
             self.llm = LLM(
                 model=model_path,
@@ -119,6 +114,13 @@ class VLLMEngine:
                 raise
             raise RolloutError(refused) from exc
         self.tokenizer = self.llm.get_tokenizer()
+        self._tally: DraftTally | None = None  # rollout.speculative: each request's draft counts
+        self._internal: dict[str, str] = {}  # our request id -> vLLM's internal one (the tally's key)
+        if speculative is not None and speculative.on:
+            scheduler = self._scheduler()
+            if scheduler is None:
+                raise RolloutError("rollout.speculative needs vLLM's in-process scheduler to count drafts")
+            self._tally = DraftTally(scheduler)
         self.drafts: GroupDrafts | None = None
         if speculative is not None and speculative.method == "group":
             self.drafts = group_drafts(speculative)
@@ -163,11 +165,10 @@ class VLLMEngine:
             for j in range(sampling.n):
                 self._counter += 1
                 rid = f"rrl-{self._counter}"
-                engine.add_request(
+                self._add(
                     rid,
                     TokensPrompt(prompt_token_ids=list(prompt)),
                     self._params(sampling, sampling.seed_for(i, j)),
-                    lora_request=self._lora,
                 )
                 where[rid] = (i, j)
         pending = set(where)
@@ -178,13 +179,16 @@ class VLLMEngine:
                         continue
                     pending.discard(out.request_id)
                     i, j = where[out.request_id]
-                    done = _to_completion(out, i, j, list(prompts[i]), self.tokenizer)
+                    done = _to_completion(
+                        out, i, j, list(prompts[i]), self.tokenizer, self._drafts(out.request_id)
+                    )
                     if self.drafts is not None:
                         self.drafts.record(done.prompt_ids, done.token_ids)
                     yield done
         finally:
             if pending:  # the consumer stopped early: do not leave requests running in the engine
                 engine.abort_request(list(pending))
+                self._forget(pending)
 
     def generate(self, prompts: list[list[int]], sampling: SamplingConfig) -> list[Completion]:
         done = list(self.stream(prompts, sampling))
@@ -245,9 +249,7 @@ class VLLMEngine:
             prompt = TokensPrompt(prompt_token_ids=list(r.prompt_ids))
             if r.cache_salt is not None:
                 prompt["cache_salt"] = r.cache_salt
-            self.llm.llm_engine.add_request(
-                r.id, prompt, self._params(r.sampling, r.seed, delta=r.deltas), lora_request=self._lora
-            )
+            self._add(r.id, prompt, self._params(r.sampling, r.seed, delta=r.deltas))
             self._live.add(r.id)
             if not r.deltas:
                 self._whole.add(r.id)
@@ -280,24 +282,44 @@ class VLLMEngine:
                     finished=out.finished,
                     finish_reason="length" if seq.finish_reason == "length" else "stop",
                     cached_tokens=out.num_cached_tokens,
-                    drafts=draft_counts(seq) if out.finished else None,
+                    drafts=self._drafts(out.request_id) if out.finished else None,
                 )
             )
         return found
 
     def abort(self, ids: list[str]) -> None:
         self.llm.llm_engine.abort_request(list(ids))
+        self._forget(ids)
         self._live.difference_update(ids)
         self._whole.difference_update(ids)
         self._held = [o for o in self._held if o.request_id not in set(ids)]
 
     def running(self) -> int:
         """The scheduler's running batch (in-process engine core); unfinished requests where it is hidden."""
-        core = getattr(getattr(self.llm.llm_engine, "engine_core", None), "engine_core", None)
-        sched = getattr(core, "scheduler", None)
+        sched = self._scheduler()
         if sched is not None and isinstance(getattr(sched, "running", None), list):
             return len(sched.running)
         return int(self.llm.llm_engine.get_num_unfinished_requests())
+
+    def _scheduler(self) -> Any:
+        """vLLM's scheduler, reachable because the engine core runs in this process; None where it is not."""
+        core = getattr(getattr(self.llm.llm_engine, "engine_core", None), "engine_core", None)
+        return getattr(core, "scheduler", None)
+
+    def _add(self, rid: str, prompt: Any, params: Any) -> None:
+        internal = self.llm.llm_engine.add_request(rid, prompt, params, lora_request=self._lora)
+        if self._tally is not None:
+            self._internal[rid] = internal
+
+    def _drafts(self, rid: str) -> DraftCounts | None:
+        """A finished request's draft counts; None with speculation off."""
+        if self._tally is None:
+            return None
+        return self._tally.pop(self._internal.pop(rid))
+
+    def _forget(self, ids: Iterable[str]) -> None:
+        if self._tally is not None:
+            self._tally.forget(self._internal.pop(r) for r in ids if r in self._internal)
 
     def _step(self) -> list[Any]:
         """One engine step; the outputs of continuous requests are held for ``advance``."""
@@ -444,7 +466,12 @@ def _refresh_tied_head(model: torch.nn.Module) -> bool:
 
 
 def _to_completion(
-    out: Any, prompt_index: int, sample_index: int, prompt_ids: list[int], tokenizer: Any
+    out: Any,
+    prompt_index: int,
+    sample_index: int,
+    prompt_ids: list[int],
+    tokenizer: Any,
+    drafts: DraftCounts | None,
 ) -> Completion:
     (seq,) = out.outputs
     token_ids = list(seq.token_ids)
@@ -464,7 +491,7 @@ def _to_completion(
         logprobs=logprobs,
         text=text,
         finish_reason="length" if seq.finish_reason == "length" else "stop",
-        drafts=draft_counts(seq),
+        drafts=drafts,
     )
 
 
