@@ -30,7 +30,13 @@ from reasoning_rl.rollout.base import (
 )
 from reasoning_rl.rollout.fingerprints import EngineWeights, Fingerprint, fingerprint_tensors
 from reasoning_rl.rollout.group_drafts import GroupDrafts
-from reasoning_rl.rollout.vllm_drafter import DraftTally, attach, group_drafts, speculative_config
+from reasoning_rl.rollout.vllm_drafter import (
+    DraftTally,
+    attach,
+    cpu_rejection_sampler_compat,
+    group_drafts,
+    speculative_config,
+)
 
 
 def startup_memory_refusal(exc: ValueError, share: float, on_gpu: bool) -> str | None:
@@ -97,6 +103,8 @@ class VLLMEngine:
         self._lora_dir: str | None = None
         if speculative is not None and speculative.on:
             kw.update(speculative_config=speculative_config(speculative))
+            if not on_gpu:
+                cpu_rejection_sampler_compat()
         try:
             self.llm = LLM(
                 model=model_path,
