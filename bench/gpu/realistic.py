@@ -22,6 +22,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import throughput  # noqa: E402
+
 PROMPTS = int(os.environ.get("REAL_PROMPTS", 64))
 GENS = int(os.environ.get("REAL_GENS", 8))
 MAX_TOKENS = int(os.environ.get("REAL_MAX_TOKENS", 1024))
@@ -170,9 +173,11 @@ def summarise_ours(run_dir: Path) -> dict[str, Any]:
         "real_tokens_median": round(med("throughput/train_tokens")),
         "skip_zero_advantage": SKIP_ZERO_ADV,
         # Σtokens/Σtime over the measured steps (never a median of per-step rates: bench/gpu/throughput.py)
-        "tokens_per_s": round(sum(s["real_tokens"] for s in per_step) / sum(s["step_s"] for s in per_step)),
+        "tokens_per_s": round(
+            throughput.rate([s["real_tokens"] for s in per_step], [s["step_s"] for s in per_step])
+        ),
         "gen_tokens_per_s_in_generate": round(
-            sum(s["response_tokens"] for s in per_step) / sum(s["generate_s"] for s in per_step)
+            throughput.rate([s["response_tokens"] for s in per_step], [s["generate_s"] for s in per_step])
         ),
         "skipped_rows_median": med("policy/skipped_rows"),
         "spans_s": spans,
@@ -335,8 +340,6 @@ def main() -> None:
         result["trl"] = run_trl(model_dir.resolve(), args.data, args.steps, args.trl, args.trl_timeout)
         trl = result["trl"]
         if trl.get("steps") and trl.get("real_tokens"):  # Σtokens/Σtime, TRL's first step is warm-up
-            import throughput
-
             n = len(trl["steps"])
             runs = [
                 {

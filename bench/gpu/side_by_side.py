@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import throughput  # noqa: E402
 from shapes import SHAPES, build_random_model, random_prompts, train_flops  # noqa: E402
 
 PROMPTS, GENS, PROMPT_LEN, MICRO = int(os.environ.get("SBS_PROMPTS", 32)), 8, 128, 32
@@ -148,7 +149,7 @@ def run_ours(shape: str, steps: int, work: Path, floors: bool = False) -> dict[s
             for r in rows
         ],
         "step_s_median": round(step_s, 3),
-        "tokens_per_s": round(tokens * len(rows) / sum(float(r["time/step_s"]) for r in rows)),  # Σ/Σ
+        "tokens_per_s": round(throughput.rate([tokens] * len(rows), [float(r["time/step_s"]) for r in rows])),
         "generate_s": round(med("time/generate_s"), 3),
         "grade_wait_s": round(med("time/grade_wait_s"), 4),
         "grade_wait_share": round(med("time/grade_wait_s") / step_s, 4),
@@ -231,8 +232,6 @@ def main() -> None:
         result["trl"] = run_trl(args.shape, args.steps, args.trl)
         result["trl"]["wall_s"] = round(time.time() - t, 1)
         if result["trl"].get("steps"):  # Σtokens/Σtime of the measured steps (TRL's first is warm-up)
-            import throughput
-
             nominal = float(PROMPTS * GENS * (PROMPT_LEN + COMPLETION_LEN))
             ours_s = [s["step_s"] for s in result["ours"]["steps"]]
             trl_s = result["trl"]["steps"][1:]

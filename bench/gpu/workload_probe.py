@@ -100,9 +100,16 @@ def main() -> None:
     chosen = next((r for r in results if r["learns"]), None)
     print("CHOSEN " + json.dumps(chosen), flush=True)
     if args.out:
-        args.out.write_text(
-            json.dumps({"model": args.model, "gpu": gpu, "results": results, "chosen": chosen}, indent=1)
-        )
+        workload = {  # what each candidate sampled (step-1 statistics only: no steps, so no throughput runs)
+            "task": "word_chain",
+            "model": args.model,
+            "prompts": args.prompts,
+            "samples_per_prompt": args.samples,
+            "max_tokens": args.max_tokens,
+            "instruction": SUFFIX.strip(),
+        }
+        doc = {"workload": workload, "gpu": gpu, "results": results, "chosen": chosen}
+        args.out.write_text(json.dumps(doc, indent=1))
 
 
 if __name__ == "__main__":

@@ -35,7 +35,7 @@ class Reply:
     finished: bool
 
 
-class JudgeGrader:
+class JudgeGrader(models.ModelGrader):
     """An LLM judge with the rule graders' contract; subclasses may replace ``generate`` (the CI's scripted
     judge does)."""
 
@@ -45,30 +45,16 @@ class JudgeGrader:
     setup_options = frozenset({"path", "engine", "device", "gpu_memory_utilization"})
     selftest_file = "judge_selftest.jsonl"
 
+    defaults = DEFAULTS
+
     def check_options(self, options: dict[str, Any]) -> None:
-        unknown = sorted(set(options) - set(DEFAULTS))
-        if unknown:
-            raise ValueError(f"judge: unknown option(s) {unknown}; known: {', '.join(DEFAULTS)}")
-        models.check_path("judge", options)
-        opts = {**DEFAULTS, **options}
+        opts = self.checked_options(options)
         if opts["engine"] not in ENGINES:
             raise ValueError(f"judge: option `engine` must be one of {ENGINES}, got {opts['engine']!r}")
-        for key in ("max_new_tokens", "max_response_chars"):
-            if isinstance(opts[key], bool) or not isinstance(opts[key], int) or opts[key] < 1:
-                raise ValueError(f"judge: option `{key}` must be an integer >= 1, got {opts[key]!r}")
+        self.check_positive_ints(opts, ("max_new_tokens", "max_response_chars"))
         share = opts["gpu_memory_utilization"]
         if isinstance(share, bool) or not isinstance(share, int | float) or not 0 < share <= 1:
             raise ValueError(f"judge: option `gpu_memory_utilization` must be in (0, 1], got {share!r}")
-
-    def version_for(self, options: dict[str, Any]) -> str:
-        """The model directory and its files' hash enter the cache key: a changed judge regrades."""
-        return models.model_version(options.get("path"))
-
-    def unavailable(self, setup: dict[str, Any]) -> str | None:
-        return models.missing_model("judge", setup)
-
-    def warm(self) -> None:
-        models.warm()
 
     def grade(self, response: str, ground_truth: Any, *, context: GradeContext, **options: Any) -> Grade:
         refused = Grade.refused_call(self.check_options, options, response)

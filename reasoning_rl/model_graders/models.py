@@ -94,6 +94,37 @@ def warm() -> None:
     import transformers  # noqa: F401
 
 
+class ModelGrader:
+    """What every model-backed grader shares: its options checked against ``defaults`` (unknown keys, the model
+    path, positive integers), the model's files in the cache key, the missing-model check and the warm-up."""
+
+    name: str
+    defaults: dict[str, Any]
+
+    def checked_options(self, options: dict[str, Any]) -> dict[str, Any]:
+        """``options`` over the defaults; ValueError naming an unknown key or a path that is no directory."""
+        unknown = sorted(set(options) - set(self.defaults))
+        if unknown:
+            raise ValueError(f"{self.name}: unknown option(s) {unknown}; known: {', '.join(self.defaults)}")
+        check_path(self.name, options)
+        return {**self.defaults, **options}
+
+    def check_positive_ints(self, opts: dict[str, Any], keys: tuple[str, ...]) -> None:
+        for key in keys:
+            if isinstance(opts[key], bool) or not isinstance(opts[key], int) or opts[key] < 1:
+                raise ValueError(f"{self.name}: option `{key}` must be an integer >= 1, got {opts[key]!r}")
+
+    def version_for(self, options: dict[str, Any]) -> str:
+        """The model directory and its files' hash enter the cache key: a changed model regrades."""
+        return model_version(options.get("path"))
+
+    def unavailable(self, setup: dict[str, Any]) -> str | None:
+        return missing_model(self.name, setup)
+
+    def warm(self) -> None:
+        warm()
+
+
 def load(kind: str, path: Any, device: str, memory_share: float = 0.3) -> Any:
     """(model, tokenizer) of ``kind`` (``reward``: a one-output sequence classifier; ``causal``: a generative
     LM) for this process, loaded on first use; ``vllm``: a ``vllm.LLM`` holding ``memory_share`` of the

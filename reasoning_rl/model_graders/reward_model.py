@@ -28,7 +28,7 @@ DEFAULTS: dict[str, Any] = {
 }
 
 
-class RewardModelGrader:
+class RewardModelGrader(models.ModelGrader):
     """A neural reward beside the rule graders: same contract (tri-state, budget, cache, selftest)."""
 
     name = "reward_model"
@@ -37,12 +37,10 @@ class RewardModelGrader:
     setup_options = frozenset({"path", "device", "batch_size"})
     selftest_file = "reward_model_selftest.jsonl"
 
+    defaults = DEFAULTS
+
     def check_options(self, options: dict[str, Any]) -> None:
-        unknown = sorted(set(options) - set(DEFAULTS))
-        if unknown:
-            raise ValueError(f"reward_model: unknown option(s) {unknown}; known: {', '.join(DEFAULTS)}")
-        models.check_path("reward_model", options)
-        opts = {**DEFAULTS, **options}
+        opts = self.checked_options(options)
         if opts["normalize"] not in NORMALIZE:
             raise ValueError(
                 f"reward_model: option `normalize` must be one of {NORMALIZE}, got {opts['normalize']!r}"
@@ -52,19 +50,7 @@ class RewardModelGrader:
             raise ValueError(
                 f"reward_model: option `threshold` must be a number in [0, 1], got {threshold!r}"
             )
-        for key in ("max_tokens", "batch_size"):
-            if isinstance(opts[key], bool) or not isinstance(opts[key], int) or opts[key] < 1:
-                raise ValueError(f"reward_model: option `{key}` must be an integer >= 1, got {opts[key]!r}")
-
-    def version_for(self, options: dict[str, Any]) -> str:
-        """The model directory and its files' hash enter the cache key: a changed model regrades."""
-        return models.model_version(options.get("path"))
-
-    def unavailable(self, setup: dict[str, Any]) -> str | None:
-        return models.missing_model("reward_model", setup)
-
-    def warm(self) -> None:
-        models.warm()
+        self.check_positive_ints(opts, ("max_tokens", "batch_size"))
 
     def grade(self, response: str, ground_truth: Any, *, context: GradeContext, **options: Any) -> Grade:
         refused = Grade.refused_call(self.check_options, options, response)
