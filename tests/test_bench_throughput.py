@@ -187,7 +187,7 @@ def test_the_learning_run_keeps_all_steps_apart_and_compares_the_first_n(tmp_pat
     monkeypatch.setattr(interleave.subprocess, "run", child)
     args = argparse.Namespace(
         workload="realistic",
-        gguf=Path("m.gguf"),
+        model=Path("m.gguf"),
         data=Path("d.jsonl"),
         steps=3,
         work=str(tmp_path),

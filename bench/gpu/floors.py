@@ -1,6 +1,6 @@
 """Issue 20: the floor of each stage of our step, measured alone on the machine, for both workloads.
 
-    python bench/gpu/floors.py real --gguf DIR/FILE.gguf --data GSM8K.jsonl --out OUT.json [--micro 16384,32768,65536]
+    python bench/gpu/floors.py real --model DIR/FILE.gguf --data GSM8K.jsonl --out OUT.json [--micro 16384,32768,65536]
     python bench/gpu/floors.py anchor --shape qwen --out OUT.json
 
 Builds the very components our ``Trainer`` builds from the workload's config (``realistic.real_config`` /
@@ -340,7 +340,7 @@ def measure(cfg: Any, out_dir: Path, micro: list[int], tag: str) -> dict[str, An
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("workload", choices=["real", "anchor"])
-    ap.add_argument("--gguf", type=Path)
+    ap.add_argument("--model", type=Path)
     ap.add_argument("--data", type=Path)
     ap.add_argument("--shape", default="qwen")
     ap.add_argument(
@@ -352,9 +352,9 @@ def main() -> None:
     if args.workload == "real":
         from realistic import real_config
 
-        if args.gguf is None or args.data is None:
-            ap.error("real needs --gguf and --data")
-        cfg = real_config(args.gguf, args.data, Path("/tmp/rrl_floor/real"), 1, on_gpu)
+        if args.model is None or args.data is None:
+            ap.error("real needs --model and --data")
+        cfg = real_config(args.model, args.data, Path("/tmp/rrl_floor/real"), 1, on_gpu)
     else:
         from side_by_side import anchor_config
 

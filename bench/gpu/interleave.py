@@ -2,7 +2,7 @@
 
     python bench/gpu/interleave.py --trl-bench trl_bench.py --trl-phases trl_phases.py \
         --schedule ours,trl:off:32,trl:off:64,trl:def:32,ours,trl:off:best,ours --steps 5 --budget 560 --out OUT.json
-    python bench/gpu/interleave.py --workload realistic --gguf FILE.gguf --data GSM8K.jsonl \
+    python bench/gpu/interleave.py --workload realistic --model FILE.gguf --data GSM8K.jsonl \
         --trl-bench trl_realistic.py --trl-phases trl_phases.py --schedule ours:lag1,ours:sync,trl:off:32 ...
 
 ``--workload anchor`` (default): the fixed-length anchor (``side_by_side.py``). ``--workload realistic``:
@@ -42,6 +42,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import throughput  # noqa: E402
+from realistic import hf_model_dir  # noqa: E402
 
 PROMPTS, GENS, PROMPT_LEN = int(os.environ.get("SBS_PROMPTS", 32)), 8, 128
 COMPLETION_LEN = int(os.environ.get("SBS_COMPLETION_LEN", 256))
@@ -112,8 +113,7 @@ def run_trl(entry: str, mb: int, over: dict[str, Any], args: argparse.Namespace,
     env = dict(os.environ, MICRO=str(mb), TRL_OVERRIDES=json.dumps(over))
     steps = str((args.trl_steps or args.steps) + 1)
     if args.workload == "realistic":  # the model dir our runs converted from the GGUF (the same weights)
-        model_dir = (Path(".cache") / "converted" / args.gguf.stem.lower().replace(".", "-")).resolve()
-        cmd = [sys.executable, args.trl_phases, args.trl_bench, str(model_dir), str(args.data)]
+        cmd = [sys.executable, args.trl_phases, args.trl_bench, str(hf_model_dir(args.model)), str(args.data)]
         cmd += [str(REAL["prompts"]), str(REAL["gens"]), str(REAL["max_tokens"]), steps]
     else:
         cmd = [sys.executable, args.trl_phases, args.trl_bench, SHAPE, str(PROMPTS), str(GENS)]
@@ -160,7 +160,14 @@ def run_ours(
         raise SystemExit(f"ours preset {preset!r} is not one of {sorted(presets)} ({args.workload} workload)")
     env = dict(os.environ, **presets[preset])
     if args.workload == "realistic":
-        cmd = [sys.executable, str(HERE / "realistic.py"), "--gguf", str(args.gguf), "--data", str(args.data)]
+        cmd = [
+            sys.executable,
+            str(HERE / "realistic.py"),
+            "--model",
+            str(args.model),
+            "--data",
+            str(args.data),
+        ]
     else:
         cmd = [sys.executable, str(HERE / "side_by_side.py"), SHAPE]
     cmd += ["--steps", str(steps), "--only-ours", "--out", str(child)]
@@ -245,7 +252,8 @@ def workload_of(args: argparse.Namespace) -> dict[str, Any]:
     if args.workload == "realistic":
         return {
             "name": "realistic",
-            "model": args.gguf.name,
+            "model": args.model.name,
+            "lr": float(os.environ.get("REAL_LR", 1e-6)),
             "data": args.data.name,
             "prompts": REAL["prompts"],
             "samples_per_prompt": REAL["gens"],
@@ -271,7 +279,9 @@ def workload_of(args: argparse.Namespace) -> dict[str, Any]:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--workload", choices=("anchor", "realistic"), default="anchor")
-    ap.add_argument("--gguf", type=Path, help="realistic: the SmolLM2 GGUF file")
+    ap.add_argument(
+        "--model", type=Path, help="realistic: the SmolLM2 GGUF file, or an HF dir (an SFT export)"
+    )
     ap.add_argument("--data", type=Path, help="realistic: GSM8K JSONL (datasets/recipes/gsm8k.py)")
     ap.add_argument("--trl-steps", type=int, default=None, help="TRL's measured steps (default: --steps)")
     ap.add_argument(
@@ -292,8 +302,8 @@ def main() -> None:
     ap.add_argument("--work", default="/tmp/rrl_interleave")
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
-    if args.workload == "realistic" and not (args.gguf and args.data):
-        raise SystemExit("--workload realistic needs --gguf and --data")
+    if args.workload == "realistic" and not (args.model and args.data):
+        raise SystemExit("--workload realistic needs --model and --data")
     first_wall = REAL_FIRST_WALL_S if args.workload == "realistic" else FIRST_WALL_S
     Path(args.work).mkdir(parents=True, exist_ok=True)
     start = time.time()

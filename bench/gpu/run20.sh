@@ -71,7 +71,7 @@ model1)
 real)
     wheels
     gguf || exit 1
-    python3 bench/gpu/realistic.py --gguf $GGUF --data "$DATA" --steps 4 --trl bench/gpu/trl_realistic.py \
+    python3 bench/gpu/realistic.py --model $GGUF --data "$DATA" --steps 4 --trl bench/gpu/trl_realistic.py \
         --trl-timeout ${TRL_TIMEOUT:-330} --out "$OUT/real_pair.json" 2>&1 | quiet | tail -30
     cp /tmp/rrl_real/run_real/trace.jsonl "$OUT/real_trace.jsonl"
     tail -c 60000 /tmp/rrl_real/trl.log > "$OUT/real_trl.log"
@@ -80,7 +80,7 @@ realfloors)
     # ours alone, then each stage's floor on the run's own batches in the run's process (realistic.py --floors)
     wheels
     gguf || exit 1
-    python3 bench/gpu/realistic.py --gguf $GGUF --data "$DATA" --steps 4 --floors \
+    python3 bench/gpu/realistic.py --model $GGUF --data "$DATA" --steps 4 --floors \
         --out "$OUT/real_floors.json" 2>&1 | quiet | tail -30
     cp /tmp/rrl_real/run_real/trace.jsonl "$OUT/real_floors_trace.jsonl"
     ;;
@@ -88,7 +88,7 @@ interleave)
     wheels
     gguf || exit 1
     nvidia-smi --query-gpu=name,memory.used,clocks.sm,temperature.gpu --format=csv,noheader
-    python3 bench/gpu/interleave.py --workload realistic --gguf $GGUF --data "$DATA" \
+    python3 bench/gpu/interleave.py --workload realistic --model $GGUF --data "$DATA" \
         --trl-bench bench/gpu/trl_realistic.py --trl-phases .gpu_carry/data/trl_phases.py \
         --schedule "${SCHEDULE:-ours:lag1,ours:sync,trl:off:32}" --steps "${STEPS:-8}" --trl-steps "${TRL_STEPS:-5}" \
         --budget "${BUDGET:-560}" --run-timeout "${RUN_TIMEOUT:-330}" --work /tmp/rrl_il --out "$OUT/interleave_real.json" 2>&1 | quiet
@@ -98,7 +98,7 @@ interleave)
 spec)
     wheels
     gguf || exit 1
-    timeout ${SPEC_TIMEOUT:-540} python3 bench/gpu/speculative.py --workload realistic --gguf $GGUF --data "$DATA" \
+    timeout ${SPEC_TIMEOUT:-540} python3 bench/gpu/speculative.py --workload realistic --model $GGUF --data "$DATA" \
         --steps "${STEPS:-3}" --methods "${METHODS:-off,ngram}" --out "$OUT/spec_real.json" 2>&1 | quiet | tail -30
     ;;
 *) echo "unknown phase $1"; exit 2 ;;

@@ -7,16 +7,18 @@
 #   6    bash .gpu/c6/move.sh 6 && source .gpu/c6/install.sh && cp .gpu/c6/install.sh /tmp/vllm_kit/install.sh
 #        && bash bench/gpu/run42.sh wheels                                      carry [.gpu/c6, .gpu_carry/whl]
 #   7    source /tmp/vllm_kit/install.sh && bash bench/gpu/run42.sh anchor     carry [.gpu_carry/m1, .gpu_carry/data]
-#   8    source /tmp/vllm_kit/install.sh && bash bench/gpu/run42.sh probe      carry [.gpu_carry/m2, .gpu_carry/data]
+#   8    source /tmp/vllm_kit/install.sh && bash bench/gpu/run42.sh warm       carry [.gpu_carry/m2, .gpu_carry/data]
 #   9    source /tmp/vllm_kit/install.sh && bash bench/gpu/run42.sh learn      carry [.gpu_carry/data]
 # Phases:
 #   wheels  install the carried wheels (TRL, datasets, gguf, the math grader's parser) into /tmp/site
 #   anchor  (GGUF part 1 to /tmp/smol first) the fixed-length anchor, ours and TRL 1.16 interleaved (interleave.py)
-#   probe   (GGUF reassembled, converted as our runs convert it) step-1 statistics of word_chain settings
+#   warm    (GGUF reassembled) the learning workload: word_chain rows with 2-48 operations (RL rows, and SFT rows
+#           of other problems, datasets/recipes/word_chain.py), `rrl sft` of SmolLM2 on the SFT rows
+#           (bench/gpu/warm_sft.yaml), then step-1 statistics of the export at a few temperatures
 #           (workload_probe.py): the first that learns (reward 0.2-0.8, p50 >= 200 tokens, >= 10 % at the cap,
-#           <= 50 % zero-spread groups) becomes the learning workload's data
-#   learn   the learning workload, ours (a 20-step learning run, then the full-pass variant) and TRL interleaved,
-#           reward curves of both
+#           <= 50 % zero-spread groups) is the learning workload's temperature
+#   learn   the learning workload from the warm start, ours (a 20-step learning run, then the full-pass variant)
+#           and TRL interleaved at REAL_LR, reward curves of both
 #   hard    the same on GSM8K (the "hard" workload)
 # Every result JSON lists its raw runs (name, steps_s, tokens): `python bench/gpu/throughput.py FILE` recomputes it.
 set -uo pipefail
@@ -37,11 +39,10 @@ gguf() {  # the SmolLM2 GGUF from its two parts (part 1 moved to /tmp/smol by th
         rm -f /tmp/smol/gg.*
     fi
 }
-real() {  # $1 data file, $2 result name, $3 schedule
+real() {  # $1 data file, $2 result name, $3 schedule, $4 model (GGUF file or HF dir)
     [ -f /tmp/site/.done ] || { echo "no /tmp/site: the machine went cold; start again from call 1"; exit 3; }
-    gguf || exit 1
     nvidia-smi --query-gpu=name,memory.used,clocks.sm,temperature.gpu --format=csv,noheader
-    python3 bench/gpu/interleave.py --workload realistic --gguf $GGUF --data "$1" \
+    python3 bench/gpu/interleave.py --workload realistic --model "$4" --data "$1" \
         --trl-bench bench/gpu/trl_realistic.py --trl-phases "$D/trl_phases.py" --schedule "$3" \
         --steps "${STEPS:-4}" --trl-steps "${TRL_STEPS:-4}" --learn-steps "${LEARN_STEPS:-20}" \
         --budget "${BUDGET:-575}" --run-timeout "${RUN_TIMEOUT:-330}" --work /tmp/rrl_il --out "$OUT/$2.json" 2>&1 | quiet
@@ -62,23 +63,26 @@ anchor)
         --steps "${STEPS:-4}" --budget "${BUDGET:-570}" --work /tmp/rrl_ia --out "$OUT/anchor.json" 2>&1 | quiet
     logs /tmp/rrl_ia anchor_logs.tgz
     ;;
-probe)
+warm)
     [ -f /tmp/site/.done ] || { echo "no /tmp/site: the machine went cold; start again from call 1"; exit 3; }
     gguf || exit 1
-    M=$(python3 -c "from reasoning_rl.policy.model import convert_gguf as c; import pathlib as p; g=p.Path('$GGUF');
-print(c(g.parent, g.name, p.Path('.cache/converted') / g.stem.lower().replace('.', '-')))" 2>&1 | tail -1)
-    echo "model dir: $M"
-    timeout 400 python3 bench/gpu/workload_probe.py "$M" --candidates "${CANDIDATES:-1:9:0.7,2:9:0.7,1:20:0.7,2:20:0.8}" \
-        --out "$OUT/probe.json" 2>&1 | quiet | grep -E "PROBE|CHOSEN|Error|error" ; cp "$OUT/probe.json" /tmp/probe.json
+    python3 datasets/recipes/word_chain.py /tmp/word_chain.jsonl --max-steps 48 --sft /tmp/word_chain_sft.jsonl \
+        --sft-size "${SFT_ROWS:-4000}"
+    timeout 300 python3 -m reasoning_rl.cli sft bench/gpu/warm_sft.yaml data.train=/tmp/word_chain_sft.jsonl \
+        run.dir=/tmp/rrl_warm 2>&1 | quiet | grep -vE "^step [0-9]*[1-9]/" | tail -20
+    M=$(ls -d /tmp/rrl_warm/export/step_* | tail -1); rm -rf /tmp/warm_model && cp -r "$M" /tmp/warm_model
+    cp /tmp/rrl_warm/metrics.jsonl "$OUT/warm_sft_metrics.jsonl"
+    timeout 300 python3 bench/gpu/workload_probe.py /tmp/warm_model --data /tmp/word_chain.jsonl \
+        --temperatures "${TEMPERATURES:-1.0,1.2}" --out "$OUT/probe.json" 2>&1 | quiet | grep -E "PROBE|CHOSEN|Error|error"
+    cp "$OUT/probe.json" /tmp/probe.json
     ;;
 learn)
-    C=$(python3 -c "import json; r=json.load(open('/tmp/probe.json')); c=r['chosen'] or max(r['results'],
-key=lambda x: -abs(x['reward_mean'] - 0.5)); print(c['steps'], c['max_operand'], c['temperature'])" 2>/dev/null || echo "1 9 0.7")
-    set -- $C; echo "word_chain: steps $1, max_operand $2, temperature $3"
-    export REAL_TEMPERATURE=$3
-    python3 datasets/recipes/word_chain.py /tmp/word_chain.jsonl --steps "$1" --max-operand "$2"
-    real /tmp/word_chain.jsonl learn "${SCHEDULE:-ours:sync,trl:off:32,ours:noskip}"
+    T=$(python3 -c "import json; r=json.load(open('/tmp/probe.json')); c=r['chosen'] or min(r['results'],
+key=lambda x: abs(x['reward_mean'] - 0.5)); print(c['temperature'])" 2>/dev/null || echo 1.0)
+    echo "word_chain from the warm start at temperature $T, lr ${REAL_LR:=3e-6}"
+    export REAL_TEMPERATURE=$T REAL_LR
+    real /tmp/word_chain.jsonl learn "${SCHEDULE:-ours:sync,trl:off:32,ours:noskip}" /tmp/warm_model
     ;;
-hard) real "$D/gsm8k_test.jsonl" hard "${SCHEDULE:-ours:sync,trl:off:32,ours:noskip}" ;;
+hard) gguf || exit 1; real "$D/gsm8k_test.jsonl" hard "${SCHEDULE:-ours:sync,trl:off:32,ours:noskip}" $GGUF ;;
 *) echo "unknown phase $1"; exit 2 ;;
 esac

@@ -1,6 +1,6 @@
 """Issue 34: the same run with and without ``rollout.speculative``, one call, each variant in its own child process.
 
-    python bench/gpu/speculative.py --workload realistic --gguf DIR/FILE.gguf --data GSM8K.jsonl --out OUT.json
+    python bench/gpu/speculative.py --workload realistic --model DIR/FILE.gguf --data GSM8K.jsonl --out OUT.json
     python bench/gpu/speculative.py --workload anchor --shape qwen15 --out OUT.json
 
 ``realistic``: ``realistic.py``'s workload (SmolLM2-135M, GSM8K, 64 prompts x 8 samples, up to 1,024 tokens,
@@ -69,7 +69,7 @@ def variant_config(args: argparse.Namespace, method: str) -> Any:
     if args.workload == "realistic":
         from realistic import real_config
 
-        cfg = real_config(args.gguf, args.data, run_dir, args.steps, torch.cuda.is_available())
+        cfg = real_config(args.model, args.data, run_dir, args.steps, torch.cuda.is_available())
     else:
         from side_by_side import anchor_config
 
@@ -142,7 +142,7 @@ def compare(ref: dict[str, Any], run: dict[str, Any]) -> dict[str, Any]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--workload", choices=("realistic", "anchor"), default="realistic")
-    ap.add_argument("--gguf", type=Path, help="realistic: the SmolLM2 GGUF file")
+    ap.add_argument("--model", type=Path, help="realistic: the SmolLM2 GGUF file")
     ap.add_argument("--data", type=Path, help="realistic: GSM8K JSONL (datasets/recipes/gsm8k.py)")
     ap.add_argument("--shape", default="qwen15", help="anchor: a shapes.py model shape")
     ap.add_argument("--steps", type=int, default=4, help="measured steps (one warm-up step more)")
@@ -153,8 +153,8 @@ def main() -> None:
     ap.add_argument("--only", help=argparse.SUPPRESS)  # child process: run this one method
     ap.add_argument("--out", required=True, type=Path)
     args = ap.parse_args()
-    if args.workload == "realistic" and (args.gguf is None or args.data is None):
-        ap.error("--workload realistic needs --gguf and --data")
+    if args.workload == "realistic" and (args.model is None or args.data is None):
+        ap.error("--workload realistic needs --model and --data")
     WORK.mkdir(parents=True, exist_ok=True)
     if args.only:
         args.out.write_text(json.dumps(run_variant(args, args.only)))

@@ -76,7 +76,7 @@ def main() -> None:
         logging_steps=1,
         report_to=[],
         beta=0.0,
-        learning_rate=1e-6,
+        learning_rate=float(os.environ.get("REAL_LR", 1e-6)),  # as realistic.py
         save_strategy="no",
         temperature=float(os.environ.get("REAL_TEMPERATURE", 1.0)),  # as realistic.py
         gradient_checkpointing=False,

@@ -1,14 +1,16 @@
-"""Does a workload teach anything? Step-1 statistics of the untrained policy on candidate task settings.
+"""Does a workload teach anything? Step-1 statistics of a policy on a workload's rows at a few temperatures.
 
-    python bench/gpu/workload_probe.py MODEL_DIR --candidates 2:20,3:20,1:50 [--prompts 64] [--out OUT.json]
+    python bench/gpu/workload_probe.py MODEL_DIR --data ROWS.jsonl --temperatures 1.0,1.2 [--prompts 64]
+        [--out OUT.json]
 
-For each ``steps:max_operand:temperature`` setting of the ``word_chain`` task (datasets/recipes/word_chain.py,
-GSM8K's instruction) it samples ``--samples`` responses per prompt at that temperature up to ``--max-tokens`` with the
-model's chat template (vLLM), grades them with the math grader (lenient, as the benches do), and reports what a
-GRPO step would see: mean reward, the response-length distribution (p10/p50/p90, share at the cap) and the share
-of groups with zero reward spread (which the update skips or learns nothing from). A workload learns when the
-mean reward is 0.2-0.8, p50 >= 200 tokens, >= 10 % at the cap and <= 50 % of groups have zero spread (issue 42);
-the first candidate that meets all four is printed as ``CHOSEN``.
+ROWS are verl-style rows (``datasets/recipes/word_chain.py`` or ``gsm8k.py``: a chat prompt and
+``reward_model.ground_truth``). For each temperature it samples ``--samples`` responses to each of the first
+``--prompts`` rows up to ``--max-tokens`` with the model's chat template (vLLM), grades them with the math grader
+(lenient, as the benches do), and reports what a GRPO step would see: mean reward, the response-length
+distribution (p10/p50/p90, share at the cap) and the share of groups with zero reward spread (which the update
+skips or learns nothing from). A workload learns when the mean reward is 0.2-0.8, p50 >= 200 tokens, >= 10 % at
+the cap and <= 50 % of groups have zero spread (issue 42); the first temperature that meets all four is printed
+as ``CHOSEN``.
 """
 
 from __future__ import annotations
@@ -19,8 +21,6 @@ import statistics
 import time
 from pathlib import Path
 from typing import Any
-
-SUFFIX = " Think step by step and put the final answer in \\boxed{}."  # datasets/recipes/gsm8k.py's
 
 
 def stats(lengths: list[int], groups: list[list[float]], cap: int) -> dict[str, Any]:
@@ -53,8 +53,9 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("model")
     ap.add_argument(
-        "--candidates", default="2:20:1.0,1:9:0.7", help="steps:max_operand:temperature, comma-separated"
+        "--data", type=Path, required=True, help="verl-style rows (prompt, reward_model.ground_truth)"
     )
+    ap.add_argument("--temperatures", default="1.0", help="comma-separated")
     ap.add_argument("--prompts", type=int, default=64)
     ap.add_argument("--samples", type=int, default=8)
     ap.add_argument("--max-tokens", type=int, default=1024)
@@ -65,8 +66,9 @@ def main() -> None:
     from vllm import LLM, SamplingParams
 
     import graders
-    from reasoning_rl.data.generators import word_chain
 
+    lines = args.data.read_text(encoding="utf-8").splitlines()
+    rows = [json.loads(line) for line in lines if line.strip()][: args.prompts]
     gpu = torch.cuda.is_available()
     llm = LLM(
         args.model,
@@ -76,23 +78,17 @@ def main() -> None:
         gpu_memory_utilization=0.3 if gpu else 0.2,
     )
     results = []
-    for cand in args.candidates.split(","):
-        a, b, temp = cand.split(":")
-        steps, max_operand, temperature = int(a), int(b), float(temp)
+    for temperature in (float(t) for t in args.temperatures.split(",")):
         sampling = SamplingParams(n=args.samples, temperature=temperature, max_tokens=args.max_tokens)
-        rows = word_chain(args.prompts, args.seed, steps=steps, max_operand=max_operand)
         t = time.perf_counter()
-        outs = llm.chat(
-            [[{"role": "user", "content": r["question"] + SUFFIX}] for r in rows], sampling, use_tqdm=False
-        )
+        outs = llm.chat([r["prompt"] for r in rows], sampling, use_tqdm=False)
         seconds = time.perf_counter() - t
         lengths, groups = [], []
         for row, out in zip(rows, outs, strict=True):
+            gold = str(row["reward_model"]["ground_truth"])
             lengths += [len(c.token_ids) for c in out.outputs]
-            groups.append(
-                [graders.grade("math", c.text, row["answer"], mode="lenient").score for c in out.outputs]
-            )
-        s = {"steps": steps, "max_operand": max_operand, "temperature": temperature}
+            groups.append([graders.grade("math", c.text, gold, mode="lenient").score for c in out.outputs])
+        s: dict[str, Any] = {"temperature": temperature}
         s.update(stats(lengths, groups, args.max_tokens))
         s.update(generate_s=round(seconds, 2), learns=learns(s))
         results.append(s)
@@ -100,13 +96,12 @@ def main() -> None:
     chosen = next((r for r in results if r["learns"]), None)
     print("CHOSEN " + json.dumps(chosen), flush=True)
     if args.out:
-        workload = {  # what each candidate sampled (step-1 statistics only: no steps, so no throughput runs)
-            "task": "word_chain",
+        workload = {  # what each temperature sampled (step-1 statistics only: no steps, so no throughput runs)
             "model": args.model,
-            "prompts": args.prompts,
+            "data": args.data.name,
+            "prompts": len(rows),
             "samples_per_prompt": args.samples,
             "max_tokens": args.max_tokens,
-            "instruction": SUFFIX.strip(),
         }
         doc = {"workload": workload, "gpu": gpu, "results": results, "chosen": chosen}
         args.out.write_text(json.dumps(doc, indent=1))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Callable
 from typing import Any
@@ -53,37 +54,55 @@ def arithmetic(
     return rows
 
 
-def _chain(rng: random.Random, steps: int, max_operand: int) -> tuple[str, int]:
+def _chain(rng: random.Random, steps: int, max_operand: int) -> tuple[str, int, str]:
+    """A story of ``steps`` operations, its answer, and a worked solution (one line per operation)."""
     name, thing = rng.choice(_NAMES), rng.choice(_THINGS)
     value = rng.randint(2, max_operand)
     parts = [f"{name} has {value} {thing}."]
-    for _ in range(steps):
+    work = [f"{name} starts with {value} {thing}."]
+    for i in range(1, steps + 1):
         if value < 2 or rng.random() < 0.5:
             b = rng.randint(1, max_operand)
-            value += b
             parts.append(rng.choice((f"Then {name} buys {b} more.", f"A friend gives {name} {b} more.")))
+            line = f"Step {i}: {name} gets {b} more, so {value} + {b} = {value + b}."
+            value += b
         else:
             b = rng.randint(1, value - 1)
-            value -= b
             parts.append(rng.choice((f"Then {name} gives away {b}.", f"Then {name} loses {b}.")))
+            line = f"Step {i}: {name} loses {b}, so {value} - {b} = {value - b}."
+            value -= b
+        work.append(f"{line} Now {name} has {value} {thing}.")
     parts.append(f"How many {thing} does {name} have now?")
-    return " ".join(parts), value
+    work.append(f"So {name} has {value} {thing} now. The answer is \\boxed{{{value}}}.")
+    return " ".join(parts), value, "\n".join(work)
 
 
-def word_chain(size: int, seed: int, *, steps: int = 2, max_operand: int = 20) -> list[dict[str, Any]]:
-    """Word problems of ``steps`` chained additions/subtractions (the GPU benches' learning workload: a small
-    instruct model solves some with a worked chain of thought, so rewards vary within a group)."""
-    if steps < 1 or max_operand < 2:
-        raise ValueError(f"word_chain needs steps >= 1 and max_operand >= 2, got {steps} and {max_operand}")
+def word_chain(
+    size: int, seed: int, *, steps: int = 2, max_operand: int = 20, max_steps: int | None = None
+) -> list[dict[str, Any]]:
+    """Word problems of chained additions/subtractions, each with its worked solution (``solution``: one line per
+    operation, the answer in ``\\boxed{}``). ``steps`` operations each, or with ``max_steps`` a number drawn
+    log-uniformly from ``[steps, max_steps]``: the chain-of-thought lengths of a model that works like the
+    solutions are then long-tailed (the GPU benches' learning workload, datasets/recipes/word_chain.py)."""
+    if steps < 1 or max_operand < 2 or (max_steps is not None and max_steps < steps):
+        raise ValueError(
+            f"word_chain needs 1 <= steps <= max_steps and max_operand >= 2, got {steps}, {max_steps}, {max_operand}"
+        )
     rng = random.Random(seed)
     rows = []
     for i in range(size):
-        question, value = _chain(rng, steps, max_operand)
+        k = (
+            steps
+            if max_steps is None
+            else int(math.exp(rng.uniform(math.log(steps), math.log(max_steps + 1))))
+        )
+        question, value, solution = _chain(rng, min(k, max_steps or steps), max_operand)
         rows.append(
             {
                 "id": f"chain-{seed}-{i}",
                 "question": question,
                 "answer": str(value),
+                "solution": solution,
                 "data_source": "word_chain",
             }
         )

@@ -234,7 +234,7 @@ def test_word_chain_answers_follow_the_story_and_the_recipe_rows_load(tmp_path: 
             value += int(buy or gift or 0) - int(away or lost or 0)
             assert value >= 1  # never a negative count in the story
         assert str(value) == row["answer"]
-    with pytest.raises(ValueError, match="steps >= 1"):
+    with pytest.raises(ValueError, match="1 <= steps"):
         word_chain(1, 0, steps=0)
     recipe = Path(__file__).resolve().parents[2] / "datasets" / "recipes" / "word_chain.py"
     out = tmp_path / "wc.jsonl"
@@ -258,3 +258,45 @@ def test_word_chain_answers_follow_the_story_and_the_recipe_rows_load(tmp_path: 
     )
     ex = load_examples([SourceConfig(path=str(out))], data_cfg(grader_map={"word_chain": "math"}), seed=0)
     assert [e.ground_truth for e in ex] == [r["answer"] for r in rows[:6]]
+
+
+def test_word_chain_long_tail_solutions_and_sft_rows(tmp_path: Path) -> None:
+    """The learning workload's long tail: with max_steps the operation counts spread log-uniformly over
+    [steps, max_steps]; every worked solution re-derives its row's answer line by line and ends in the boxed
+    answer; the recipe's SFT rows are other problems than its RL rows and read as rrl sft reads them."""
+    import json
+    import re
+    import subprocess
+    import sys
+
+    from reasoning_rl.config.sft import SftConfig
+    from reasoning_rl.data.generators import word_chain
+    from reasoning_rl.data.sft import row_messages
+
+    rows = word_chain(400, 3, steps=2, max_steps=48, max_operand=20)
+    counts = [row["solution"].count("\nStep ") for row in rows]
+    assert min(counts) == 2 and max(counts) == 48
+    assert sorted(counts)[len(counts) // 2] <= 14 < sum(counts) / len(counts)  # long-tailed: median < mean
+    assert sum(c >= 36 for c in counts) >= 0.08 * len(counts)
+    for row in rows:
+        lines = row["solution"].splitlines()
+        value = int(re.match(r"\w+ starts with (\d+) ", lines[0]).group(1))
+        assert row["question"].startswith(lines[0].split(" starts with ")[0] + f" has {value} ")
+        for line in lines[1:-1]:
+            a, op, b, c = re.search(r"so (\d+) ([+-]) (\d+) = (\d+)\.", line).groups()
+            assert int(a) == value and int(c) == (value + int(b) if op == "+" else value - int(b))
+            value = int(c)
+        assert str(value) == row["answer"] and lines[-1].endswith(f"\\boxed{{{value}}}.")
+    with pytest.raises(ValueError, match="max_steps"):
+        word_chain(1, 0, steps=5, max_steps=4)
+    recipe = Path(__file__).resolve().parents[2] / "datasets" / "recipes" / "word_chain.py"
+    rl, sft = tmp_path / "rl.jsonl", tmp_path / "sft.jsonl"
+    cmd = [sys.executable, str(recipe), str(rl), "--size", "20", "--max-steps", "30", "--sft", str(sft)]
+    subprocess.run([*cmd, "--sft-size", "30"], check=True, capture_output=True, text=True)
+    rl_rows = [json.loads(line) for line in rl.read_text().splitlines()]
+    sft_rows = [json.loads(line) for line in sft.read_text().splitlines()]
+    assert len(rl_rows) == 20 and len(sft_rows) == 30
+    assert not {r["prompt"][0]["content"] for r in rl_rows} & {r["prompt"][0]["content"] for r in sft_rows}
+    messages = row_messages(sft_rows[0], "sft.jsonl:row 1", SftConfig(), None)
+    assert [m["role"] for m in messages] == ["user", "assistant"]
+    assert messages[0]["content"].endswith("\\boxed{}.") and "\\boxed{" in messages[1]["content"]
