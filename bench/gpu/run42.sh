@@ -6,7 +6,8 @@
 #   1-5  bash .gpu/cN/move.sh N                                                 carry [.gpu/cN]
 #   6    bash .gpu/c6/move.sh 6 && source .gpu/c6/install.sh && cp .gpu/c6/install.sh /tmp/vllm_kit/install.sh
 #        && bash bench/gpu/run42.sh wheels                                      carry [.gpu/c6, .gpu_carry/whl]
-#   7    source /tmp/vllm_kit/install.sh && bash bench/gpu/run42.sh anchor     carry [.gpu_carry/m1, .gpu_carry/data]
+#   7    mkdir -p /tmp/smol && mv .gpu_carry/m1/gg.0 /tmp/smol/                 carry [.gpu_carry/m1]
+#   10   (optional) source /tmp/vllm_kit/install.sh && bash bench/gpu/run42.sh anchor  carry [.gpu_carry/data]
 #   8    source /tmp/vllm_kit/install.sh && bash bench/gpu/run42.sh warm       carry [.gpu_carry/m2, .gpu_carry/data]
 #   9    source /tmp/vllm_kit/install.sh && bash bench/gpu/run42.sh learn      carry [.gpu_carry/data]
 # Phases:
