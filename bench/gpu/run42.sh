@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
 # Issue 42 ON the GPU machine (nvidia-h200), from the repo root:  bash bench/gpu/run42.sh PHASE
-# Here first: `bash bench/gpu/prepare.sh` (vLLM kit .gpu/c1..c6, wheels, the SmolLM2 GGUF in two parts, GSM8K and
-# the word_chain learning workload in .gpu_carry/data, TRL's bench scripts). The device calls, back to back (the
+# Here first: `bash bench/gpu/prepare.sh` (vLLM kit .gpu/c1..c6, wheels, the SmolLM2 GGUF in two parts, GSM8K
+# and TRL's bench scripts in .gpu_carry/data; the word_chain learning workload is made there by `warm`). The device calls, back to back (the
 # machine goes back after 30 s idle):
 #   1-5  bash .gpu/cN/move.sh N                                                 carry [.gpu/cN]
 #   6    bash .gpu/c6/move.sh 6 && source .gpu/c6/install.sh && cp .gpu/c6/install.sh /tmp/vllm_kit/install.sh
 #        && bash bench/gpu/run42.sh wheels                                      carry [.gpu/c6, .gpu_carry/whl]
 #   7    mkdir -p /tmp/smol && mv .gpu_carry/m1/gg.0 /tmp/smol/                 carry [.gpu_carry/m1]
-#   10   (optional) source /tmp/vllm_kit/install.sh && bash bench/gpu/run42.sh anchor  carry [.gpu_carry/data]
 #   8    source /tmp/vllm_kit/install.sh && bash bench/gpu/run42.sh warm       carry [.gpu_carry/m2, .gpu_carry/data]
 #   9    source /tmp/vllm_kit/install.sh && bash bench/gpu/run42.sh learn      carry [.gpu_carry/data]
+#   10   (optional) source /tmp/vllm_kit/install.sh && bash bench/gpu/run42.sh anchor  carry [.gpu_carry/data]
 # Phases:
 #   wheels  install the carried wheels (TRL, datasets, gguf, the math grader's parser) into /tmp/site
 #   anchor  (GGUF part 1 to /tmp/smol first) the fixed-length anchor, ours and TRL 1.16 interleaved (interleave.py)
