@@ -13,16 +13,16 @@ from reasoning_rl.doctor_checks.base import CheckResult, Requirements, register
 
 if TYPE_CHECKING:
     from reasoning_rl.config import Config
-    from reasoning_rl.memory_plan import MemoryPlan
+    from reasoning_rl.memory_plan.plan import MemoryPlan
 
 
 def config_plan(cfg: Config, longest: int | None = None) -> MemoryPlan:
     """The plan of a training rank of ``cfg`` on this machine, for sequences of ``longest`` tokens (default:
     ``data.max_prompt_tokens`` + the response limit). Raises ``PlanUnavailable`` (why) or ``ValueError``
     (no CUDA for run.device=cuda)."""
-    from reasoning_rl.distributed.cluster import ranks_per_node
+    from reasoning_rl.cluster import ranks_per_node
     from reasoning_rl.factory import plan_config, resolve_device, run_dtype
-    from reasoning_rl.memory_plan import PlanUnavailable
+    from reasoning_rl.memory_plan.shapes import PlanUnavailable
 
     if cfg.model.gguf_file is not None:
         raise PlanUnavailable("a GGUF checkpoint (planned from its converted HF dir in the run)")
@@ -36,7 +36,7 @@ def config_plan(cfg: Config, longest: int | None = None) -> MemoryPlan:
 @register("memory", 110)
 def check_memory(req: Requirements) -> list[CheckResult]:
     from reasoning_rl.config import Config
-    from reasoning_rl.memory_plan import PlanUnavailable
+    from reasoning_rl.memory_plan.shapes import PlanUnavailable
 
     if req.config is None:
         return []

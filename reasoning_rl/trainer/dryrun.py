@@ -79,7 +79,7 @@ def _memory_plan(cfg: Config, longest: int) -> list[str]:
     """The run's memory plan on this machine (``doctor_checks.memory``) for its longest prompt + response
     limit; a run that cannot fit is refused with the plan's one line (the switch or budget that fits)."""
     from reasoning_rl.doctor_checks.memory import config_plan
-    from reasoning_rl.memory_plan import PlanUnavailable
+    from reasoning_rl.memory_plan.shapes import PlanUnavailable
 
     try:
         plan = config_plan(cfg, longest)
