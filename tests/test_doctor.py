@@ -8,7 +8,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from reasoning_rl.cli import app
+from reasoning_rl.cli.app import app
 from reasoning_rl.doctor import ConfigError, blocking, doctor_or_exit, run_checks
 from reasoning_rl.doctor_checks import requirements_from_config
 from reasoning_rl.doctor_checks.base import SIMULATE_ENV

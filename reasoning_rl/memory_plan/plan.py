@@ -32,6 +32,7 @@ class MemoryPlan:
     capacity: int
     usable: int
     micro_batch_tokens: int
+    largest: int  # the largest micro-batch token budget whose update fits usable (0: not even BUDGET_STEP)
     longest: int
     update: dict[str, int]
     logprob: int
@@ -120,8 +121,8 @@ def plan_run(
             held = int(plan.utilization(capacity) * capacity)
             s = replace(s, engine_in_update=ENGINE_ASLEEP if asleep else held)
     budget = cfg.algorithm.micro_batch_tokens
+    largest = largest_budget(shape, s, usable)
     if budget is None:
-        largest = largest_budget(shape, s, usable)
         chosen = max(largest if device == "cuda" else CPU_MICRO_BATCH_TOKENS, max_model_len)
     else:
         chosen = budget
@@ -144,6 +145,7 @@ def plan_run(
         capacity=capacity,
         usable=usable,
         micro_batch_tokens=chosen,
+        largest=largest,
         longest=max_model_len,
         update=update_terms(shape, s, chosen),
         logprob=logprob_peak(shape, s, chosen),

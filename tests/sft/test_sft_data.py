@@ -149,7 +149,7 @@ def test_rrl_sft_bad_row_is_one_line_exit_2(
 ) -> None:
     import yaml
 
-    from reasoning_rl.trainer.sft_cli import sft_command
+    from reasoning_rl.cli.sft import sft_command
 
     path = write_jsonl(tmp_path / "rows.jsonl", [{"messages": [{"role": "user", "content": "a"}]}])
     cfg = tmp_path / "sft.yaml"
