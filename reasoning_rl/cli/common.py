@@ -17,6 +17,8 @@ NON_TTY_WIDTH = 1000
 
 
 def user_errors() -> tuple[type[Exception], ...]:
+    """What a command reports as the user's mistake (one line, exit 2); imported here, late: the model and
+    engine modules pull in torch."""
     from reasoning_rl.data import DataError
     from reasoning_rl.policy.model import ModelLoadError
     from reasoning_rl.rollout.base import RolloutError
