@@ -70,7 +70,7 @@ def main(argv: list[str]) -> int:
     except ConfigError as exc:
         Console(stderr=True).print(f"[bold red]error:[/bold red] {exc}", highlight=False)
         return 2
-    from reasoning_rl.trainer.cli import prepare
+    from reasoning_rl.cli.common import prepare
 
     prepare(cfg)  # as `rrl train` does: quiet engine logs, and no progress bars when redirected
     from reasoning_rl.policy.model import smollm2_hf_dir

@@ -19,7 +19,8 @@ import torch
 
 from reasoning_rl import dist
 from reasoning_rl.config import Config, ConfigError
-from reasoning_rl.memory_plan import CPU_MICRO_BATCH_TOKENS, MemoryPlan, ModelShape, PlanUnavailable, plan_run
+from reasoning_rl.memory_plan.plan import CPU_MICRO_BATCH_TOKENS, MemoryPlan, plan_run
+from reasoning_rl.memory_plan.shapes import ModelShape, PlanUnavailable
 from reasoning_rl.rollout import RolloutEngine, make_engine
 
 if TYPE_CHECKING:

@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 import graders
 from graders.evaluation.scoring import pass_at_k
 from graders.runtime.procworker import FLUSH_S
-from reasoning_rl.cli import app
+from reasoning_rl.cli.app import app
 
 runner = CliRunner()
 

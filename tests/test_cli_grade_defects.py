@@ -23,7 +23,7 @@ from graders.code import CodeGrader
 from graders.evaluation.summary import summarize
 from graders.lean import LeanGrader
 from graders.math import MathGrader
-from reasoning_rl.cli import app
+from reasoning_rl.cli.app import app
 
 runner = CliRunner()
 

@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from graders.evaluation.summary import summarize
-from reasoning_rl.cli import app
+from reasoning_rl.cli.app import app
 
 runner = CliRunner()
 

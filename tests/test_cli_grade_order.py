@@ -7,7 +7,7 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from reasoning_rl.cli import app
+from reasoning_rl.cli.app import app
 
 
 def test_output_is_in_input_order_after_a_resume(tmp_path: Path) -> None:

@@ -15,7 +15,7 @@ from pathlib import Path
 from rrl_testutil import REPO
 from typer.testing import CliRunner, Result
 
-from reasoning_rl.cli import app
+from reasoning_rl.cli.app import app
 
 runner = CliRunner()
 GOOD = {"response": "\\boxed{4}", "ground_truth": "4"}

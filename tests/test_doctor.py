@@ -8,7 +8,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from reasoning_rl.cli import app
+from reasoning_rl.cli.app import app
 from reasoning_rl.doctor import ConfigError, blocking, doctor_or_exit, run_checks
 from reasoning_rl.doctor_checks import requirements_from_config
 from reasoning_rl.doctor_checks.base import SIMULATE_ENV
@@ -338,7 +338,7 @@ def test_cluster_is_reported_only_for_several_ranks(tmp_path: Path) -> None:
 
 
 def test_doctor_refuses_more_cuda_ranks_than_gpus(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from reasoning_rl.distributed import cluster
+    from reasoning_rl import cluster
 
     monkeypatch.setattr(cluster, "local_gpu_count", lambda: 2)
     config = _config(tmp_path, run={"device": "cuda"}, resources={"ranks_per_node": 4})

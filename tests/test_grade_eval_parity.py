@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from graders.runtime import GradeRequest, GradingPool
 from graders.types import Grade
-from reasoning_rl.cli import app
+from reasoning_rl.cli.app import app
 from reasoning_rl.config import GradingConfig
 from reasoning_rl.data import Example
 from reasoning_rl.rollout import Completion

@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 import graders
 from graders.gsm8k_rows import GSM8K_RECIPE, NotAGold, gsm8k_gold
-from reasoning_rl.cli import app
+from reasoning_rl.cli.app import app
 from reasoning_rl.config import DataConfig, SourceConfig
 from reasoning_rl.data import DataError, LoadReport, load_examples
 

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from reasoning_rl.cli import app
+from reasoning_rl.cli.app import app
+from reasoning_rl.cli.common import REDIRECTED_ENV, prepare
 from reasoning_rl.config import load_config
-from reasoning_rl.trainer.cli import REDIRECTED_ENV, prepare
 
 KEYS = tuple(REDIRECTED_ENV)
 

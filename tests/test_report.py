@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from reasoning_rl.cli import app
+from reasoning_rl.cli.app import app
 from reasoning_rl.report import Analysis, ReportError, analyze, load_run, write_report
 from reasoning_rl.report.html import render_html
 from reasoning_rl.report.plots import FIGURES

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from graders import JSONLimitError, UntrustedJSONError, loads_untrusted
 from graders.code.suites import GroundTruthError, parse_suite
-from reasoning_rl.cli import app
+from reasoning_rl.cli.app import app
 from reasoning_rl.config import DataConfig, SourceConfig
 from reasoning_rl.data import DataError, LoadReport, load_examples
 

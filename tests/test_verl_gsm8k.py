@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 import graders
 from graders.runtime import GradeRequest, GradingPool
-from reasoning_rl.cli import app
+from reasoning_rl.cli.app import app
 from reasoning_rl.config import DataConfig, SourceConfig
 from reasoning_rl.data import load_examples
 

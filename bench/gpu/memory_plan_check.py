@@ -27,16 +27,10 @@ import torch
 from reasoning_rl.algorithms import LossConfig, compute_advantages
 from reasoning_rl.config import Config
 from reasoning_rl.factory import build_models, device_capacity, run_dtype
-from reasoning_rl.memory_plan import (
-    GiB,
-    ModelShape,
-    TrainSetup,
-    fitting_switches,
-    plan_run,
-    update_peak,
-    update_terms,
-    usable_bytes,
-)
+from reasoning_rl.memory_plan.advice import fitting_switches
+from reasoning_rl.memory_plan.plan import plan_run, usable_bytes
+from reasoning_rl.memory_plan.shapes import GiB, ModelShape
+from reasoning_rl.memory_plan.update import TrainSetup, update_peak, update_terms
 from reasoning_rl.model_shapes import QWEN25_1_5B, QWEN25_7B, TINY
 from reasoning_rl.policy import TokenBatch
 

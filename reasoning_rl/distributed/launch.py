@@ -32,9 +32,9 @@ from typing import Any
 
 from rich.console import Console
 
+from reasoning_rl import cluster
 from reasoning_rl.config import ConfigError
 from reasoning_rl.config.resources import ResourcesConfig
-from reasoning_rl.distributed import cluster
 from reasoning_rl.distributed.broadcast import HandoffGroup
 from reasoning_rl.distributed.faults import RankPlace, gather, next_streamed
 from reasoning_rl.distributed.group import Traffic, WorkerGroup

@@ -11,12 +11,12 @@ from pydantic import ValidationError
 from reasoning_rl.doctor_checks.base import CheckResult, Requirements, register
 
 if TYPE_CHECKING:
+    from reasoning_rl.cluster import ClusterInfo
     from reasoning_rl.config.resources import ResourcesConfig
-    from reasoning_rl.distributed.cluster import ClusterInfo
 
 
 def _device(requested: str) -> str:
-    from reasoning_rl.distributed.cluster import local_gpu_count
+    from reasoning_rl.cluster import local_gpu_count
 
     if requested in ("cpu", "cuda"):
         return requested
@@ -25,8 +25,8 @@ def _device(requested: str) -> str:
 
 @register("cluster", 65)
 def check_cluster(req: Requirements) -> list[CheckResult]:
+    from reasoning_rl import cluster
     from reasoning_rl.config.resources import ResourcesConfig
-    from reasoning_rl.distributed import cluster
 
     try:
         res = ResourcesConfig.model_validate(req.resources)
@@ -73,7 +73,7 @@ def _joined(res: ResourcesConfig, world: int, device: str) -> ClusterInfo:
     """Join the configured cluster just long enough to list its nodes (probed first: fails in seconds)."""
     import ray
 
-    from reasoning_rl.distributed import cluster
+    from reasoning_rl import cluster
 
     owns = cluster.connect(res, world=world, device=device)
     try:

@@ -8,10 +8,10 @@ from collections.abc import Iterator
 
 import pytest
 
+from reasoning_rl import cluster
+from reasoning_rl.cluster import ClusterInfo, NodeInfo, validate_request
 from reasoning_rl.config import ConfigError
 from reasoning_rl.config.resources import ResourcesConfig
-from reasoning_rl.distributed import cluster
-from reasoning_rl.distributed.cluster import ClusterInfo, NodeInfo, validate_request
 
 
 def _closed_port() -> int:

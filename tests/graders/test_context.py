@@ -108,7 +108,7 @@ def test_in_process_grade_passes_the_declared_context() -> None:
 
 
 def test_rrl_grade_gives_context_graders_the_rows_columns(tmp_path: Path) -> None:
-    from reasoning_rl.cli import app
+    from reasoning_rl.cli.app import app
 
     rows = [
         {
@@ -143,7 +143,7 @@ def test_regrade_passes_the_stored_rows_context(tmp_path: Path) -> None:
     rows = [{"id": "a", "question": "Say 3", "extra_info": {"target": 3}, "response": "3", "ground_truth": 0}]
     src, out = tmp_path / "rows.jsonl", tmp_path / "out.jsonl"
     src.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    from reasoning_rl.cli import app
+    from reasoning_rl.cli.app import app
 
     args = ["grade", str(src), "-o", str(out), "--grader", SEES, "--workers", "1", "--no-progress"]
     assert CliRunner().invoke(app, args).exit_code == 0

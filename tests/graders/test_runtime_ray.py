@@ -94,7 +94,7 @@ def test_leaking_ray_actor_is_recycled_at_its_rss_cap(cluster_address: str) -> N
 def test_rrl_grade_on_the_ray_cluster(cluster_address: str, tmp_path: Path) -> None:
     from typer.testing import CliRunner
 
-    from reasoning_rl.cli import app
+    from reasoning_rl.cli.app import app
 
     src = tmp_path / "in.jsonl"
     src.write_text(

@@ -101,7 +101,7 @@ def saved_bytes(policy: Policy, batch: TokenBatch) -> int:
 def test_selective_checkpointing_gives_the_same_step_and_saves_what_the_plan_says(tiny_model_dir) -> None:
     """model.gradient_checkpointing_every=2 recomputes layer 0 of 2: the same step (rel 1e-6) as no checkpointing and as
     every layer, and it saves (layer activations - its input) per token, the plan's figure, measured."""
-    from reasoning_rl.memory_plan import ModelShape
+    from reasoning_rl.memory_plan.shapes import ModelShape
 
     g = torch.Generator().manual_seed(3)
     batch = TokenBatch([torch.randint(7, 90, (40,), generator=g) for _ in range(3)], [3] * 3)

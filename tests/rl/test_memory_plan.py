@@ -16,20 +16,16 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 from reasoning_rl.config import Config, ConfigError, LoraConfig  # noqa: E402
-from reasoning_rl.memory_plan import (  # noqa: E402
+from reasoning_rl.memory_plan.engine import plan_engine  # noqa: E402
+from reasoning_rl.memory_plan.plan import plan_run, usable_bytes  # noqa: E402
+from reasoning_rl.memory_plan.shapes import Adapters, GiB, ModelShape, PlanUnavailable  # noqa: E402
+from reasoning_rl.memory_plan.update import (  # noqa: E402
     BUDGET_STEP,
-    Adapters,
-    GiB,
-    ModelShape,
-    PlanUnavailable,
     TrainSetup,
     kept_bytes,
     largest_budget,
-    plan_engine,
-    plan_run,
     update_peak,
     update_terms,
-    usable_bytes,
 )
 from reasoning_rl.model_shapes import QWEN25_1_5B, QWEN25_7B  # noqa: E402
 

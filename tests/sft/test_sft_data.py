@@ -149,7 +149,7 @@ def test_rrl_sft_bad_row_is_one_line_exit_2(
 ) -> None:
     import yaml
 
-    from reasoning_rl.trainer.sft_cli import sft_command
+    from reasoning_rl.cli.sft import sft_command
 
     path = write_jsonl(tmp_path / "rows.jsonl", [{"messages": [{"role": "user", "content": "a"}]}])
     cfg = tmp_path / "sft.yaml"
@@ -167,3 +167,22 @@ def test_rrl_sft_bad_row_is_one_line_exit_2(
     err = capsys.readouterr().err.strip().splitlines()
     assert err[0].startswith("error: ") and "rows.jsonl:row 1: no assistant turn" in err[0]
     assert len(err) == 2 and "data.on_bad_row=skip" in err[1]  # the line and how to skip such rows
+
+
+def test_rrl_sft_shares_rrl_train_s_prologue(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """One prologue (``cli.common.run_config``) for both commands: torchrun refused naming the command,
+    --print-config the resolved YAML, a config mistake one line (before, sft repeated train's code)."""
+    from reasoning_rl.cli.sft import sft_command
+
+    cfg = tmp_path / "sft.yaml"
+    cfg.write_text("model: {path: m}\ndata: {train: rows.jsonl}\n")
+    assert sft_command(str(cfg), [], print_config=True) == 0
+    assert "path: m" in capsys.readouterr().out
+    assert sft_command(str(cfg), ["sft.epocs=2"]) == 2
+    assert "sft.epocs" in capsys.readouterr().err
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    assert sft_command(str(cfg), []) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "rrl sft runs as a single training process" in err and "Run `rrl sft CONFIG` once" in err

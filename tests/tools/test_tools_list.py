@@ -7,7 +7,7 @@ import json
 
 from typer.testing import CliRunner
 
-from reasoning_rl.cli import app
+from reasoning_rl.cli.app import app
 from reasoning_rl.tools import register, tool, unregister
 
 runner = CliRunner()

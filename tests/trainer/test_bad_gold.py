@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from graders.math import MathGrader
 from graders.math.gsm8k import GSM8KGrader
 from graders.runtime import gold_problems
-from reasoning_rl.cli import app
+from reasoning_rl.cli.app import app
 from reasoning_rl.config import DataConfig, SourceConfig
 from reasoning_rl.data import DataError, load_examples, screen_golds
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from graders.runtime import resolve_grader
+from reasoning_rl.cli.common import prepare
 from reasoning_rl.config import load_config
-from reasoning_rl.trainer.cli import prepare
 
 GRADER = (
     "from graders import Grade\n\n"

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from reasoning_rl.cli import app
+from reasoning_rl.cli.app import app
 from reasoning_rl.config import ConfigError, load_config
 from reasoning_rl.rollout.toolset import ToolSet
 from tests.trainer.test_train_e2e import config

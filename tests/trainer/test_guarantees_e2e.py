@@ -14,8 +14,8 @@ import pytest
 import torch
 import yaml
 
+from reasoning_rl.cli.train import train_command
 from reasoning_rl.rollout.hf_engine import HFEngine
-from reasoning_rl.trainer.cli import train_command
 from tests.trainer.test_train_e2e import REPO, config, env, metrics, train
 
 SPEC = (

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from reasoning_rl.cli import app
+from reasoning_rl.cli.app import app
 from reasoning_rl.config import ConfigError, LoraConfig
 from reasoning_rl.policy import Policy
 from tests.trainer.test_train_e2e import config

@@ -10,7 +10,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from reasoning_rl.cli import app
+from reasoning_rl.cli.app import app
 from reasoning_rl.config import ConfigError, load_config
 from tests.trainer.test_train_e2e import config
 

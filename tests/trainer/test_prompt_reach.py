@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from reasoning_rl.cli import app
+from reasoning_rl.cli.app import app
 from reasoning_rl.config import DataConfig, SourceConfig, load_config
 from reasoning_rl.data import DataError, load_examples
 

@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from graders import RowGraderError, row_grader
-from reasoning_rl.cli import app
+from reasoning_rl.cli.app import app
 from reasoning_rl.config import DataConfig, SourceConfig
 from reasoning_rl.data import DataError, LoadReport, load_examples
 

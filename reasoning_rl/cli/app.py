@@ -1,4 +1,6 @@
-"""The ``rrl`` command. Heavy imports (torch, vLLM, Ray) happen inside commands so ``--help`` stays instant."""
+"""The ``rrl`` typer app: every command's arguments and options; the bodies are the ``reasoning_rl.cli`` modules
+and the packages they call. Heavy imports (torch, vLLM, Ray) happen inside commands so ``--help`` stays
+instant."""
 
 from __future__ import annotations
 
@@ -127,6 +129,14 @@ def train(
         "row, the graders and their options, the tool set, the resource request and the doctor's "
         "required checks; no training.",
     ),
+    plan_for: str = typer.Option(
+        None,
+        "--plan-for",
+        metavar="TARGET",
+        help="With --dry-run: check the resources and print the memory plan and the largest micro-batch for "
+        "TARGET's GPUs instead of this machine's (h200, h200x2, h200x4, h200x8, h100..., a100-80g...), e.g. "
+        "from a CPU login node.",
+    ),
 ) -> None:
     """Train with RL on verifiable rewards (GRPO by default); writes the run directory.
 
@@ -142,10 +152,13 @@ def train(
     1.7 GB for SmolLM2-135M in float32. trainer.keep_checkpoints (default 2)
     of them stay on disk.
     """
-    from reasoning_rl.trainer.cli import train_command
+    from reasoning_rl.cli.train import train_command
 
     extra = ["trainer.force_resume=true"] * force + ["logging.engine_logs=true"] * verbose
-    raise typer.Exit(train_command(config, [*ctx.args, *extra], print_config=print_config, dry_run=dry_run))
+    overrides = [*ctx.args, *extra]
+    raise typer.Exit(
+        train_command(config, overrides, print_config=print_config, dry_run=dry_run, plan_for=plan_for)
+    )
 
 
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
@@ -167,7 +180,7 @@ def sft(
     Same config, model workers, checkpoints and exports as `rrl train` (docs/sft.md): `rrl export RUN_DIR`
     exports it, `rrl train RL.yaml model.path=RUN_DIR` starts RL from it.
     """
-    from reasoning_rl.trainer.sft_cli import sft_command
+    from reasoning_rl.cli.sft import sft_command
 
     extra = ["trainer.force_resume=true"] * force
     raise typer.Exit(sft_command(config, [*ctx.args, *extra], print_config=print_config))
@@ -200,7 +213,7 @@ def eval_(
     ),
 ) -> None:
     """Generate with vLLM and grade: accuracy, pass@k and maj@k per data source (no training)."""
-    from reasoning_rl.trainer.cli import eval_command
+    from reasoning_rl.cli.eval import eval_command
 
     extra = ["logging.engine_logs=true"] * verbose
     raise typer.Exit(
@@ -239,7 +252,7 @@ def export(
     except HubPushError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc
-    from reasoning_rl.trainer.cli import quiet_outside_a_terminal
+    from reasoning_rl.cli.common import quiet_outside_a_terminal
 
     quiet_outside_a_terminal()  # before torch, transformers and vLLM are imported
     from reasoning_rl.policy.model import ModelLoadError
@@ -254,7 +267,3 @@ def export(
     except (FileNotFoundError, ModelLoadError, HubPushError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc
-
-
-if __name__ == "__main__":
-    app()
