@@ -81,7 +81,9 @@ class Grade:
 class Grader(Protocol):
     """What a grader plugin implements. ``version`` enters the cache key: bump it when judgements change.
 
-    Optional: ``check_options(options)`` (raise ValueError), ``warm()``, ``context_fields``, and
+    Optional: ``check_options(options)`` (raise ValueError), ``warm()``, ``context_fields`` (and
+    ``optional_context_fields``), ``source_module`` (another module whose code defines its judgements: it
+    enters the cache version, as the function adapter's wrapped function does), and
     ``check_gold(ground_truth) -> str | None`` (why no answer can be judged against this gold; asked when a
     run's data loads, through ``graders.runtime.gold_problems``) with ``release()`` (free what it started)."""
 
@@ -136,15 +138,16 @@ class GradeContext:
         users = [m["content"] for m in msgs or () if m["role"] == "user"]
         return cls(users[-1] if users else None, msgs, data_source, extra_info, row_id)
 
-    def only(self, fields: tuple[ContextField, ...]) -> GradeContext:
-        """This context with every field outside ``fields`` cleared (what a grader declaring them receives);
-        ``ContextError`` naming the first declared field this row lacks."""
+    def only(self, fields: tuple[ContextField, ...], optional: tuple[ContextField, ...] = ()) -> GradeContext:
+        """This context with every field outside ``fields`` and ``optional`` cleared (what a grader declaring
+        them receives); ``ContextError`` naming the first of ``fields`` this row lacks (an ``optional`` one it
+        lacks stays None)."""
         for name in fields:
             if getattr(self, name) is None:
                 raise ContextError(
                     f"the grader needs context field {name!r}, which row {self.row_id!r} does not have"
                 )
-        return GradeContext(**{name: getattr(self, name) for name in fields})
+        return GradeContext(**{name: getattr(self, name) for name in (*fields, *optional)})
 
     def key(self, fields: tuple[ContextField, ...]) -> dict[str, Any]:
         """The declared fields as they enter a cache key."""
@@ -153,12 +156,23 @@ class GradeContext:
 
 def context_fields(grader: object) -> tuple[ContextField, ...]:
     """The context fields a grader declares (``context_fields`` class attribute), checked and in canonical
-    order; () for a grader that wants none. TypeError for an unknown name, so a typo fails at load."""
-    declared = getattr(grader, "context_fields", ())
+    order; () for a grader that wants none. TypeError for an unknown name, so a typo fails at load. Every row
+    must have them (a run stops before step 1 naming the row that lacks one)."""
+    return _declared_fields(grader, "context_fields")
+
+
+def optional_context_fields(grader: object) -> tuple[ContextField, ...]:
+    """The context fields a grader reads when the row has them (``optional_context_fields``; None when it
+    does not, never a refused row), e.g. verl's ``extra_info=None``; those it also requires are left out.
+    They are sent and enter the cache key like the required ones."""
+    required = set(context_fields(grader))
+    return tuple(f for f in _declared_fields(grader, "optional_context_fields") if f not in required)
+
+
+def _declared_fields(grader: object, attr: str) -> tuple[ContextField, ...]:
+    declared = getattr(grader, attr, ())
     if isinstance(declared, str) or not isinstance(declared, tuple | list | frozenset | set):
-        raise TypeError(
-            f"grader {getattr(grader, 'name', grader)!r}: context_fields must be a tuple of names"
-        )
+        raise TypeError(f"grader {getattr(grader, 'name', grader)!r}: {attr} must be a tuple of names")
     unknown = sorted(set(declared) - set(CONTEXT_FIELDS))
     if unknown:
         raise TypeError(

@@ -11,7 +11,15 @@ from graders.evaluation.scoring import answer_keys, equivalence_checks, score_ro
 from graders.gsm8k_rows import NotAGold, gsm8k_gold
 from graders.runtime import resolve_grader
 from graders.sources import RowGraderError, known_source_grader, row_grader
-from graders.types import ContextError, ContextField, Grade, GradeContext, Grader, context_fields
+from graders.types import (
+    ContextError,
+    ContextField,
+    Grade,
+    GradeContext,
+    Grader,
+    context_fields,
+    optional_context_fields,
+)
 
 # Keys ``rrl grade`` writes; an input field with one of these names is kept as "input_<name>".
 RESULT_KEYS = (
@@ -45,7 +53,7 @@ class Router:
     # Called once per grader spec, when it is first loaded (before any of its rows is written).
     on_load: Callable[[str, Grader], None] | None = None
     _identity: dict[str, tuple[str, str]] = field(default_factory=dict)
-    _fields: dict[str, tuple[ContextField, ...]] = field(default_factory=dict)
+    _fields: dict[str, tuple[tuple[ContextField, ...], tuple[ContextField, ...]]] = field(default_factory=dict)
 
     def route(self, row: Row) -> str:
         try:
@@ -73,11 +81,12 @@ class Router:
             if self.on_load is not None:
                 self.on_load(spec, grader)
             self._identity[spec] = (str(grader.name), str(grader.version))
-            self._fields[spec] = context_fields(grader)
+            self._fields[spec] = (context_fields(grader), optional_context_fields(grader))
         return self._identity[spec]
 
-    def context_fields(self, spec: str) -> tuple[ContextField, ...]:
-        """The context fields the grader behind ``spec`` declares (after ``identity`` loaded it)."""
+    def context_fields(self, spec: str) -> tuple[tuple[ContextField, ...], tuple[ContextField, ...]]:
+        """The context fields the grader behind ``spec`` requires, and those it reads when present (after
+        ``identity`` loaded it)."""
         self.identity(spec)
         return self._fields[spec]
 
@@ -135,10 +144,10 @@ def parse_row(number: int, row: Row, router: Router) -> RowJob:
     spec = router.route(row)
     router.identity(spec)
     context = None
-    fields = router.context_fields(spec)
-    if fields:
+    fields, optional = router.context_fields(spec)
+    if fields or optional:
         try:
-            context = row_context(number, row).only(fields)
+            context = row_context(number, row).only(fields, optional)
         except ContextError as exc:
             raise RowProblem(f"grader {spec!r}: {exc}") from None
     return RowJob(

@@ -5,6 +5,7 @@ with GradingPool(workers=2, timeout_s=10, cache_path="grades.sqlite") as pool:
     grades = pool.grade_batch([GradeRequest("math", response, "42")])
 """
 
+from graders.functions import function_spec
 from graders.runtime.golds import gold_problems
 from graders.runtime.helper_pool import HelperPool, WorkerCrashed, WorkerTimeout, serve
 from graders.runtime.pool import GradingPool
@@ -16,6 +17,7 @@ __all__ = [
     "HelperPool",
     "WorkerCrashed",
     "WorkerTimeout",
+    "function_spec",
     "gold_problems",
     "importable_from_cwd",
     "resolve_grader",

@@ -39,8 +39,18 @@ def _source_hash(module_file: str, whole_package: bool) -> str:
 def source_fingerprint(grader: object) -> str:
     """Hash of the source that defines ``grader``'s class: every ``.py`` file of its package (recursively), or
     its module file when the module is top-level. Code outside that package, data files and external tools
-    are not covered: a grader depending on them must bump ``version`` when they change."""
-    module = sys.modules.get(type(grader).__module__)
+    are not covered: a grader depending on them must bump ``version`` when they change. A grader naming another
+    module in ``source_module`` (the function adapter: the wrapped function's module) has that module's source
+    hashed the same way, after its own."""
+    own = _module_fingerprint(type(grader).__module__)
+    other = getattr(grader, "source_module", None)
+    if not isinstance(other, str) or other == type(grader).__module__:
+        return own
+    return f"{own}.{_module_fingerprint(other)}"
+
+
+def _module_fingerprint(name: str) -> str:
+    module = sys.modules.get(name)
     module_file = getattr(module, "__file__", None)
     if module is None or not module_file or not Path(module_file).is_file():
         return "nosource"

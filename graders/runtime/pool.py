@@ -21,13 +21,21 @@ from graders.runtime.backend import Backend, TaskOutcome, WorkerLimits
 from graders.runtime.cache import GradeCache, cache_version
 from graders.runtime.metrics import GraderStats
 from graders.runtime.request import GradeRequest, Task, cache_key, resolve_grader
-from graders.types import ContextError, ContextField, Grade, GradeContext, context_fields
+from graders.types import (
+    ContextError,
+    ContextField,
+    Grade,
+    GradeContext,
+    context_fields,
+    optional_context_fields,
+)
 
 BackendName = Literal["auto", "process", "ray"]
-# A loaded grader as the pool sees it: (name, cache version, the context fields it declares, its
-# ``version_for(options)`` hook or None: what else its judgements depend on, e.g. a model's files).
+# A loaded grader as the pool sees it: (name, cache version, the context fields it requires, those it reads
+# when present, its ``version_for(options)`` hook or None: what else its judgements depend on, e.g. a model's
+# files).
 VersionFor = Callable[[dict[str, Any]], str]
-Identity = tuple[str, str, tuple[ContextField, ...], VersionFor | None]
+Identity = tuple[str, str, tuple[ContextField, ...], tuple[ContextField, ...], VersionFor | None]
 # Where finished tasks go (each task carries its sink): called with a chunk of (task, grade) at a time.
 Sink = Callable[[list[tuple[Task, Grade]]], None]
 _WAIT_SLICE_S = 0.25  # how often blocked callers re-check for a broken backend
@@ -217,6 +225,7 @@ class GradingPool:
                     str(grader.name),
                     cache_version(grader),  # version + source hash
                     context_fields(grader),
+                    optional_context_fields(grader),
                     hook if callable(hook) else None,
                 )
             except Exception as exc:  # an unknown/broken grader fails its samples, not the pool
@@ -260,11 +269,12 @@ class GradingPool:
             if isinstance(ident, str):
                 instant.append((Task(-1, req, req.grader, None, sink, index), Grade.error(ident)))
                 continue
-            name, version, fields, version_for = ident
+            name, version, required, optional, version_for = ident
+            fields = (*required, *optional)
             context = None
             if fields:
                 try:
-                    context = _declared_context(req, fields)
+                    context = _declared_context(req, required, optional)
                 except ContextError as exc:
                     missing = Grade.error(f"missing_context: {exc}")
                     instant.append((Task(-1, req, name, None, sink, index), missing))
@@ -361,14 +371,19 @@ class GradingPool:
         return Grade.error(f"worker_lost: worker died while grading ({task.attempt + 1} attempts)")
 
 
-def _declared_context(req: GradeRequest, fields: tuple[ContextField, ...]) -> GradeContext:
-    """The request's context cut to the fields its grader declares; ContextError naming what is missing."""
+def _declared_context(
+    req: GradeRequest, fields: tuple[ContextField, ...], optional: tuple[ContextField, ...] = ()
+) -> GradeContext:
+    """The request's context cut to the fields its grader declares (required and optional); ContextError
+    naming a required one that is missing."""
     if req.context is None:
+        if not fields:  # only optional fields: an empty context, each of them None
+            return GradeContext()
         raise ContextError(
             f"grader {req.grader!r} needs context field(s) {', '.join(fields)}, "
             f"but request {req.id!r} carries no context"
         )
-    return req.context.only(fields)
+    return req.context.only(fields, optional)
 
 
 def _rebuild(task: Task, fields: Any) -> Grade:

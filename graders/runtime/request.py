@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from graders import registry
+from graders.functions import is_function_spec, load_function_spec
 from graders.types import ContextField, GradeContext, Grader
 
 # What a worker needs for one grade: (seq, grader spec, response, ground truth, options, context or None).
@@ -70,7 +71,8 @@ def importable_from_cwd(specs: Iterable[str]) -> None:
 
 
 def resolve_grader(spec: str) -> Grader:
-    """A grader from a registry name, or from ``"package.module:attr"`` (class or instance).
+    """A grader from a registry name, from ``"package.module:attr"`` (class or instance), or from
+    ``"function=package.module:fn"`` (a TRL reward function or a verl compute_score, ``graders.functions``).
 
     The spec form lets worker processes and Ray actors load graders that are importable but not
     registered through entry points (test graders, notebooks' modules) without shipping objects.
@@ -79,6 +81,13 @@ def resolve_grader(spec: str) -> Grader:
         return registry.get(spec)
     grader = _spec_cache.get(spec)
     if grader is None:
+        if is_function_spec(spec):  # "function=module:fn": a TRL reward function or a verl compute_score
+            try:
+                grader = load_function_spec(spec)
+            except (ImportError, AttributeError) as exc:
+                raise registry.UnknownGraderError(f"cannot load function {spec!r}: {exc}") from exc
+            _spec_cache[spec] = grader
+            return grader
         module_name, _, attr = spec.partition(":")
         try:
             obj: Any = getattr(importlib.import_module(module_name), attr)
@@ -86,7 +95,8 @@ def resolve_grader(spec: str) -> Grader:
             raise registry.UnknownGraderError(f"cannot load grader spec {spec!r}: {exc}") from exc
         grader = obj() if isinstance(obj, type) else obj
         if not isinstance(grader, Grader):
-            raise TypeError(f"grader spec {spec!r} is not a Grader (needs name, version, grade())")
+            hint = " (a reward function: name it as `function:` in grading.rewards)" if callable(obj) else ""
+            raise TypeError(f"grader spec {spec!r} is not a Grader (needs name, version, grade()){hint}")
         _spec_cache[spec] = grader
     return grader
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
+from graders.runtime import function_spec
 from reasoning_rl.config.base import _Section
 
 
@@ -30,10 +31,34 @@ class RewardTermConfig(_Section):
         description="Ask this grader only when the first component found no answer (e.g. a `judge` behind "
         "`math`); its grade then stands in for the first one's (docs/rewards.md).",
     )
+    function: str | None = Field(
+        default=None,
+        description="module:fn of a TRL reward function or a verl compute_score, called unchanged instead of "
+        "a grader (options: range, threshold, conversational, on_raise; docs/from-trl-and-verl.md).",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _function_is_its_grader(cls, data: Any) -> Any:
+        """A function component is a grader component whose grader is the function's adapter spec
+        (``function=module:fn``): one path through the runtime for both."""
+        if not isinstance(data, dict) or data.get("function") is None:
+            return data
+        target = data["function"]
+        if not isinstance(target, str):
+            raise ValueError(f"function must be a 'module:fn' string, got {target!r}")
+        spec = function_spec(target)
+        if data.get("grader") not in (None, spec):
+            raise ValueError("give either `grader` or `function`, not both")
+        return {**data, "grader": spec}
 
     @property
     def label(self) -> str:
-        return self.name or self.grader or "answer"
+        if self.name:
+            return self.name
+        if self.function:
+            return self.function.rpartition(":")[2].rpartition(".")[2]
+        return self.grader or "answer"
 
 
 def _unique_labels(terms: list[RewardTermConfig], where: str) -> list[RewardTermConfig]:
