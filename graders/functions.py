@@ -34,7 +34,9 @@ from graders.types import CONTEXT_FIELDS, Grade, GradeContext
 
 Style = Literal["trl", "verl"]
 STYLES: tuple[Style, ...] = ("trl", "verl")
-FUNCTION_PREFIX = "function="  # a grader spec for a function: "function=module:attr" ("=" is in no module name)
+FUNCTION_PREFIX = (
+    "function="  # a grader spec for a function: "function=module:attr" ("=" is in no module name)
+)
 OPTIONS = ("range", "threshold", "conversational", "on_raise")
 _VERL_PARAMS = ("data_source", "solution_str", "ground_truth", "extra_info")
 
@@ -56,12 +58,12 @@ def load_function_spec(spec: str) -> FunctionGrader:
     TypeError when it is not a function of either style."""
     target = spec.removeprefix(FUNCTION_PREFIX)
     module_name, _, attr = target.partition(":")
-    fn = reduce(getattr, attr.split("."), importlib.import_module(module_name))
+    fn: Any = reduce(getattr, attr.split("."), importlib.import_module(module_name))
     return from_function(fn, spec=spec)
 
 
 def detect_style(fn: Callable[..., Any]) -> Style:
-    """"trl" for a function with a ``completions`` parameter, "verl" for one with ``solution_str``."""
+    """ "trl" for a function with a ``completions`` parameter, "verl" for one with ``solution_str``."""
     params = _params(fn)
     if "solution_str" in params:
         return "verl"
@@ -102,7 +104,7 @@ class FunctionGrader:
             raise ValueError(f"style must be one of {STYLES}, got {style!r}")
         self.fn = fn
         self.style: Style = style or detect_style(fn)
-        self.name = name or getattr(fn, "__name__", type(fn).__name__)
+        self.name: str = name or str(getattr(fn, "__name__", type(fn).__name__))
         self.source_module = getattr(fn, "__module__", None)  # its source enters the cache version
         self.spec = spec or _importable_spec(fn)
         params = inspect.signature(fn).parameters
@@ -119,7 +121,9 @@ class FunctionGrader:
     def check_options(self, options: dict[str, Any]) -> None:
         unknown = sorted(set(options) - set(OPTIONS))
         if unknown:
-            raise ValueError(f"unknown option(s) {unknown} for function {self.name!r}; known: {', '.join(OPTIONS)}")
+            raise ValueError(
+                f"unknown option(s) {unknown} for function {self.name!r}; known: {', '.join(OPTIONS)}"
+            )
         _range(options)
         threshold = options.get("threshold")
         if threshold is not None and not _number(threshold):
@@ -163,7 +167,9 @@ class FunctionGrader:
         for key, value in (ctx.extra_info or {}).items():
             if isinstance(key, str) and key.isidentifier():
                 columns[key] = value
-        columns.update(ground_truth=truth, answer=truth, data_source=ctx.data_source, extra_info=ctx.extra_info)
+        columns.update(
+            ground_truth=truth, answer=truth, data_source=ctx.data_source, extra_info=ctx.extra_info
+        )
         columns.pop("prompts", None)
         columns.pop("completions", None)
         kwargs = {"prompts": [prompt], "completions": [completion], **{k: [v] for k, v in columns.items()}}
@@ -195,7 +201,9 @@ class FunctionGrader:
         acc: Any = None
         if self.style == "verl" and isinstance(value, dict):
             if "score" not in value:
-                return Grade.error(f"{where} returned a dict without 'score' (keys: {sorted(map(str, value))})")
+                return Grade.error(
+                    f"{where} returned a dict without 'score' (keys: {sorted(map(str, value))})"
+                )
             details = {str(k): v for k, v in value.items() if k != "score" and _scalar(v)}
             acc = value.get("acc")
             value = value["score"]

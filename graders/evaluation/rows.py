@@ -53,7 +53,9 @@ class Router:
     # Called once per grader spec, when it is first loaded (before any of its rows is written).
     on_load: Callable[[str, Grader], None] | None = None
     _identity: dict[str, tuple[str, str]] = field(default_factory=dict)
-    _fields: dict[str, tuple[tuple[ContextField, ...], tuple[ContextField, ...]]] = field(default_factory=dict)
+    _fields: dict[str, tuple[tuple[ContextField, ...], tuple[ContextField, ...]]] = field(
+        default_factory=dict
+    )
 
     def route(self, row: Row) -> str:
         try:

@@ -83,11 +83,11 @@ def resolve_grader(spec: str) -> Grader:
     if grader is None:
         if is_function_spec(spec):  # "function=module:fn": a TRL reward function or a verl compute_score
             try:
-                grader = load_function_spec(spec)
+                function: Grader = load_function_spec(spec)
             except (ImportError, AttributeError) as exc:
                 raise registry.UnknownGraderError(f"cannot load function {spec!r}: {exc}") from exc
-            _spec_cache[spec] = grader
-            return grader
+            _spec_cache[spec] = function
+            return function
         module_name, _, attr = spec.partition(":")
         try:
             obj: Any = getattr(importlib.import_module(module_name), attr)
