@@ -48,12 +48,17 @@ def test_the_sbatch_script_parses_and_starts_ray_before_the_run() -> None:
     proc = subprocess.run([bash, "-n", str(LAUNCH / "slurm.sbatch")], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     text = (LAUNCH / "slurm.sbatch").read_text()
-    assert text.index("ray start --head") < text.index("ray start --address") < text.index(sbatch_train_line())
+    assert (
+        text.index("ray start --head") < text.index("ray start --address") < text.index(sbatch_train_line())
+    )
     assert "srun" in text[text.index("ray start --address") - 200 : text.index("ray start --address")]
     header = dict(re.findall(r"^#SBATCH --([a-z-]+)=(\S+)", text, re.M))
     res = overrides(train_args(sbatch_train_line()))
     assert res["resources.ray_address"] == "auto"
-    assert res["resources.nodes"] == header["nodes"] and res["resources.ranks_per_node"] == header["gpus-per-node"]
+    assert (
+        res["resources.nodes"] == header["nodes"]
+        and res["resources.ranks_per_node"] == header["gpus-per-node"]
+    )
 
 
 def test_the_rayjob_is_a_rayjob_whose_counts_match_the_run() -> None:
