@@ -202,3 +202,33 @@ def test_the_config_names_a_function_as_a_grader_component() -> None:
         t.label for t in load({"function": target}, {"function": f"{MOD}:contains_truth"}).grading.rewards
     ]
     assert labels == ["verl_score", "contains_truth"]
+
+
+def test_rrl_grade_takes_a_function_spec_and_rows_without_extra_info(tmp_path: Path) -> None:
+    """`rrl grade --grader function=module:fn`: the optional fields reach the function where the row has them
+    (None where it lacks one: never an error line), and a raise is that row's error line alone."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from reasoning_rl.cli import app
+
+    rows = [
+        {"id": "a", "data_source": "digits", "extra_info": {"k": 1}, "response": "7", "ground_truth": "7"},
+        {"id": "b", "question": "Say 8", "response": "9", "ground_truth": "8"},
+    ]
+    src, out = tmp_path / "rows.jsonl", tmp_path / "out.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    args = ["grade", str(src), "-o", str(out), "--workers", "1", "--no-progress"]
+    res = CliRunner().invoke(app, [*args, "--grader", spec("verl_score")])
+    assert res.exit_code == 0, res.output
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [line["verdict"] for line in lines] == ["correct", "incorrect"]
+    details = [line["grades"][0]["details"] for line in lines]
+    assert (details[0]["source"], details[0]["extra"]) == ("digits", '{"k": 1}')
+    assert (details[1]["source"], details[1]["extra"]) == (None, "null")
+    out.unlink()
+    res = CliRunner().invoke(app, [*args, "--grader", spec("raises")])
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [line["verdict"] for line in lines] == ["error", "error"]
+    assert "function 'raises' (row 'a') raised ValueError" in lines[0]["grades"][0]["reason"]
