@@ -19,7 +19,14 @@ from reasoning_rl.cli import app
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIGS = sorted((REPO / "examples").glob("*/config.yaml"))
+# The dry run builds each example's tool set: math_tir's python tool opens its Docker sandbox pool.
+NEEDS_DOCKER = {"math_tir"}
 runner = CliRunner()
+
+
+def _param(path: Path) -> object:
+    marks = [pytest.mark.docker] if path.parent.name in NEEDS_DOCKER else []
+    return pytest.param(path, id=path.parent.name, marks=marks)
 
 
 def test_every_example_dir_is_dry_run_here() -> None:
@@ -28,7 +35,7 @@ def test_every_example_dir_is_dry_run_here() -> None:
     assert {"trl_reward_function", "verl_compute_score"} <= names
 
 
-@pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.parent.name)
+@pytest.mark.parametrize("path", [_param(p) for p in CONFIGS])
 def test_example_dry_run(
     path: Path, tiny_model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
