@@ -211,7 +211,7 @@ def test_rrl_grade_takes_a_function_spec_and_rows_without_extra_info(tmp_path: P
 
     from typer.testing import CliRunner
 
-    from reasoning_rl.cli import app
+    from reasoning_rl.cli.app import app
 
     rows = [
         {"id": "a", "data_source": "digits", "extra_info": {"k": 1}, "response": "7", "ground_truth": "7"},

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from reasoning_rl.cli import app
+from reasoning_rl.cli.app import app
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIGS = sorted((REPO / "examples").glob("*/config.yaml"))
