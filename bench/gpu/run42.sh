@@ -80,7 +80,7 @@ warm)
 learn)
     T=$(python3 -c "import json; r=json.load(open('/tmp/probe.json')); c=r['chosen'] or min(r['results'],
 key=lambda x: abs(x['reward_mean'] - 0.5)); print(c['temperature'])" 2>/dev/null || echo 1.0)
-    echo "word_chain from the warm start at temperature $T, lr ${REAL_LR:=3e-6}"
+    echo "word_chain from the warm start at temperature $T, lr ${REAL_LR:=1e-5}"
     export REAL_TEMPERATURE=$T REAL_LR
     real /tmp/word_chain.jsonl learn "${SCHEDULE:-ours:sync,trl:off:32,ours:noskip}" /tmp/warm_model
     ;;
