@@ -12,6 +12,7 @@ from reasoning_rl.rollout.multiturn import ToolRolloutConfig
 from reasoning_rl.rollout.tool_calls import FormatName, Tokenizer
 from reasoning_rl.tools.base import Tool
 from reasoning_rl.tools.registry import UnknownToolError, describe, make
+from sandboxes.types import SandboxError
 
 
 @dataclass
@@ -38,6 +39,11 @@ class ToolSet:
                     raise ConfigError(f"rollout.tools: {exc}") from None
                 except (TypeError, ValueError) as exc:  # a misspelled option, or one the tool does not take
                     raise ConfigError(f"rollout.tool_options.{name}: {exc}") from None
+                except SandboxError as exc:  # the backend it asked for is unusable (no Docker daemon, no image)
+                    raise ConfigError(
+                        f"rollout.tools: the {name} tool cannot open its sandbox: {exc} "
+                        f"(rollout.tool_options.{name}.sandbox picks the backend)"
+                    ) from None
                 if made.name in tools:
                     _close([made])
                     raise ConfigError(f"rollout.tools: two tools are named {made.name!r}")

@@ -134,3 +134,26 @@ def test_override_merging_is_documented_and_behaves_as_documented(tmp_path: Path
     assert "3 x the bytes of model.dtype per trainable parameter" in helptext  # checkpoint size
     doc = (Path(__file__).resolve().parents[2] / "docs" / "config.md").read_text()
     assert "merges into the file's mapping key by key" in doc
+
+
+def test_a_tool_sandbox_without_its_docker_daemon_is_one_line(
+    tmp_path: Path, tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 47 follow-up: `rrl train examples/math_tir/config.yaml --dry-run` on a machine without a Docker daemon
+    died with a SandboxError traceback out of ToolSet.from_config. The daemon is made unreachable here with a
+    DOCKER_HOST socket that does not exist (and no client cached by an earlier test), so no Docker is needed."""
+    from sandboxes import docker_backend
+
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path / 'no-docker.sock'}")
+    monkeypatch.setattr(docker_backend, "_client", None)
+    repo = Path(__file__).resolve().parents[2]
+    monkeypatch.chdir(repo)
+    args = ["train", "examples/math_tir/config.yaml", "--dry-run", f"model.path={tiny_model_dir}"]
+    res = runner.invoke(app, [*args, "run.doctor=false", f"run.dir={tmp_path / 'run'}"])
+    assert res.exit_code == 2, res.output
+    assert res.exception is None or isinstance(res.exception, SystemExit), res.exception
+    assert "Traceback" not in res.output and len(res.stderr.strip().splitlines()) == 1, res.stderr
+    line = res.stderr.strip()
+    assert line.startswith("error: rollout.tools: the python tool cannot open its sandbox: ")
+    assert "Docker daemon not reachable" in line and "rollout.tool_options.python.sandbox" in line
+    assert not (tmp_path / "run").exists()
