@@ -9,6 +9,7 @@ from typing import Any
 
 from rich.console import Console
 
+from graders.functions import FUNCTION_PREFIX, is_function_spec
 from graders.runtime import GradingPool, resolve_grader
 
 
@@ -51,9 +52,24 @@ def selftest_or_raise(
     checked = [f"{r.name} {r.version} ({r.cases} cases)" for r in results if r.cases]
     if checked:
         console.print(f"grader selftest ok: {', '.join(checked)}")
-    unchecked = [f"{r.name} {r.version}" for r in results if not r.cases and r.skipped is None]
+    bare = [r for r in results if not r.cases and r.skipped is None]
+    unchecked = [f"{r.name} {r.version}" for r in bare if not is_function_spec(r.spec)]
     if unchecked:  # a plugin without cases is trusted unchecked: say so, never silently
         console.print(
             f"grader selftest: {', '.join(unchecked)} ship no golden cases, not checked "
             "(add a selftest.jsonl next to the grader: examples/custom_grader/README.md)"
         )
+    functions = [r.spec for r in bare if is_function_spec(r.spec)]
+    for spec in functions:  # a function has no package of its own to ship cases in: say what checks it
+        console.print(unchecked_function_hint(spec), highlight=False, soft_wrap=True)
+
+
+def unchecked_function_hint(spec: str) -> str:
+    """What a run says of a reward function (``function=module:fn``): it ships no golden cases, and what its
+    user can do instead: grade labelled rows with it, or wrap it in a grader class that ships cases."""
+    target = spec.removeprefix(FUNCTION_PREFIX)
+    return (
+        f"grader selftest: function {target} has no golden cases, not checked (check it on labelled rows: "
+        f"`rrl grade ROWS.jsonl --grader {spec}` with rows of response and ground_truth, then compare the "
+        "verdicts; or wrap it in a grader class that ships a selftest.jsonl: examples/custom_grader/README.md)"
+    )

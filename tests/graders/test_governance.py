@@ -210,3 +210,25 @@ def test_a_run_selftest_names_a_grader_without_golden_cases(pool) -> None:
     assert "grader selftest ok: math" in text
     assert "contains_answer 1 ship no golden cases, not checked" in text
     assert len([line for line in text.splitlines() if "no golden cases" in line]) == 1
+
+
+def test_a_run_selftest_gives_a_function_reward_a_hint_a_function_can_follow(pool) -> None:
+    """Issue 47 follow-up: a `{function: module:fn}` reward was told to "add a selftest.jsonl next to the
+    grader", which a function has no place for; it is told to grade labelled rows with `rrl grade --grader
+    function=...` (which loads it) or to wrap it in a grader class, and a plugin class keeps its own hint."""
+    from rich.console import Console
+
+    from reasoning_rl.trainer.governance import selftest_or_raise
+
+    fn = "function=examples.verl_compute_score.compute_score:compute_score"
+    console = Console(record=True, width=400)
+    selftest_or_raise([fn, "tests.trainer.task_graders:ContainsAnswer"], pool, console, {})
+    lines = [line for line in console.export_text().splitlines() if "no golden cases" in line]
+    assert len(lines) == 2, lines
+    plugin, function = sorted(lines, key=lambda line: "function " in line)
+    assert "contains_answer 1 ship no golden cases" in plugin and "selftest.jsonl next to the grader" in plugin
+    assert function.startswith(
+        "grader selftest: function examples.verl_compute_score.compute_score:compute_score has no golden cases"
+    )
+    assert f"`rrl grade ROWS.jsonl --grader {fn}`" in function
+    assert "next to the grader" not in function and "wrap it in a grader class" in function
