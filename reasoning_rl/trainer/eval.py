@@ -27,6 +27,7 @@ from reasoning_rl.rollout.toolset import ToolSet
 from reasoning_rl.trainer.collect import RewardPlan, collect, example_context
 from reasoning_rl.trainer.governance import identity_fields
 from reasoning_rl.trainer.records import Sample
+from reasoning_rl.trainer.rewards import verdict_grader
 from reasoning_rl.trainer.tool_collect import turn_fields
 
 
@@ -44,6 +45,13 @@ def prompt_messages(example: Example) -> list[dict[str, str]]:
     """The prompt as the model got it before templating (chat messages), for samples/ and eval rows: with
     generator data it cannot be recovered from the data file."""
     return [dict(m) for m in example.messages]
+
+
+def _row_grader(group: Sequence[Sample]) -> str:
+    """The grader an eval row names: the row's routed grader, or with a composed reward the first component,
+    whose verdicts give pass@k and maj@k (each response names the component that judged it)."""
+    composed = group[0].composed
+    return composed.components[0][0].grader if composed is not None else group[0].example.grader
 
 
 def summarise(samples: Sequence[Sample], k: int, checks: Checks | None = None) -> EvalResult:
@@ -68,7 +76,7 @@ def summarise(samples: Sequence[Sample], k: int, checks: Checks | None = None) -
             {
                 "id": ex.uid,
                 "data_source": ex.data_source,
-                **identity_fields(ex.grader),
+                **identity_fields(_row_grader(group)),
                 "prompt": prompt_messages(ex),
                 "ground_truth": ex.ground_truth,
                 "mean_score": sum(g.score for g in grades) / len(grades),
@@ -81,6 +89,7 @@ def summarise(samples: Sequence[Sample], k: int, checks: Checks | None = None) -
                         "text": s.completion.text,
                         **turn_fields(s.completion),
                         **s.grade.to_dict(),
+                        **(identity_fields(verdict_grader(s)) if s.composed else {}),
                         **(s.composed.row() if s.composed else {}),
                     }
                     for s in group

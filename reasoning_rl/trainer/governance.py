@@ -60,16 +60,16 @@ def selftest_or_raise(
             "(add a selftest.jsonl next to the grader: examples/custom_grader/README.md)"
         )
     functions = [r.spec for r in bare if is_function_spec(r.spec)]
-    for spec in functions:  # a function has no package of its own to ship cases in: say what checks it
-        console.print(unchecked_function_hint(spec), highlight=False, soft_wrap=True)
+    if functions:  # a function has no package of its own to ship cases in: say what checks it instead
+        console.print(unchecked_functions_hint(functions), highlight=False, soft_wrap=True)
 
 
-def unchecked_function_hint(spec: str) -> str:
-    """What a run says of a reward function (``function=module:fn``): it ships no golden cases, and what its
-    user can do instead: grade labelled rows with it, or wrap it in a grader class that ships cases."""
-    target = spec.removeprefix(FUNCTION_PREFIX)
+def unchecked_functions_hint(specs: list[str]) -> str:
+    """What a run says of its reward functions (``function=module:fn`` specs): they ship no golden cases, and
+    what their user can do instead: grade labelled rows with one, or wrap it in a grader class that ships cases."""
+    names = ", ".join(spec.removeprefix(FUNCTION_PREFIX) for spec in specs)
     return (
-        f"grader selftest: function {target} has no golden cases, not checked (check it on labelled rows: "
-        f"`rrl grade ROWS.jsonl --grader {spec}` with rows of response and ground_truth, then compare the "
-        "verdicts; or wrap it in a grader class that ships a selftest.jsonl: examples/custom_grader/README.md)"
+        f"grader selftest: function(s) {names} have no golden cases, not checked (grade labelled rows with "
+        f"`rrl grade ROWS.jsonl --grader {specs[0]}` and compare the verdicts, or wrap the function in a grader "
+        "class that ships a selftest.jsonl: examples/custom_grader/README.md)"
     )

@@ -10,14 +10,13 @@ from pathlib import Path
 
 from reasoning_rl.trainer.records import Sample
 from reasoning_rl.trainer.resume import TrainError
-from reasoning_rl.trainer.rewards import error_kind, verdict_grader
+from reasoning_rl.trainer.rewards import error_kind, grader_key, verdict_grader
 
 
 def _top_cause(errors: Sequence[Sample]) -> str:
-    causes = {(verdict_grader(s), error_kind(s.grade.reason)): s.grade.reason for s in reversed(errors)}
-    (grader, kind), n = Counter((verdict_grader(s), error_kind(s.grade.reason)) for s in errors).most_common(
-        1
-    )[0]
+    judged = [(grader_key(verdict_grader(s)), error_kind(s.grade.reason), s) for s in errors]
+    causes = {(grader, kind): s.grade.reason for grader, kind, s in reversed(judged)}
+    (grader, kind), n = Counter((grader, kind) for grader, kind, _ in judged).most_common(1)[0]
     return f"{n} x {kind} from grader {grader!r} (first: {causes[grader, kind][:160]!r})"
 
 

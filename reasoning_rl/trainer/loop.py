@@ -44,7 +44,7 @@ from reasoning_rl.trainer.resume import (
     data_fingerprint,
     rotate,
 )
-from reasoning_rl.trainer.rewards import informative_groups, rewards_and_mask, sample_metrics
+from reasoning_rl.trainer.rewards import informative_groups, rewards_and_mask, sample_metrics, verdict_grader
 from reasoning_rl.trainer.speculation import draft_metrics, trace_drafts
 from reasoning_rl.trainer.tool_collect import tool_metrics, turn_fields
 from reasoning_rl.trainer.train_batch import make_train_batch
@@ -358,7 +358,7 @@ class Trainer:
                 "finish_reason": s.completion.finish_reason,
                 **turn_fields(s.completion),
                 **({"versions": s.completion.versions} if s.completion.versions is not None else {}),
-                **identity_fields(s.example.grader),
+                **identity_fields(verdict_grader(s)),  # the component that judged, when composed
                 **s.grade.to_dict(),
                 **(s.composed.row() if s.composed is not None else {}),
             }

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 import torch
 
+from graders.functions import FUNCTION_PREFIX
 from graders.runtime.metrics import error_kind
 from reasoning_rl.algorithms.shaping import overlong_penalty
 from reasoning_rl.config import OverlongConfig
@@ -37,14 +38,26 @@ def informative_groups(samples: Sequence[Sample]) -> set[int]:
 
 
 def verdict_grader(s: Sample) -> str:
-    """The grader a sample's verdict comes from: for an error of a composed reward, the component's that
-    erred (``graders.compose`` names it), not the row's own grader."""
-    component = s.grade.details.get("component") if s.masked and s.composed is not None else None
-    if s.composed is not None and component is not None:
-        for term, _ in s.composed.components:
+    """The grader spec a sample's verdict comes from. Without composition the row's routed grader; with a
+    composed reward (``grading.rewards``) the component that judged, never the row's grader it may not have
+    asked: for an error the component that erred (``graders.compose`` names it), for a verdict taken from a
+    ``fallback`` component (the first found no answer) that fallback, else the first component."""
+    if s.composed is None or not s.composed.components:
+        return s.example.grader
+    pairs = s.composed.components
+    if s.masked:
+        component = s.grade.details.get("component")
+        for term, _ in pairs:
             if term.name == component:
                 return term.grader
-    return s.example.grader
+    judged = [term for term, _ in pairs[1:] if term.fallback]
+    return (judged[-1] if judged else pairs[0][0]).grader
+
+
+def grader_key(spec: str) -> str:
+    """How metrics and messages name a grader spec: as the config names it (``math``, ``module:Class``, and a
+    ``{function: module:fn}`` component as ``module:fn``, without the runtime's ``function=`` prefix)."""
+    return spec.removeprefix(FUNCTION_PREFIX)
 
 
 def sample_metrics(samples: Sequence[Sample], rewards: torch.Tensor, mask: torch.Tensor) -> dict[str, float]:
@@ -60,7 +73,7 @@ def sample_metrics(samples: Sequence[Sample], rewards: torch.Tensor, mask: torch
     )
     correct = sum(1 for s in samples if s.grade.verdict == "correct")
     out["reward/accuracy"] = correct / max(1, int(mask.sum()))
-    verdicts = Counter((verdict_grader(s), s.grade.verdict) for s in samples)
+    verdicts = Counter((grader_key(verdict_grader(s)), s.grade.verdict) for s in samples)
     for verdict in ("correct", "incorrect", "error"):
         out[f"grading/{verdict}"] = float(sum(n for (_, v), n in verdicts.items() if v == verdict))
     for (grader, verdict), n in verdicts.items():

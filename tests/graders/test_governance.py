@@ -228,7 +228,8 @@ def test_a_run_selftest_gives_a_function_reward_a_hint_a_function_can_follow(poo
     plugin, function = sorted(lines, key=lambda line: "function " in line)
     assert "contains_answer 1 ship no golden cases" in plugin and "selftest.jsonl next to the grader" in plugin
     assert function.startswith(
-        "grader selftest: function examples.verl_compute_score.compute_score:compute_score has no golden cases"
+        "grader selftest: function(s) examples.verl_compute_score.compute_score:compute_score have no golden "
+        "cases, not checked"
     )
     assert f"`rrl grade ROWS.jsonl --grader {fn}`" in function
-    assert "next to the grader" not in function and "wrap it in a grader class" in function
+    assert "next to the grader" not in function and "wrap the function in a grader class" in function

@@ -146,3 +146,37 @@ def test_extra_info_must_be_an_object_and_absent_is_none() -> None:
     assert norm({"question": "q", "answer": "1", "extra_info": {"a": 1}}).extra_info == {"a": 1}
     with pytest.raises(DataError, match=r"f.jsonl:row 3: 'extra_info' must be an object"):
         norm({"question": "q", "answer": "1", "extra_info": "text"})
+
+
+def test_verdicts_are_counted_under_the_component_that_judged_not_the_rows_grader() -> None:
+    """Issue 47 follow-up: `grading/<grader>/<verdict>` (and each sample's `grader`) named the row's routed grader
+    (`math`) even when `{function: module:fn}` components judged every sample: each verdict is now counted
+    under the component it came from (the first; the one that erred; a fallback that answered for the first)."""
+    from reasoning_rl.trainer.governance import identity_fields
+    from reasoning_rl.trainer.rewards import verdict_grader
+
+    fn = "function=examples.verl_compute_score.compute_score:compute_score"
+    terms = (RewardTerm("compute_score", fn, 1.0), RewardTerm("format", "format", 0.1))
+    fallback = (RewardTerm("answer", "math", 1.0), RewardTerm("judge", fn, 1.0, fallback=True))
+
+    def judged(ts: tuple[RewardTerm, ...], grades: list[Grade | None]) -> Sample:
+        composed = compose(ts, grades)
+        comp = Completion(0, 0, [1], [1, 2], [0.0, 0.0], "x", "stop")
+        return Sample(0, example(grader="math"), comp, composed.grade, composed)
+
+    samples = [
+        judged(terms, [Grade.correct(), Grade.incorrect()]),
+        judged(terms, [Grade.incorrect(), Grade.correct()]),
+        judged(terms, [Grade.correct(), Grade.error("format broke")]),  # the format component erred
+        judged(fallback, [Grade.incorrect("no answer found", no_answer=True), Grade.correct()]),
+        judged(fallback, [Grade.correct(), None]),  # the first answered: the fallback was not asked
+    ]
+    assert [verdict_grader(s) for s in samples] == [fn, fn, "format", fn, "math"]
+    rewards, mask = rewards_and_mask(samples, max_tokens=8, overlong=OverlongConfig())
+    out = sample_metrics(samples, rewards, mask)
+    key = "grading/examples.verl_compute_score.compute_score:compute_score"
+    assert out[f"{key}/correct"] == 2 and out[f"{key}/incorrect"] == 1
+    assert out["grading/format/error"] == 1 and out["grading/math/correct"] == 1
+    assert "grading/math/incorrect" not in out and "grading/math/error" not in out
+    # a sample row's `grader` / `grader_version` (samples/step_N.jsonl): the function, by its own name
+    assert identity_fields(verdict_grader(samples[0])) == {"grader": "compute_score", "grader_version": "1"}

@@ -77,6 +77,11 @@ def test_verl_compute_score_example_trains(tiny_model_dir: Path, tmp_path: Path)
             assert r["rewards"]["compute_score"]["score"] == want["score"]
             assert r["verdict"] == ("correct" if want["acc"] else "incorrect")
             assert r["details"]["pred"] == want["pred"]
+            assert (r["grader"], r["grader_version"]) == ("compute_score", "1")  # the function, not `math`
+    for m in (m for m in metrics(run_dir) if "reward/mean" in m):  # its verdicts, under its own name
+        fn = "grading/examples.verl_compute_score.compute_score:compute_score"
+        assert m.get(f"{fn}/correct", 0) + m.get(f"{fn}/incorrect", 0) == 8, m
+        assert not any(key.startswith("grading/math/") for key in m), m
 
 
 def test_a_function_that_raises_on_some_rows_costs_those_rows(tiny_model_dir: Path, tmp_path: Path) -> None:
