@@ -39,7 +39,7 @@ class ToolSet:
                     raise ConfigError(f"rollout.tools: {exc}") from None
                 except (TypeError, ValueError) as exc:  # a misspelled option, or one the tool does not take
                     raise ConfigError(f"rollout.tool_options.{name}: {exc}") from None
-                except SandboxError as exc:  # the backend it asked for is unusable (no Docker daemon, no image)
+                except SandboxError as exc:  # its sandbox backend is unusable (no Docker daemon, no image)
                     raise ConfigError(
                         f"rollout.tools: the {name} tool cannot open its sandbox: {exc} "
                         f"(rollout.tool_options.{name}.sandbox picks the backend)"

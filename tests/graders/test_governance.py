@@ -226,7 +226,9 @@ def test_a_run_selftest_gives_a_function_reward_a_hint_a_function_can_follow(poo
     lines = [line for line in console.export_text().splitlines() if "no golden cases" in line]
     assert len(lines) == 2, lines
     plugin, function = sorted(lines, key=lambda line: "function " in line)
-    assert "contains_answer 1 ship no golden cases" in plugin and "selftest.jsonl next to the grader" in plugin
+    assert (
+        "contains_answer 1 ship no golden cases" in plugin and "selftest.jsonl next to the grader" in plugin
+    )
     assert function.startswith(
         "grader selftest: function(s) examples.verl_compute_score.compute_score:compute_score have no golden "
         "cases, not checked"
