@@ -15,7 +15,13 @@ import pytest
 pytestmark = [pytest.mark.vllm, pytest.mark.docker, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parents[2]
-SMOKE = ["trainer.steps=2", "trainer.batch_size=2", "rollout.n=4", "rollout.max_tokens=256", "rollout.turn_max_tokens=192"]
+SMOKE = [
+    "trainer.steps=2",
+    "trainer.batch_size=2",
+    "rollout.n=4",
+    "rollout.max_tokens=256",
+    "rollout.turn_max_tokens=192",
+]
 
 
 def test_math_tir_smoke_shape_makes_tool_calls(tmp_path: Path) -> None:
