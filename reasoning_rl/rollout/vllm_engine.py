@@ -24,6 +24,7 @@ from reasoning_rl.rollout.adapters import ADAPTER_CONFIG, ADAPTER_WEIGHTS
 from reasoning_rl.rollout.base import (
     Completion,
     Delta,
+    DraftCounts,
     Request,
     RolloutError,
     SamplingConfig,
@@ -32,30 +33,11 @@ from reasoning_rl.rollout.base import (
 )
 from reasoning_rl.rollout.fingerprints import EngineWeights, fingerprint_tensors
 from reasoning_rl.rollout.group_drafts import GroupDrafts
-from reasoning_rl.rollout.vllm_drafter import (
-    attach,
-    draft_counts,
-    group_drafts,
-    per_request_metrics,
-    speculative_config,
-)
+from reasoning_rl.rollout.vllm_drafter import DraftTally, attach, group_drafts, speculative_config
 from reasoning_rl.rollout.vllm_model import fingerprint_model, refresh_tied_head
+from reasoning_rl.rollout.vllm_outputs import startup_memory_refusal, to_completion
 
 log = logging.getLogger(__name__)
-
-
-def startup_memory_refusal(exc: ValueError, share: float, on_gpu: bool) -> str | None:
-    """vLLM's refusal to start for lack of free memory (it wants ``share`` of the device, or of the host's RAM
-    on CPU, free at start) as one line in our terms; None for any other error."""
-    text = str(exc)
-    if "on startup is less than" not in text:
-        return None
-    where = "GPU memory" if on_gpu else "RAM (vLLM's CPU backend reserves that share of it for its KV cache)"
-    return (
-        f"the vLLM engine cannot start: it needs {share:.0%} of the {where} free and less is free now "
-        f"({text.split(' on startup')[0]}); stop the other heavy process (another training run or vLLM "
-        "engine?) or lower rollout.gpu_memory_utilization"
-    )
 
 
 class VLLMEngine:
@@ -120,7 +102,7 @@ class VLLMEngine:
         )
         self._speculation = speculative.method if speculative is not None else "off"
         if speculative is not None and speculative.on:
-            kw.update(speculative_config=speculative_config(speculative), **per_request_metrics())
+            kw.update(speculative_config=speculative_config(speculative))
         try:
             self.llm = LLM(
                 model=model_path,
@@ -138,6 +120,13 @@ class VLLMEngine:
                 raise
             raise RolloutError(refused) from exc
         self.tokenizer = self.llm.get_tokenizer()
+        self._tally: DraftTally | None = None  # rollout.speculative: each request's draft counts
+        self._internal: dict[str, str] = {}  # our request id -> vLLM's internal one (the tally's key)
+        if speculative is not None and speculative.on:
+            scheduler = self._scheduler()
+            if scheduler is None:
+                raise RolloutError("rollout.speculative needs vLLM's in-process scheduler to count drafts")
+            self._tally = DraftTally(scheduler)
         self.drafts: GroupDrafts | None = None
         if speculative is not None and speculative.method == "group":
             self.drafts = group_drafts(speculative)
@@ -222,11 +211,10 @@ class VLLMEngine:
             for j in range(sampling.n):
                 self._counter += 1
                 rid = f"rrl-{self._counter}"
-                engine.add_request(
+                self._add(
                     rid,
                     self._prompt(prompt),
                     self._params(sampling, sampling.seed_for(i, j)),
-                    lora_request=self._lora,
                 )
                 where[rid] = (i, j)
         pending = set(where)
@@ -237,13 +225,16 @@ class VLLMEngine:
                         continue
                     pending.discard(out.request_id)
                     i, j = where[out.request_id]
-                    done = _to_completion(out, i, j, list(prompts[i]), self.tokenizer)
+                    done = to_completion(
+                        out, i, j, list(prompts[i]), self.tokenizer, self._drafts(out.request_id)
+                    )
                     if self.drafts is not None:
                         self.drafts.record(done.prompt_ids, done.token_ids)
                     yield done
         finally:
             if pending:  # the consumer stopped early: do not leave requests running in the engine
                 engine.abort_request(list(pending))
+                self._forget(pending)
 
     def generate(self, prompts: list[list[int]], sampling: SamplingConfig) -> list[Completion]:
         done = list(self.stream(prompts, sampling))
@@ -300,12 +291,7 @@ class VLLMEngine:
         for r in requests:
             self._check_sampling(r.sampling)
         for r in requests:
-            self.llm.llm_engine.add_request(
-                r.id,
-                self._prompt(r.prompt_ids),
-                self._params(r.sampling, r.seed, delta=r.deltas),
-                lora_request=self._lora,
-            )
+            self._add(r.id, self._prompt(r.prompt_ids), self._params(r.sampling, r.seed, delta=r.deltas))
             self._live.add(r.id)
             if not r.deltas:
                 self._whole.add(r.id)
@@ -339,13 +325,14 @@ class VLLMEngine:
                     finished=out.finished,
                     finish_reason="length" if seq.finish_reason == "length" else "stop",
                     cached_tokens=out.num_cached_tokens,
-                    drafts=draft_counts(seq) if out.finished else None,
+                    drafts=self._drafts(out.request_id) if out.finished else None,
                 )
             )
         return found
 
     def abort(self, ids: list[str]) -> None:
         self.llm.llm_engine.abort_request(list(ids))
+        self._forget(ids)
         self._live.difference_update(ids)
         self._whole.difference_update(ids)
         self._held = [o for o in self._held if o.request_id not in set(ids)]
@@ -353,11 +340,30 @@ class VLLMEngine:
 
     def running(self) -> int:
         """The scheduler's running batch (in-process engine core); unfinished requests where it is hidden."""
-        core = getattr(getattr(self.llm.llm_engine, "engine_core", None), "engine_core", None)
-        sched = getattr(core, "scheduler", None)
+        sched = self._scheduler()
         if sched is not None and isinstance(getattr(sched, "running", None), list):
             return len(sched.running)
         return int(self.llm.llm_engine.get_num_unfinished_requests())
+
+    def _scheduler(self) -> Any:
+        """vLLM's scheduler, reachable because the engine core runs in this process; None where it is not."""
+        core = getattr(getattr(self.llm.llm_engine, "engine_core", None), "engine_core", None)
+        return getattr(core, "scheduler", None)
+
+    def _add(self, rid: str, prompt: Any, params: Any) -> None:
+        internal = self.llm.llm_engine.add_request(rid, prompt, params, lora_request=self._lora)
+        if self._tally is not None:
+            self._internal[rid] = internal
+
+    def _drafts(self, rid: str) -> DraftCounts | None:
+        """A finished request's draft counts; None with speculation off."""
+        if self._tally is None:
+            return None
+        return self._tally.pop(self._internal.pop(rid))
+
+    def _forget(self, ids: Iterable[str]) -> None:
+        if self._tally is not None:
+            self._tally.forget(self._internal.pop(r) for r in ids if r in self._internal)
 
     def _step(self) -> list[Any]:
         """One engine step; the outputs of continuous requests are held for ``advance``."""
@@ -461,31 +467,6 @@ class VLLMEngine:
         if self._cleanup is not None:
             self._cleanup()
         self._lora, self._lora_dir, self._cleanup = None, None, None
-
-
-def _to_completion(
-    out: Any, prompt_index: int, sample_index: int, prompt_ids: list[int], tokenizer: Any
-) -> Completion:
-    (seq,) = out.outputs
-    token_ids = list(seq.token_ids)
-    text = seq.text or tokenizer.decode(
-        token_ids, skip_special_tokens=True
-    )  # not detokenized without stop strings
-    logprobs = (
-        [float(step[tok].logprob) for step, tok in zip(seq.logprobs, token_ids, strict=True)]
-        if seq.logprobs
-        else []
-    )
-    return Completion(
-        prompt_index=prompt_index,
-        sample_index=sample_index,
-        prompt_ids=prompt_ids,
-        token_ids=token_ids,
-        logprobs=logprobs,
-        text=text,
-        finish_reason="length" if seq.finish_reason == "length" else "stop",
-        drafts=draft_counts(seq),
-    )
 
 
 @register_engine("vllm")

