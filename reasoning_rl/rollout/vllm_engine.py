@@ -33,7 +33,13 @@ from reasoning_rl.rollout.base import (
 )
 from reasoning_rl.rollout.fingerprints import EngineWeights, fingerprint_tensors
 from reasoning_rl.rollout.group_drafts import GroupDrafts
-from reasoning_rl.rollout.vllm_drafter import DraftTally, attach, group_drafts, speculative_config
+from reasoning_rl.rollout.vllm_drafter import (
+    DraftTally,
+    attach,
+    cpu_rejection_sampler_compat,
+    group_drafts,
+    speculative_config,
+)
 from reasoning_rl.rollout.vllm_model import fingerprint_model, refresh_tied_head
 from reasoning_rl.rollout.vllm_outputs import startup_memory_refusal, to_completion
 
@@ -103,6 +109,8 @@ class VLLMEngine:
         self._speculation = speculative.method if speculative is not None else "off"
         if speculative is not None and speculative.on:
             kw.update(speculative_config=speculative_config(speculative))
+            if not on_gpu:
+                cpu_rejection_sampler_compat()
         try:
             self.llm = LLM(
                 model=model_path,
