@@ -2,8 +2,9 @@
 
 ``CommMeter`` counts, per rank, the bytes of each collective FSDP2 issues for a wrapped model (decoder layers
 and root are its units): all-gathers in forward and backward, reduce-scatters of gradients. A collective's size is its unsharded buffer: the FSDP2 shard (dim 0 padded to a multiple of
-the world size) x element size x ranks, as torch.distributed sees it (``all_gather_single`` output,
-``reduce_scatter_single`` input); tests/rl/test_comm.py checks it against those calls.
+the world size) x element size x ranks, as torch.distributed sees it (the all-gather's output, the
+reduce-scatter's input: ``all_gather_into_tensor`` / ``reduce_scatter_tensor`` in torch 2.11, ``*_single`` in
+newer releases); tests/rl/test_comm.py checks it against those calls.
 """
 
 from __future__ import annotations

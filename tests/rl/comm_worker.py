@@ -90,8 +90,12 @@ def reference(model_dir: str, offload: bool) -> dict[str, Any]:
 if __name__ == "__main__":
     model_dir, out_path = sys.argv[1], Path(sys.argv[2])
     dist.init()
-    count("all_gather_single", "all_gather", 0, "output_tensor")
-    count("reduce_scatter_single", "reduce_scatter", 1, "input")
+    # FSDP2's collectives: torch 2.13 calls the *_single names; torch 2.11 (vLLM 0.24's torch, issue 42) the older
+    # ones, with the same output / input arguments. Only one of each pair is wrapped, so no byte counts twice.
+    gather = "all_gather_single" if hasattr(tdist, "all_gather_single") else "all_gather_into_tensor"
+    scatter = "reduce_scatter_single" if hasattr(tdist, "reduce_scatter_single") else "reduce_scatter_tensor"
+    count(gather, "all_gather", 0, "output_tensor")
+    count(scatter, "reduce_scatter", 1, "input")
     result: dict[str, Any] = {name: policy_step(model_dir, s) for name, s in SETTINGS.items()}
     result["ref"] = {offload: reference(model_dir, offload) for offload in (False, True)}
     if dist.is_main():
