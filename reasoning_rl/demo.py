@@ -57,6 +57,19 @@ def plot(metrics_path: Path, out_png: Path) -> list[tuple[int, float]]:
     return curve
 
 
+def quiet(cfg: Config) -> None:
+    """The demo's process settings, applied before torch, transformers and vLLM are imported: `rrl train`'s
+    (``prepare``: vLLM's INFO/WARNING lines, its import-time Triton note included, and its FutureWarnings off;
+    progress bars off when redirected) and, when the output goes to a file or pipe (``make demo > demo.log``),
+    every library's FutureWarning off too, as for ``rrl export`` (issue 47: transformers' and torch's landed in
+    redirected demo logs). ``logging.engine_logs=true`` keeps the engine's lines and the warnings."""
+    from reasoning_rl.cli.common import prepare, quiet_outside_a_terminal
+
+    prepare(cfg)
+    if not cfg.logging.engine_logs:
+        quiet_outside_a_terminal()
+
+
 def demo_config(overrides: list[str]) -> Config:
     path = Path(str(files("reasoning_rl").joinpath("demo.yaml")))
     return load_config(path, overrides)
@@ -70,9 +83,7 @@ def main(argv: list[str]) -> int:
     except ConfigError as exc:
         Console(stderr=True).print(f"[bold red]error:[/bold red] {exc}", highlight=False)
         return 2
-    from reasoning_rl.cli.common import prepare
-
-    prepare(cfg)  # as `rrl train` does: quiet engine logs, and no progress bars when redirected
+    quiet(cfg)  # before torch, transformers and vLLM are imported
     from reasoning_rl.policy.model import smollm2_hf_dir
 
     model_dir = Path(cfg.model.path)

@@ -3,8 +3,12 @@ FutureWarnings (issue 47: they printed all three into redirected logs)."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import subprocess
+import sys
 import warnings
+from pathlib import Path
 
 import pytest
 
@@ -30,3 +34,60 @@ def test_a_terminal_keeps_its_bars(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(cli_common, "redirected", lambda: False)
     cli_common.quiet_outside_a_terminal()
     assert "TQDM_DISABLE" not in os.environ
+
+
+REPO = Path(__file__).resolve().parents[2]
+# What the demo's log showed (issue 47), emitted the way the libraries emit it, after `setup`: vLLM's Triton check at
+# import (on a CPU box "Triton is installed, but doesn't include CPU backend. Disabling Triton.", through Python's
+# last-resort handler: no engine has configured vLLM's logging yet), a NUMA warning through vLLM's logger as its
+# CPU worker writes it, a FutureWarning from transformers (not vLLM) and a tqdm bar as a model load draws it.
+EMIT = """
+import warnings
+{setup}
+import vllm.triton_utils
+from vllm.logger import init_logger
+init_logger("vllm.v1.worker.cpu_worker").warning("Node 1 is not in available memory nodes [0].")
+warnings.warn_explicit(
+    "`torch_dtype` is deprecated", FutureWarning, "transformers/modeling_utils.py", 1, "transformers.modeling_utils"
+)
+from tqdm import tqdm
+for _ in tqdm(range(3), desc="Loading weights"):
+    pass
+print("1/3 model: cached conversion")
+"""
+NOISE = ("memory nodes", "FutureWarning", "torch_dtype", "Loading weights", "it/s", "Triton")
+
+
+def _redirected_log(tmp_path: Path, setup: str) -> str:
+    """What ``EMIT`` writes with stdout and stderr going to one file (not a terminal), in a fresh interpreter."""
+    env = {
+        k: v for k, v in os.environ.items() if k not in {**cli_common.QUIET_ENV, **cli_common.REDIRECTED_ENV}
+    }
+    env["PYTHONPATH"] = str(REPO)
+    log = tmp_path / f"log{len(list(tmp_path.iterdir()))}.txt"
+    with log.open("w") as fh:
+        subprocess.run(
+            [sys.executable, "-c", EMIT.format(setup=setup)],
+            cwd=tmp_path,
+            env=env,
+            stdout=fh,
+            stderr=subprocess.STDOUT,
+            check=True,
+            timeout=300,
+        )
+    return log.read_text()
+
+
+@pytest.mark.slow
+@pytest.mark.vllm
+@pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="needs vLLM")
+def test_the_demo_redirected_to_a_log_writes_no_bars_engine_lines_or_future_warnings(tmp_path: Path) -> None:
+    """`make demo > demo.log` (issue 47): the demo's log had progress bars, vLLM's Triton / NUMA lines and
+    FutureWarnings from other libraries than vLLM. The demo runs minutes on CPU, so this runs what it calls
+    first (``demo.quiet``, before anything heavy is imported) and then what those libraries emit."""
+    loud = _redirected_log(tmp_path, "")
+    # each of them reaches an unquieted log (the Triton note where Triton lacks a CPU backend, as on this box)
+    assert [noise for noise in NOISE[:5] if noise not in loud] == [], loud
+    quiet = _redirected_log(tmp_path, "from reasoning_rl import demo\ndemo.quiet(demo.demo_config([]))")
+    assert [noise for noise in NOISE if noise in quiet] == [], quiet
+    assert quiet.splitlines() == ["1/3 model: cached conversion"]  # the demo's own lines still come
