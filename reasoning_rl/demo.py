@@ -62,12 +62,16 @@ def quiet(cfg: Config) -> None:
     (``prepare``: vLLM's INFO/WARNING lines, its import-time Triton note included, and its FutureWarnings off;
     progress bars off when redirected) and, when the output goes to a file or pipe (``make demo > demo.log``),
     every library's FutureWarning off too, as for ``rrl export`` (issue 47: transformers' and torch's landed in
-    redirected demo logs). ``logging.engine_logs=true`` keeps the engine's lines and the warnings."""
-    from reasoning_rl.cli.common import prepare, quiet_outside_a_terminal
+    redirected demo logs), and torch's C++ warnings (a single-process run: no c10d warning to lose).
+    ``logging.engine_logs=true`` keeps the engine's lines and the warnings."""
+    from reasoning_rl.cli.common import prepare, quiet_outside_a_terminal, redirected
 
     prepare(cfg)
-    if not cfg.logging.engine_logs:
-        quiet_outside_a_terminal()
+    if cfg.logging.engine_logs:
+        return
+    quiet_outside_a_terminal()
+    if redirected():  # torch's C++ warnings bypass Python's warnings and logging: vLLM's CPU worker's
+        os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")  # "NUMA binding: Using MEMBIND policy ..."
 
 
 def demo_config(overrides: list[str]) -> Config:
@@ -76,7 +80,9 @@ def demo_config(overrides: list[str]) -> Config:
 
 
 def main(argv: list[str]) -> int:
-    console = Console()
+    from reasoning_rl.cli.common import make_console
+
+    console = make_console()  # redirected: lines not wrapped at 80 columns
     started = time.time()
     try:
         cfg = demo_config(argv)

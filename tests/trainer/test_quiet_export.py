@@ -91,3 +91,37 @@ def test_the_demo_redirected_to_a_log_writes_no_bars_engine_lines_or_future_warn
     quiet = _redirected_log(tmp_path, "from reasoning_rl import demo\ndemo.quiet(demo.demo_config([]))")
     assert [noise for noise in NOISE if noise in quiet] == [], quiet
     assert quiet.splitlines() == ["1/3 model: cached conversion"]  # the demo's own lines still come
+
+
+@pytest.mark.slow
+@pytest.mark.vllm
+@pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="needs vLLM")
+def test_the_demo_itself_redirected_to_a_log(tmp_path: Path, tiny_model_dir: Path) -> None:
+    """`make demo > demo.log` run for real (one small step on the tiny model with the vLLM CPU engine, ~30 s):
+    the log had torch's C++ "NUMA binding" warning and vLLM's "Loading safetensors checkpoint shards" bar (its own
+    ``disable=`` beat TQDM_DISABLE), and the demo's lines wrapped at 80 columns."""
+    env = {
+        k: v for k, v in os.environ.items() if k not in {**cli_common.QUIET_ENV, **cli_common.REDIRECTED_ENV}
+    }
+    env.pop("TORCH_CPP_LOG_LEVEL", None)
+    env.update(PYTHONPATH=str(REPO), VLLM_ENABLE_V1_MULTIPROCESSING="0")
+    run = tmp_path / "demo"
+    args = [f"model.path={tiny_model_dir}", f"run.dir={run}", "trainer.steps=1", "trainer.batch_size=2"]
+    args += ["rollout.n=2", "eval.at_start=false", "trainer.checkpoint_every=0", "trainer.export=false"]
+    log = tmp_path / "demo.log"
+    with log.open("w") as fh:
+        subprocess.run(
+            [sys.executable, "-m", "reasoning_rl.demo", *args],
+            cwd=tmp_path,
+            env=env,
+            stdout=fh,
+            stderr=subprocess.STDOUT,
+            check=True,
+            timeout=600,
+        )
+    text = log.read_text()
+    assert "wall time:" in text, text  # the demo ran to its end
+    noise = ("NUMA", "Triton", "Completed |", "it/s", "\r", "FutureWarning", "\x1b[")
+    assert [n for n in noise if n in text] == [], text
+    assert [line for line in text.splitlines() if line.startswith("[W")] == [], text  # torch C++ warnings
+    assert f"run dir {run}" in text  # one line each, not wrapped at 80 columns
