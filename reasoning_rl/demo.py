@@ -57,22 +57,39 @@ def plot(metrics_path: Path, out_png: Path) -> list[tuple[int, float]]:
     return curve
 
 
+def quiet(cfg: Config) -> None:
+    """The demo's process settings, applied before torch, transformers and vLLM are imported: `rrl train`'s
+    (``prepare``: vLLM's INFO/WARNING lines, its import-time Triton note included, and its FutureWarnings off;
+    progress bars off when redirected) and, when the output goes to a file or pipe (``make demo > demo.log``),
+    every library's FutureWarning off too, as for ``rrl export`` (issue 47: transformers' and torch's landed in
+    redirected demo logs), and torch's C++ warnings (a single-process run: no c10d warning to lose).
+    ``logging.engine_logs=true`` keeps the engine's lines and the warnings."""
+    from reasoning_rl.cli.common import prepare, quiet_outside_a_terminal, redirected
+
+    prepare(cfg)
+    if cfg.logging.engine_logs:
+        return
+    quiet_outside_a_terminal()
+    if redirected():  # torch's C++ warnings bypass Python's warnings and logging: vLLM's CPU worker's
+        os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")  # "NUMA binding: Using MEMBIND policy ..."
+
+
 def demo_config(overrides: list[str]) -> Config:
     path = Path(str(files("reasoning_rl").joinpath("demo.yaml")))
     return load_config(path, overrides)
 
 
 def main(argv: list[str]) -> int:
-    console = Console()
+    from reasoning_rl.cli.common import make_console
+
+    console = make_console()  # redirected: lines not wrapped at 80 columns
     started = time.time()
     try:
         cfg = demo_config(argv)
     except ConfigError as exc:
         Console(stderr=True).print(f"[bold red]error:[/bold red] {exc}", highlight=False)
         return 2
-    from reasoning_rl.cli.common import prepare
-
-    prepare(cfg)  # as `rrl train` does: quiet engine logs, and no progress bars when redirected
+    quiet(cfg)  # before torch, transformers and vLLM are imported
     from reasoning_rl.policy.model import smollm2_hf_dir
 
     model_dir = Path(cfg.model.path)

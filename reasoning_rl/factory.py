@@ -11,6 +11,7 @@ Public names: ``Models``, ``build_models``, ``sharding_of``, ``engine_for``, ``c
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -203,6 +204,10 @@ def engine_for(
         extra["speculative"] = r.speculative
     if r.tensor_parallel_size > 1:  # launch.check_tensor_parallel refused it anywhere but vLLM on CUDA
         extra["tensor_parallel_size"] = r.tensor_parallel_size
+    if kind == "vllm" and os.environ.get("TQDM_DISABLE") == "1":  # no bars: output redirected, or the user's
+        # vLLM gives its weight-loading bar an explicit ``disable=``, which tqdm's environment default does not
+        # override: "Loading safetensors checkpoint shards" bars reached redirected logs
+        extra.setdefault("use_tqdm_on_load", False)
     share = r.gpu_memory_utilization or (0.5 if device == "cuda" else 0.2)
     on_gpu = kind == "vllm" and device == "cuda"
     plan = memory_plan(cfg, model_dir, device, dtype, max_model_len) if on_gpu else None

@@ -40,6 +40,13 @@ from pathlib import Path
 from typing import IO, Any
 
 SCHEMA_VERSION = 1
+# Progress inside a stage (the heartbeat's, trainer/heartbeat.py; never written to the file), defined once here: a
+# count is (k, K), k of K done or under way (``generated=(12, 32)``, ``mini-batch=(2, 4)``,
+# ``micro-batch=(3, 8)``); a stage's report is all of its counts by name (``Counts``); ``Progress`` is one count
+# as it advances, for code that knows nothing of stages or names (a train step's micro-batches).
+Counts = dict[str, tuple[int, int]]
+OnProgress = Callable[[str, Counts], None]  # (stage, all its counts now)
+Progress = Callable[[int, int], None]  # (k, K)
 STAGES = ("generate", "grade_wait", "ref_logprobs", "old_logprobs", "update", "handoff", "checkpoint", "eval")
 
 
@@ -47,8 +54,7 @@ class TraceWriter:
     """Append-only trace file; every record is flushed so a partial trace survives a crash."""
 
     def __init__(self, path: str | Path, *, meta: dict[str, Any] | None = None, append: bool = False) -> None:
-        # live progress inside a stage (the run's heartbeat, trainer/heartbeat.py); not written to the file
-        self.on_progress: Callable[[str, dict[str, tuple[int, int]]], None] | None = None
+        self.on_progress: OnProgress | None = None  # the run's heartbeat; not written to the file
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         resuming = append and self.path.exists()
@@ -81,7 +87,7 @@ class TraceWriter:
             )
 
     def progress(self, stage: str, **counts: tuple[int, int]) -> None:
-        """Where a stage is: (done, total) by name, e.g. ``generated=(12, 32)``; for the heartbeat only."""
+        """Where a stage is: all its counts (``Counts``), e.g. ``generated=(12, 32)``; for the heartbeat only."""
         if self.on_progress is not None:
             self.on_progress(stage, counts)
 

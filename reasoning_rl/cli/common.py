@@ -3,6 +3,7 @@ settings applied before anything heavy is imported, and the config prologue of `
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 import warnings
@@ -80,6 +81,18 @@ def redirected() -> bool:
 QUIET_ENV = {"VLLM_LOGGING_LEVEL": "ERROR", "HF_HUB_DISABLE_PROGRESS_BARS": "1"}
 
 
+def quiet_engine_logger(quiet: bool) -> None:
+    """vLLM's loggers have no handler until an engine configures them (from ``VLLM_LOGGING_LEVEL``), so what they
+    say before that, at import (on a CPU box "Triton is installed, but doesn't include CPU backend"), went to
+    Python's last-resort handler whatever the variable said: a quiet process sets the level on the logger itself.
+    ``quiet=False`` undoes only that (a level someone else set stays)."""
+    engine = logging.getLogger("vllm")
+    if quiet:
+        engine.setLevel(logging.ERROR)
+    elif engine.level == logging.ERROR:
+        engine.setLevel(logging.NOTSET)
+
+
 def config_specs(cfg: Config) -> list[str]:
     """Every grader and tool a config names (``module:attr`` ones load from the working directory)."""
     terms = [*cfg.grading.rewards, *(t for ts in cfg.grading.source_rewards.values() for t in ts)]
@@ -94,6 +107,7 @@ def quiet_outside_a_terminal() -> None:
         return
     for key, value in {**QUIET_ENV, **REDIRECTED_ENV}.items():
         os.environ.setdefault(key, value)
+    quiet_engine_logger(True)
     warnings.filterwarnings("ignore", category=FutureWarning)
 
 
@@ -105,11 +119,13 @@ def prepare(cfg: Config) -> None:
         # the run's own lines.
         for key, value in QUIET_ENV.items():
             os.environ.setdefault(key, value)
+        quiet_engine_logger(True)
         warnings.filterwarnings("ignore", category=FutureWarning, module=r"vllm\.")  # torch API deprecations
     else:
         for key, value in QUIET_ENV.items():
             if os.environ.get(key) == value:
                 del os.environ[key]
+        quiet_engine_logger(False)
     from graders.runtime import importable_from_cwd
 
     importable_from_cwd(config_specs(cfg))  # module:attr graders and tools from the working directory

@@ -84,7 +84,7 @@ class LoggingConfig(_Section):
     heartbeat_s: float | None = Field(
         default=30.0,
         ge=0,
-        description="Inside a step, a log line this often: stage, samples generated/graded, update mini-batch "
+        description="Inside a step, a log line this often: stage, samples generated/graded, update micro-batch "
         "k/K (a live line instead on a terminal with console=rich); None: off; 0: at every report.",
     )
     engine_logs: bool = Field(

@@ -20,6 +20,7 @@ from typing import Any, Protocol
 from reasoning_rl.distributed.remote_engine import RemoteEngine
 from reasoning_rl.distributed.worker import CallResult, ModelWorker
 from reasoning_rl.rollout import Completion, ContinuousEngine, SamplingConfig
+from reasoning_rl.trace import Progress
 
 
 def shards(n: int, world: int) -> list[range]:
@@ -68,8 +69,16 @@ class RankBackend(Protocol):
         """The policy's new weights into every engine; each rank's ``HandoffStats`` (training ranks first)."""
         ...
 
-    def run(self, method: str, per_rank: Sequence[tuple[Any, ...]], traffic: Traffic) -> list[Any]:
-        """``method(*per_rank[r])`` on every rank r at once; the values in rank order."""
+    def run(
+        self,
+        method: str,
+        per_rank: Sequence[tuple[Any, ...]],
+        traffic: Traffic,
+        progress: Progress | None = None,
+    ) -> list[Any]:
+        """``method(*per_rank[r])`` on every rank r at once; the values in rank order. ``progress``: passed to
+        rank 0's call as its ``progress`` keyword by a backend whose rank 0 runs in this process; Ray ranks
+        cannot call back into the driver and go without it."""
         ...
 
     def stream(
@@ -101,10 +110,16 @@ class LocalRanks:
     def handoff(self, step: int, bucket_bytes: int, traffic: Traffic) -> list[Any]:
         return self.run("push_weights", [(step, bucket_bytes)], traffic)
 
-    def run(self, method: str, per_rank: Sequence[tuple[Any, ...]], traffic: Traffic) -> list[Any]:
+    def run(
+        self,
+        method: str,
+        per_rank: Sequence[tuple[Any, ...]],
+        traffic: Traffic,
+        progress: Progress | None = None,
+    ) -> list[Any]:
         (args,) = per_rank
         fn: Callable[..., Any] = getattr(self.worker, method)
-        return [fn(*args)]
+        return [fn(*args) if progress is None else fn(*args, progress=progress)]
 
     def stream(
         self, per_rank: Sequence[tuple[int, list[list[int]], SamplingConfig]], traffic: Traffic
@@ -142,10 +157,14 @@ class WorkerGroup:
             )
         return shards(n, self.world)
 
-    def call(self, method: str, per_rank: Sequence[tuple[Any, ...]]) -> list[Any]:
+    def call(
+        self, method: str, per_rank: Sequence[tuple[Any, ...]], *, progress: Progress | None = None
+    ) -> list[Any]:
+        """``progress``: rank 0's progress inside the call (``RankBackend.run``), e.g. a train step's
+        micro-batches."""
         if len(per_rank) != self.world:
             raise ValueError(f"{method}: {len(per_rank)} argument sets for {self.world} ranks")
-        return self.backend.run(method, per_rank, self.traffic)
+        return self.backend.run(method, per_rank, self.traffic, progress)
 
     def call_all(self, method: str, *args: Any) -> list[Any]:
         return self.call(method, [args] * self.world)

@@ -48,6 +48,7 @@ from reasoning_rl.distributed.worker import (
 )
 from reasoning_rl.factory import rollout_kind
 from reasoning_rl.rollout import Completion, SamplingConfig
+from reasoning_rl.trace import Progress
 
 PLACEMENT_WAIT_S = 60.0  # a placement group the cluster cannot hold never becomes ready: say so instead
 # Starting a rank (a fresh process importing torch, then building and loading its shard) is not a collective and
@@ -280,7 +281,14 @@ class RayRanks:
             raise
         return ranks
 
-    def run(self, method: str, per_rank: Sequence[tuple[Any, ...]], traffic: Traffic) -> list[Any]:
+    def run(
+        self,
+        method: str,
+        per_rank: Sequence[tuple[Any, ...]],
+        traffic: Traffic,
+        progress: Progress | None = None,
+    ) -> list[Any]:
+        """Every training actor's call; ``progress`` cannot reach into an actor's process: unused."""
         sent = [len(pickle.dumps(args)) for args in per_rank]
         refs = [a.call.remote(method, *args) for a, args in zip(self.train_actors, per_rank, strict=True)]
         results: list[CallResult] = self._get(refs, method)

@@ -23,6 +23,7 @@ from reasoning_rl.distributed.group import WorkerGroup
 from reasoning_rl.factory import Models
 from reasoning_rl.policy.batch import TokenBatch
 from reasoning_rl.rollout import Completion, SamplingConfig
+from reasoning_rl.trace import Progress
 
 
 def _rows(x: Tensor | None, rows: range, width: int) -> Tensor | None:
@@ -77,10 +78,12 @@ class PolicyView:
         *,
         max_response_len: int | None = None,
         token_weights: Tensor | None = None,
+        progress: Progress | None = None,
     ) -> dict[str, float]:
+        """``progress``: rank 0's micro-batches, where rank 0 runs in this process (``WorkerGroup.call``)."""
         args = _split(self.group, batch, advantages, old_logprobs, ref_logprobs, token_weights)
         per_rank = [(b, adv, old, ref, cfg, max_response_len, tw) for b, adv, old, ref, tw in args]
-        out: dict[str, float] = self.group.call("policy_train_step", per_rank)[0]
+        out: dict[str, float] = self.group.call("policy_train_step", per_rank, progress=progress)[0]
         return out
 
 
@@ -103,9 +106,11 @@ class CriticView:
     def values(self, batch: TokenBatch) -> Tensor:
         return _gather(self.group.call("critic_values", _split(self.group, batch)), batch.shape)
 
-    def train_step(self, batch: TokenBatch, returns: Tensor, old_values: Tensor) -> dict[str, float]:
+    def train_step(
+        self, batch: TokenBatch, returns: Tensor, old_values: Tensor, *, progress: Progress | None = None
+    ) -> dict[str, float]:
         out: dict[str, float] = self.group.call(
-            "critic_train_step", _split(self.group, batch, returns, old_values)
+            "critic_train_step", _split(self.group, batch, returns, old_values), progress=progress
         )[0]
         return out
 

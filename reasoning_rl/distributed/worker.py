@@ -31,6 +31,7 @@ from reasoning_rl.checkpoint import ADAPTER_DIR, CRITIC_DIR, POLICY_DIR, save_mo
 from reasoning_rl.factory import Models, build_models, engine_for
 from reasoning_rl.policy.batch import TokenBatch
 from reasoning_rl.rollout import Completion, RolloutEngine, SamplingConfig
+from reasoning_rl.trace import Progress
 
 
 @dataclass(frozen=True)
@@ -221,6 +222,8 @@ class ModelWorker:
         cfg: LossConfig,
         max_response_len: int | None,
         token_weights: Tensor | None,
+        *,
+        progress: Progress | None = None,
     ) -> dict[str, float]:
         out: dict[str, float] = self.models.policy.train_step(
             batch,
@@ -230,6 +233,7 @@ class ModelWorker:
             cfg,
             max_response_len=max_response_len,
             token_weights=token_weights,
+            progress=progress,
         )
         return out
 
@@ -245,8 +249,10 @@ class ModelWorker:
 
         return sft_eval(self.models.policy, batch)
 
-    def critic_train_step(self, batch: TokenBatch, returns: Tensor, values: Tensor) -> dict[str, float]:
-        out: dict[str, float] = self._need("critic").train_step(batch, returns, values)
+    def critic_train_step(
+        self, batch: TokenBatch, returns: Tensor, values: Tensor, *, progress: Progress | None = None
+    ) -> dict[str, float]:
+        out: dict[str, float] = self._need("critic").train_step(batch, returns, values, progress=progress)
         return out
 
     def lr(self) -> float:

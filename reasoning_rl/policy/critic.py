@@ -32,6 +32,7 @@ from reasoning_rl.policy.policy import lr_lambda
 from reasoning_rl.policy.sharded import load_train_state, save_train_state
 from reasoning_rl.policy.train_state import clip_and_step, load_trainable, saved_tensors_on_host
 from reasoning_rl.policy.wrap import equalize, response_hidden
+from reasoning_rl.trace import Progress
 
 
 class ValueModule(nn.Module):
@@ -159,9 +160,16 @@ class Critic:
         return out
 
     def train_step(
-        self, batch: TokenBatch, returns: Tensor, old_values: Tensor, *, agg: AggMode = "token-mean"
+        self,
+        batch: TokenBatch,
+        returns: Tensor,
+        old_values: Tensor,
+        *,
+        agg: AggMode = "token-mean",
+        progress: Progress | None = None,
     ) -> dict[str, float]:
-        """One optimizer step on the clipped value loss; split-invariant like ``Policy.train_step``."""
+        """One optimizer step on the clipped value loss; split-invariant like ``Policy.train_step``, and
+        reporting its micro-batches to ``progress`` the same way."""
         b, t = batch.shape
         for name, x in (("returns", returns), ("old_values", old_values)):
             if tuple(x.shape) != (b, t):
@@ -175,7 +183,10 @@ class Critic:
         world = dist.world_size() if self.fsdp else 1
         total = torch.zeros(1)
         layout = self.batching.layout(batch)
-        for rows in self._blocks(layout):
+        blocks = self._blocks(layout)
+        for k, rows in enumerate(blocks, start=1):
+            if progress is not None:
+                progress(k, len(blocks))
             if rows is None:
                 (self.module(*_inputs(pack(batch, [0], self.device))).sum() * 0.0).backward()
                 continue

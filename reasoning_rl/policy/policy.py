@@ -34,6 +34,7 @@ from reasoning_rl.policy.zero_advantage import (
     trained_rows,
     zero_missing_grads,
 )
+from reasoning_rl.trace import Progress
 
 if TYPE_CHECKING:
     from reasoning_rl.config.model import LoraConfig
@@ -200,6 +201,7 @@ class Policy:
         *,
         max_response_len: int | None = None,
         token_weights: Tensor | None = None,
+        progress: Progress | None = None,
     ) -> dict[str, float]:
         """One optimizer step on ``batch`` (micro-batched inside). Call on every rank with its shard.
 
@@ -208,7 +210,8 @@ class Policy:
         ``max_response_len``: the constant of ``seq-mean-token-sum-norm`` (the run's token budget); None: the
         longest response over all ranks. ``token_weights`` [B, T]: per-token loss weights (rollout-mismatch
         correction), None = 1. ``cfg.skip_zero_advantage``: no forward/backward for rows that cannot have a
-        gradient (``zero_advantage``; the step is unchanged).
+        gradient (``zero_advantage``; the step is unchanged). ``progress(k, K)`` is called as micro-batch k of
+        this rank's K starts (FSDP2's dummy passes included: they take a collective's time too).
         Returns loss, pg_loss, clip_frac, ratio_mean, entropy, kl (if ref), grad_norm, lr, tokens, micro_batches,
         padding_share (padding over positions computed, all ranks), packed (1 when the rows were packed),
         skipped_rows and computed_tokens (the real tokens run forward and backward, all ranks: what MFU counts).
@@ -246,7 +249,10 @@ class Policy:
         sums = torch.zeros(
             len(METRIC_KEYS) + 1, device=self.device
         )  # on device: no host sync per micro-batch
-        for rows in equalize(layout.blocks) if self.fsdp else layout.blocks:
+        blocks: list[list[int] | None] = equalize(layout.blocks) if self.fsdp else list(layout.blocks)
+        for k, rows in enumerate(blocks, start=1):
+            if progress is not None:
+                progress(k, len(blocks))
             if rows is None:  # dummy pass so FSDP collectives line up across ranks; contributes 0
                 lp_flat, _ = forward_micro(self.module, pack(batch, [0], self.device))
                 (lp_flat.sum() * 0.0).backward()

@@ -37,6 +37,7 @@ from reasoning_rl.trainer.records import Rollouts
 from reasoning_rl.trainer.staleness import StalenessSchedule
 
 FULL_SHARE = 0.8  # "the engine runs full": running batch >= this share of the admitted samples
+GENERATED_TOKENS = "rollout/generated_tokens"  # the step's metric: tokens the engine produced in its window
 RUNNING_SAMPLE_S = 0.1  # how often the running batch goes to the trace
 
 
@@ -160,7 +161,7 @@ class Frontier:
             "rollout/running_full_frac": full_s / gen_s if gen_s > 0 else 0.0,
             "rollout/in_flight": float(len(self.live)),
             "rollout/resubmitted": float(self.resubmitted),
-            "rollout/generated_tokens": float(generated),
+            GENERATED_TOKENS: float(generated),
             **lag_metrics(rollouts, version, trace, step),
         }
         self.resubmitted = 0
@@ -313,6 +314,14 @@ class _Tickets(Mapping[int, Prompt]):
 
     def __iter__(self) -> Iterator[int]:
         return iter(self.frontier.groups)
+
+
+def generated_tokens(rollouts: Rollouts, flow: Mapping[str, float]) -> int:
+    """The tokens the engine produced inside a step's generation (gen tok/s, the trace's ``tokens_generated``):
+    the frontier's count where it ran the step (``flow``: its metrics), since a continuous step trains groups
+    that finished, wholly or partly, in earlier steps (issue 47: 141,859 tok/s from a step that generated almost
+    nothing); a streamed wave generated exactly the samples it returned."""
+    return int(flow[GENERATED_TOKENS]) if GENERATED_TOKENS in flow else rollouts.tokens
 
 
 def lag_metrics(rollouts: Rollouts, version: int, trace: TraceWriter, step: int) -> dict[str, float]:

@@ -1,7 +1,8 @@
 """What a step is doing right now, for a user watching a 5-10 minute step: ``Heartbeat``.
 
 Stages report progress through the run's trace (``TraceWriter.progress``: a span's start names its stage;
-generation reports samples generated and graded, the update its mini-batches). The heartbeat keeps the latest
+generation reports samples generated and graded, the update the micro-batch of the policy's (and the critic's)
+train step under way, and the mini-batch where there are several). The heartbeat keeps the latest
 and hands one line to its sink: at every report (``due=False``: a live display may show it) and, every
 ``logging.heartbeat_s`` seconds, with ``due=True`` (a log line). A ticker thread makes the line due even while
 a stage reports nothing (one long update pass). The clock is injected and ``tick`` is public so tests drive it
@@ -13,6 +14,8 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+
+from reasoning_rl.trace import Counts
 
 Sink = Callable[[str, bool], None]  # (line, due: the interval has passed since the last due line)
 
@@ -27,7 +30,7 @@ class Heartbeat:
         self._lock = threading.Lock()
         self._step: int | None = None
         self._stage = ""
-        self._counts: dict[str, tuple[int, int]] = {}
+        self._counts: Counts = {}
         self._started = self._last = clock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -37,12 +40,11 @@ class Heartbeat:
             self._step, self._stage, self._counts = step, "start", {}
             self._started = self._last = self.clock()
 
-    def report(self, stage: str, counts: dict[str, tuple[int, int]]) -> None:
-        """A stage's progress; counts are (done, total) by name (``generated``, ``graded``, ``mini-batch``)."""
+    def report(self, stage: str, counts: Counts) -> None:
+        """Where a stage is: a report carries all of its counts (a count it leaves out is over: the micro-batch
+        of the previous mini-batch, or the policy's once the critic's step reports)."""
         with self._lock:
-            if stage != self._stage:
-                self._stage, self._counts = stage, {}
-            self._counts.update(counts)
+            self._stage, self._counts = stage, dict(counts)
         self.tick(every_report=True)
 
     def line(self) -> str:

@@ -28,7 +28,7 @@ from reasoning_rl.trace import TraceWriter
 from reasoning_rl.trainer.build import Components, build_components
 from reasoning_rl.trainer.collect import RewardPlan, collect
 from reasoning_rl.trainer.eval import EvalResult, evaluate, prompt_messages, write_rows
-from reasoning_rl.trainer.frontier import Frontier
+from reasoning_rl.trainer.frontier import Frontier, generated_tokens
 from reasoning_rl.trainer.governance import identity_fields
 from reasoning_rl.trainer.grading_health import check_grading
 from reasoning_rl.trainer.heartbeat import Heartbeat
@@ -230,7 +230,7 @@ class Trainer:
             **batch_metrics,
             **trained,
             **handoff,
-            **self._timings(trace, step, t_step, int(flow.get("rollout/generated_tokens", rollouts.tokens))),
+            **self._timings(trace, step, t_step, rollouts, flow),
             "optim/lr": parts.lr(),
         }
 
@@ -294,7 +294,7 @@ class Trainer:
         groups; else a streamed wave, refilled under dynamic sampling until enough groups carry signal."""
         if self.frontier is not None:
             rollouts, flow = self.frontier.next_batch(step, trace)
-            trace.counter("tokens_generated", step, rollouts.tokens)
+            trace.counter("tokens_generated", step, generated_tokens(rollouts, flow))
             self._trace_grade_latency(parts, trace, step)
             return rollouts, flow
         return self._waves(parts, sampler, trace, step), {}
@@ -386,11 +386,14 @@ class Trainer:
         return {**sample_metrics(rollouts.samples, rewards, judged), "grading/masked": float((~judged).sum())}
 
     @staticmethod
-    def _timings(trace: StepTrace, step: int, t_step: float, generated: int) -> dict[str, float]:
-        """``generated``: the tokens the engine produced inside this step's generation (continuous rollouts:
-        not the trained groups' tokens, many of which came in earlier steps; 141,859 tok/s was reported)."""
+    def _timings(
+        trace: StepTrace, step: int, t_step: float, rollouts: Rollouts, flow: dict[str, float]
+    ) -> dict[str, float]:
+        """The step's stage seconds and gen tok/s: the tokens generated inside its generation time
+        (``generated_tokens``: on a continuous step not the trained groups' tokens) over that time."""
         spans = trace.stage_seconds(step)
         gen_s = spans.get("time/generate_s", 0.0)
+        generated = generated_tokens(rollouts, flow)
         return {
             **spans,
             "time/step_s": time.time() - t_step,

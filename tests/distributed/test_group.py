@@ -39,8 +39,10 @@ class FakeRanks:
     def engine_count(self) -> int:
         return self._world
 
-    def run(self, method: str, per_rank: Sequence[tuple[Any, ...]], traffic: Traffic) -> list[Any]:
-        assert method == "policy_logprobs"
+    def run(
+        self, method: str, per_rank: Sequence[tuple[Any, ...]], traffic: Traffic, progress: Any = None
+    ) -> list[Any]:
+        assert method == "policy_logprobs" and progress is None
         out = []
         for rank, (batch, _entropy) in enumerate(per_rank):
             self.seen.append([int(s[0]) for s in batch.sequences])

@@ -25,6 +25,7 @@ SHAPES = {
     "qwen15_grpo": "QWEN25_1_5B",
     "qwen7b_lora": "QWEN25_7B",
     "continuous_grpo": "SMOLLM2_135M",
+    "lora_grpo": "SMOLLM2_135M",
     "trl_reward_function": "SMOLLM2_135M",
     "verl_compute_score": "SMOLLM2_135M",
 }

@@ -48,7 +48,7 @@ def test_ctrl_c_in_an_update_finishes_the_step_and_saves_it(tmp_path: Path, tiny
     step, out = _interrupted(cfg, "update:1:int")  # after step 1's first optimizer step
     assert step == 1
     assert "heartbeat: step 1: generate (generated 32/32, graded 32/32)" in out
-    assert re.search(r"heartbeat: step 1: update \(mini-batch 1/\d+\)", out), out[-3000:]
+    assert re.search(r"heartbeat: step 1: update \(micro-batch 1/\d+\)", out), out[-3000:]
     # gen tok/s counts the tokens generated inside the step's own generation time (issue 47: continuous steps
     # counted the trained groups' tokens, many generated in earlier steps: 141,859 tok/s)
     (row,) = [r for r in metrics(tmp_path / "upd") if "reward/mean" in r]

@@ -1,0 +1,102 @@
+"""gen tok/s on continuous steps (rollout.max_lag > 0; issue 47: 141,859 tok/s): a continuous step trains groups
+that finished, wholly or partly, during earlier steps, so the trained samples' tokens over this step's generation
+time is no throughput. The figure counts the tokens the engine produced inside the step's own generation window.
+
+A scripted continuous engine (one token per live request per ``advance``, each request as long as its prompt's
+single token id says) runs three steps of the real ``Frontier`` (batch 1, max_lag 1, one sample a group); the
+metric is the trainer's own ``Trainer._timings`` over a trace whose generation span is fixed at 2 s, so nothing
+here depends on timing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from graders.runtime import GradingPool
+from reasoning_rl.config import GradingConfig
+from reasoning_rl.data import Example, Prompt, PromptSampler
+from reasoning_rl.rollout import Delta, Request, SamplingConfig
+from reasoning_rl.trace import TraceWriter
+from reasoning_rl.trainer.collect import RewardPlan
+from reasoning_rl.trainer.frontier import Frontier
+from reasoning_rl.trainer.loop import StepTrace, Trainer
+
+LENGTHS = [2, 2, 6]  # prompt k's requests generate LENGTHS[k] tokens
+
+
+class ScriptedEngine:
+    """A ``ContinuousEngine``: every ``advance`` gives each live request one token; a request finishes after as
+    many tokens as its prompt's one token id."""
+
+    def __init__(self) -> None:
+        self.left: dict[str, int] = {}
+
+    def submit(self, requests: list[Request]) -> None:
+        for r in requests:
+            self.left[r.id] = r.prompt_ids[0]
+
+    def advance(self) -> list[Delta]:
+        out = []
+        for rid in list(self.left):
+            self.left[rid] -= 1
+            done = self.left[rid] == 0
+            out.append(Delta(rid, [7], [-0.5], "1", done, "stop" if done else ""))
+            if done:
+                del self.left[rid]
+        return out
+
+    def abort(self, ids: list[str]) -> None:
+        for rid in ids:
+            self.left.pop(rid, None)
+
+    def running(self) -> int:
+        return len(self.left)
+
+
+def _prompt(k: int) -> Prompt:
+    messages = ({"role": "user", "content": "q"},)
+    return Prompt(
+        Example(uid=f"p{k}", data_source="s", messages=messages, ground_truth="1", grader="math"),
+        [LENGTHS[k]],
+    )
+
+
+def _gen_tokens_per_s(tmp_path: Path, step: int, rollouts: object, flow: dict[str, float]) -> float:
+    """The trainer's gen tok/s of ``step`` with its generation span fixed at 2 s."""
+    trace = StepTrace(tmp_path / f"timings{step}.jsonl")
+    trace.add_span("generate", step, 100.0, 102.0)
+    timings = Trainer._timings(trace, step, 0.0, rollouts, flow)  # type: ignore[arg-type]
+    trace.close()
+    return timings["throughput/gen_tokens_per_s"]
+
+
+def test_gen_tokens_per_s_counts_the_tokens_generated_inside_a_continuous_step(tmp_path: Path) -> None:
+    trace = TraceWriter(tmp_path / "trace.jsonl")
+    with GradingPool(workers=1) as pool:
+        frontier = Frontier(
+            ScriptedEngine(),
+            pool,
+            [_prompt(k) for k in range(len(LENGTHS))],
+            RewardPlan(GradingConfig()),
+            PromptSampler(size=len(LENGTHS), seed=0, shuffle=False),
+            batch=1,
+            max_lag=1,
+            sampling=lambda seed: SamplingConfig(n=1, max_tokens=8, stop=["\n"]),
+            seed_for_step=lambda step: step,
+            tokenizer=None,
+            resident=True,
+        )
+        steps = [frontier.next_batch(step, trace) for step in (1, 2, 3)]
+    trace.close()
+    # step 1 admits prompts 0 and 1 (capacity 2), both finish after 2 advances (4 tokens); it trains prompt 0.
+    # step 2 admits prompt 2 and trains prompt 1 at once: finished in step 1, nothing is generated in step 2.
+    # step 3 admits prompt 0 again and waits for prompt 2, due now: 6 advances, 6 + 2 tokens; it trains prompt 2.
+    generated = [flow["rollout/generated_tokens"] for _, flow in steps]
+    trained = [rollouts.tokens for rollouts, _ in steps]
+    assert (generated, trained) == ([4.0, 0.0, 8.0], [2, 2, 6])
+    got = [_gen_tokens_per_s(tmp_path, step, r, f) for step, (r, f) in enumerate(steps, start=1)]
+    # the step's own tokens over its 2 s; the trained groups' tokens (the old figure) would be 1, 1 and 3 tok/s
+    assert got == [pytest.approx(2.0), 0.0, pytest.approx(4.0)]
+    # a streamed wave (no frontier, no count in its metrics) generated exactly the samples it returns
+    assert _gen_tokens_per_s(tmp_path, 4, steps[2][0], {}) == pytest.approx(3.0)
