@@ -250,12 +250,6 @@ def check_speculative(cfg: Config, kind: str) -> None:
         raise ConfigError(
             f"{where} needs rollout.engine=vllm (the {kind} engine has no speculative decoding)"
         )
-    if r.temperature > 0 and not spec.unverified_sampling:
-        raise ConfigError(
-            f"{where} with rollout.temperature={r.temperature}: on this vLLM build speculation shifted the "
-            "sampled distribution (KS p < 0.01; docs/speculative.md), which would train on other samples than "
-            "the policy's; use temperature=0 or method=off"
-        )
     import importlib.util
 
     if spec.method == "suffix" and importlib.util.find_spec("arctic_inference") is None:

