@@ -9,7 +9,10 @@
 #   7    mkdir -p /tmp/smol && mv .gpu_carry/m1/gg.0 /tmp/smol/                 carry [.gpu_carry/m1]
 #   8    source /tmp/vllm_kit/install.sh && bash bench/gpu/run42.sh warm       carry [.gpu_carry/m2, .gpu_carry/data]
 #   9    source /tmp/vllm_kit/install.sh && bash bench/gpu/run42.sh learn      carry [.gpu_carry/data]
-#   10   (optional) source /tmp/vllm_kit/install.sh && bash bench/gpu/run42.sh anchor  carry [.gpu_carry/data]
+#   10   source /tmp/vllm_kit/install.sh && bash bench/gpu/run42.sh match      carry [.gpu_carry/data]
+#   11   (optional) source /tmp/vllm_kit/install.sh && bash bench/gpu/run42.sh anchor  carry [.gpu_carry/data]
+# Measured 2026-12-05 on one H200: kit 1-7 ~100 s of device time once a machine starts, warm 285 s, our 21-step
+# learning run ~300 s (step 1 with compile 39 s, then ~8.5 s a step), TRL ~60 s to start then ~25 s a step.
 # Phases:
 #   wheels  install the carried wheels (TRL, datasets, gguf, the math grader's parser) into /tmp/site
 #   anchor  (GGUF part 1 to /tmp/smol first) the fixed-length anchor, ours and TRL 1.16 interleaved (interleave.py)
@@ -18,8 +21,10 @@
 #           (bench/gpu/warm_sft.yaml), then step-1 statistics of the export at a few temperatures
 #           (workload_probe.py): the first that learns (reward 0.2-0.8, p50 >= 200 tokens, >= 10 % at the cap,
 #           <= 50 % zero-spread groups) is the learning workload's temperature
-#   learn   the learning workload from the warm start, ours (a 20-step learning run, then the full-pass variant)
-#           and TRL interleaved at REAL_LR, reward curves of both
+#   learn   the learning workload from the warm start at REAL_LR: our 20-step learning run (its reward curve), then
+#           TRL's run (its reward curve); one call cannot hold the matched comparison as well
+#   match   the same workload, interleaved, short runs: ours without the zero-advantage skip (the work TRL does),
+#           TRL 1.16 (IS off), ours with the skip: Σtokens/Σtime of each
 #   hard    the same on GSM8K (the "hard" workload)
 # Every result JSON lists its raw runs (name, steps_s, tokens): `python bench/gpu/throughput.py FILE` recomputes it.
 set -uo pipefail
@@ -74,15 +79,21 @@ warm)
     M=$(ls -d /tmp/rrl_warm/export/step_* | tail -1); rm -rf /tmp/warm_model && cp -r "$M" /tmp/warm_model
     cp /tmp/rrl_warm/metrics.jsonl "$OUT/warm_sft_metrics.jsonl"
     timeout 300 python3 bench/gpu/workload_probe.py /tmp/warm_model --data /tmp/word_chain.jsonl \
-        --temperatures "${TEMPERATURES:-1.0,1.2}" --out "$OUT/probe.json" 2>&1 | quiet | grep -E "PROBE|CHOSEN|Error|error"
+        --temperatures "${TEMPERATURES:-1.0}" --out "$OUT/probe.json" 2>&1 | quiet | grep -E "PROBE|CHOSEN|Error|error"
     cp "$OUT/probe.json" /tmp/probe.json
     ;;
-learn)
+learn|match)
     T=$(python3 -c "import json; r=json.load(open('/tmp/probe.json')); c=r['chosen'] or min(r['results'],
 key=lambda x: abs(x['reward_mean'] - 0.5)); print(c['temperature'])" 2>/dev/null || echo 1.0)
     echo "word_chain from the warm start at temperature $T, lr ${REAL_LR:=1e-5}"
     export REAL_TEMPERATURE=$T REAL_LR
-    real /tmp/word_chain.jsonl learn "${SCHEDULE:-ours:sync,trl:off:32,ours:noskip}" /tmp/warm_model
+    if [ "$1" = learn ]; then  # the learning run needs ~300 s on its own (2026-12-05: 300 s was not enough)
+        RUN_TIMEOUT=${RUN_TIMEOUT:-420} TRL_STEPS=${TRL_STEPS:-6} \
+            real /tmp/word_chain.jsonl learn "${SCHEDULE:-ours:sync,trl:off:32}" /tmp/warm_model
+    else
+        LEARN_STEPS=0 STEPS=${STEPS:-3} TRL_STEPS=${TRL_STEPS:-3} \
+            real /tmp/word_chain.jsonl match "${SCHEDULE:-ours:noskip,trl:off:32,ours:sync}" /tmp/warm_model
+    fi
     ;;
 hard) gguf || exit 1; real "$D/gsm8k_test.jsonl" hard "${SCHEDULE:-ours:sync,trl:off:32,ours:noskip}" $GGUF ;;
 *) echo "unknown phase $1"; exit 2 ;;
