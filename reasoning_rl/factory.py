@@ -234,10 +234,10 @@ def engine_for(
             enable_sleep_mode=r.sleep if sleep is None else sleep,
             **extra,
         )
-    except TypeError as e:  # vLLM names the unknown argument
-        if not extra:
+    except TypeError as e:  # vLLM names the unknown argument; only the user's own keys are named back
+        if kind != "vllm" or not r.engine_args:
             raise
-        raise ConfigError(f"rollout.engine_args {sorted(extra)}: vLLM rejected them ({e})") from e
+        raise ConfigError(f"rollout.engine_args {sorted(r.engine_args)}: vLLM rejected them ({e})") from e
 
 
 def check_speculative(cfg: Config, kind: str) -> None:
