@@ -22,7 +22,7 @@
 #   10   source /tmp/vllm_kit/install.sh && bash bench/gpu/run20.sh spec     carry [.gpu_carry/whl, .gpu_carry/data]
 # Phases:
 #   interleave  the realistic workload, ours (sync / continuous lagK) and TRL interleaved (interleave.py)
-#   spec        the realistic workload with and without rollout.speculative (speculative.py; issue 34)
+#   spec        (gone: it compared training runs; issue 46's one-policy bench is run42.sh spec / spec-hard)
 #   anchor      the fixed-length side by side (side_by_side.py qwen, ours vs TRL), then its stage floors (floors.py)
 #   anchorfloors  ours alone on the anchor, then the stage floors on the run's own batches, in its process
 #   model1      GGUF part 1 to /tmp/smol
@@ -94,12 +94,6 @@ interleave)
         --budget "${BUDGET:-560}" --run-timeout "${RUN_TIMEOUT:-330}" --work /tmp/rrl_il --out "$OUT/interleave_real.json" 2>&1 | quiet
     mkdir -p "$OUT/logs" && for f in /tmp/rrl_il/run*.log; do tail -c 40000 "$f" > "$OUT/logs/$(basename "$f")"; done
     tar czf "$OUT/logs.tgz" -C "$OUT" logs && rm -rf "$OUT/logs"
-    ;;
-spec)
-    wheels
-    gguf || exit 1
-    timeout ${SPEC_TIMEOUT:-540} python3 bench/gpu/speculative.py --workload realistic --model $GGUF --data "$DATA" \
-        --steps "${STEPS:-3}" --methods "${METHODS:-off,ngram}" --out "$OUT/spec_real.json" 2>&1 | quiet | tail -30
     ;;
 *) echo "unknown phase $1"; exit 2 ;;
 esac

@@ -11,6 +11,12 @@
 #   9    source /tmp/vllm_kit/install.sh && bash bench/gpu/run42.sh learn      carry [.gpu_carry/data]
 #   10   source /tmp/vllm_kit/install.sh && bash bench/gpu/run42.sh match      carry [.gpu_carry/data]
 #   11   (optional) source /tmp/vllm_kit/install.sh && bash bench/gpu/run42.sh anchor  carry [.gpu_carry/data]
+# Issue 46 (speculation at one fixed policy; needs 1-8, not 9-11), each call <= 590 s, right after warm:
+#   12   source /tmp/vllm_kit/install.sh && bash bench/gpu/run42.sh spec       carry [.gpu_carry/data]
+#   13   (if time is left) source /tmp/vllm_kit/install.sh && NAME=spec46_group
+#        VARIANTS=off,group:tail64,off:sync,group bash bench/gpu/run42.sh spec  carry [.gpu_carry/data]
+#   or without warm, on GSM8K (the SmolLM2 GGUF): 1-7, then
+#        source /tmp/vllm_kit/install.sh && bash bench/gpu/run42.sh spec-hard  carry [.gpu_carry/m2, .gpu_carry/data]
 # Measured 2026-12-05 on one H200: kit 1-7 ~100 s of device time once a machine starts, warm 285 s, our 21-step
 # learning run ~300 s (step 1 with compile 39 s, then ~8.5 s a step), TRL ~60 s to start then ~25 s a step.
 # Phases:
@@ -26,6 +32,10 @@
 #   match   the same workload, interleaved, short runs: ours without the zero-advantage skip (the work TRL does),
 #           TRL 1.16 (IS off), ours with the skip: Σtokens/Σtime of each
 #   hard    the same on GSM8K (the "hard" workload)
+#   spec    issue 46: the warm start, generation only (bench/gpu/speculative.py): off, then ngram in the tail
+#           (max_batch 64, 128) and always, each in its own process: 6 rounds of 64 x 8 up to 1,024 tokens and a
+#           one-sample pass over the other 960 rows, so ~125 s a variant (engine start ~50 s); BUDGET 540 skips
+#           what would not fit. spec-hard: the same on GSM8K with the SmolLM2 GGUF (converted first)
 # Every result JSON lists its raw runs (name, steps_s, tokens): `python bench/gpu/throughput.py FILE` recomputes it.
 set -uo pipefail
 export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
@@ -53,6 +63,17 @@ real() {  # $1 data file, $2 result name, $3 schedule, $4 model (GGUF file or HF
         --steps "${STEPS:-4}" --trl-steps "${TRL_STEPS:-4}" --learn-steps "${LEARN_STEPS:-20}" \
         --budget "${BUDGET:-575}" --run-timeout "${RUN_TIMEOUT:-330}" --work /tmp/rrl_il --out "$OUT/$2.json" 2>&1 | quiet
     logs /tmp/rrl_il "$2_logs.tgz"
+}
+temperature() {  # the warm phase's chosen temperature (1.0 when the probe chose none)
+    python3 -c "import json; r=json.load(open('/tmp/probe.json')); c=r['chosen'] or min(r['results'],
+key=lambda x: abs(x['reward_mean'] - 0.5)); print(c['temperature'])" 2>/dev/null || echo 1.0
+}
+spec() {  # $1 model (HF dir or GGUF file), $2 data, $3 temperature, $4 result name
+    [ -f /tmp/site/.done ] || { echo "no /tmp/site: the machine went cold; start again from call 1"; exit 3; }
+    nvidia-smi --query-gpu=name,memory.used,clocks.sm,temperature.gpu --format=csv,noheader
+    timeout 590 python3 bench/gpu/speculative.py --model "$1" --data "$2" --temperature "$3" \
+        --variants "${VARIANTS:-off,ngram:tail64,ngram:tail128,ngram}" --budget "${BUDGET:-540}" \
+        --work /tmp/rrl_spec --out "$OUT/$4.json" 2>&1 | quiet
 }
 case "$1" in
 wheels)
@@ -83,8 +104,7 @@ warm)
     cp "$OUT/probe.json" /tmp/probe.json
     ;;
 learn|match)
-    T=$(python3 -c "import json; r=json.load(open('/tmp/probe.json')); c=r['chosen'] or min(r['results'],
-key=lambda x: abs(x['reward_mean'] - 0.5)); print(c['temperature'])" 2>/dev/null || echo 1.0)
+    T=$(temperature)
     echo "word_chain from the warm start at temperature $T, lr ${REAL_LR:=1e-5}"
     export REAL_TEMPERATURE=$T REAL_LR
     if [ "$1" = learn ]; then  # the learning run needs ~300 s on its own (2026-12-05: 300 s was not enough)
@@ -96,5 +116,10 @@ key=lambda x: abs(x['reward_mean'] - 0.5)); print(c['temperature'])" 2>/dev/null
     fi
     ;;
 hard) gguf || exit 1; real "$D/gsm8k_test.jsonl" hard "${SCHEDULE:-ours:sync,trl:off:32,ours:noskip}" $GGUF ;;
+spec)
+    [ -d /tmp/warm_model ] || { echo "no /tmp/warm_model: run the warm phase first"; exit 3; }
+    spec /tmp/warm_model /tmp/word_chain.jsonl "$(temperature)" "${NAME:-spec46}"
+    ;;
+spec-hard) gguf || exit 1; spec $GGUF "$D/gsm8k_test.jsonl" 1.0 "${NAME:-spec46_gsm8k}" ;;
 *) echo "unknown phase $1"; exit 2 ;;
 esac
