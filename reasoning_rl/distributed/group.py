@@ -4,23 +4,31 @@ data split by rank (data parallel) and the results gathered back in the original
 Splits are contiguous and deterministic (``shards``): rank r gets rows ``[start_r, stop_r)``, the first
 ``n % world`` ranks one row more, so gathering is concatenation. Two backends run the calls: ``LocalRanks`` (one
 ``ModelWorker`` called directly in this process: the single-rank path, no Ray) and the Ray actors of
-``reasoning_rl.distributed.launch``. ``views`` presents a group as the model and engine interfaces the step
-uses (``Models(policy, ref, critic)``, ``RolloutEngine``), so the algorithm code never sees ranks.
+``reasoning_rl.distributed.launch``. A call names its method by reference, typed (``rank``), e.g.
+``group.call(ModelWorker.sft_eval, [RankArgs(batch), ...])``. ``views`` presents a group as the model and
+engine interfaces the step uses (``Models(policy, ref, critic)``, ``RolloutEngine``), so the algorithm code never
+sees ranks.
 
 Public names (stable): ``WorkerGroup`` (``local``, ``world``, ``shards``, ``call``, ``call_all``, ``stream``,
-``call_engines``, ``call_engines_each``, ``continuous_engine``, ``push_weights``, ``take_traffic``, ``close``), ``RankBackend``, ``LocalRanks``, ``Traffic``, ``shards``.
+``call_engines``, ``call_live``, ``continuous_engine``, ``push_weights``, ``take_traffic``, ``close``),
+``RankBackend``, ``LocalRanks``, ``Traffic``, ``shards``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Protocol
+from typing import Concatenate, ParamSpec, Protocol, TypeVar
 
+from reasoning_rl.distributed.rank import EngineRank, LiveRank, RankArgs, apply, method_name
 from reasoning_rl.distributed.remote_engine import RemoteEngine
 from reasoning_rl.distributed.worker import CallResult, ModelWorker
+from reasoning_rl.handoff import HandoffStats
 from reasoning_rl.rollout import Completion, ContinuousEngine, SamplingConfig
 from reasoning_rl.trace import Progress
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
 def shards(n: int, world: int) -> list[range]:
@@ -61,21 +69,24 @@ class RankBackend(Protocol):
         """Ranks that generate: the training ranks, or split placement's rollout ranks."""
         ...
 
-    def run_engines(self, method: str, per_rank: Sequence[tuple[Any, ...]]) -> list[Any]:
-        """``method(*per_rank[r])`` on every generating rank r."""
+    def run_engines(
+        self, method: Callable[Concatenate[LiveRank, P], R], per_rank: Sequence[RankArgs[P]]
+    ) -> list[R]:
+        """``method(*per_rank[r])`` on every generating rank r (a ``LiveRank`` method: the widest set a
+        generating rank may answer; the group asks for ``live_*`` ones only of ranks that said they are live)."""
         ...
 
-    def handoff(self, step: int, bucket_bytes: int, traffic: Traffic) -> list[Any]:
+    def handoff(self, step: int, bucket_bytes: int, traffic: Traffic) -> list[HandoffStats]:
         """The policy's new weights into every engine; each rank's ``HandoffStats`` (training ranks first)."""
         ...
 
     def run(
         self,
-        method: str,
-        per_rank: Sequence[tuple[Any, ...]],
+        method: Callable[Concatenate[ModelWorker, P], R],
+        per_rank: Sequence[RankArgs[P]],
         traffic: Traffic,
         progress: Progress | None = None,
-    ) -> list[Any]:
+    ) -> list[R]:
         """``method(*per_rank[r])`` on every rank r at once; the values in rank order. ``progress``: passed to
         rank 0's call as its ``progress`` keyword by a backend whose rank 0 runs in this process; Ray ranks
         cannot call back into the driver and go without it."""
@@ -104,22 +115,30 @@ class LocalRanks:
     def engine_count(self) -> int:
         return 1
 
-    def run_engines(self, method: str, per_rank: Sequence[tuple[Any, ...]]) -> list[Any]:
-        return self.run(method, per_rank, Traffic())
+    def run_engines(
+        self, method: Callable[Concatenate[LiveRank, P], R], per_rank: Sequence[RankArgs[P]]
+    ) -> list[R]:
+        return self._apply(method, per_rank, None)
 
-    def handoff(self, step: int, bucket_bytes: int, traffic: Traffic) -> list[Any]:
-        return self.run("push_weights", [(step, bucket_bytes)], traffic)
+    def handoff(self, step: int, bucket_bytes: int, traffic: Traffic) -> list[HandoffStats]:
+        return [self.worker.push_weights(step, bucket_bytes)]
 
     def run(
         self,
-        method: str,
-        per_rank: Sequence[tuple[Any, ...]],
+        method: Callable[Concatenate[ModelWorker, P], R],
+        per_rank: Sequence[RankArgs[P]],
         traffic: Traffic,
         progress: Progress | None = None,
-    ) -> list[Any]:
+    ) -> list[R]:
+        return self._apply(method, per_rank, progress)
+
+    def _apply(
+        self, method: Callable[..., R], per_rank: Sequence[RankArgs[...]], progress: Progress | None
+    ) -> list[R]:
         (args,) = per_rank
-        fn: Callable[..., Any] = getattr(self.worker, method)
-        return [fn(*args) if progress is None else fn(*args, progress=progress)]
+        if progress is not None:
+            args = RankArgs(*args.args, **args.kwargs, progress=progress)
+        return [apply(self.worker, method, args)]
 
     def stream(
         self, per_rank: Sequence[tuple[int, list[list[int]], SamplingConfig]], traffic: Traffic
@@ -158,16 +177,23 @@ class WorkerGroup:
         return shards(n, self.world)
 
     def call(
-        self, method: str, per_rank: Sequence[tuple[Any, ...]], *, progress: Progress | None = None
-    ) -> list[Any]:
-        """``progress``: rank 0's progress inside the call (``RankBackend.run``), e.g. a train step's
-        micro-batches."""
+        self,
+        method: Callable[Concatenate[ModelWorker, P], R],
+        per_rank: Sequence[RankArgs[P]],
+        *,
+        progress: Progress | None = None,
+    ) -> list[R]:
+        """``method(*per_rank[r])`` on training rank r, the values in rank order. ``progress``: rank 0's
+        progress inside the call (``RankBackend.run``), e.g. a train step's micro-batches."""
         if len(per_rank) != self.world:
-            raise ValueError(f"{method}: {len(per_rank)} argument sets for {self.world} ranks")
+            raise ValueError(f"{method_name(method)}: {len(per_rank)} argument sets for {self.world} ranks")
         return self.backend.run(method, per_rank, self.traffic, progress)
 
-    def call_all(self, method: str, *args: Any) -> list[Any]:
-        return self.call(method, [args] * self.world)
+    def call_all(
+        self, method: Callable[Concatenate[ModelWorker, P], R], *args: P.args, **kwargs: P.kwargs
+    ) -> list[R]:
+        """The same call on every training rank."""
+        return self.call(method, [RankArgs(*args, **kwargs)] * self.world)
 
     def stream(self, prompts: list[list[int]], sampling: SamplingConfig) -> Iterator[Completion]:
         """Each rank generates its share of ``prompts`` (with its share's offset, so per-prompt seeds do not
@@ -182,15 +208,20 @@ class WorkerGroup:
         """Ranks that generate (split placement: the rollout ranks)."""
         return self.backend.engine_count
 
-    def call_engines(self, method: str, *args: Any) -> list[Any]:
+    def call_engines(
+        self, method: Callable[Concatenate[EngineRank, P], R], *args: P.args, **kwargs: P.kwargs
+    ) -> list[R]:
         """The same call on every generating rank (split placement: the rollout ranks)."""
-        return self.backend.run_engines(method, [args] * self.backend.engine_count)
+        return self.backend.run_engines(method, [RankArgs(*args, **kwargs)] * self.backend.engine_count)
 
-    def call_engines_each(self, method: str, per_rank: Sequence[tuple[Any, ...]]) -> list[Any]:
-        """``method(*per_rank[r])`` on generating rank r."""
+    def call_live(
+        self, method: Callable[Concatenate[LiveRank, P], R], per_rank: Sequence[RankArgs[P]]
+    ) -> list[R]:
+        """``method(*per_rank[r])`` on generating rank r, every one live (``RemoteEngine``, built by
+        ``continuous_engine`` only over ranks that said so)."""
         if len(per_rank) != self.backend.engine_count:
             raise ValueError(
-                f"{method}: {len(per_rank)} argument sets for {self.backend.engine_count} engines"
+                f"{method_name(method)}: {len(per_rank)} argument sets for {self.backend.engine_count} engines"
             )
         return self.backend.run_engines(method, per_rank)
 
@@ -201,9 +232,9 @@ class WorkerGroup:
         if isinstance(self.backend, LocalRanks):
             engine = self.backend.worker.engine
             return engine if isinstance(engine, ContinuousEngine) else None
-        return RemoteEngine(self) if all(self.call_engines("live")) else None
+        return RemoteEngine(self) if all(self.call_engines(EngineRank.live)) else None
 
-    def push_weights(self, step: int, bucket_bytes: int) -> list[Any]:
+    def push_weights(self, step: int, bucket_bytes: int) -> list[HandoffStats]:
         """The update's weights into every engine: per rank ``HandoffStats``, training ranks first."""
         return self.backend.handoff(step, bucket_bytes, self.traffic)
 

@@ -25,10 +25,10 @@ import os
 import pickle
 import socket
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace as dc_replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from rich.console import Console
 
@@ -38,6 +38,7 @@ from reasoning_rl.config.resources import ResourcesConfig
 from reasoning_rl.distributed.broadcast import HandoffGroup
 from reasoning_rl.distributed.faults import RankPlace, gather, next_streamed
 from reasoning_rl.distributed.group import Traffic, WorkerGroup
+from reasoning_rl.distributed.rank import LiveRank, RankArgs, apply, method_name
 from reasoning_rl.distributed.rollout_worker import RolloutWorker
 from reasoning_rl.distributed.worker import (
     CallResult,
@@ -47,8 +48,12 @@ from reasoning_rl.distributed.worker import (
     node_address,
 )
 from reasoning_rl.factory import rollout_kind
+from reasoning_rl.handoff import HandoffStats
 from reasoning_rl.rollout import Completion, SamplingConfig
 from reasoning_rl.trace import Progress
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 PLACEMENT_WAIT_S = 60.0  # a placement group the cluster cannot hold never becomes ready: say so instead
 # Starting a rank (a fresh process importing torch, then building and loading its shard) is not a collective and
@@ -122,7 +127,7 @@ class RankActor:
     """The Ray actor of one rank: joins the process group, builds its ``ModelWorker``, runs its calls."""
 
     def __init__(self) -> None:
-        self.worker: Any = None  # ModelWorker, or RolloutWorker on a split rollout rank
+        self.worker: ModelWorker | RolloutWorker | None = None  # RolloutWorker: a split rollout rank
 
     def place(self) -> tuple[str, str, int]:
         """(node IP, Ray node id, pid) of this rank's process."""
@@ -170,11 +175,12 @@ class RankActor:
             yield CallResult(comp, now - last, len(pickle.dumps(comp)))
             last = now
 
-    def call(self, method: str, *args: Any) -> CallResult:
+    def call(self, method: Callable[..., Any], args: RankArgs[...]) -> CallResult:
+        """One call of the driver's (``_submit``), run as an in-process rank runs its own (``rank.apply``)."""
         if self.worker is None:
             raise RuntimeError("RankActor.call before setup")
         start = time.perf_counter()
-        value = getattr(self.worker, method)(*args)
+        value = apply(self.worker, method, args)
         seconds = time.perf_counter() - start
         return CallResult(value, seconds, len(pickle.dumps(value)))
 
@@ -283,18 +289,13 @@ class RayRanks:
 
     def run(
         self,
-        method: str,
-        per_rank: Sequence[tuple[Any, ...]],
+        method: Callable[Concatenate[ModelWorker, P], R],
+        per_rank: Sequence[RankArgs[P]],
         traffic: Traffic,
         progress: Progress | None = None,
-    ) -> list[Any]:
+    ) -> list[R]:
         """Every training actor's call; ``progress`` cannot reach into an actor's process: unused."""
-        sent = [len(pickle.dumps(args)) for args in per_rank]
-        refs = [a.call.remote(method, *args) for a, args in zip(self.train_actors, per_rank, strict=True)]
-        results: list[CallResult] = self._get(refs, method)
-        for rank, (n, res) in enumerate(zip(sent, results, strict=True)):
-            traffic.add(method, rank, n, res)
-        return [res.value for res in results]
+        return self._run(self.train_actors, method, per_rank, traffic)
 
     def stream(
         self, per_rank: Sequence[tuple[int, list[list[int]], SamplingConfig]], traffic: Traffic
@@ -322,24 +323,25 @@ class RayRanks:
         """The global rank of the first generating rank (split: after the training ranks)."""
         return len(self.actors) - len(self.engines)
 
-    def run_engines(self, method: str, per_rank: Sequence[tuple[Any, ...]]) -> list[Any]:
+    def run_engines(
+        self, method: Callable[Concatenate[LiveRank, P], R], per_rank: Sequence[RankArgs[P]]
+    ) -> list[R]:
         """``method(*per_rank[r])`` on every generating rank r (the training ranks unless split)."""
-        if self.engines is self.train_actors:
-            return self.run(method, per_rank, Traffic())
-        refs = [a.call.remote(method, *args) for a, args in zip(self.engines, per_rank, strict=True)]
-        return [res.value for res in self._get(refs, method, first_rank=self._engine0)]
+        return self._run(self.engines, method, per_rank, Traffic(), first_rank=self._engine0)
 
-    def handoff(self, step: int, bucket_bytes: int, traffic: Traffic) -> list[Any]:
+    def handoff(self, step: int, bucket_bytes: int, traffic: Traffic) -> list[HandoffStats]:
         """New weights into every engine: colocated, each rank its own (``push_weights``); split, training
         rank 0 broadcasts to the rollout ranks (``send_weights`` / ``receive_weights``, all at once)."""
         if self.engines is self.train_actors:
-            return self.run("push_weights", [(step, bucket_bytes)] * self.world, traffic)
-        refs = [a.call.remote("send_weights", step, bucket_bytes) for a in self.train_actors]
-        refs += [a.call.remote("receive_weights", step) for a in self.engines]
+            return self.run(ModelWorker.push_weights, [RankArgs(step, bucket_bytes)] * self.world, traffic)
+        refs = [_submit(a, ModelWorker.send_weights, RankArgs(step, bucket_bytes)) for a in self.train_actors]
+        refs += [_submit(a, RolloutWorker.receive_weights, RankArgs(step)) for a in self.engines]
         results: list[CallResult] = self._get(refs, "hand-off")
-        for rank, res in enumerate(results):
-            traffic.add("send_weights" if rank < self.world else "receive_weights", rank, 0, res)
-        stats = [res.value for res in results]
+        names = [method_name(ModelWorker.send_weights)] * self.world
+        names += [method_name(RolloutWorker.receive_weights)] * len(self.engines)
+        for rank, (name, res) in enumerate(zip(names, results, strict=True)):
+            traffic.add(name, rank, 0, res)
+        stats: list[HandoffStats] = [res.value for res in results]
         checks = [s.check for s in stats[self.world :] if s.check is not None]
         if checks:  # the step's record (rank 0's) carries the rollout ranks' gate: the worst probe gap
             stats[0] = dc_replace(stats[0], check=max(checks, key=lambda c: c.probe_gap))
@@ -347,6 +349,24 @@ class RayRanks:
         if overlapped:  # and what the live rollout ranks decoded during the update, all of them
             stats[0] = dc_replace(stats[0], overlap_tokens=sum(overlapped))
         return stats
+
+    def _run(
+        self,
+        actors: list[Any],
+        method: Callable[..., R],
+        per_rank: Sequence[RankArgs[...]],
+        traffic: Traffic,
+        *,
+        first_rank: int = 0,
+    ) -> list[R]:
+        """``method(*per_rank[r])`` on ``actors[r]`` (global rank ``first_rank + r``), waited for together."""
+        name = method_name(method)
+        sent = [len(pickle.dumps(args)) for args in per_rank]
+        refs = [_submit(a, method, args) for a, args in zip(actors, per_rank, strict=True)]
+        results: list[CallResult] = self._get(refs, name, first_rank=first_rank)
+        for rank, (n, res) in enumerate(zip(sent, results, strict=True)):
+            traffic.add(name, rank, n, res)
+        return [res.value for res in results]
 
     def _get(self, refs: list[Any], method: str, *, startup: bool = False, first_rank: int = 0) -> list[Any]:
         wait = max(self.timeout_s, STARTUP_WAIT_S) if startup else self.timeout_s
@@ -369,6 +389,12 @@ class RayRanks:
         ray.util.remove_placement_group(self.pg)
         if self.owns_ray:
             ray.shutdown()
+
+
+def _submit(actor: Any, method: Callable[Concatenate[Any, P], object], args: RankArgs[P]) -> Any:
+    """The one place a rank call leaves for a Ray actor (its ``RankActor.call``): the method reference and its
+    arguments, checked against each other here as at the group."""
+    return actor.call.remote(method, args)
 
 
 def _worker_env() -> dict[str, str]:

@@ -1,7 +1,7 @@
 """``RemoteEngine``: split placement's rollout ranks as one ``ContinuousEngine`` on the driver (issue 31).
 
 The ``Frontier`` drives it exactly as it drives an in-process engine; each call becomes a call on the rollout
-ranks' ``LiveEngine`` through the group's ordinary rank calls. A request goes to rank ``group % R``, so all
+ranks' ``LiveEngine`` through the group's typed rank calls (``LiveRank``'s methods). A request goes to rank ``group % R``, so all
 samples of a prompt group decode on one rank; ``advance`` gathers every rank's deltas (rank order), each
 stamped with the policy version that sampled it (a rank keeps decoding during the update).
 
@@ -10,10 +10,14 @@ Public names (stable): ``RemoteEngine``, ``EngineRanks``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any, Protocol
+from collections.abc import Callable, Sequence
+from typing import Concatenate, ParamSpec, Protocol, TypeVar
 
+from reasoning_rl.distributed.rank import LiveRank, RankArgs
 from reasoning_rl.rollout import Delta, Request
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
 class EngineRanks(Protocol):
@@ -23,7 +27,9 @@ class EngineRanks(Protocol):
     @property
     def engine_count(self) -> int: ...
 
-    def call_engines_each(self, method: str, per_rank: Sequence[tuple[Any, ...]]) -> list[Any]: ...
+    def call_live(
+        self, method: Callable[Concatenate[LiveRank, P], R], per_rank: Sequence[RankArgs[P]]
+    ) -> list[R]: ...
 
 
 class RemoteEngine:
@@ -41,11 +47,11 @@ class RemoteEngine:
             rank = r.group % self.count
             per_rank[rank].append(r)
             self._where[r.id] = rank
-        self.ranks.call_engines_each("live_submit", [(batch,) for batch in per_rank])
+        self.ranks.call_live(LiveRank.live_submit, [RankArgs(batch) for batch in per_rank])
 
     def advance(self) -> list[Delta]:
         """Every rank's deltas since the previous call (paused ranks: one engine step each)."""
-        taken = self.ranks.call_engines_each("live_advance", [()] * self.count)
+        taken = self.ranks.call_live(LiveRank.live_advance, [RankArgs() for _ in range(self.count)])
         self._running = sum(a.running for a in taken)
         deltas = [d for a in taken for d in a.deltas]
         for d in deltas:
@@ -57,7 +63,7 @@ class RemoteEngine:
         per_rank: list[list[str]] = [[] for _ in range(self.count)]
         for i in ids:
             per_rank[self._where.pop(i)].append(i)
-        self.ranks.call_engines_each("live_abort", [(batch,) for batch in per_rank])
+        self.ranks.call_live(LiveRank.live_abort, [RankArgs(batch) for batch in per_rank])
 
     def running(self) -> int:
         """The ranks' running batches at the last ``advance`` (asked right after it: no extra call)."""

@@ -2,7 +2,7 @@
 policy shard. It generates its share of the prompts and, after each update, loads the weights training rank 0
 broadcasts (``broadcast.receive_weights``), proving them with the freshness gate when it is on.
 
-It answers the engine-side calls ``ModelWorker`` answers (``generate``, ``stream``, ``engine_*``, ``stats``), so
+It answers the engine-side calls ``ModelWorker`` answers (``EngineRank``: ``stream``, ``engine_*``, ``live``), so
 the driver's group sends generation to either kind the same way. With continuous rollouts (``rollout.max_lag >
 0``) its engine is a ``LiveEngine`` the driver's ``RemoteEngine`` reaches through ``live_submit`` /
 ``live_advance`` / ``live_abort``; the weights then arrive while it keeps decoding and are swapped in between
@@ -20,12 +20,14 @@ from typing import Any
 
 from reasoning_rl.distributed.broadcast import HandoffGroup, receive_weights
 from reasoning_rl.distributed.live_engine import Advanced, LiveEngine
+from reasoning_rl.distributed.rank import LiveRank
 from reasoning_rl.distributed.worker import WorkerSpec, node_address
 from reasoning_rl.factory import engine_for
+from reasoning_rl.handoff import HandoffStats
 from reasoning_rl.rollout import Completion, ContinuousEngine, Request, RolloutEngine, SamplingConfig
 
 
-class RolloutWorker:
+class RolloutWorker(LiveRank):
     """One rollout rank's engine and its end of the hand-off group."""
 
     def __init__(
@@ -111,7 +113,7 @@ class RolloutWorker:
     def engine_asleep(self) -> bool:
         return bool(self.engine.asleep)
 
-    def receive_weights(self, step: int) -> Any:
+    def receive_weights(self, step: int) -> HandoffStats:
         """The weights of the update just done (``HandoffStats``; with the gate, its check). A live engine
         keeps decoding while they arrive, then swaps them in (version ``step``) and reports what it decoded
         during the update."""

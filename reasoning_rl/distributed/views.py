@@ -13,13 +13,15 @@ Public names (stable): ``PolicyView``, ``ReferenceView``, ``CriticView``, ``Grou
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch import Tensor
 
-from reasoning_rl.algorithms import LossConfig
+from reasoning_rl.algorithms import AggMode, LossConfig
 from reasoning_rl.distributed.group import WorkerGroup
+from reasoning_rl.distributed.rank import EngineRank, RankArgs
+from reasoning_rl.distributed.worker import ModelWorker
 from reasoning_rl.factory import Models
 from reasoning_rl.policy.batch import TokenBatch
 from reasoning_rl.rollout import Completion, SamplingConfig
@@ -34,7 +36,8 @@ def _rows(x: Tensor | None, rows: range, width: int) -> Tensor | None:
 
 
 def _split(group: WorkerGroup, batch: TokenBatch, *per_row: Tensor | None) -> list[tuple[Any, ...]]:
-    """Per rank: (its TokenBatch, then each of ``per_row`` cut to its rows). One rank: the inputs as they are."""
+    """Per rank: (its TokenBatch, then each of ``per_row`` cut to its rows). One rank: the inputs as they are.
+    (Each caller unpacks its tuples into the typed ``RankArgs`` of its method.)"""
     if group.world == 1:
         return [(batch, *per_row)]
     out = []
@@ -63,9 +66,12 @@ class PolicyView:
         self.group = group
 
     def logprobs(self, batch: TokenBatch, *, with_entropy: bool = False) -> tuple[Tensor, Tensor | None]:
-        outs = self.group.call("policy_logprobs", [(*a, with_entropy) for a in _split(self.group, batch)])
+        outs = self.group.call(
+            ModelWorker.policy_logprobs, [RankArgs(b, with_entropy) for (b,) in _split(self.group, batch)]
+        )
         logp = _gather([o[0] for o in outs], batch.shape)
-        ent = _gather([o[1] for o in outs], batch.shape) if with_entropy else None
+        # with_entropy: every rank's ``Policy.logprobs`` returned its entropy
+        ent = _gather(cast(list[Tensor], [o[1] for o in outs]), batch.shape) if with_entropy else None
         return logp, ent
 
     def train_step(
@@ -80,11 +86,17 @@ class PolicyView:
         token_weights: Tensor | None = None,
         progress: Progress | None = None,
     ) -> dict[str, float]:
-        """``progress``: rank 0's micro-batches, where rank 0 runs in this process (``WorkerGroup.call``)."""
+        """``Policy.train_step``'s signature (a test holds the three alike). ``progress``: rank 0's
+        micro-batches, where rank 0 runs in this process (``WorkerGroup.call``)."""
         args = _split(self.group, batch, advantages, old_logprobs, ref_logprobs, token_weights)
-        per_rank = [(b, adv, old, ref, cfg, max_response_len, tw) for b, adv, old, ref, tw in args]
-        out: dict[str, float] = self.group.call("policy_train_step", per_rank, progress=progress)[0]
-        return out
+        return self.group.call(
+            ModelWorker.policy_train_step,
+            [
+                RankArgs(b, adv, old, ref, cfg, max_response_len=max_response_len, token_weights=tw)
+                for b, adv, old, ref, tw in args
+            ],
+            progress=progress,
+        )[0]
 
 
 class ReferenceView:
@@ -94,7 +106,8 @@ class ReferenceView:
         self.group = group
 
     def logprobs(self, batch: TokenBatch) -> Tensor:
-        return _gather(self.group.call("ref_logprobs", _split(self.group, batch)), batch.shape)
+        outs = self.group.call(ModelWorker.ref_logprobs, [RankArgs(b) for (b,) in _split(self.group, batch)])
+        return _gather(outs, batch.shape)
 
 
 class CriticView:
@@ -104,15 +117,25 @@ class CriticView:
         self.group = group
 
     def values(self, batch: TokenBatch) -> Tensor:
-        return _gather(self.group.call("critic_values", _split(self.group, batch)), batch.shape)
+        outs = self.group.call(ModelWorker.critic_values, [RankArgs(b) for (b,) in _split(self.group, batch)])
+        return _gather(outs, batch.shape)
 
     def train_step(
-        self, batch: TokenBatch, returns: Tensor, old_values: Tensor, *, progress: Progress | None = None
+        self,
+        batch: TokenBatch,
+        returns: Tensor,
+        old_values: Tensor,
+        *,
+        agg: AggMode = "token-mean",
+        progress: Progress | None = None,
     ) -> dict[str, float]:
-        out: dict[str, float] = self.group.call(
-            "critic_train_step", _split(self.group, batch, returns, old_values), progress=progress
+        """``Critic.train_step``'s signature (a test holds the three alike)."""
+        args = _split(self.group, batch, returns, old_values)
+        return self.group.call(
+            ModelWorker.critic_train_step,
+            [RankArgs(b, ret, old, agg=agg) for b, ret, old in args],
+            progress=progress,
         )[0]
-        return out
 
 
 def group_models(group: WorkerGroup, *, ref: bool, critic: bool) -> Models:
@@ -142,11 +165,11 @@ class GroupEngine:
         )
 
     def sleep(self, keep_weights: bool = True) -> None:
-        self.group.call_engines("engine_sleep", keep_weights)
+        self.group.call_engines(EngineRank.engine_sleep, keep_weights)
 
     def wake(self) -> None:
-        self.group.call_engines("engine_wake")
+        self.group.call_engines(EngineRank.engine_wake)
 
     @property
     def asleep(self) -> bool:
-        return bool(self.group.call_engines("engine_asleep")[0])
+        return self.group.call_engines(EngineRank.engine_asleep)[0]

@@ -26,9 +26,11 @@ import torch
 from torch import Tensor
 
 from reasoning_rl import dist
-from reasoning_rl.algorithms import LossConfig
+from reasoning_rl.algorithms import AggMode, LossConfig
 from reasoning_rl.checkpoint import ADAPTER_DIR, CRITIC_DIR, POLICY_DIR, save_model_files
+from reasoning_rl.distributed.rank import EngineRank
 from reasoning_rl.factory import Models, build_models, engine_for
+from reasoning_rl.handoff import HandoffStats
 from reasoning_rl.policy.batch import TokenBatch
 from reasoning_rl.rollout import Completion, RolloutEngine, SamplingConfig
 from reasoning_rl.trace import Progress
@@ -88,8 +90,9 @@ def node_address() -> str:
     return socket.gethostbyname(socket.gethostname())
 
 
-class ModelWorker:
-    """One rank's models and engine. Build with ``ModelWorker.build(spec)`` (or from parts, in tests)."""
+class ModelWorker(EngineRank):
+    """One rank's models and engine. Build with ``ModelWorker.build(spec)`` (or from parts, in tests). Its
+    public methods are what the driver may ask of a training rank (``WorkerGroup.call``)."""
 
     def __init__(
         self,
@@ -162,7 +165,7 @@ class ModelWorker:
         rank (its engine is the driver's to step; only split placement's rollout ranks run a ``LiveEngine``)."""
         return False
 
-    def push_weights(self, step: int, bucket_bytes: int) -> Any:
+    def push_weights(self, step: int, bucket_bytes: int) -> HandoffStats:
         """Wake this rank's engine and stream the policy's weights into it (collective): ``HandoffStats``."""
         from reasoning_rl.handoff import push_weights
 
@@ -177,7 +180,7 @@ class ModelWorker:
             dtype=self.handoff_dtype,
         )
 
-    def send_weights(self, step: int, bucket_bytes: int) -> Any:
+    def send_weights(self, step: int, bucket_bytes: int) -> HandoffStats:
         """Split placement (collective over the training ranks, with the rollout ranks' ``receive_weights``):
         broadcast the policy's full weights to the rollout ranks; ``HandoffStats``."""
         from reasoning_rl.distributed.broadcast import send_weights
@@ -220,11 +223,12 @@ class ModelWorker:
         old_logprobs: Tensor | None,
         ref_logprobs: Tensor | None,
         cfg: LossConfig,
-        max_response_len: int | None,
-        token_weights: Tensor | None,
         *,
+        max_response_len: int | None = None,
+        token_weights: Tensor | None = None,
         progress: Progress | None = None,
     ) -> dict[str, float]:
+        """``Policy.train_step`` on this rank's rows (collective), with its signature."""
         out: dict[str, float] = self.models.policy.train_step(
             batch,
             advantages,
@@ -250,9 +254,18 @@ class ModelWorker:
         return sft_eval(self.models.policy, batch)
 
     def critic_train_step(
-        self, batch: TokenBatch, returns: Tensor, values: Tensor, *, progress: Progress | None = None
+        self,
+        batch: TokenBatch,
+        returns: Tensor,
+        old_values: Tensor,
+        *,
+        agg: AggMode = "token-mean",
+        progress: Progress | None = None,
     ) -> dict[str, float]:
-        out: dict[str, float] = self._need("critic").train_step(batch, returns, values, progress=progress)
+        """``Critic.train_step`` on this rank's rows (collective), with its signature."""
+        out: dict[str, float] = self._need("critic").train_step(
+            batch, returns, old_values, agg=agg, progress=progress
+        )
         return out
 
     def lr(self) -> float:

@@ -140,7 +140,7 @@ class Components:
             self.engine.sleep(keep_weights=False)
 
     def lr(self) -> float:
-        return float(self.group.call_all("lr")[0])
+        return float(self.group.call_all(ModelWorker.lr)[0])
 
     # ------------------------------------------------------------------------------------ hand-off
     def push_weights(self, *, step: int, trace: TraceWriter | None) -> dict[str, float]:
@@ -150,7 +150,7 @@ class Components:
         per_rank = self.group.push_weights(step, self.cfg.rollout.handoff_bucket_mb << 20)
         stats = per_rank[0]
         if trace is not None:
-            for rank, comm in enumerate(self.group.call_all("comm_bytes")):
+            for rank, comm in enumerate(self.group.call_all(ModelWorker.comm_bytes)):
                 where = {"rank": rank} if len(per_rank) > 1 else {}
                 for kind, n in {"handoff": per_rank[rank].bytes, **comm}.items():
                     trace.counter("comm_bytes", step, n, kind=kind, **where)
@@ -185,7 +185,7 @@ class Components:
         trace.counter("dispatch_bytes", step, traffic.from_workers, direction="from_workers")
         for (method, rank), seconds in sorted(traffic.seconds.items()):
             trace.counter("worker_seconds", step, seconds, rank=rank, method=method)
-        for st in self.group.call_all("stats"):
+        for st in self.group.call_all(ModelWorker.stats):
             where = {"rank": st["rank"], "node": st["node"], "node_id": st.get("node_id")}
             trace.counter("worker_rss_peak_bytes", step, st["rss_peak_bytes"], **where)
             if "gpu_mem_peak_bytes" in st:
@@ -194,17 +194,17 @@ class Components:
 
     def policy_export(self, out_dir: Path) -> Path:
         """A plain HF model dir (safetensors + tokenizer), written atomically by the policy (rank 0)."""
-        self.group.call_all("export", out_dir)
+        self.group.call_all(ModelWorker.export, out_dir)
         return out_dir
 
     def save_checkpoint(self, directory: Path) -> None:
         """Model, optimizer, scheduler and optimizer-step count, the critic's for PPO, and the model's config
         + tokenizer files (self-contained: exportable anywhere); the checkpoint manager adds the rest. With
         several ranks ``directory`` must be on a file system every node sees."""
-        self.group.call_all("save_checkpoint", directory)
+        self.group.call_all(ModelWorker.save_checkpoint, directory)
 
     def load_checkpoint(self, directory: Path) -> None:
-        self.group.call_all("load_checkpoint", directory)
+        self.group.call_all(ModelWorker.load_checkpoint, directory)
 
     def close(self) -> None:
         try:
@@ -259,7 +259,7 @@ def build_components(cfg: Config, run_dir: Path, *, console: Console) -> Compone
             "run": cfg.run.name,
             "device": device,
             "world_size": group.world,
-            "model": group.call_all("model_shape", dtype)[0],
+            "model": group.call_all(ModelWorker.model_shape, dtype)[0],
             "graders": run_graders(used),
         }
     except BaseException:

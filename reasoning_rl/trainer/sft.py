@@ -19,7 +19,8 @@ from rich.console import Console
 from reasoning_rl.checkpoint import CheckpointInfo, CheckpointManager
 from reasoning_rl.config import Config, save_config
 from reasoning_rl.distributed.group import WorkerGroup
-from reasoning_rl.distributed.worker import WorkerSpec
+from reasoning_rl.distributed.rank import RankArgs
+from reasoning_rl.distributed.worker import ModelWorker, WorkerSpec
 from reasoning_rl.factory import resolve_device, resolve_model_dir, run_dtype
 from reasoning_rl.faults import fault_point
 from reasoning_rl.trainer.loop import seed_everything
@@ -118,7 +119,7 @@ class SftTrainer:
         log: MetricsLogger | None = None
         try:
             if info is not None:
-                group.call_all("load_checkpoint", info.path)
+                group.call_all(ModelWorker.load_checkpoint, info.path)
                 CheckpointManager.load_rng(info.path)
                 self.console.print(f"resumed from {info.path} (step {start})")
             save_config(cfg, self.run_dir / "config.yaml")
@@ -151,7 +152,7 @@ class SftTrainer:
             export = None
             if cfg.trainer.export and data.total_steps > 0:
                 export = self.run_dir / "export" / f"step_{data.total_steps}"
-                group.call_all("export", export)
+                group.call_all(ModelWorker.export, export)
                 self.console.print(f"exported HF model to {export}")
             return SftSummary(self.run_dir, data.total_steps, start or None, last_eval, export)
         finally:
@@ -163,8 +164,10 @@ class SftTrainer:
         rows = data.step_rows(step - 1)
         norm = float(loss_tokens(rows))
         begin = time.perf_counter()
-        per_rank = [(token_batch([rows[i] for i in s], pad_id), norm) for s in group.shards(len(rows))]
-        out = group.call("sft_train_step", per_rank)[0]
+        out = group.call(
+            ModelWorker.sft_train_step,
+            [RankArgs(token_batch([rows[i] for i in s], pad_id), norm) for s in group.shards(len(rows))],
+        )[0]
         fault_point("update")  # a crash test's SIGKILL after an optimizer step
         seconds = time.perf_counter() - begin
         return {
@@ -181,8 +184,10 @@ class SftTrainer:
     def evaluate(self, group: WorkerGroup, data: SftData, pad_id: int) -> dict[str, float]:
         """Eval loss (mean NLL per assistant token) and greedy token accuracy on the eval split."""
         rows = data.val
-        per_rank = [(token_batch([rows[i] for i in s], pad_id),) for s in group.shards(len(rows))]
-        sums = group.call("sft_eval", per_rank)[0]
+        sums = group.call(
+            ModelWorker.sft_eval,
+            [RankArgs(token_batch([rows[i] for i in s], pad_id)) for s in group.shards(len(rows))],
+        )[0]
         return {
             "eval/loss": sums["nll"] / sums["tokens"],
             "eval/token_accuracy": sums["correct"] / sums["tokens"],
@@ -190,7 +195,7 @@ class SftTrainer:
 
     def _save(self, group: WorkerGroup, data: SftData, step: int) -> None:
         def write(tmp: Path) -> None:
-            group.call_all("save_checkpoint", tmp)
+            group.call_all(ModelWorker.save_checkpoint, tmp)
 
         self.ckpt.save(
             step,

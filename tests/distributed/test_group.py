@@ -11,8 +11,9 @@ import pytest
 import torch
 
 from reasoning_rl.distributed.group import Traffic, WorkerGroup, shards
+from reasoning_rl.distributed.rank import RankArgs, method_name
 from reasoning_rl.distributed.views import GroupEngine, PolicyView
-from reasoning_rl.distributed.worker import CallResult
+from reasoning_rl.distributed.worker import CallResult, ModelWorker
 from reasoning_rl.policy.batch import TokenBatch
 from reasoning_rl.rollout import Completion, SamplingConfig
 
@@ -40,16 +41,16 @@ class FakeRanks:
         return self._world
 
     def run(
-        self, method: str, per_rank: Sequence[tuple[Any, ...]], traffic: Traffic, progress: Any = None
+        self, method: Any, per_rank: Sequence[RankArgs[...]], traffic: Traffic, progress: Any = None
     ) -> list[Any]:
-        assert method == "policy_logprobs" and progress is None
+        assert method is ModelWorker.policy_logprobs and progress is None
         out = []
-        for rank, (batch, _entropy) in enumerate(per_rank):
+        for rank, (batch, _entropy) in enumerate(a.args for a in per_rank):
             self.seen.append([int(s[0]) for s in batch.sequences])
             mask = batch.response_mask.float()
             value = torch.tensor([float(s[0]) for s in batch.sequences])[:, None] * mask
             out.append((value, None))
-            traffic.add(method, rank, 1, CallResult(None, 0.0, 1))
+            traffic.add(method_name(method), rank, 1, CallResult(None, 0.0, 1))
         return out
 
     def stream(

@@ -18,6 +18,7 @@ from rrl_testutil import InProcessWire
 
 from reasoning_rl.distributed import live_engine
 from reasoning_rl.distributed.live_engine import WAIT_S, Advanced, LiveEngine
+from reasoning_rl.distributed.rank import LiveRank, RankArgs
 from reasoning_rl.distributed.remote_engine import RemoteEngine
 from reasoning_rl.rollout import Delta, Request, SamplingConfig
 
@@ -257,16 +258,16 @@ class _Ranks:
 
     def __init__(self, lives: list[LiveEngine]) -> None:
         self.lives = lives
-        self.calls: list[tuple[str, list[tuple[Any, ...]]]] = []
+        self.calls: list[tuple[Callable[..., Any], list[tuple[Any, ...]]]] = []
 
     @property
     def engine_count(self) -> int:
         return len(self.lives)
 
-    def call_engines_each(self, method: str, per_rank: Sequence[tuple[Any, ...]]) -> list[Any]:
-        self.calls.append((method, list(per_rank)))
-        name = method.removeprefix("live_")
-        return [getattr(live, name)(*args) for live, args in zip(self.lives, per_rank, strict=True)]
+    def call_live(self, method: Callable[..., Any], per_rank: Sequence[RankArgs[...]]) -> list[Any]:
+        self.calls.append((method, [a.args for a in per_rank]))
+        name = method.__name__.removeprefix("live_")
+        return [getattr(live, name)(*a.args) for live, a in zip(self.lives, per_rank, strict=True)]
 
 
 def test_remote_engine_keeps_a_group_on_one_rank_and_gathers_every_rank() -> None:
@@ -281,7 +282,7 @@ def test_remote_engine_keeps_a_group_on_one_rank_and_gathers_every_rank() -> Non
         "g1s1",
     ]
     remote.abort(["g1s1", "g2s0"])
-    assert ranks.calls[-1] == ("live_abort", [(["g2s0"],), (["g1s1"],)])
+    assert ranks.calls[-1] == (LiveRank.live_abort, [(["g2s0"],), (["g1s1"],)])
     first = remote.advance()
     assert [d.id for d in first] == ["g0s0", "g0s1", "g2s1", "g1s0"] and remote.running() == 4
     assert all(d.finished for d in remote.advance()) and remote.running() == 0
