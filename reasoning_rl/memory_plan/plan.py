@@ -83,7 +83,7 @@ class MemoryPlan:
             held = g(self.engine.held(self.capacity))
             trainer = f"trainer {g(self.resident)} + " if self.colocated else ""
             where = "" if self.colocated else " on its rollout rank"
-            parts[0] += f" ({trainer}engine {held}{where})"
+            parts[0] += f" ({trainer}vLLM's share {held}{where})"
             parts[1] += f" (buckets {g(self.buckets)})"
         terms = ", ".join(f"{k} {g(v)}" for k, v in self.update.items() if v)
         out = [
