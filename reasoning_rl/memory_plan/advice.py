@@ -56,7 +56,9 @@ def engine_advice(
         return None
     share = engine.utilization(capacity)
     setting = (
-        f"rollout.gpu_memory_utilization={share}" if r.gpu_memory_utilization else f"its planned {share}"
+        f"rollout.gpu_memory_utilization={share}"
+        if r.gpu_memory_utilization is not None
+        else f"its planned {share}"
     )
     when = (
         "in the update (rollout.sleep=false keeps it awake)"
@@ -66,8 +68,7 @@ def engine_advice(
     most = math.floor((usable - need) / capacity * SHARE_STEP) / SHARE_STEP
     fixes = []
     if r.gpu_memory_utilization is not None and most * capacity >= engine.least:
-        unset = "" if awake else " (or leave it unset: the plan sizes it)"
-        fixes.append(f"set rollout.gpu_memory_utilization<={most:.3f}{unset}")
+        fixes.append(f"set rollout.gpu_memory_utilization<={most:.3f} (or leave it unset: the plan sizes it)")
     if awake and beside + held <= usable and update + ENGINE_ASLEEP <= usable:
         fixes.append("set rollout.sleep=true (vLLM frees its memory for the update)")
     if not fixes:

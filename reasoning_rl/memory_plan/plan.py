@@ -136,12 +136,15 @@ def plan_run(
     buckets = handoff_bytes(shape, s.handoff_bucket, s.compute_bytes, s.gathered_bytes)
     plan: EnginePlan | None = None
     problem = None
-    bare = s  # the trainer alone, without the engine's bytes in its passes
+    awake = colocated and r.sleep is False  # the engine holds its share through the update too
+    one = update_peak(shape, s, max_model_len)  # the trainer alone, one sequence per micro-batch
     if engine and device == "cuda":
         engines = world if colocated else max(cfg.resources.rollout_ranks // r.tensor_parallel_size, 1)
         fixed = r.gpu_memory_utilization
-        # beside the trainer's states and hand-off buckets; a planned share rounds up by one SHARE_STEP
-        available = usable - (resident + buckets) * colocated - (capacity // SHARE_STEP) * (fixed is None)
+        # beside the trainer's states and hand-off buckets (awake: its one-sequence update, when that alone fits;
+        # else the update's advice names the fix); a planned share rounds up by one SHARE_STEP
+        beside = max(resident + buckets, one * (awake and one < usable)) * colocated
+        available = usable - beside - (capacity // SHARE_STEP) * (fixed is None)
         if fixed is not None:
             available = min(available, int(fixed * capacity))
         try:
@@ -156,7 +159,6 @@ def plan_run(
         except ConfigError as exc:
             problem = str(exc)
         if plan is not None and colocated:
-            awake = r.sleep is False
             s = replace(s, engine_in_update=plan.held(capacity) if awake else ENGINE_ASLEEP)
     budget = cfg.algorithm.micro_batch_tokens
     largest = largest_budget(shape, s, usable)
@@ -182,9 +184,7 @@ def plan_run(
         buckets=buckets,
         colocated=colocated,
     )
-    if problem is None and plan is not None and colocated:
-        # with one sequence, not the budget: a budget too large is advice's (it names the budget)
-        one = update_peak(shape, bare, max_model_len)
+    if problem is None and plan is not None and colocated:  # one sequence: a budget too large is advice's
         problem = engine_advice(cfg, plan, capacity, usable, out.beside_engine, one)
     problem = problem or (
         advice(shape, s, usable, max_model_len, budget)

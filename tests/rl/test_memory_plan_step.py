@@ -140,3 +140,15 @@ def test_the_dry_run_for_an_h200_refuses_the_share_in_one_line(
     assert res.exit_code == 2 and len(res.stderr.strip().splitlines()) == 1, res.output
     assert "(rollout.gpu_memory_utilization=0.9)" in res.stderr
     assert "set rollout.gpu_memory_utilization<=0." in res.stderr
+
+
+def test_a_planned_engine_awake_through_the_update_leaves_it_one_sequence(tmp_path: Path) -> None:
+    """rollout.sleep=false, share unset: the engine's KV cache is sized to what the update leaves (fewer sequences
+    at once than the step wants), not to what generation leaves. Before: 437 sequences of KV and a refusal."""
+    cfg, shape = tiny_config(
+        tmp_path, QWEN15, rollout={"max_tokens": 8192, "sleep": False}, trainer={"batch_size": 64}
+    )
+    p = plan_run(cfg, shape, **RUN)
+    assert p.fits, p.problem
+    assert p.engine is not None and 0 < p.engine.max_num_seqs < p.engine.wanted_seqs
+    assert p.micro_batch_tokens >= 8704 and p.peak <= p.usable
