@@ -194,8 +194,10 @@ def engine_for(
     cfg: Config, model_dir: Path, device: str, max_model_len: int, *, dtype: str, sleep: bool | None = None
 ) -> RolloutEngine:
     """The rollout engine of ``cfg.rollout`` with room for ``max_model_len`` tokens (one per rank in a run;
-    ``sleep`` defaults to ``rollout.sleep``). vLLM on CUDA gets the memory plan's KV share and max_num_seqs
-    (``rollout.gpu_memory_utilization`` and ``engine_args.max_num_seqs`` win when set)."""
+    ``sleep`` defaults to ``rollout.sleep``). vLLM on CUDA gets the memory plan's share, max_num_seqs and KV
+    cache bytes (``kv_cache_memory_bytes``: the KV the plan sized, not what the share leaves after vLLM's own
+    profile); ``rollout.gpu_memory_utilization`` (then vLLM sizes its KV cache to fill it) and
+    ``engine_args`` win when set."""
     r = cfg.rollout
     kind = rollout_kind(cfg)
     check_speculative(cfg, kind)
@@ -216,6 +218,8 @@ def engine_for(
             raise ConfigError(plan.problem or "the memory plan could not size the engine")
         share = plan.engine.utilization(plan.capacity)
         extra.setdefault("max_num_seqs", plan.engine.max_num_seqs)
+        if r.gpu_memory_utilization is None:
+            extra.setdefault("kv_cache_memory_bytes", plan.engine.kv)
     if kind == "vllm" and cfg.model.lora.enabled and cfg.resources.placement == "split":
         # split placement sends only the adapters: vLLM serves them with its LoRA kernels (colocated engines
         # get merged weights and need none); its max_lora_rank takes one of a few sizes

@@ -35,7 +35,12 @@ class RolloutConfig(SamplingParams):
         "engine registry: vllm, hf, or a plugin's.",
     )
     gpu_memory_utilization: float | None = Field(
-        default=None, gt=0.0, le=1.0, description="None: 0.2 on CPU, 0.5 on GPU."
+        default=None,
+        gt=0.0,
+        le=1.0,
+        description="vLLM's share of the device. None: on CUDA the memory plan sizes the engine (share, "
+        "max_num_seqs, KV cache bytes; 0.5 for a model it cannot plan), 0.2 on CPU. Set: vLLM fills it with KV "
+        "cache; the dry run refuses a share that leaves the trainer no room, naming the largest that fits.",
     )
     sleep: bool | None = Field(default=None, description="vLLM sleep mode while training; None: on for GPU.")
     handoff_bucket_mb: int = Field(

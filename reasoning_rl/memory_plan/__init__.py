@@ -23,7 +23,16 @@ FSDP2 on CUDA, else b):
   checkpointed layer keeps only its input (b·h); ``model.activation_offload`` moves them all to host memory;
 - the log-prob head's transient: one chunk of ``chunk_tokens`` x vocab logits in b and fp32;
 - the engine: weights (engine dtype), KV cache 2·layers·kv_heads·head_dim·b per token for max_num_seqs
-  sequences of max_model_len tokens, and vLLM's own working set (``engine_overhead``).
+  sequences of max_model_len tokens, and vLLM's own working set (``engine_overhead``); awake, it holds its
+  whole ``gpu_memory_utilization`` share (``EnginePlan.held``), asleep ``ENGINE_ASLEEP``;
+- the weight hand-off: one bucket of ``rollout.handoff_bucket_mb`` in the engine dtype and the largest tensor
+  gathered in the master dtype (``handoff_bytes``).
+
+The step's phases on a colocated device: generation (trainer's states + the engine's share), hand-off (the same
++ buckets), update (the engine asleep, or awake with ``rollout.sleep=false``) and log-prob passes; the step's
+peak is the largest (``MemoryPlan.phases``). A share that leaves the trainer no room is refused with the share
+that fits or sleep mode (``engine_advice``); a planned engine gets its KV cache in bytes
+(``kv_cache_memory_bytes``), a fixed share lets vLLM fill it.
 
 The package reads ``config.json`` as JSON and imports no torch: ``rrl doctor`` and ``rrl train --dry-run`` plan
 a run without loading anything. Dense decoders only (llama, qwen2, qwen3, mistral families).

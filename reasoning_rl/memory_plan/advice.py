@@ -3,9 +3,12 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from typing import Any
 
+from reasoning_rl.config import Config
+from reasoning_rl.memory_plan.engine import ENGINE_ASLEEP, SHARE_STEP, EnginePlan
 from reasoning_rl.memory_plan.shapes import ModelShape, gib
 from reasoning_rl.memory_plan.update import TrainSetup, largest_budget, update_peak
 
@@ -36,6 +39,46 @@ def advice(shape: ModelShape, s: TrainSetup, usable: int, longest: int, budget: 
         return f"{head}: set {' '.join(names)} (then micro_batch_tokens up to {fit} fit)"
     every = " ".join(n for n, c in SWITCHES if _changes(s, c)) or "every memory switch"
     return f"{head}, even with {every}: lower rollout.max_tokens or use more GPUs"
+
+
+def engine_advice(
+    cfg: Config, engine: EnginePlan, capacity: int, usable: int, beside: int, update: int
+) -> str | None:
+    """None when a colocated engine's share fits beside the trainer: its states and hand-off buckets
+    (``beside``) during generation and the hand-off, and with ``rollout.sleep=false`` the update's peak without
+    the engine (``update``) too. Else one line with the highest ``rollout.gpu_memory_utilization`` that fits,
+    or sleep mode. Before: a fixed share of 0.9 passed the dry run and vLLM could not start beside the trainer."""
+    r = cfg.rollout
+    awake = r.sleep is False
+    held = engine.held(capacity)
+    need = max(beside, update if awake else 0)
+    if need + held <= usable:
+        return None
+    share = engine.utilization(capacity)
+    setting = (
+        f"rollout.gpu_memory_utilization={share}"
+        if r.gpu_memory_utilization is not None
+        else f"its planned {share}"
+    )
+    when = (
+        "in the update (rollout.sleep=false keeps it awake)"
+        if need > beside
+        else "during generation and the weight hand-off"
+    )
+    most = math.floor((usable - need) / capacity * SHARE_STEP) / SHARE_STEP
+    fixes = []
+    if r.gpu_memory_utilization is not None and most * capacity >= engine.least:
+        fixes.append(f"set rollout.gpu_memory_utilization<={most:.3f} (or leave it unset: the plan sizes it)")
+    if awake and beside + held <= usable and update + ENGINE_ASLEEP <= usable:
+        fixes.append("set rollout.sleep=true (vLLM frees its memory for the update)")
+    if not fixes:
+        fixes.append(
+            "free device memory for the engine (model.cpu_offload=true moves the optimizer state to the host)"
+        )
+    return (
+        f"memory plan: vLLM holds {gib(held)} of the device ({setting}) beside the trainer's {gib(need)} {when}, "
+        f"{gib(usable)} usable: {' or '.join(fixes)}"
+    )
 
 
 def cpu_advice(shape: ModelShape, s: TrainSetup, usable: int, longest: int, chosen: int) -> str | None:

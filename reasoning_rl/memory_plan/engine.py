@@ -13,6 +13,7 @@ ENGINE_ASLEEP = 1 * GiB  # what a sleeping vLLM keeps (CUDA graph pools, persist
 ENGINE_FIXED = 2 * GiB  # vLLM beside weights and KV cache: CUDA graphs, sampler, non-torch memory
 ENGINE_BATCHED_TOKENS = 16384  # vLLM's max_num_batched_tokens on large GPUs (its profile run's width)
 KV_BLOCK = 16  # vLLM allocates the KV cache in blocks of this many tokens
+SHARE_STEP = 1000  # a planned gpu_memory_utilization is rounded up to 1 / SHARE_STEP of the device
 
 
 @dataclass(frozen=True)
@@ -38,14 +39,32 @@ class EnginePlan:
 
     def utilization(self, capacity: int) -> float:
         """vLLM's gpu_memory_utilization (its share of the device): the config's, or this plan's rounded up to
-        1e-3. vLLM takes that share whatever its KV cache needs."""
+        1 / ``SHARE_STEP``. vLLM takes that share whatever its KV cache needs."""
         if self.share is not None:
             return self.share
-        return min(1.0, math.ceil(self.total / capacity * 1000) / 1000)
+        return min(1.0, math.ceil(self.total / capacity * SHARE_STEP) / SHARE_STEP)
+
+    def held(self, capacity: int) -> int:
+        """Bytes the awake engine holds on its device: its whole share (the KV cache fills what its weights and
+        working set leave), during generation, the hand-off, and the update when it does not sleep."""
+        return int(self.utilization(capacity) * capacity)
+
+    @property
+    def least(self) -> int:
+        """The smallest engine that runs: weights, working set and one sequence's KV cache."""
+        return self.weights + self.overhead + _blocks(self.max_model_len) * self.kv_per_token
 
 
 def _blocks(tokens: int) -> int:
     return math.ceil(tokens / KV_BLOCK) * KV_BLOCK
+
+
+def handoff_bytes(shape: ModelShape, bucket_bytes: int, b: int, gathered_b: int) -> int:
+    """The weight hand-off's transient on a training rank (``rollout.handoff_bucket_mb``): one bucket of full
+    tensors in the engine's dtype (``b`` bytes; a bucket holds at least the largest tensor, never a part of
+    one) and that tensor as FSDP2 gathers it (``gathered_b``: the master dtype) before its cast."""
+    largest = max(shape.vocab, shape.intermediate) * shape.hidden
+    return max(bucket_bytes, b * largest) + gathered_b * largest
 
 
 def engine_overhead(shape: ModelShape, b: int, max_num_seqs: int, batched_tokens: int, tp: int) -> int:

@@ -7,8 +7,8 @@ import math
 from dataclasses import dataclass, replace
 
 from reasoning_rl.config import Config, ConfigError
-from reasoning_rl.memory_plan.advice import advice, cpu_advice
-from reasoning_rl.memory_plan.engine import ENGINE_ASLEEP, EnginePlan, plan_engine
+from reasoning_rl.memory_plan.advice import advice, cpu_advice, engine_advice
+from reasoning_rl.memory_plan.engine import ENGINE_ASLEEP, SHARE_STEP, EnginePlan, handoff_bytes, plan_engine
 from reasoning_rl.memory_plan.shapes import GiB, ModelShape, gib
 from reasoning_rl.memory_plan.update import (
     TrainSetup,
@@ -16,6 +16,7 @@ from reasoning_rl.memory_plan.update import (
     kept_bytes,
     largest_budget,
     logprob_peak,
+    update_peak,
     update_terms,
 )
 
@@ -40,10 +41,34 @@ class MemoryPlan:
     problem: str | None = None  # one line naming the switch or budget that makes the run fit
     host: int = 0  # pinned host memory the offload switches take (model.cpu_offload, model.ref_offload)
     drafts: int = 0  # host memory of the rank's group drafter index (rollout.speculative.group_max_bytes)
+    resident: int = 0  # the trainer's states between passes (no gradients): beside generation and hand-off
+    buckets: int = 0  # the weight hand-off's transient (handoff_bytes)
+    colocated: bool = True  # the engine shares this rank's device (else it has a rollout rank of its own)
 
     @property
     def update_peak(self) -> int:
         return sum(self.update.values())
+
+    @property
+    def beside_engine(self) -> int:
+        """The trainer's bytes beside an awake engine at its peak, the weight hand-off: its states and buckets."""
+        return self.resident + self.buckets
+
+    @property
+    def phases(self) -> dict[str, int]:
+        """Each phase's peak of one step: generation (on the engine's device) and the weight hand-off when a
+        vLLM engine is planned, the update, the log-prob passes."""
+        out: dict[str, int] = {}
+        if self.engine is not None:
+            held = self.engine.held(self.capacity)
+            out["generation"] = held + self.resident * self.colocated
+            out["hand-off"] = self.beside_engine + held * self.colocated
+        return {**out, "update": self.update_peak, "log-prob passes": self.logprob}
+
+    @property
+    def peak(self) -> int:
+        """The whole step's peak: its largest phase."""
+        return max(self.phases.values())
 
     @property
     def fits(self) -> bool:
@@ -51,10 +76,20 @@ class MemoryPlan:
 
     def lines(self) -> list[str]:
         g = gib
+        phases = self.phases
+        top = max(phases, key=lambda k: phases[k])
+        parts = [f"{k} {g(v)}" for k, v in phases.items()]
+        if self.engine is not None:
+            held = g(self.engine.held(self.capacity))
+            trainer = f"trainer {g(self.resident)} + " if self.colocated else ""
+            where = "" if self.colocated else " on its rollout rank"
+            parts[0] += f" ({trainer}vLLM's share {held}{where})"
+            parts[1] += f" (buckets {g(self.buckets)})"
         terms = ", ".join(f"{k} {g(v)}" for k, v in self.update.items() if v)
         out = [
-            f"update peak {g(self.update_peak)} at micro_batch_tokens={self.micro_batch_tokens} ({terms}); "
-            f"log-prob passes {g(self.logprob)}; usable {g(self.usable)} of {g(self.capacity)}"
+            f"step peak {g(self.peak)} in the {top}: {', '.join(parts)}; usable {g(self.usable)} of "
+            f"{g(self.capacity)}",
+            f"update peak {g(self.update_peak)} at micro_batch_tokens={self.micro_batch_tokens} ({terms})",
         ]
         if self.engine is not None:
             e = self.engine
@@ -96,15 +131,22 @@ def plan_run(
     s = TrainSetup.of(cfg, device=device, dtype=dtype, world=world)
     usable = usable_bytes(capacity)
     r = cfg.rollout
+    colocated = cfg.resources.placement == "colocated"
+    resident = sum(kept_bytes(shape, s, grads=False).values())
+    buckets = handoff_bytes(shape, s.handoff_bucket, s.compute_bytes, s.gathered_bytes)
     plan: EnginePlan | None = None
     problem = None
+    awake = colocated and r.sleep is False  # the engine holds its share through the update too
+    one = update_peak(shape, s, max_model_len)  # the trainer alone, one sequence per micro-batch
     if engine and device == "cuda":
-        colocated = cfg.resources.placement == "colocated"
         engines = world if colocated else max(cfg.resources.rollout_ranks // r.tensor_parallel_size, 1)
-        resident = sum(kept_bytes(shape, s, grads=False).values()) if colocated else 0
-        available = usable - resident
-        if r.gpu_memory_utilization is not None:
-            available = min(available, int(r.gpu_memory_utilization * capacity))
+        fixed = r.gpu_memory_utilization
+        # beside the trainer's states and hand-off buckets (awake: its one-sequence update, when that alone fits;
+        # else the update's advice names the fix); a planned share rounds up by one SHARE_STEP
+        beside = max(resident + buckets, one * (awake and one < usable)) * colocated
+        available = usable - beside - (capacity // SHARE_STEP) * (fixed is None)
+        if fixed is not None:
+            available = min(available, int(fixed * capacity))
         try:
             plan = plan_engine(
                 shape,
@@ -117,31 +159,17 @@ def plan_run(
         except ConfigError as exc:
             problem = str(exc)
         if plan is not None and colocated:
-            asleep = r.sleep is not False
-            held = int(plan.utilization(capacity) * capacity)
-            s = replace(s, engine_in_update=ENGINE_ASLEEP if asleep else held)
+            s = replace(s, engine_in_update=plan.held(capacity) if awake else ENGINE_ASLEEP)
     budget = cfg.algorithm.micro_batch_tokens
     largest = largest_budget(shape, s, usable)
     if budget is None:
         chosen = max(largest if device == "cuda" else CPU_MICRO_BATCH_TOKENS, max_model_len)
     else:
         chosen = budget
-    problem = problem or (
-        advice(shape, s, usable, max_model_len, budget)
-        if device == "cuda"
-        else cpu_advice(shape, s, usable, max_model_len, chosen)
-    )
     host = host_bytes(shape, s) if device == "cuda" else 0
     spec = r.speculative
     drafts = spec.group_max_bytes if engine and spec.method == "group" else 0
-    if problem is None and host_capacity is not None and host + drafts > int(host_capacity * HOST_SHARE):
-        problem = (
-            f"memory plan: the offloaded states need {gib(host)} of pinned host memory"
-            + (f" and the group drafter up to {gib(drafts)}" if drafts else "")
-            + f", this host has {gib(host_capacity)}: offload less (model.cpu_offload=false), lower "
-            "rollout.speculative.group_max_bytes or use more GPUs"
-        )
-    return MemoryPlan(
+    out = MemoryPlan(
         capacity=capacity,
         usable=usable,
         micro_batch_tokens=chosen,
@@ -150,7 +178,24 @@ def plan_run(
         update=update_terms(shape, s, chosen),
         logprob=logprob_peak(shape, s, chosen),
         engine=plan,
-        problem=problem,
         host=host,
         drafts=drafts,
+        resident=resident,
+        buckets=buckets,
+        colocated=colocated,
     )
+    if problem is None and plan is not None and colocated:  # one sequence: a budget too large is advice's
+        problem = engine_advice(cfg, plan, capacity, usable, out.beside_engine, one)
+    problem = problem or (
+        advice(shape, s, usable, max_model_len, budget)
+        if device == "cuda"
+        else cpu_advice(shape, s, usable, max_model_len, chosen)
+    )
+    if problem is None and host_capacity is not None and host + drafts > int(host_capacity * HOST_SHARE):
+        problem = (
+            f"memory plan: the offloaded states need {gib(host)} of pinned host memory"
+            + (f" and the group drafter up to {gib(drafts)}" if drafts else "")
+            + f", this host has {gib(host_capacity)}: offload less (model.cpu_offload=false), lower "
+            "rollout.speculative.group_max_bytes or use more GPUs"
+        )
+    return replace(out, problem=problem)

@@ -34,9 +34,15 @@ class TrainSetup:
     fused_optimizer: bool = False
     engine_in_update: int = 0  # bytes the engine holds during the trainer's passes (asleep or awake)
     lora: LoraConfig | None = None  # model.lora when its rank > 0: only the adapters are trained
+    handoff_bucket: int = 256 << 20  # rollout.handoff_bucket_mb in bytes
 
     def adapters(self, shape: ModelShape) -> Adapters | None:
         return None if self.lora is None else Adapters.of(shape, self.lora)
+
+    @property
+    def gathered_bytes(self) -> int:
+        """A full tensor as FSDP2 gathers it: the master dtype, or with LoRA the frozen base's compute dtype."""
+        return self.compute_bytes if self.lora is not None else self.master_bytes
 
     @property
     def adapter_bytes(self) -> int:
@@ -69,6 +75,7 @@ class TrainSetup:
                 cfg.optim.fused if cfg.optim.fused is not None else device == "cuda" and not m.cpu_offload
             ),
             lora=m.lora if m.lora.enabled else None,
+            handoff_bucket=cfg.rollout.handoff_bucket_mb << 20,
         )
 
 

@@ -159,7 +159,8 @@ def test_qwen_1_5b_at_8k_plans_the_optimizer_state_from_step_one(tmp_path: Path)
     assert e.kv == 128 * 8704 * 28_672  # KV for exactly what a step asks, not a fixed share
     assert 0.1 < e.utilization(H200) < 0.5
     lines = plan.lines()
-    assert "gpu_memory_utilization=" in lines[1] and "optimizer" in lines[0]
+    assert lines[0].startswith("step peak ") and "optimizer" in lines[1]
+    assert "gpu_memory_utilization=" in lines[2]
 
 
 def test_a_config_that_cannot_fit_gets_one_line_with_the_switch(tmp_path: Path) -> None:
@@ -270,8 +271,9 @@ def test_doctor_prints_the_plan_of_a_config(tmp_path: Path) -> None:
     rows = [
         r for r in run_checks(cfg.model_dump(mode="json"), essential_only=True) if r.name == "memory plan"
     ]
-    assert rows and rows[0].status == "ok" and rows[0].detail.startswith("update peak ")
-    assert "micro_batch_tokens=8192" in rows[0].detail  # CPU keeps the former fixed budget
+    assert rows and rows[0].status == "ok" and rows[0].detail.startswith("step peak ")
+    assert rows[1].detail.startswith("update peak ")
+    assert "micro_batch_tokens=8192" in rows[1].detail  # CPU keeps the former fixed budget
 
 
 def test_an_engine_awake_in_the_update_holds_its_whole_share(tmp_path: Path) -> None:

@@ -88,3 +88,16 @@ def test_readme_h200_plan_is_what_plan_for_h200_prints(
     if summary is not None or name not in ("trl_reward_function", "verl_compute_score"):
         assert summary is not None, row
         assert (int(summary.group(1)), float(summary.group(2))) == (round(micro / 1000), engine), row
+
+
+def test_the_examples_let_the_plan_size_the_engine() -> None:
+    """Issue 45: the plan sizes vLLM's share and KV cache to what a step asks (a fixed 0.35 of an H200 was 49 GiB
+    for a 14 GiB engine); no example fixes rollout.gpu_memory_utilization."""
+    import yaml
+
+    fixed = [
+        p.parent.name
+        for p in sorted((REPO / "examples").glob("*/config.yaml"))
+        if "gpu_memory_utilization" in (yaml.safe_load(p.read_text()).get("rollout") or {})
+    ]
+    assert fixed == []
