@@ -15,6 +15,7 @@ import os
 import shutil
 import weakref
 from collections.abc import Iterable, Iterator
+from functools import partial
 from typing import Any
 
 import torch
@@ -41,7 +42,12 @@ from reasoning_rl.rollout.vllm_drafter import (
     group_drafts,
     speculative_config,
 )
-from reasoning_rl.rollout.vllm_model import fingerprint_model, refresh_tied_head
+from reasoning_rl.rollout.vllm_model import (
+    copies_in_place,
+    fingerprint_model,
+    load_in_place,
+    refresh_tied_head,
+)
 from reasoning_rl.rollout.vllm_outputs import startup_memory_refusal, to_completion
 
 log = logging.getLogger(__name__)
@@ -138,6 +144,8 @@ class VLLMEngine:
             self.llm.collective_rpc(attach, args=(self.drafts,))
         if speculative is not None and speculative.on and speculative.max_batch:
             self.llm.collective_rpc(gate_drafts, args=(speculative.max_batch,))
+        # whether a hand-off may copy straight into vLLM's tensors (``load_weights``); one answer per worker
+        self.loads_in_place = all(self.llm.apply_model(copies_in_place))
 
     @property
     def cache_salt(self) -> str:
@@ -378,9 +386,13 @@ class VLLMEngine:
         return EngineWeights(fingerprints, packed)
 
     def load_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]]) -> None:
-        """vLLM's in-place reload (its loader maps names, fuses qkv/gate-up, handles tied embeddings).
+        """Copy new weights into the engine. Where every layer is unquantized and unpacked (``copies_in_place``:
+        any CUDA engine of ours) the model's own loader copies them straight into vLLM's tensors
+        (``load_in_place``); otherwise (vLLM's CPU backend pre-packs linear weights) vLLM's layer-wise
+        ``reload_weights``, which re-runs each layer's post-load step. Both map names, fuse q/k/v and gate/up
+        and handle tied embeddings.
 
-        After each reload vLLM warns ``RotaryEmbedding: Failed to load weights`` and, for a tied head,
+        After each layer-wise reload vLLM warns ``RotaryEmbedding: Failed to load weights`` and, for a tied head,
         ``ParallelLMHead: Failed to load weights``: its layer-wise reloader (``finalize_layerwise_processing``)
         warns for every layer that received no tensor and puts that layer's previous tensors back. Both are
         expected: the rotary cos/sin cache is computed from the config and is in no checkpoint, and a tied head
@@ -389,10 +401,14 @@ class VLLMEngine:
         unless ``logging.engine_logs``; the e2e tests check the engine's log-probs against the trainer's after
         every hand-off (gap < 1e-3).
         """
-        self.llm.collective_rpc(
-            "reload_weights", kwargs={"weights_iterator": iter(named_tensors), "is_checkpoint_format": True}
-        )
-        self.llm.apply_model(refresh_tied_head)
+        if self.loads_in_place:
+            self.llm.apply_model(partial(load_in_place, weights=iter(named_tensors)))
+        else:
+            self.llm.collective_rpc(
+                "reload_weights",
+                kwargs={"weights_iterator": iter(named_tensors), "is_checkpoint_format": True},
+            )
+            self.llm.apply_model(refresh_tied_head)
         self._loaded()
 
     def load_adapter(self, named_tensors: Iterable[tuple[str, torch.Tensor]], config: dict[str, Any]) -> None:

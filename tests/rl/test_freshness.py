@@ -220,11 +220,24 @@ def test_handoff_in_the_engine_dtype_sends_half_the_bytes_and_passes_the_gate(ti
 
 
 # ---- the gate on vLLM (fused qkv/gate_up, CPU pre-packed GEMM weights read back through the kernel) ------
+@pytest.fixture(params=["reload", "in_place"])
+def vllm_load(request, monkeypatch) -> str:
+    """How the engine takes new weights: vLLM's CPU backend pre-packs linear weights for oneDNN (layer-wise
+    reload); with oneDNN off every weight stays a plain tensor and the hand-off copies into vLLM's own tensors,
+    the path every CUDA engine takes (``copies_in_place``)."""
+    if request.param == "in_place":
+        import vllm._custom_ops as ops
+
+        monkeypatch.setattr(ops, "_supports_onednn", False)
+    return str(request.param)
+
+
 @pytest.mark.vllm
 @pytest.mark.slow
-def test_vllm_renamed_and_dropped_tensors_fail_and_correct_passes(tiny_model_dir, policy):
+def test_vllm_renamed_and_dropped_tensors_fail_and_correct_passes(tiny_model_dir, policy, vllm_load):
     os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
     engine = make_engine("vllm", str(tiny_model_dir), max_model_len=128, kv_cache_memory_bytes=64 << 20)
+    assert engine.loads_in_place is (vllm_load == "in_place")
     gate = FreshnessGate.for_run(engine, PROMPTS, None)
     good = engine.load_weights
     for step in (1, 2):
