@@ -48,7 +48,9 @@ if TYPE_CHECKING:
 # kernel differences give at that precision (fp32: measured <= 1e-4 between vLLM CPU and the trainer).
 PROBE_TOL: dict[torch.dtype, float] = {torch.float32: 5e-3, torch.float16: 5e-2, torch.bfloat16: 1e-1}
 GENERATION_CONTEXT = 160  # tokens of the generation probe's context: over one KV block (CPU 128, GPU 16)
-GENERATION_TOKENS = 8  # tokens it generates
+# tokens it generates: the first comes out of the prefill over the (possibly cached) context, the second out of a
+# decode step attending to it; each further one is another engine step of the hand-off's critical path
+GENERATION_TOKENS = 2
 
 
 class WeightSyncError(RuntimeError):
