@@ -6,7 +6,7 @@
 #   1-5  bash .gpu/cN/move.sh N                                                 carry [.gpu/cN]
 #   6    bash .gpu/c6/move.sh 6 && source .gpu/c6/install.sh && cp .gpu/c6/install.sh /tmp/vllm_kit/install.sh
 #        && bash bench/gpu/run42.sh wheels                                      carry [.gpu/c6, .gpu_carry/whl]
-#   7    mkdir -p /tmp/smol && mv .gpu_carry/m1/gg.0 /tmp/smol/                 carry [.gpu_carry/m1]
+#   7    source /tmp/vllm_kit/install.sh && bash bench/gpu/run42.sh handoff    carry [.gpu_carry/m1]
 #   8    source /tmp/vllm_kit/install.sh && bash bench/gpu/run42.sh warm       carry [.gpu_carry/m2, .gpu_carry/data]
 #   9    source /tmp/vllm_kit/install.sh && bash bench/gpu/run42.sh learn      carry [.gpu_carry/data]
 #   10   source /tmp/vllm_kit/install.sh && bash bench/gpu/run42.sh match      carry [.gpu_carry/data]
@@ -21,6 +21,8 @@
 # learning run ~300 s (step 1 with compile 39 s, then ~8.5 s a step), TRL ~60 s to start then ~25 s a step.
 # Phases:
 #   wheels  install the carried wheels (TRL, datasets, gguf, the math grader's parser) into /tmp/site
+#   handoff (GGUF part 1 to /tmp/smol first) the anchor's hand-off and freshness check alone, in place vs vLLM's
+#           layer-wise reload, grouped vs per-tensor fingerprints (bench/gpu/handoff.py, ~90 s)
 #   anchor  (GGUF part 1 to /tmp/smol first) the fixed-length anchor, ours and TRL 1.16 interleaved (interleave.py)
 #   warm    (GGUF reassembled) the learning workload: word_chain rows with 2-48 operations (RL rows, and SFT rows
 #           of other problems, datasets/recipes/word_chain.py), `rrl sft` of SmolLM2 on the SFT rows
@@ -80,6 +82,11 @@ wheels)
     python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .gpu_carry/whl/*.whl \
         && touch /tmp/site/.done && python3 -c "import trl, vllm; print('trl', trl.__version__, 'vllm', vllm.__version__)"
     nvidia-smi --query-gpu=name,memory.total,power.limit,clocks.sm,clocks.max.sm --format=csv
+    ;;
+handoff)
+    [ -f /tmp/site/.done ] || { echo "no /tmp/site: the machine went cold; start again from call 1"; exit 3; }
+    mkdir -p /tmp/smol && { [ -f .gpu_carry/m1/gg.0 ] && mv .gpu_carry/m1/gg.0 /tmp/smol/ || true; }
+    timeout 300 python3 bench/gpu/handoff.py --out "$OUT/handoff.json" 2>&1 | quiet
     ;;
 anchor)
     [ -f /tmp/site/.done ] || { echo "no /tmp/site: the machine went cold; start again from call 1"; exit 3; }
