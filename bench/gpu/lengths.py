@@ -48,12 +48,16 @@ def describe(lengths: list[int], cap: int) -> dict[str, Any]:
 
 
 class LengthControl:
-    """Patches vLLM's ``LLMEngine.add_request`` so that each request's ``max_tokens`` is the next of
-    ``lengths`` (a copy of its sampling parameters: TRL passes one object for every prompt). ``seen`` counts
-    the requests given a target. Use as a context manager; the patch is undone on exit."""
+    """Patches vLLM's ``LLMEngine.add_request`` so that each request for ``cap`` tokens (the run's samples, not
+    a freshness probe's few greedy tokens) gets the next of ``lengths`` as its ``max_tokens`` (on a copy of its
+    sampling parameters: TRL passes one object for every prompt). ``seen`` counts the requests given a target.
+    Use as a context manager; the patch is undone on exit."""
 
-    def __init__(self, lengths: list[int]) -> None:
+    def __init__(self, lengths: list[int], cap: int) -> None:
+        if max(lengths) > cap:
+            raise ValueError(f"a target of {max(lengths)} tokens exceeds the cap {cap}")
         self.lengths = lengths
+        self.cap = cap
         self.seen = 0
         self._original: Callable[..., Any] | None = None
 
@@ -64,7 +68,7 @@ class LengthControl:
         control = self
 
         def add_request(engine: Any, request_id: str, prompt: Any, params: Any, *args: Any, **kw: Any) -> Any:
-            if getattr(params, "max_tokens", None) is not None and params.max_tokens > 1:  # not a scoring call
+            if getattr(params, "max_tokens", None) == control.cap:
                 params = params.clone()
                 params.max_tokens = control.lengths[control.seen % len(control.lengths)]
                 control.seen += 1

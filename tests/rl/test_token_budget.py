@@ -35,7 +35,14 @@ def plan_16k(tmp_path: Path, **model: Any) -> Any:
         tmp_path, QWEN15, rollout={"max_tokens": CAP, "n": 8}, trainer={"batch_size": 64}, model=model
     )
     p = plan_run(
-        cfg, shape, device="cuda", dtype="bfloat16", capacity=H200, world=1, max_model_len=PROMPT + CAP, engine=True
+        cfg,
+        shape,
+        device="cuda",
+        dtype="bfloat16",
+        capacity=H200,
+        world=1,
+        max_model_len=PROMPT + CAP,
+        engine=True,
     )
     return p, cfg, shape
 
@@ -105,7 +112,9 @@ def test_split_micro_batches_give_the_unsplit_loss_and_gradients(tiny_model_dir:
     cfg = LossConfig(clip_high=0.28, entropy_coef=0.01)
     out = {}
     for budget in (100_000, 96):
-        policy = Policy.from_pretrained(str(tiny_model_dir), lr=1e-3, micro_batch_tokens=budget, packing=packing)
+        policy = Policy.from_pretrained(
+            str(tiny_model_dir), lr=1e-3, micro_batch_tokens=budget, packing=packing
+        )
         policy.optimizer = torch.optim.SGD(policy.module.parameters(), lr=1e-2)
         old = policy.logprobs(batch)[0] - 0.4 * batch.response_mask
         m = policy.train_step(batch, adv, old, None, cfg)
