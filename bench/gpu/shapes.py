@@ -42,18 +42,27 @@ def build_random_model(shape: str, out_dir: str | Path, seed: int = 0, max_posit
     return out
 
 
-def write_tokenizer(out: Path, vocab_size: int) -> None:
-    """TRL's bench tokenizer in ``out``: one word per token ``t0..tV`` (t0 pad/unk, t1 EOS, t2 BOS), so a prompt of
-    n space-separated words is exactly n tokens on every side."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+def write_tokenizer(out: Path, vocab_size: int, whole_words: bool = False) -> None:
+    """TRL's bench tokenizer in ``out``: a word-level vocabulary ``t0..tV`` (t0 pad/unk, t1 EOS, t2 BOS). As in
+    TRL's bench, its special tokens match inside words ("t180" -> t1, unk): the anchor's prompts are tokenised
+    so on both sides. ``whole_words``: they match whole words only, so n words are exactly n tokens."""
+    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
     out.mkdir(parents=True, exist_ok=True)
     tok = Tokenizer(models.WordLevel(vocab={f"t{i}": i for i in range(vocab_size)}, unk_token="t0"))
     tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
     tok.decoder = decoders.WordPiece(prefix="##")
+
+    def special(text: str) -> AddedToken | str:
+        return AddedToken(text, single_word=True, special=True) if whole_words else text
+
     fast = PreTrainedTokenizerFast(
-        tokenizer_object=tok, unk_token="t0", pad_token="t0", eos_token="t1", bos_token="t2"
+        tokenizer_object=tok,
+        unk_token=special("t0"),
+        pad_token=special("t0"),
+        eos_token=special("t1"),
+        bos_token=special("t2"),
     )
     fast.save_pretrained(out)
 

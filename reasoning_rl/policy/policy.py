@@ -301,7 +301,7 @@ class Policy:
         out["padding_share"] = 1.0 - float(counts[1] / counts[2]) if float(counts[2]) else 0.0
         out["packed"] = float(layout.packed)
         out["micro_batches"] = float(len(layout.blocks))
-        out["micro_batch_slots_max"] = float(layout.largest)  # this rank's; within the budget unless one sequence
+        out["micro_batch_slots_max"] = float(layout.largest)  # this rank's (the budget bounds it)
         out["skipped_rows"] = float(len(batch) - int(keep.sum())) if keep is not None else 0.0
         if self.peft is not None:
             from reasoning_rl.policy.lora import adapter_update_norm
