@@ -43,19 +43,26 @@ VARIANTS: dict[str, dict[str, Any]] = {
 }
 
 
-def build_model(shape: dict[str, Any], out: Path, seed: int = 0) -> Path:
-    """A random-init Qwen2 of ``shape`` saved in bf16 (init on the meta device, then filled: seconds, not
-    minutes, for 7B)."""
-    from transformers import Qwen2Config, Qwen2ForCausalLM
+def build_model(
+    shape: dict[str, Any], out: Path, seed: int = 0, fill: str = "cpu", arch: str = "qwen2"
+) -> Path:
+    """A random-init Qwen2 (or a Llama: ``arch``) of ``shape`` saved in bf16 (init on the meta device, then
+    filled from a generator on ``fill``, "cuda" where there is one: seconds, not minutes, for 7B). Token ids as
+    ``shapes.write_tokenizer``'s."""
+    from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
 
     if (out / "config.json").is_file():
         return out
-    config = Qwen2Config(max_position_embeddings=32768, **shape)
+    config_cls, model_cls = {
+        "qwen2": (Qwen2Config, Qwen2ForCausalLM),
+        "llama": (LlamaConfig, LlamaForCausalLM),
+    }[arch]
+    config = config_cls(max_position_embeddings=32768, bos_token_id=2, eos_token_id=1, **shape)
     with torch.device("meta"):
-        model = Qwen2ForCausalLM(config).to(torch.bfloat16)
+        model = model_cls(config).to(torch.bfloat16)
     model.to_empty(device="cpu")
     model.tie_weights()  # to_empty gives each module its own tensor: tie the head to the embeddings again
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(fill).manual_seed(seed)
     with torch.no_grad():
         for name, p in model.named_parameters():
             if name.endswith("norm.weight"):
@@ -63,7 +70,7 @@ def build_model(shape: dict[str, Any], out: Path, seed: int = 0) -> Path:
             elif name.endswith(".bias"):
                 p.zero_()
             else:
-                p.copy_(torch.randn(p.shape, generator=g) * 0.02)
+                p.copy_(torch.randn(p.shape, generator=g, device=fill, dtype=p.dtype) * 0.02)
     model.save_pretrained(out, safe_serialization=True)
     return out
 

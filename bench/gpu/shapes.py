@@ -24,22 +24,13 @@ def build_random_model(shape: str, out_dir: str | Path, seed: int = 0, max_posit
     """A random-init Llama of ``shape`` + a WordLevel tokenizer over tokens ``t0..tV`` (as in TRL's bench), for
     sequences of up to ``max_positions`` tokens."""
     import torch
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
-    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+    from transformers import LlamaConfig, LlamaForCausalLM
 
     out = Path(out_dir)
     if (out / "config.json").is_file():
         return out
-    out.mkdir(parents=True, exist_ok=True)
     spec: dict[str, Any] = dict(SHAPES[shape])  # LlamaConfig takes mixed-type keywords
-    vocab = {f"t{i}": i for i in range(spec["vocab_size"])}
-    tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="t0"))
-    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    tok.decoder = decoders.WordPiece(prefix="##")
-    fast = PreTrainedTokenizerFast(
-        tokenizer_object=tok, unk_token="t0", pad_token="t0", eos_token="t1", bos_token="t2"
-    )
-    fast.save_pretrained(out)
+    write_tokenizer(out, spec["vocab_size"])
     cfg = LlamaConfig(  # every shape here ties its embeddings (param_count counts them once)
         max_position_embeddings=max_positions,
         bos_token_id=2,
@@ -49,6 +40,31 @@ def build_random_model(shape: str, out_dir: str | Path, seed: int = 0, max_posit
     torch.manual_seed(seed)
     LlamaForCausalLM(cfg).save_pretrained(out)
     return out
+
+
+def write_tokenizer(out: Path, vocab_size: int, whole_words: bool = False) -> None:
+    """TRL's bench tokenizer in ``out``: a word-level vocabulary ``t0..tV`` (t0 pad/unk, t1 EOS, t2 BOS). As in
+    TRL's bench, its special tokens match inside words ("t180" -> t1, unk): the anchor's prompts are tokenised
+    so on both sides. ``whole_words``: they match whole words only, so n words are exactly n tokens."""
+    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    out.mkdir(parents=True, exist_ok=True)
+    tok = Tokenizer(models.WordLevel(vocab={f"t{i}": i for i in range(vocab_size)}, unk_token="t0"))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    tok.decoder = decoders.WordPiece(prefix="##")
+
+    def special(text: str) -> AddedToken | str:
+        return AddedToken(text, single_word=True, special=True) if whole_words else text
+
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        unk_token=special("t0"),
+        pad_token=special("t0"),
+        eos_token=special("t1"),
+        bos_token=special("t2"),
+    )
+    fast.save_pretrained(out)
 
 
 def random_prompts(vocab: int, count: int, length: int, seed: int = 1) -> list[str]:

@@ -31,10 +31,42 @@ def _num(v: object) -> bool:
         return False
 
 
+def step_timer(times: list[float], history: list[dict[str, float]], gpu: bool) -> Any:
+    """A TrainerCallback that appends each step's wall time to ``times`` (printing ``STEP n s``) and each logged
+    step's numeric logs to ``history`` (TRL's ``num_tokens`` is cumulative: ``step_tokens``)."""
+    from transformers import TrainerCallback
+
+    class Timer(TrainerCallback):
+        def on_step_begin(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+            self.t = time.perf_counter()
+
+        def on_step_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+            if gpu:
+                torch.cuda.synchronize()
+            times.append(time.perf_counter() - self.t)
+            print(f"STEP {state.global_step} {times[-1]:.3f}s", flush=True)
+
+        def on_log(
+            self, args: Any, state: Any, control: Any, logs: dict[str, float] | None = None, **kw: Any
+        ) -> None:
+            if logs is not None and "num_tokens" in logs:
+                history.append(
+                    {k: float(v) for k, v in logs.items() if isinstance(v, int | float | str) and _num(v)}
+                )
+
+    return Timer()
+
+
+def step_tokens(history: list[dict[str, float]]) -> list[float]:
+    """Each logged step's tokens (prompt + completion, no padding) from TRL's cumulative ``num_tokens``."""
+    return [history[0]["num_tokens"]] + [
+        b["num_tokens"] - a["num_tokens"] for a, b in zip(history, history[1:], strict=False)
+    ]
+
+
 def main() -> None:
     model_dir, data = sys.argv[1], sys.argv[2]
     prompts, gens, max_tokens, steps = (int(x) for x in sys.argv[3:7])
-    from transformers import TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
 
     import graders
@@ -85,35 +117,18 @@ def main() -> None:
     )
     times: list[float] = []
     history: list[dict[str, float]] = []  # TRL's per-step logs (num_tokens is cumulative)
-
-    class Timer(TrainerCallback):
-        def on_step_begin(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
-            self.t = time.perf_counter()
-
-        def on_step_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
-            if gpu:
-                torch.cuda.synchronize()
-            times.append(time.perf_counter() - self.t)
-            print(f"STEP {state.global_step} {times[-1]:.3f}s", flush=True)
-
-        def on_log(
-            self, args: Any, state: Any, control: Any, logs: dict[str, float] | None = None, **kw: Any
-        ) -> None:
-            if logs is not None and "num_tokens" in logs:
-                history.append(
-                    {k: float(v) for k, v in logs.items() if isinstance(v, int | float | str) and _num(v)}
-                )
-
     if gpu:
         torch.cuda.reset_peak_memory_stats()
     trainer = GRPOTrainer(
-        model=model_dir, reward_funcs=math_reward, args=cfg, train_dataset=ds, callbacks=[Timer()]
+        model=model_dir,
+        reward_funcs=math_reward,
+        args=cfg,
+        train_dataset=ds,
+        callbacks=[step_timer(times, history, gpu)],
     )
     trainer.train()
     logs = history
-    tokens = [logs[0]["num_tokens"]] + [
-        b["num_tokens"] - a["num_tokens"] for a, b in zip(logs, logs[1:], strict=False)
-    ]
+    tokens = step_tokens(logs)
     warm = list(range(1, len(times))) if len(times) > 1 else [0]
     step_s = sorted(times[i] for i in warm)
 

@@ -196,6 +196,7 @@ class Layout:
     packed: bool
     tokens: int
     slots: int
+    largest: int  # positions of the largest micro-batch: what the memory plan's token budget bounds
 
     @property
     def padding_share(self) -> float:
@@ -303,8 +304,14 @@ def plan_layout(
             lengths, padded, False, cost
         ):
             blocks, packed = rows_packed, True
-    slots = tokens if packed else sum(len(b) * max(lengths[i] for i in b) for b in blocks)
-    return Layout(blocks, packed, tokens, slots)
+    sizes = [block_slots(lengths, block, packed) for block in blocks]
+    return Layout(blocks, packed, tokens, sum(sizes), max(sizes, default=0))
+
+
+def block_slots(lengths: Sequence[int], block: Sequence[int], packed: bool) -> int:
+    """Positions one micro-batch computes: its sequences back to back when packed, else rows x its longest."""
+    lens = [lengths[i] for i in block]
+    return sum(lens) if packed else len(lens) * max(lens)
 
 
 @dataclass

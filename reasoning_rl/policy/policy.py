@@ -213,6 +213,7 @@ class Policy:
         gradient (``zero_advantage``; the step is unchanged). ``progress(k, K)`` is called as micro-batch k of
         this rank's K starts (FSDP2's dummy passes included: they take a collective's time too).
         Returns loss, pg_loss, clip_frac, ratio_mean, entropy, kl (if ref), grad_norm, lr, tokens, micro_batches,
+        micro_batch_slots_max (positions of this rank's largest micro-batch: the token budget bounds it),
         padding_share (padding over positions computed, all ranks), packed (1 when the rows were packed),
         skipped_rows and computed_tokens (the real tokens run forward and backward, all ranks: what MFU counts).
         """
@@ -300,6 +301,7 @@ class Policy:
         out["padding_share"] = 1.0 - float(counts[1] / counts[2]) if float(counts[2]) else 0.0
         out["packed"] = float(layout.packed)
         out["micro_batches"] = float(len(layout.blocks))
+        out["micro_batch_slots_max"] = float(layout.largest)  # this rank's (the budget bounds it)
         out["skipped_rows"] = float(len(batch) - int(keep.sum())) if keep is not None else 0.0
         if self.peft is not None:
             from reasoning_rl.policy.lora import adapter_update_norm
