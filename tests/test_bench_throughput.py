@@ -99,6 +99,18 @@ def test_records_from_trl_and_ours_outputs_drop_warm_up_and_keep_per_step_tokens
     rec = interleave.trl_record("trl:off:32", interleave.parse_trl(log), "realistic")
     assert rec["steps_s"] == [20.0, 22.0] and rec["tokens"] == [10000.0, 11000.0]
     assert rec["gen_tokens"] == [110.0 * 64 * 8, 120.0 * 64 * 8] and rec["reward"] == [0.2, 0.3]
+    cut = log[: log.index("RESULT")] + "TIMEOUT"  # a run cut after its steps, before its RESULT line
+    assert interleave.trl_record("trl:off:32", interleave.parse_trl(cut), "realistic")["steps_s"] == []
+    logged = "\n".join(
+        f"STEP {i + 1} {s}s\n{{'loss': '0.1', 'num_tokens': '{t}', 'completions/mean_length': '{m}', "
+        f"'reward': '{r}'}}"
+        for i, (s, t, m, r) in enumerate(
+            [(30.0, 9e3, 100, 0.1), (20.0, 1.9e4, 110, 0.2), (22.0, 3e4, 120, 0.3)]
+        )
+    )
+    cut = interleave.trl_record("trl:off:32", interleave.parse_trl(logged + "\nTIMEOUT"), "realistic")
+    assert cut["steps_s"] == [20.0, 22.0] and cut["tokens"] == [10000.0, 11000.0]
+    assert cut["gen_tokens"] == rec["gen_tokens"] and cut["reward"] == rec["reward"]
     anchor = interleave.trl_record(
         "trl:off:64", interleave.parse_trl("STEP 1 9s\nSTEP 2 5s\nSTEP 3 4s"), "anchor"
     )

@@ -31,6 +31,7 @@ realistic workload's real prompt + response tokens.
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import os
 import subprocess
@@ -70,10 +71,14 @@ REAL_PRESETS: dict[str, dict[str, str]] = {
 
 
 def parse_trl(text: str) -> dict[str, Any]:
-    """TRL's per-step wall times (``STEP n s``), phase timers, effective settings and ``RESULT`` from its log."""
-    out: dict[str, Any] = {"steps_all": [], "timers": []}
+    """TRL's per-step wall times (``STEP n s``), phase timers, effective settings and ``RESULT`` from its log,
+    and the per-step log dicts TRL prints (``{'loss': ..., 'num_tokens': ...}``: what a run cut before its
+    RESULT line still has)."""
+    out: dict[str, Any] = {"steps_all": [], "timers": [], "logs": []}
     for line in text.splitlines():
-        if line.startswith("STEP "):
+        if line.startswith("{'loss'") and "'num_tokens'" in line:
+            out["logs"].append(ast.literal_eval(line))
+        elif line.startswith("STEP "):
             out["steps_all"].append(float(line.split()[2].rstrip("s")))
         elif line.startswith("TIMERS "):
             out["timers"].append(json.loads(line[len("TIMERS ") :]))
@@ -86,15 +91,24 @@ def parse_trl(text: str) -> dict[str, Any]:
 
 
 def trl_record(name: str, got: dict[str, Any], workload: str) -> dict[str, Any]:
-    """The measured steps (the first is warm-up) of a TRL log as a ``throughput`` run record."""
+    """The measured steps (the first is warm-up) of a TRL log as a ``throughput`` run record. The realistic
+    workload's tokens come from TRL's own counts: its RESULT line, else (a run cut by its timeout after its
+    steps) its printed per-step logs (cumulative ``num_tokens``, 4 significant digits); with neither the run has
+    no measured step, never the anchor's nominal count."""
     steps = got["steps_all"][1:]
     res = got.get("result", {})
+    n = len(got["steps_all"])
     if workload == "realistic" and res.get("real_tokens"):
-        n = len(got["steps_all"])
         tokens = [float(t) for t in res["real_tokens"][1:n]]
         per_sample = res.get("response_len_mean", [])[1:n]
         gen = [float(m) * REAL["prompts"] * REAL["gens"] for m in per_sample]
         reward = [float(r) for r in res.get("reward_mean", [])[1:n]]
+    elif workload == "realistic":
+        logs = got.get("logs", [])[:n]
+        total = [float(log["num_tokens"]) for log in logs]
+        tokens = [b - a for a, b in zip(total, total[1:], strict=False)]
+        gen = [float(log["completions/mean_length"]) * REAL["prompts"] * REAL["gens"] for log in logs[1:]]
+        reward = [float(log["reward"]) for log in logs[1:]]
     else:
         tokens = [float(TOKENS)] * len(steps)
         gen = [float(PROMPTS * GENS * COMPLETION_LEN)] * len(steps)
