@@ -236,7 +236,7 @@ class VLLMEngine:
                         list(prompts[i]),
                         self.tokenizer,
                         self._drafts(out.request_id),
-                        self._version,  # a stream runs between two loads: every token of this version
+                        self._version,  # no load runs inside a stream: all its tokens are of this version
                     )
                     if self.drafts is not None:
                         self.drafts.record(done.prompt_ids, done.token_ids)
