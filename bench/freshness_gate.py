@@ -47,7 +47,7 @@ def measure(name: str) -> dict[str, float | str | int]:
     vocab = int(policy.lm.config.vocab_size)
     prompts = [[(7 + 13 * i + 7 * k) % vocab for k in range(48)] for i in range(2)]
     gate = FreshnessGate.for_run(engine, prompts, None)
-    push_weights(policy, engine, gate=gate)  # warm-up: first calls pay one-time setup
+    push_weights(policy, engine, version=0, gate=gate)  # warm-up: first calls pay one-time setup
 
     def sent() -> None:
         fp = SentFingerprints()
@@ -60,8 +60,8 @@ def measure(name: str) -> dict[str, float | str | int]:
         policy.logprobs(gate.probe.batch())
         engine.score(gate.probe.sequences, gate.probe.prompt_lens)  # type: ignore[attr-defined]
 
-    push_s = _median_s(lambda: push_weights(policy, engine))
-    checks = [push_weights(policy, engine, gate=gate).check for _ in range(REPEATS)]
+    push_s = _median_s(lambda: push_weights(policy, engine, version=0))
+    checks = [push_weights(policy, engine, version=0, gate=gate).check for _ in range(REPEATS)]
     return {
         "model": name,
         "params": sum(p.numel() for p in policy.lm.parameters()),

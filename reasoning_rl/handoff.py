@@ -79,10 +79,11 @@ class Tally:
         return HandoffStats(bytes=self.bytes, seconds=seconds, tensors=self.tensors, check=check)
 
 
-def load_all(engine: RolloutEngine, tensors: Iterator[tuple[str, Tensor]]) -> None:
-    """``engine.load_weights`` on the stream, then drain what it left: the stream's collectives (all-gathers,
-    broadcasts) must complete on this rank as on its peers even when the engine stops early."""
-    engine.load_weights(tensors)
+def load_all(engine: RolloutEngine, tensors: Iterator[tuple[str, Tensor]], *, version: int) -> None:
+    """``engine.load_weights`` on the stream (policy ``version``), then drain what it left: the stream's
+    collectives (all-gathers, broadcasts) must complete on this rank as on its peers even when the engine stops
+    early."""
+    engine.load_weights(tensors, version=version)
     for _ in tensors:
         pass
 
@@ -91,13 +92,14 @@ def push_weights(
     policy: Policy,
     engine: RolloutEngine | None,
     *,
+    version: int,
     bucket_bytes: int = 256 << 20,
     gate: FreshnessGate | None = None,
-    step: int = 0,
     dtype: torch.dtype | None = None,
 ) -> HandoffStats:
     """Copy the policy's current weights into this rank's ``engine`` (None on ranks without one;
     rank 0 must have one), then, with a ``gate``, prove the engine holds them (``WeightSyncError`` if not).
+    ``version``: the policy version they are (the updates behind them), which the engine records and reports.
     ``dtype``: the engine's; each full tensor is cast to it where it was gathered, before it streams (fp32
     masters into a bf16 engine: half the bytes; the engine would round them the same way).
 
@@ -113,7 +115,7 @@ def push_weights(
         (name, tensor) for bucket in policy.iter_full_params(bucket_bytes, dtype) for name, tensor in bucket
     )
     if engine is not None:
-        load_all(engine, tensors)  # an engine that stopped early must not leave other ranks mid-gather
+        load_all(engine, tensors, version=version)  # stopping early must not leave other ranks mid-gather
     else:
         for _ in tensors:
             pass
@@ -122,6 +124,6 @@ def push_weights(
     check = (
         None
         if gate is None or tally.sent is None
-        else gate.check(policy, engine, tally.sent.result(), step=step)
+        else gate.check(policy, engine, tally.sent.result(), step=version)
     )
     return tally.stats(seconds, check)

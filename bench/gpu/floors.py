@@ -161,13 +161,15 @@ def handoff_floor(parts: Any) -> dict[str, Any]:
 
     plain, gated = [], []
     nbytes = 0
+    policy, engine = rank0(parts)
+    version = engine.version  # the run's last weights again: the engine keeps their version
     for _ in range(3):
-        stats = push_weights(*rank0(parts))
+        stats = push_weights(policy, engine, version=version)
         plain.append(stats.seconds)
         nbytes = stats.bytes
     for _ in range(3):
         t0 = time.perf_counter()
-        parts.push_weights(step=0, trace=None)  # as the step runs it (wake + copy + freshness check)
+        parts.push_weights(version=version, trace=None)  # as the step runs it (wake + copy + freshness check)
         gated.append(time.perf_counter() - t0)
     return {
         "seconds": round(statistics.median(plain), 4),

@@ -69,15 +69,19 @@ def measure(shape: str, rounds: int, work: Path) -> dict[str, Any]:
                 sent.observe(name, t)
             sent.result()
 
-        push_weights(policy, engine)  # warm-up of both paths and of the gate
-        parts.push_weights(step=0, trace=None)
+        push_weights(
+            policy, engine, version=0
+        )  # warm-up of both paths and of the gate (no update: version 0)
+        parts.push_weights(version=0, trace=None)
         times: dict[str, list[float]] = {}
         for _ in range(rounds):
             for path in paths:
                 engine.loads_in_place = path == "in_place"
-                times.setdefault(f"handoff:{path}", []).append(timed(lambda: push_weights(policy, engine)))
+                times.setdefault(f"handoff:{path}", []).append(
+                    timed(lambda: push_weights(policy, engine, version=0))
+                )
                 times.setdefault(f"handoff+check:{path}", []).append(
-                    timed(lambda: parts.push_weights(step=0, trace=None))
+                    timed(lambda: parts.push_weights(version=0, trace=None))
                 )
             engine.loads_in_place = in_place
             times.setdefault("fingerprints:grouped", []).append(timed(lambda: fingerprints(256 << 20)))

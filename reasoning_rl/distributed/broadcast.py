@@ -125,15 +125,16 @@ def receive_weights(
     engine: RolloutEngine,
     group: HandoffGroup,
     *,
+    version: int,
     gate: FreshnessGate | None,
-    step: int,
     swap: Swap | None = None,
 ) -> HandoffStats:
     """Rollout side: load what ``send_weights`` broadcasts into ``engine``; with a ``gate``, verify it
     (``WeightSyncError`` naming the tensor or the probe gap). The check is against what the TRAINER sent: what
     arrived is fingerprinted as received (exactly, in the sent dtype) and compared with the trainer's own
     fingerprints, and the engine against what arrived, so a tensor changed in transit fails too. LoRA adapters
-    go to ``engine.load_adapter`` and are compared with the engine's ``adapter_fingerprints()``.
+    go to ``engine.load_adapter`` and are compared with the engine's ``adapter_fingerprints()``. ``version``: the
+    policy version they are, which the engine records.
 
     ``swap`` (a live engine that keeps decoding, ``LiveEngine.swap``): every bucket is received first, while
     the engine decodes, and the load plus the gate then run inside ``swap``, between two decode steps."""
@@ -159,11 +160,13 @@ def receive_weights(
 
     def load() -> float:
         if adapter is not None:
-            cast(AdapterEngine, engine).load_adapter(stream, adapter)
+            cast(AdapterEngine, engine).load_adapter(stream, adapter, version=version)
             for _ in stream:  # drained like load_all's: the sender must not be left mid-broadcast
                 pass
         else:
-            load_all(engine, stream)  # an engine that stopped early must not leave the sender mid-broadcast
+            load_all(
+                engine, stream, version=version
+            )  # stopping early must not leave the sender mid-broadcast
         return time.perf_counter() - start
 
     def check(sent: Any) -> CheckResult | None:
@@ -174,7 +177,7 @@ def receive_weights(
         transit = compare_fingerprints(trainer_sent, EngineWeights(arrived.result()))
         prior = None if transit is None else f"what arrived differs from what the trainer sent: {transit}"
         return gate.verify(
-            trainer_lp, engine, tally.sent.result(), step=step, prior=prior, adapters=adapter is not None
+            trainer_lp, engine, tally.sent.result(), step=version, prior=prior, adapters=adapter is not None
         )
 
     def probe() -> Any:

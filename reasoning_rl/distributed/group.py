@@ -76,8 +76,9 @@ class RankBackend(Protocol):
         generating rank may answer; the group asks for ``live_*`` ones only of ranks that said they are live)."""
         ...
 
-    def handoff(self, step: int, bucket_bytes: int, traffic: Traffic) -> list[HandoffStats]:
-        """The policy's new weights into every engine; each rank's ``HandoffStats`` (training ranks first)."""
+    def handoff(self, version: int, bucket_bytes: int, traffic: Traffic) -> list[HandoffStats]:
+        """The policy's new weights (policy ``version``) into every engine; each rank's ``HandoffStats``
+        (training ranks first)."""
         ...
 
     def run(
@@ -120,8 +121,8 @@ class LocalRanks:
     ) -> list[R]:
         return self._apply(method, per_rank, None)
 
-    def handoff(self, step: int, bucket_bytes: int, traffic: Traffic) -> list[HandoffStats]:
-        return [self.worker.push_weights(step, bucket_bytes)]
+    def handoff(self, version: int, bucket_bytes: int, traffic: Traffic) -> list[HandoffStats]:
+        return [self.worker.push_weights(version, bucket_bytes)]
 
     def run(
         self,
@@ -234,9 +235,10 @@ class WorkerGroup:
             return engine if isinstance(engine, ContinuousEngine) else None
         return RemoteEngine(self) if all(self.call_engines(EngineRank.live)) else None
 
-    def push_weights(self, step: int, bucket_bytes: int) -> list[HandoffStats]:
-        """The update's weights into every engine: per rank ``HandoffStats``, training ranks first."""
-        return self.backend.handoff(step, bucket_bytes, self.traffic)
+    def push_weights(self, version: int, bucket_bytes: int) -> list[HandoffStats]:
+        """The update's weights (policy ``version``, which every engine records) into every engine: per rank
+        ``HandoffStats``, training ranks first."""
+        return self.backend.handoff(version, bucket_bytes, self.traffic)
 
     def take_traffic(self) -> Traffic:
         out, self.traffic = self.traffic, Traffic()

@@ -329,13 +329,13 @@ class RayRanks:
         """``method(*per_rank[r])`` on every generating rank r (the training ranks unless split)."""
         return self._run(self.engines, method, per_rank, Traffic(), first_rank=self._engine0)
 
-    def handoff(self, step: int, bucket_bytes: int, traffic: Traffic) -> list[HandoffStats]:
+    def handoff(self, version: int, bucket_bytes: int, traffic: Traffic) -> list[HandoffStats]:
         """New weights into every engine: colocated, each rank its own (``push_weights``); split, training
         rank 0 broadcasts to the rollout ranks (``send_weights`` / ``receive_weights``, all at once)."""
         if self.engines is self.train_actors:
-            return self.run(ModelWorker.push_weights, [RankArgs(step, bucket_bytes)] * self.world, traffic)
-        refs = [_submit(a, ModelWorker.send_weights, RankArgs(step, bucket_bytes)) for a in self.train_actors]
-        refs += [_submit(a, RolloutWorker.receive_weights, RankArgs(step)) for a in self.engines]
+            return self.run(ModelWorker.push_weights, [RankArgs(version, bucket_bytes)] * self.world, traffic)
+        refs = [_submit(a, ModelWorker.send_weights, RankArgs(bucket_bytes)) for a in self.train_actors]
+        refs += [_submit(a, RolloutWorker.receive_weights, RankArgs(version)) for a in self.engines]
         results: list[CallResult] = self._get(refs, "hand-off")
         names = [method_name(ModelWorker.send_weights)] * self.world
         names += [method_name(RolloutWorker.receive_weights)] * len(self.engines)

@@ -2,10 +2,11 @@
 
 The driver's ``RemoteEngine`` submits requests and takes their deltas (``advance``). Between those calls (while
 the trainer grades, updates and broadcasts the new weights) this rank's decode thread keeps stepping the
-engine as long as requests are live, buffering each step's deltas stamped with the policy version whose
-weights produced them. New weights are swapped in under the engine lock between two decode steps (``swap``):
-requests stay resident, their KV blocks kept as colocated continuous rollouts keep them, and continue with the
-new weights; the engine's cache salt (the weights it holds) keeps new requests off blocks of older weights.
+engine as long as requests are live, buffering each step's deltas (the engine stamps each with the policy
+version whose weights produced them). New weights are swapped in under the engine lock between two decode steps
+(``swap``): requests stay resident, their KV blocks kept as colocated continuous rollouts keep them, and continue
+with the new weights; the engine's cache salt (the weights it holds) keeps new requests off blocks of older
+weights.
 
 ``overlap=False`` (``rollout.overlap``) is the paused mode: no thread, the engine steps once per driver
 ``advance`` and nowhere else, so a split run is the single-process continuous run step for step.
@@ -18,7 +19,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TypeVar
 
 from reasoning_rl.rollout import ContinuousEngine, Delta, Request
@@ -40,9 +41,8 @@ class Advanced:
 class LiveEngine:
     """The rank's engine behind one lock, stepped by its own thread (overlap) or by the driver (paused)."""
 
-    def __init__(self, engine: ContinuousEngine, *, overlap: bool, version: int = 0) -> None:
+    def __init__(self, engine: ContinuousEngine, *, overlap: bool) -> None:
         self.engine = engine
-        self.version = version  # the policy version of the weights the engine holds
         self.overlapped = 0  # tokens decoded between the driver's last advance and the last swap
         self._cond = threading.Condition()  # the engine lock: a step, submit, abort, stream or swap at a time
         self._count = threading.Lock()  # guards _waiting
@@ -86,14 +86,17 @@ class LiveEngine:
             self._live -= gone
             self._buffer = [d for d in self._buffer if d.id not in gone]
 
-    def swap(self, load: Callable[[], T], version: int) -> T:
-        """Run ``load`` (the new weights into the engine, then the freshness gate) between two decode steps;
-        the engine is at ``version`` from then on. Records the tokens the overlap decoded meanwhile."""
+    @property
+    def version(self) -> int:
+        """The policy version the engine holds (its own record; a swap changes it under the engine lock)."""
+        return self.engine.version
+
+    def swap(self, load: Callable[[], T]) -> T:
+        """Run ``load`` (the new weights into the engine, which records their version, then the freshness
+        gate) between two decode steps. Records the tokens the overlap decoded meanwhile."""
         with self.exclusive():
             self.overlapped = self._since_advance
-            result = load()
-            self.version = version
-            return result
+            return load()
 
     @contextmanager
     def exclusive(self) -> Iterator[None]:
@@ -123,8 +126,8 @@ class LiveEngine:
 
     # ------------------------------------------------------------------------------------ decoding
     def _step(self) -> list[Delta]:
-        """One engine step (engine lock held), each delta stamped with the version that produced it."""
-        deltas = [replace(d, version=self.version) for d in self.engine.advance()]
+        """One engine step (engine lock held); the engine stamps each delta with the version that produced it."""
+        deltas = self.engine.advance()
         for d in deltas:
             self._since_advance += len(d.token_ids)
             if d.finished:

@@ -8,7 +8,7 @@ Generating ranks are of two classes (a colocated ``ModelWorker``, split placemen
 the driver may ask of them is a protocol each declares it implements: ``EngineRank``; ``LiveRank`` adds the
 continuous-rollout calls only split placement's rollout ranks answer.
 
-Public names (stable): ``RankArgs``, ``method_name``, ``apply``, ``EngineRank``, ``LiveRank``.
+Public names (stable): ``RankArgs``, ``method_name``, ``apply``, ``EngineRank``, ``LiveRank``, ``one_version``.
 """
 
 from __future__ import annotations
@@ -54,6 +54,10 @@ class EngineRank(Protocol):
 
     def engine_asleep(self) -> bool: ...
 
+    def engine_version(self) -> int:
+        """The policy version of the weights this rank's engine holds (the engine's own record)."""
+        ...
+
     def live(self) -> bool:
         """Whether this rank's engine decodes on its own between the driver's calls (then it is a ``LiveRank``)."""
         ...
@@ -67,3 +71,16 @@ class LiveRank(EngineRank, Protocol):
     def live_advance(self) -> Advanced: ...
 
     def live_abort(self, ids: list[str]) -> None: ...
+
+    def live_version(self) -> int:
+        """The policy version the live engine holds now (a swap changes it between two decode steps)."""
+        ...
+
+
+def one_version(versions: list[int]) -> int:
+    """The version every generating rank reports; ranks that disagree are a missed hand-off: an error."""
+    if len(set(versions)) != 1:
+        raise RuntimeError(
+            f"the rollout ranks hold different policy versions {versions}: a hand-off was missed"
+        )
+    return versions[0]

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Concatenate, ParamSpec, Protocol, TypeVar
 
-from reasoning_rl.distributed.rank import LiveRank, RankArgs
+from reasoning_rl.distributed.rank import LiveRank, RankArgs, one_version
 from reasoning_rl.rollout import Delta, Request
 
 P = ParamSpec("P")
@@ -68,3 +68,10 @@ class RemoteEngine:
     def running(self) -> int:
         """The ranks' running batches at the last ``advance`` (asked right after it: no extra call)."""
         return self._running
+
+    @property
+    def version(self) -> int:
+        """The policy version the rollout ranks' engines hold (each rank's own record; they must agree)."""
+        return one_version(
+            self.ranks.call_live(LiveRank.live_version, [RankArgs() for _ in range(self.count)])
+        )

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import replace
-from functools import partial
 from typing import Any
 
 from reasoning_rl.distributed.broadcast import HandoffGroup, receive_weights
@@ -99,6 +98,9 @@ class RolloutWorker(LiveRank):
     def live_abort(self, ids: list[str]) -> None:
         self._live().abort(ids)
 
+    def live_version(self) -> int:
+        return self._live().version
+
     def _live(self) -> LiveEngine:
         if self.live_engine is None:
             raise RuntimeError("continuous rollout calls on a rollout rank built with rollout.max_lag=0")
@@ -113,14 +115,17 @@ class RolloutWorker(LiveRank):
     def engine_asleep(self) -> bool:
         return bool(self.engine.asleep)
 
-    def receive_weights(self, step: int) -> HandoffStats:
-        """The weights of the update just done (``HandoffStats``; with the gate, its check). A live engine
-        keeps decoding while they arrive, then swaps them in (version ``step``) and reports what it decoded
-        during the update."""
+    def engine_version(self) -> int:
+        return self.engine.version
+
+    def receive_weights(self, version: int) -> HandoffStats:
+        """The weights of the update just done, policy ``version`` (``HandoffStats``; with the gate, its check).
+        A live engine keeps decoding while they arrive, then swaps them in and reports what it decoded during
+        the update."""
         if self.live_engine is None:
-            return receive_weights(self.engine, self.handoff, gate=self.gate, step=step)
-        swap = partial(self.live_engine.swap, version=step)
-        stats = receive_weights(self.engine, self.handoff, gate=self.gate, step=step, swap=swap)
+            return receive_weights(self.engine, self.handoff, version=version, gate=self.gate)
+        swap = self.live_engine.swap
+        stats = receive_weights(self.engine, self.handoff, version=version, gate=self.gate, swap=swap)
         return replace(stats, overlap_tokens=self.live_engine.overlapped)
 
     def stats(self) -> dict[str, Any]:

@@ -20,7 +20,7 @@ from torch import Tensor
 
 from reasoning_rl.algorithms import AggMode, LossConfig
 from reasoning_rl.distributed.group import WorkerGroup
-from reasoning_rl.distributed.rank import EngineRank, RankArgs
+from reasoning_rl.distributed.rank import EngineRank, RankArgs, one_version
 from reasoning_rl.distributed.worker import ModelWorker
 from reasoning_rl.factory import Models
 from reasoning_rl.policy.batch import TokenBatch
@@ -159,7 +159,7 @@ class GroupEngine:
     def generate(self, prompts: list[list[int]], sampling: SamplingConfig) -> list[Completion]:
         return sorted(self.stream(prompts, sampling), key=lambda c: (c.prompt_index, c.sample_index))
 
-    def load_weights(self, named_tensors: Iterable[tuple[str, Tensor]]) -> None:
+    def load_weights(self, named_tensors: Iterable[tuple[str, Tensor]], *, version: int) -> None:
         raise NotImplementedError(
             "the group's engines load weights rank by rank from the policy shards (Components.push_weights)"
         )
@@ -173,3 +173,8 @@ class GroupEngine:
     @property
     def asleep(self) -> bool:
         return self.group.call_engines(EngineRank.engine_asleep)[0]
+
+    @property
+    def version(self) -> int:
+        """The policy version every rank's engine holds (each engine's own record; they must agree)."""
+        return one_version(self.group.call_engines(EngineRank.engine_version))

@@ -160,13 +160,17 @@ class ModelWorker(EngineRank):
     def engine_asleep(self) -> bool:
         return bool(self._engine().asleep)
 
+    def engine_version(self) -> int:
+        return self._engine().version
+
     def live(self) -> bool:
         """Whether this rank's engine decodes on its own between the driver's calls: never on a colocated
         rank (its engine is the driver's to step; only split placement's rollout ranks run a ``LiveEngine``)."""
         return False
 
-    def push_weights(self, step: int, bucket_bytes: int) -> HandoffStats:
-        """Wake this rank's engine and stream the policy's weights into it (collective): ``HandoffStats``."""
+    def push_weights(self, version: int, bucket_bytes: int) -> HandoffStats:
+        """Wake this rank's engine and stream the policy's weights (policy ``version``) into it (collective):
+        ``HandoffStats``."""
         from reasoning_rl.handoff import push_weights
 
         engine = self._engine()
@@ -174,13 +178,13 @@ class ModelWorker(EngineRank):
         return push_weights(
             self.models.policy,
             engine,
+            version=version,
             bucket_bytes=bucket_bytes,
             gate=self.gate,
-            step=step,
             dtype=self.handoff_dtype,
         )
 
-    def send_weights(self, step: int, bucket_bytes: int) -> HandoffStats:
+    def send_weights(self, bucket_bytes: int) -> HandoffStats:
         """Split placement (collective over the training ranks, with the rollout ranks' ``receive_weights``):
         broadcast the policy's full weights to the rollout ranks; ``HandoffStats``."""
         from reasoning_rl.distributed.broadcast import send_weights

@@ -35,8 +35,11 @@ def peft_state_name(name: str) -> str:
 class AdapterEngine(Protocol):
     """A rollout engine that serves its base model with one LoRA adapter, replaced by ``load_adapter``."""
 
-    def load_adapter(self, named_tensors: Iterable[tuple[str, Tensor]], config: dict[str, Any]) -> None:
-        """Serve ``named_tensors`` (PEFT keys) as the adapter, ``config`` its PEFT ``adapter_config.json``."""
+    def load_adapter(
+        self, named_tensors: Iterable[tuple[str, Tensor]], config: dict[str, Any], *, version: int
+    ) -> None:
+        """Serve ``named_tensors`` (PEFT keys) as the adapter, ``config`` its PEFT ``adapter_config.json``;
+        the engine holds policy version ``version`` from then on (as after ``load_weights``)."""
         ...
 
     def adapter_fingerprints(self) -> EngineWeights:

@@ -84,7 +84,7 @@ class Completion:
     mask: list[int] | None = None
     turns: list[ToolTurn] = field(default_factory=list)
     error: str = ""
-    versions: list[int] | None = None  # continuous rollouts: the policy version that sampled each token
+    versions: list[int] | None = None  # the engine's version that sampled each token (None: unknown)
     drafts: DraftCounts | None = None  # rollout.speculative: what the engine's speculation did for it
 
 
@@ -109,9 +109,9 @@ class Request:
 class Delta:
     """What one engine step added to a live request: new tokens with their log-probs (and text when stop
     strings need it live), whether it finished and why, and the prompt tokens served from the prefix cache
-    (reported with the request's first delta, None after). ``version``: the policy version whose weights
-    sampled these tokens, where the engine steps on its own (split placement's rollout ranks decode during
-    the update); None: the version of the step that advanced it."""
+    (reported with the request's first delta, None after). ``version``: the policy version of the weights
+    that sampled these tokens, stamped by the engine when it stepped (the engine owns its version; a rollout
+    rank that decodes during the update stamps the old version until the swap), never filled in afterwards."""
 
     id: str
     token_ids: list[int]
@@ -121,7 +121,7 @@ class Delta:
     finish_reason: str
     cached_tokens: int | None = None
     drafts: DraftCounts | None = None  # rollout.speculative: the request's counts, on its finishing delta
-    version: int | None = None
+    version: int = field(kw_only=True)
 
 
 @runtime_checkable
@@ -145,6 +145,11 @@ class ContinuousEngine(Protocol):
         """Requests in the engine's running batch now (the number that shows whether the tail is gone)."""
         ...
 
+    @property
+    def version(self) -> int:
+        """The policy version of the weights the engine holds (``RolloutEngine.version``)."""
+        ...
+
 
 @runtime_checkable
 class RolloutEngine(Protocol):
@@ -158,8 +163,15 @@ class RolloutEngine(Protocol):
         """Yield each completion as soon as it finishes (so grading can overlap generation)."""
         ...
 
-    def load_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]]) -> None:
-        """Replace the weights with these (HF checkpoint names; consumed lazily, one pass)."""
+    def load_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]], *, version: int) -> None:
+        """Replace the weights with these (HF checkpoint names; consumed lazily, one pass), policy version
+        ``version`` (the updates behind them), which the engine reports from then on."""
+        ...
+
+    @property
+    def version(self) -> int:
+        """The policy version of the weights the engine holds: 0 for those it was built with, else what the
+        last ``load_weights`` was given. The one record of it: the trainer asks, never computes it."""
         ...
 
     def sleep(self, keep_weights: bool = True) -> None:

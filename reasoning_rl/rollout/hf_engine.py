@@ -47,6 +47,7 @@ class HFEngine:
         self._params = dict(self.model.named_parameters())
         self._asleep = False
         self._adapters: dict[str, torch.Tensor] | None = None  # PEFT key -> live adapter parameter
+        self._version = 0  # the policy version of the weights it holds (0: those it was built with)
 
     def stream(self, prompts: list[list[int]], sampling: SamplingConfig) -> Iterator[Completion]:
         check_prompts(prompts, self.max_model_len)
@@ -119,7 +120,8 @@ class HFEngine:
         else:
             text = self.tokenizer.decode(token_ids, skip_special_tokens=True)
         lps = logp[torch.arange(len(token_ids)), torch.tensor(token_ids)].tolist()
-        return Completion(index, j, list(prompt), token_ids, lps, text, finish)
+        versions = [self._version] * len(token_ids)
+        return Completion(index, j, list(prompt), token_ids, lps, text, finish, versions=versions)
 
     def score(self, sequences: list[list[int]], prompt_lens: list[int]) -> list[list[float]]:
         """Log-probs of ``seq[prompt_len:]`` under the engine's weights (the freshness probe's engine side)."""
@@ -136,14 +138,21 @@ class HFEngine:
         """Checksums of the parameters the engine computes with (HF names, nothing fused)."""
         return EngineWeights(fingerprint_tensors(self.model.named_parameters()))
 
-    def load_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]]) -> None:
+    @property
+    def version(self) -> int:
+        return self._version
+
+    def load_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]], *, version: int) -> None:
         with torch.no_grad():
             for name, tensor in named_tensors:
                 if name not in self._params:
                     raise RolloutError(f"load_weights: the model has no parameter {name!r}")
                 self._params[name].copy_(tensor)
+        self._version = version
 
-    def load_adapter(self, named_tensors: Iterable[tuple[str, torch.Tensor]], config: dict[str, Any]) -> None:
+    def load_adapter(
+        self, named_tensors: Iterable[tuple[str, torch.Tensor]], config: dict[str, Any], *, version: int
+    ) -> None:
         """Serve the base model with this LoRA adapter (``AdapterEngine``): PEFT injects its layers into the
         model on the first call; every call copies the tensors in (PEFT keys) and refuses an unknown one."""
         if self._adapters is None:
@@ -159,6 +168,7 @@ class HFEngine:
                 if name not in self._adapters:
                     raise RolloutError(f"load_adapter: the model has no adapter parameter {name!r}")
                 self._adapters[name].copy_(tensor)
+        self._version = version
 
     def adapter_fingerprints(self) -> EngineWeights:
         """Checksums of the adapter parameters the engine computes with, under PEFT keys."""

@@ -104,11 +104,13 @@ class VLLMEngine:
         self._counter = 0
         self._live: set[str] = set()  # continuous requests (``submit``): resident across streams and updates
         self._whole: set[str] = set()  # those whose one output holds the whole response (deltas=False)
-        self._held: list[Any] = []  # their outputs from steps a stream or score() took, for ``advance``
+        # their outputs from steps a stream or score() took, for ``advance``, each with the version that made it
+        self._held: list[tuple[Any, int]] = []
         self._lora: Any = None  # the LoRARequest of the live adapter (split placement's adapter hand-off)
         self._lora_dir: str | None = None
         self._cleanup: weakref.finalize | None = None  # removes ``_lora_dir`` (close, collection or exit)
         self._loads = 0  # weight/adapter loads so far: the cache salt of what the engine holds now
+        self._version = 0  # the policy version of the weights it holds (0: those it was built with)
         self._reset_pending = False  # a prefix-cache reset vLLM refused, retried once nothing is resident
         if speculative is not None and speculative.on:
             kw.update(speculative_config=speculative_config(speculative))
@@ -158,8 +160,14 @@ class VLLMEngine:
 
         return TokensPrompt(prompt_token_ids=list(token_ids), cache_salt=self.cache_salt)
 
-    def _loaded(self) -> None:
-        """After new weights or a new adapter: a new salt, and the old blocks dropped where vLLM agrees."""
+    @property
+    def version(self) -> int:
+        return self._version
+
+    def _loaded(self, version: int) -> None:
+        """After new weights or a new adapter (policy ``version``): a new salt, and the old blocks dropped
+        where vLLM agrees."""
+        self._version = version
         self._loads += 1
         self._reset_pending = True
         self._reset()
@@ -230,7 +238,13 @@ class VLLMEngine:
                     pending.discard(out.request_id)
                     i, j = where[out.request_id]
                     done = to_completion(
-                        out, i, j, list(prompts[i]), self.tokenizer, self._drafts(out.request_id)
+                        out,
+                        i,
+                        j,
+                        list(prompts[i]),
+                        self.tokenizer,
+                        self._drafts(out.request_id),
+                        self._version,  # no load runs inside a stream: all its tokens are of this version
                     )
                     if self.drafts is not None:
                         self.drafts.record(done.prompt_ids, done.token_ids)
@@ -304,7 +318,7 @@ class VLLMEngine:
             self._step()  # continuous requests' outputs are held; this step's are taken below, not next call
         outs, self._held = self._held, []
         found = []
-        for out in outs:
+        for out, version in outs:
             (seq,) = out.outputs
             token_ids = list(seq.token_ids)
             logprobs = (
@@ -328,6 +342,7 @@ class VLLMEngine:
                     finish_reason="length" if seq.finish_reason == "length" else "stop",
                     cached_tokens=out.num_cached_tokens,
                     drafts=self._drafts(out.request_id) if out.finished else None,
+                    version=version,
                 )
             )
         return found
@@ -337,7 +352,7 @@ class VLLMEngine:
         self._forget(ids)
         self._live.difference_update(ids)
         self._whole.difference_update(ids)
-        self._held = [o for o in self._held if o.request_id not in set(ids)]
+        self._held = [(o, v) for o, v in self._held if o.request_id not in set(ids)]
         self._retry_reset()
 
     def running(self) -> int:
@@ -371,7 +386,10 @@ class VLLMEngine:
         """One engine step; the outputs of continuous requests are held for ``advance``."""
         outs: list[Any] = []
         for out in self.llm.llm_engine.step():
-            (self._held if out.request_id in self._live else outs).append(out)
+            if out.request_id in self._live:
+                self._held.append((out, self._version))
+            else:
+                outs.append(out)
         return outs
 
     def weight_fingerprints(self) -> EngineWeights:
@@ -385,7 +403,7 @@ class VLLMEngine:
         fingerprints, packed = found[0]
         return EngineWeights(fingerprints, packed)
 
-    def load_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]]) -> None:
+    def load_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]], *, version: int) -> None:
         """Copy new weights into the engine. Where every layer is unquantized and unpacked (``copies_in_place``:
         any CUDA engine of ours) the model's own loader copies them straight into vLLM's tensors
         (``load_in_place``); otherwise (vLLM's CPU backend pre-packs linear weights) vLLM's layer-wise
@@ -409,9 +427,11 @@ class VLLMEngine:
                 kwargs={"weights_iterator": iter(named_tensors), "is_checkpoint_format": True},
             )
             self.llm.apply_model(refresh_tied_head)
-        self._loaded()
+        self._loaded(version)
 
-    def load_adapter(self, named_tensors: Iterable[tuple[str, torch.Tensor]], config: dict[str, Any]) -> None:
+    def load_adapter(
+        self, named_tensors: Iterable[tuple[str, torch.Tensor]], config: dict[str, Any], *, version: int
+    ) -> None:
         """Serve the base model with this LoRA adapter through vLLM's LoRA support (``AdapterEngine``; the
         engine must be built with ``enable_lora``): the tensors (PEFT keys) are written as a PEFT adapter
         directory, which ``add_lora`` loads in place of the previous one; every request then carries it. Each
@@ -439,7 +459,7 @@ class VLLMEngine:
         if self._cleanup is not None:
             self._cleanup()  # the replaced adapter's directory
         self._lora, self._lora_dir, self._cleanup = lora, str(root), cleanup
-        self._loaded()
+        self._loaded(version)
 
     def adapter_fingerprints(self) -> EngineWeights:
         """Checksums of the adapter file vLLM loaded (what its LoRA loader read), under PEFT keys."""

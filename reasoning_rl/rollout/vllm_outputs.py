@@ -29,8 +29,10 @@ def to_completion(
     prompt_ids: list[int],
     tokenizer: Any,
     drafts: DraftCounts | None,
+    version: int,
 ) -> Completion:
-    """A finished vLLM ``RequestOutput`` (one sample) with its draft counts (None with speculation off)."""
+    """A finished vLLM ``RequestOutput`` (one sample) with its draft counts (None with speculation off),
+    sampled by policy ``version``."""
     (seq,) = out.outputs
     token_ids = list(seq.token_ids)
     text = seq.text or tokenizer.decode(
@@ -49,5 +51,6 @@ def to_completion(
         logprobs=logprobs,
         text=text,
         finish_reason="length" if seq.finish_reason == "length" else "stop",
+        versions=[version] * len(token_ids),
         drafts=drafts,
     )

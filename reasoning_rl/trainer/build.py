@@ -128,10 +128,17 @@ class Components:
             self.cfg.rollout, seed=seed if self.seed_per_sample else None, logprobs=self.plan.engine_logprobs
         )
 
-    def engine_ready(self) -> None:
-        """Awake and holding the policy's current weights (a sleep for the update drops them)."""
+    def engine_ready(self, version: int) -> None:
+        """Awake and holding the policy's current weights, policy ``version`` (the updates done): a sleep for
+        the update drops them, and reloading them is their version's load, never version 0's. An engine at
+        another version is a missed hand-off: an error, not something to reload over."""
         if self.engine.asleep:
-            self.push_weights(step=0, trace=None)
+            self.push_weights(version=version, trace=None)
+        held = self.engine.version
+        if held != version:
+            raise RuntimeError(
+                f"the engine holds policy version {held}, the policy is at {version}: a missed hand-off"
+            )
 
     def engine_sleep(self) -> None:
         """Free the engine's memory for the trainer's passes. Its weights are dropped too: ``push_weights``
@@ -143,11 +150,13 @@ class Components:
         return float(self.group.call_all(ModelWorker.lr)[0])
 
     # ------------------------------------------------------------------------------------ hand-off
-    def push_weights(self, *, step: int, trace: TraceWriter | None) -> dict[str, float]:
-        """Every rank streams its policy shards into its own engine (woken first); rank 0's stats are the
-        step's metrics, and each rank's bytes and GB/s go to the trace."""
+    def push_weights(self, *, version: int, trace: TraceWriter | None) -> dict[str, float]:
+        """Every rank streams its policy shards, policy ``version`` (the updates done: step k's update makes
+        version k, traced as step k), into its own engine (woken first), which records that version; rank 0's
+        stats are the step's metrics, and each rank's bytes and GB/s go to the trace."""
+        step = version
         start = time.time()
-        per_rank = self.group.push_weights(step, self.cfg.rollout.handoff_bucket_mb << 20)
+        per_rank = self.group.push_weights(version, self.cfg.rollout.handoff_bucket_mb << 20)
         stats = per_rank[0]
         if trace is not None:
             for rank, comm in enumerate(self.group.call_all(ModelWorker.comm_bytes)):

@@ -5,7 +5,9 @@ Each step admits groups up to ``B x (1 + rollout.max_lag)`` (prompts drawn from 
 steps the engine until the schedule can pick ``B`` finished groups (graded as each sample finishes, the way
 ``collect`` does), and returns them as the step's ``Rollouts``. The others stay in the engine: not stepping
 it during the update and the hand-off is pausing it, and they continue with the new weights. Every token
-carries the policy version that sampled it (``Completion.versions``) next to its behaviour log-prob.
+carries the policy version that sampled it (``Completion.versions``) next to its behaviour log-prob: the
+engine's own stamp on each delta. The step's version is the engine's too (``engine.version``), checked against
+the trainer's count of updates, never computed in its place.
 
 Where the engine sleeps for the update (its memory is the trainer's), ``park`` stops the unfinished requests
 first and the next step resubmits each as its prompt plus its partial tokens (one prefill): the path taken is
@@ -107,8 +109,9 @@ class Frontier:
 
     # ----------------------------------------------------------------------------------------- a step
     def next_batch(self, step: int, trace: TraceWriter) -> tuple[Rollouts, dict[str, float]]:
-        """Step ``step``'s ``B`` graded groups (trainer and engine at version ``step - 1``) and its rollout metrics."""
-        version = step - 1
+        """Step ``step``'s ``B`` graded groups and its rollout metrics, at the version the engine holds (which
+        must be the trainer's ``step - 1``: its updates so far)."""
+        version = self._engine_version(step)
         t0 = time.time()
         self._resubmit()
         self._admit(version, step)
@@ -136,7 +139,7 @@ class Frontier:
                     )
                 t = time.time()
                 for delta in self.engine.advance():
-                    self._take(delta, version)
+                    self._take(delta)
                     generated += len(delta.token_ids)
                 progress()
                 fault_point("generate")  # a crash test's mid-generation
@@ -175,6 +178,17 @@ class Frontier:
         self.engine.abort(list(self.live))
         self.waiting.extend(self.live.values())
         self.live.clear()
+
+    def _engine_version(self, step: int) -> int:
+        """The engine's version; one other than the trainer's updates so far is a missed or misnumbered
+        hand-off (a bug), stopped here rather than trained with wrong lags."""
+        version = self.engine.version
+        if version != step - 1:
+            raise RuntimeError(
+                f"step {step}: the engine holds policy version {version}, the trainer is at {step - 1} "
+                "(a weight hand-off was missed or misnumbered)"
+            )
+        return version
 
     # ------------------------------------------------------------------------------------- admission
     def _admit(self, version: int, step: int) -> None:
@@ -220,11 +234,11 @@ class Frontier:
         )
 
     # ------------------------------------------------------------------------------------ completions
-    def _take(self, delta: Delta, version: int) -> None:
+    def _take(self, delta: Delta) -> None:
         part = self.live[delta.id]
         part.token_ids += delta.token_ids
         part.logprobs += delta.logprobs
-        part.versions += [version if delta.version is None else delta.version] * len(delta.token_ids)
+        part.versions += [delta.version] * len(delta.token_ids)
         part.text += delta.text
         if part.cached_tokens is None:
             part.cached_tokens = delta.cached_tokens

@@ -141,7 +141,7 @@ class Trainer:
                 raise TrainError(f"cannot resume {info.path}: {exc}") from None
             parts.load_checkpoint(info.path)
             CheckpointManager.load_rng(info.path)
-            parts.push_weights(step=start_step, trace=None)
+            parts.push_weights(version=start_step, trace=None)  # the checkpoint's start_step updates
             self.console.print(f"resumed from {info.path} (step {start_step})")
         self.frontier = self._frontier(parts, sampler)
         if self.frontier is not None and info is not None and state is not None and state.get("frontier"):
@@ -221,7 +221,7 @@ class Trainer:
         batch, batch_metrics = make_train_batch(rollouts, parts.models, parts.plan, trace=trace, step=step)
         self.guard.enter(step)  # from here the models change: Ctrl-C waits for the step's end
         trained = update(parts.models, batch, parts.plan, trace=trace, step=step)  # policy (+ critic) steps
-        handoff = parts.push_weights(step=step, trace=trace)  # new weights into the engine
+        handoff = parts.push_weights(version=step, trace=trace)  # step's update made version step
         return {
             **self._rollout_metrics(rollouts),
             **flow,
@@ -406,7 +406,7 @@ class Trainer:
     ) -> EvalResult:
         cfg = self.cfg
         with trace.span("eval", step) as attrs:
-            parts.engine_ready()
+            parts.engine_ready(version=step)  # after step's update (step 0: the start weights)
             result = evaluate(
                 parts.engine,
                 parts.pool,

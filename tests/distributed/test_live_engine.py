@@ -1,6 +1,7 @@
 """``LiveEngine`` (a split rollout rank's engine, decoding on its own) and ``RemoteEngine`` (the driver's view of
 the rollout ranks) on a fake continuous engine: deltas buffered and none lost or duplicated, every token stamped
-with the version of the weights that produced it, the swap between two decode steps, abort, the paused mode
+with the version of the weights that produced it (the engine's own), the swap between two decode steps, abort,
+the paused mode
 stepping only when asked, the decode thread's failure surfacing, and the thread stopping on close. The last test
 swaps real weights (the HF engine) through ``receive_weights``: a dropped tensor fails that step's swap; a
 plugin engine that only streams is never made live (the driver refuses the run)."""
@@ -25,11 +26,17 @@ from reasoning_rl.rollout import Delta, Request, SamplingConfig
 
 class FakeEngine:
     """A continuous engine whose request ``r`` yields tokens 0, 1, ... up to its ``max_tokens``, one per step
-    (log-prob -token); it fails the test if two threads ever step or change it at once."""
+    (log-prob -token), each stamped with the version it holds; it fails the test if two threads ever step or
+    change it at once."""
 
     def __init__(
-        self, step_s: float = 0.0, fail_at: int | None = None, gate: threading.Event | None = None
+        self,
+        step_s: float = 0.0,
+        fail_at: int | None = None,
+        gate: threading.Event | None = None,
+        version: int = 0,
     ) -> None:
+        self.version = version
         self.gate = gate  # when given, each step waits for it (the test decides when a step ends)
         self.left: dict[str, int] = {}
         self.made: dict[str, int] = {}
@@ -66,9 +73,16 @@ class FakeEngine:
             done = self.left[rid] == 0
             if done:
                 del self.left[rid]
-            out.append(Delta(rid, [tok], [-float(tok)], "", done, "length" if done else ""))
+            out.append(
+                Delta(rid, [tok], [-float(tok)], "", done, "length" if done else "", version=self.version)
+            )
         self.busy = False
         return out
+
+    def load_weights(self, named_tensors: Any, *, version: int) -> None:
+        self._enter()
+        self.version = version
+        self.busy = False
 
     def abort(self, ids: list[str]) -> None:
         self._enter()
@@ -102,7 +116,8 @@ def _tokens(deltas: list[Delta]) -> list[int]:
 
 def test_overlap_decodes_without_the_driver_and_loses_or_repeats_nothing() -> None:
     engine = FakeEngine(step_s=0.001)
-    live = LiveEngine(engine, overlap=True, version=3)
+    engine.version = 3
+    live = LiveEngine(engine, overlap=True)
     try:
         live.submit(_requests(4, 30))
         deadline = time.monotonic() + 10
@@ -133,7 +148,8 @@ def test_paused_steps_exactly_once_per_advance() -> None:
         ],
         2,
     )
-    assert live.swap(lambda: "loaded", version=1) == "loaded" and live.overlapped == 0
+    assert live.swap(lambda: engine.load_weights([], version=1)) is None and live.overlapped == 0
+    assert live.version == 1  # the engine's own record
     got = _drain(live, {"r0", "r1"})
     assert engine.steps == 3
     assert [d.version for d in got["r0"]] == [1, 1]  # decoded after the swap: the new version
@@ -158,9 +174,10 @@ def test_swap_runs_between_two_steps_and_stamps_the_new_version() -> None:
             steps = engine.steps
             time.sleep(0.05)  # a slow load: the thread must wait for it
             assert engine.steps == steps
+            engine.load_weights([], version=1)
             return steps
 
-        at = live.swap(load, version=1)
+        at = live.swap(load)
         assert live.version == 1
         assert live.overlapped > 0
         got = _drain(live, {"r0", "r1"})
@@ -291,8 +308,9 @@ def test_remote_engine_keeps_a_group_on_one_rank_and_gathers_every_rank() -> Non
 
 def test_swap_with_a_dropped_tensor_fails_the_step(tiny_model_dir: Any) -> None:
     """Real weights through ``receive_weights`` with a live engine's swap (the HF engine takes them, the
-    trainer's side sends over an in-process wire): a correct hand-off passes the gate inside the swap and moves
-    the version; one that drops a tensor fails the step naming it, and the engine stays at its version."""
+    trainer's side sends over an in-process wire): a correct hand-off passes the gate inside the swap and the
+    engine records the version it was given; one that drops a tensor fails the step naming it (the engine
+    records the version it loaded, one tensor short: the gate's failure stops the run)."""
     from reasoning_rl.algorithms import LossConfig
     from reasoning_rl.distributed.broadcast import receive_weights, send_weights
     from reasoning_rl.freshness import FreshnessGate, Probe, WeightSyncError
@@ -314,7 +332,9 @@ def test_swap_with_a_dropped_tensor_fails_the_step(tiny_model_dir: Any) -> None:
             batch = TokenBatch([torch.randint(7, 90, (20,), generator=g) for _ in range(4)], [10] * 4)
             policy.train_step(batch, torch.randn(4, generator=g), None, None, LossConfig())
             if drop:
-                engine.load_weights = lambda it: good((n, t) for n, t in it if n != name)  # type: ignore[method-assign]
+                engine.load_weights = lambda it, *, version: good(  # type: ignore[method-assign]
+                    ((n, t) for n, t in it if n != name), version=version
+                )
             wire = InProcessWire()
             gate = FreshnessGate(Probe.from_prompts(prompts))
             sender = threading.Thread(
@@ -323,16 +343,15 @@ def test_swap_with_a_dropped_tensor_fails_the_step(tiny_model_dir: Any) -> None:
                 kwargs={"bucket_bytes": 1 << 16, "gate": gate},
             )
             sender.start()
-            swap = lambda load, step=step: live.swap(load, version=step)  # noqa: E731
             try:
                 if not drop:
-                    stats = receive_weights(engine, wire.end(1), gate=gate, step=step, swap=swap)
+                    stats = receive_weights(engine, wire.end(1), version=step, gate=gate, swap=live.swap)
                     assert stats.check is not None and stats.check.probe_gap <= stats.check.probe_tol
-                    assert live.version == 1
+                    assert engine.version == 1
                 else:
                     with pytest.raises(WeightSyncError, match=rf"hand-off of step 2: tensor {name}"):
-                        receive_weights(engine, wire.end(1), gate=gate, step=step, swap=swap)
-                    assert live.version == 1
+                        receive_weights(engine, wire.end(1), version=step, gate=gate, swap=live.swap)
+                    assert engine.version == 2
             finally:
                 sender.join(60)
         assert decoding.steps > 0  # it decoded throughout

@@ -34,9 +34,11 @@ def main(model_dir: str, out_dir: str) -> None:
         policy.train_step(batch, torch.randn(2, generator=g), None, None, LossConfig())
         if step == 2 and rank == 1:
             good = engine.load_weights
-            engine.load_weights = lambda it, good=good: good((n, t) for n, t in it if n != DROPPED)  # type: ignore[method-assign]
+            engine.load_weights = lambda it, *, version, good=good: good(
+                ((n, t) for n, t in it if n != DROPPED), version=version
+            )  # type: ignore[method-assign]
         try:
-            stats = push_weights(policy, engine, gate=gate, step=step)
+            stats = push_weights(policy, engine, gate=gate, version=step)
             report[f"step{step}"] = {"ok": True, "probe_gap": stats.check.probe_gap if stats.check else None}
         except WeightSyncError as exc:
             report[f"step{step}"] = {"ok": False, "error": str(exc)}

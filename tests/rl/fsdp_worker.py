@@ -64,7 +64,7 @@ def run(
         from reasoning_rl.rollout.hf_engine import HFEngine
 
         engine = HFEngine(model_dir, dtype="float32", device="cpu")
-    stats = push_weights(policy, engine, bucket_bytes=64 << 10)
+    stats = push_weights(policy, engine, version=1, bucket_bytes=64 << 10)
     full = {name: t.clone() for bucket in policy.iter_full_params() for name, t in bucket}
     out: dict[str, Any] = {
         "metrics": metrics,

@@ -42,7 +42,7 @@ def main(model_dir: str, out: str) -> None:
         engine = make_engine(
             "vllm", model_dir, max_model_len=256, kv_cache_memory_bytes=64 << 20, speculative=spec
         )
-        stats = push_weights(policy, engine, gate=FreshnessGate.for_run(engine, prompts, None), step=1)
+        stats = push_weights(policy, engine, gate=FreshnessGate.for_run(engine, prompts, None), version=1)
         rounds = []
         for _ in range(2):
             t = time.perf_counter()

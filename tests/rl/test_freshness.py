@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
+from functools import partial
 
 import pytest
 import torch
@@ -54,8 +55,10 @@ def _run_steps(policy, engine, gate, steps, broken_at, breaker):
     for step in range(1, steps + 1):
         _train(policy, step)
         if step == broken_at:
-            engine.load_weights = lambda it, good=good: breaker(good, it)
-        push_weights(policy, engine, gate=gate, step=step)
+            engine.load_weights = lambda it, *, version, good=good: breaker(
+                partial(good, version=version), it
+            )
+        push_weights(policy, engine, gate=gate, version=step)
 
 
 # ---- fingerprints, pure ----------------------------------------------------------------------------
@@ -159,12 +162,12 @@ def test_renamed_tensor_fails_naming_it(policy, hf_engine):
 
 def test_probe_catches_what_checksums_cannot(policy, hf_engine):
     """Right weights, wrong computation (a norm epsilon the hand-off never touches): the probe gap is named."""
-    push_weights(policy, hf_engine, gate=_gate(), step=1)
+    push_weights(policy, hf_engine, gate=_gate(), version=1)
     for m in hf_engine.model.modules():
         if hasattr(m, "variance_epsilon"):
             m.variance_epsilon = 1.0
     with pytest.raises(WeightSyncError, match=r"step 2: probe gap .* exceeds the tolerance 0\.005"):
-        push_weights(policy, hf_engine, gate=_gate(), step=2)
+        push_weights(policy, hf_engine, gate=_gate(), version=2)
 
 
 @pytest.mark.slow
@@ -173,7 +176,7 @@ def test_correct_handoff_passes_twenty_steps_and_reports_its_cost(policy, hf_eng
     costs = []
     for step in range(1, 21):
         _train(policy, step)
-        m = push_weights(policy, hf_engine, gate=gate, step=step).as_metrics()
+        m = push_weights(policy, hf_engine, gate=gate, version=step).as_metrics()
         assert m["handoff/probe_gap"] <= m["handoff/probe_tol"] == 5e-3
         costs.append(m["handoff/check_seconds"])
     assert all(c > 0 for c in costs)
@@ -188,12 +191,14 @@ def test_fp32_trainer_into_bf16_engine_is_compared_exactly(tiny_model_dir):
     assert gate.engine_dtype == torch.bfloat16 and gate.tolerance(torch.bfloat16) == 0.1
     for step in (1, 2):
         _train(policy, step)
-        assert push_weights(policy, engine, gate=gate, step=step).check is not None
+        assert push_weights(policy, engine, gate=gate, version=step).check is not None
     _train(policy, 3)
     good = engine.load_weights
-    engine.load_weights = lambda it: good((n, t) for n, t in it if n != "model.layers.1.mlp.gate_proj.weight")
+    engine.load_weights = lambda it, *, version: good(
+        ((n, t) for n, t in it if n != "model.layers.1.mlp.gate_proj.weight"), version=version
+    )
     with pytest.raises(WeightSyncError, match=r"step 3: tensor model\.layers\.1\.mlp\.gate_proj\.weight"):
-        push_weights(policy, engine, gate=gate, step=3)
+        push_weights(policy, engine, gate=gate, version=3)
 
 
 def test_handoff_in_the_engine_dtype_sends_half_the_bytes_and_passes_the_gate(tiny_model_dir):
@@ -202,9 +207,9 @@ def test_handoff_in_the_engine_dtype_sends_half_the_bytes_and_passes_the_gate(ti
     policy = Policy.from_pretrained(str(tiny_model_dir), lr=1e-4, micro_batch_tokens=256)
     engine = make_engine("hf", str(tiny_model_dir), max_model_len=128, dtype="bfloat16")
     gate = FreshnessGate.for_run(engine, PROMPTS, None)
-    full = push_weights(policy, engine, gate=gate, step=1)
+    full = push_weights(policy, engine, gate=gate, version=1)
     _train(policy, 2)
-    half = push_weights(policy, engine, gate=gate, step=2, dtype=torch.bfloat16)
+    half = push_weights(policy, engine, gate=gate, version=2, dtype=torch.bfloat16)
     assert half.check is not None and half.tensors == full.tensors
     assert half.bytes * 2 == full.bytes
     held = dict(engine.model.named_parameters())
@@ -212,11 +217,11 @@ def test_handoff_in_the_engine_dtype_sends_half_the_bytes_and_passes_the_gate(ti
         assert torch.equal(held[name], p.detach().to(torch.bfloat16)), name
     _train(policy, 3)
     good = engine.load_weights
-    engine.load_weights = lambda it: good(
-        (n, t) for n, t in it if n != "model.layers.0.self_attn.q_proj.weight"
+    engine.load_weights = lambda it, *, version: good(
+        ((n, t) for n, t in it if n != "model.layers.0.self_attn.q_proj.weight"), version=version
     )
     with pytest.raises(WeightSyncError, match=r"step 3: tensor model\.layers\.0\.self_attn\.q_proj\.weight"):
-        push_weights(policy, engine, gate=gate, step=3, dtype=torch.bfloat16)
+        push_weights(policy, engine, gate=gate, version=3, dtype=torch.bfloat16)
 
 
 # ---- the gate on vLLM (fused qkv/gate_up, CPU pre-packed GEMM weights read back through the kernel) ------
@@ -242,22 +247,26 @@ def test_vllm_renamed_and_dropped_tensors_fail_and_correct_passes(tiny_model_dir
     good = engine.load_weights
     for step in (1, 2):
         _train(policy, step)
-        assert push_weights(policy, engine, gate=gate, step=step).check is not None
+        assert push_weights(policy, engine, gate=gate, version=step).check is not None
     src, dst = "model.layers.0.self_attn.k_proj.weight", "model.layers.1.self_attn.k_proj.weight"
     _train(policy, 3)
-    engine.load_weights = lambda it: good(((dst if n == src else n), t) for n, t in it if n != dst)
+    engine.load_weights = lambda it, *, version: good(
+        (((dst if n == src else n), t) for n, t in it if n != dst), version=version
+    )
     with pytest.raises(
         WeightSyncError,
         match=r"step 3: tensor model\.layers\.0\.self_attn\.qkv_proj\.weight "
         r"\(from .*k_proj",
     ):
-        push_weights(policy, engine, gate=gate, step=3)
+        push_weights(policy, engine, gate=gate, version=3)
     _train(policy, 4)
-    engine.load_weights = lambda it: good((n, t) for n, t in it if n != "model.norm.weight")
+    engine.load_weights = lambda it, *, version: good(
+        ((n, t) for n, t in it if n != "model.norm.weight"), version=version
+    )
     with pytest.raises(WeightSyncError, match=r"step 4: tensor model\.norm\.weight"):
-        push_weights(policy, engine, gate=gate, step=4)
+        push_weights(policy, engine, gate=gate, version=4)
     engine.load_weights = good
-    stats = push_weights(policy, engine, gate=gate, step=5)
+    stats = push_weights(policy, engine, gate=gate, version=5)
     assert stats.check is not None and stats.check.probe_gap < 1e-4 and stats.check.tensors_checked == 16
 
 
@@ -275,17 +284,17 @@ def test_generation_probe_catches_stale_prefix_cache_kv(tiny_model_dir, policy, 
     engine.submit([Request("resident", PROMPTS[0], resident, 1)])
     for step in (1, 2):
         _train(policy, step)
-        check = push_weights(policy, engine, gate=gate, step=step).check
+        check = push_weights(policy, engine, gate=gate, version=step).check
         assert check is not None and check.generation_gap < 1e-4
     assert engine.llm.reset_prefix_cache() is False  # the resident request holds blocks: nothing was dropped
     monkeypatch.setattr(type(engine), "cache_salt", property(lambda self: "unsalted"))
     _train(policy, 3)
-    push_weights(policy, engine, gate=gate, step=3)  # caches the probe context under the fixed salt
+    push_weights(policy, engine, gate=gate, version=3)  # caches the probe context under the fixed salt
     _train(policy, 4)
     with pytest.raises(
         WeightSyncError, match=r"step 4: generation probe gap .* exceeds the tolerance 0\.005"
     ):
-        push_weights(policy, engine, gate=gate, step=4)
+        push_weights(policy, engine, gate=gate, version=4)
 
 
 @pytest.mark.slow
@@ -340,9 +349,9 @@ def test_split_handoff_checks_what_the_trainer_sent_not_what_arrived(policy, hf_
     sender.start()
     try:
         if corrupt is None:
-            assert receive_weights(hf_engine, wire.end(1), gate=_gate(), step=1).check is not None
+            assert receive_weights(hf_engine, wire.end(1), gate=_gate(), version=1).check is not None
         else:
             with pytest.raises(WeightSyncError, match=rf"step 1: what arrived differs .* tensor {corrupt}"):
-                receive_weights(hf_engine, wire.end(1), gate=_gate(), step=1)
+                receive_weights(hf_engine, wire.end(1), gate=_gate(), version=1)
     finally:
         sender.join(60)

@@ -107,7 +107,7 @@ def test_merged_handoff_serves_the_trainers_policy_and_the_gate_covers_it(lora_p
     for step in (1, 2):
         _train(lora_policy, step)
         before = {n: p.detach().clone() for n, p in lora_policy.lm.named_parameters()}
-        stats = push_weights(lora_policy, engine, gate=gate, step=step)
+        stats = push_weights(lora_policy, engine, gate=gate, version=step)
         assert stats.check is not None and stats.check.probe_gap <= 1e-5
         assert stats.tensors == len(base_names)
         for n, p in lora_policy.lm.named_parameters():  # merging made new tensors: the trainer is untouched
@@ -123,13 +123,13 @@ def test_merged_handoff_serves_the_trainers_policy_and_the_gate_covers_it(lora_p
     name = "model.layers.1.self_attn.q_proj.weight"  # an adapted (merged) weight dropped on the way
     good = engine.load_weights
 
-    def drop(it: Iterable[tuple[str, torch.Tensor]]) -> None:
-        good((n, t) for n, t in it if n != name)
+    def drop(it: Iterable[tuple[str, torch.Tensor]], *, version: int) -> None:
+        good(((n, t) for n, t in it if n != name), version=version)
 
     _train(lora_policy, 3)
     engine.load_weights = drop
     with pytest.raises(WeightSyncError, match=rf"hand-off of step 3: tensor {name}: sent sum="):
-        push_weights(lora_policy, engine, gate=gate, step=3)
+        push_weights(lora_policy, engine, gate=gate, version=3)
 
 
 @pytest.mark.slow
@@ -239,7 +239,7 @@ def _split_handoff(policy: Policy, engine, step: int):
     sender.start()
     try:
         gate = FreshnessGate.for_run(engine, PROMPTS, None)
-        return receive_weights(engine, wire.end(1), gate=gate, step=step), sent
+        return receive_weights(engine, wire.end(1), gate=gate, version=step), sent
     finally:
         sender.join(60)
 
@@ -269,7 +269,9 @@ def test_split_handoff_sends_only_the_adapters_and_a_dropped_one_stops_the_step(
 
     name = "base_model.model.model.layers.0.mlp.down_proj.lora_B.weight"
     good = engine.load_adapter
-    engine.load_adapter = lambda it, config: good(((n, t) for n, t in it if n != name), config)
+    engine.load_adapter = lambda it, config, *, version: good(
+        ((n, t) for n, t in it if n != name), config, version=version
+    )
     _train(lora_policy, 3)
     with pytest.raises(WeightSyncError, match=rf"hand-off of step 3: tensor {name}: sent sum="):
         _split_handoff(lora_policy, engine, 3)
@@ -303,7 +305,9 @@ def test_split_handoff_into_vllm_lora(lora_policy, tiny_model_dir, wire_module, 
     assert len(dirs[0]) == len(dirs[1]) == 1 and dirs[0] != dirs[1]  # the replaced adapter's dir is gone
     name = "base_model.model.model.layers.1.self_attn.v_proj.lora_A.weight"
     good = engine.load_adapter
-    engine.load_adapter = lambda it, config: good(((n, t) for n, t in it if n != name), config)
+    engine.load_adapter = lambda it, config, *, version: good(
+        ((n, t) for n, t in it if n != name), config, version=version
+    )
     _train(lora_policy, 3)
     with pytest.raises(
         WeightSyncError, match=rf"hand-off of step 3: tensor {name}: the engine has no parameter"

@@ -208,7 +208,7 @@ def test_handoff_makes_vllm_match_trainer(tiny_model_dir, vllm_engine, hf_engine
     gap_before = _max_diff(vllm_engine.score(seqs, plens), trained)
     assert gap_before > 0.05, "training did not move the weights enough for this test to be meaningful"
 
-    stats = push_weights(policy, vllm_engine, bucket_bytes=32 << 10)
+    stats = push_weights(policy, vllm_engine, version=1, bucket_bytes=32 << 10)
     assert stats.tensors == len(list(policy.lm.parameters())) and stats.bytes > 0 and stats.seconds > 0
     gap_after = _max_diff(vllm_engine.score(seqs, plens), trained)
     assert gap_after <= 1e-3, f"vLLM vs trainer log-prob gap after hand-off: {gap_after}"
@@ -217,7 +217,7 @@ def test_handoff_makes_vllm_match_trainer(tiny_model_dir, vllm_engine, hf_engine
     lp, _ = policy.logprobs(build_batch(gen))
     assert _max_diff([c.logprobs for c in gen], lp) <= 1e-3
 
-    push_weights(policy, hf_engine)
+    push_weights(policy, hf_engine, version=1)
     hf = hf_engine.generate(prompts, GREEDY)
     ref = [
         policy.lm.generate(torch.tensor([p]), max_new_tokens=12, do_sample=False)[0, len(p) :].tolist()
@@ -227,15 +227,18 @@ def test_handoff_makes_vllm_match_trainer(tiny_model_dir, vllm_engine, hf_engine
 
 
 def _drain(engine, until: set[str]) -> dict[str, dict]:
-    """Advance a continuous engine until the requests ``until`` finished: every request's tokens and cache hits."""
+    """Advance a continuous engine until the requests ``until`` finished: every request's tokens (and the
+    version the engine stamped on each) and cache hits."""
     out: dict[str, dict] = {}
     while until - {k for k, v in out.items() if v["finished"]}:
         for d in engine.advance():
             r = out.setdefault(
-                d.id, {"tokens": [], "logprobs": [], "cached": d.cached_tokens, "finished": False}
+                d.id,
+                {"tokens": [], "logprobs": [], "versions": [], "cached": d.cached_tokens, "finished": False},
             )
             r["tokens"] += d.token_ids
             r["logprobs"] += d.logprobs
+            r["versions"] += [d.version] * len(d.token_ids)
             r["finished"] = d.finished
     return out
 
@@ -249,7 +252,7 @@ def test_continuous_requests_cross_a_handoff_and_never_reuse_older_cache(
     admitted after it finds none of the blocks computed with the old weights although vLLM refused to drop them
     (the poison is there: the engine's salt keeps it apart), and its tokens come from the new weights."""
     policy = Policy.from_pretrained(str(tiny_model_dir), lr=3e-2, micro_batch_tokens=256)
-    push_weights(policy, vllm_engine)  # version 0 = the policy's weights
+    push_weights(policy, vllm_engine, version=0)  # version 0 = the policy's weights
     long = [7 + (i * 13) % 80 for i in range(200)]  # past one 128-token CPU block: its first block is cached
     # ignore_eos: c-live must still be resident at the hand-off (at most 23 steps before it). Run after this
     # module's other tests, vLLM 0.24's sample of seed 11 drew EOS at its 6th token, and c-live was gone.
@@ -265,13 +268,18 @@ def test_continuous_requests_cross_a_handoff_and_never_reuse_older_cache(
     adv = compute_advantages("grpo", torch.rand(len(comps)), torch.tensor([c.prompt_index for c in comps]))
     for _ in range(3):
         policy.train_step(batch, adv, batch.rollout_logprobs, None, LossConfig())
-    push_weights(policy, vllm_engine)  # version 1, with c-live resident
+    push_weights(policy, vllm_engine, version=1)  # version 1, with c-live resident
     assert vllm_engine.llm.reset_prefix_cache() is False  # vLLM keeps the old blocks while c-live runs
 
     vllm_engine.submit([Request("c-new", long, one, 3)])
     rest = _drain(vllm_engine, {"c-live", "c-new"})
     assert len(first["c-live"]["tokens"]) + len(rest["c-live"]["tokens"]) == 30  # continued, never restarted
     assert rest["c-new"]["cached"] == 0  # the engine's new salt: no block of the old weights
+    # each token carries the version of the step that made it: c-live's tokens the streams stepped before the
+    # hand-off (held for advance) are version 0, those after it version 1
+    assert set(first["c-live"]["versions"]) == {0} and rest["c-new"]["versions"] == [1]
+    assert rest["c-live"]["versions"] == sorted(rest["c-live"]["versions"])
+    assert set(rest["c-live"]["versions"]) == {0, 1}
     new_lp, _ = policy.logprobs(build_batch_from(long, rest["c-new"]["tokens"]))
     assert abs(rest["c-new"]["logprobs"][0] - float(new_lp[0, 0])) < 1e-3  # sampled from the new weights
 
@@ -285,7 +293,7 @@ def test_a_stream_after_a_handoff_beside_resident_requests_computes_with_the_new
     stream whose prompt's first block was cached under the old weights must not reuse it: its log-probs equal
     the trainer's recompute (an unsalted stream read the stale block: 0.13 nats off)."""
     policy = Policy.from_pretrained(str(tiny_model_dir), lr=3e-2, micro_batch_tokens=256)
-    push_weights(policy, vllm_engine)
+    push_weights(policy, vllm_engine, version=0)
     long = [9 + (i * 7) % 80 for i in range(200)]  # past one 128-token CPU block
     resident = SamplingConfig(temperature=1.0, max_tokens=200, seed=5, ignore_eos=True)
     vllm_engine.submit([Request("r-live", prompts[0], resident, 5)])
@@ -296,7 +304,7 @@ def test_a_stream_after_a_handoff_beside_resident_requests_computes_with_the_new
     for _ in range(3):
         policy.train_step(batch, adv, batch.rollout_logprobs, None, LossConfig())
     with caplog.at_level(logging.INFO, logger="reasoning_rl.rollout.vllm_engine"):
-        push_weights(policy, vllm_engine)
+        push_weights(policy, vllm_engine, version=1)
     assert "vLLM refused to reset the prefix cache" in caplog.text  # acted on (salted apart), not ignored
     assert vllm_engine.llm.reset_prefix_cache() is False  # r-live holds blocks: the old ones stay
     after = vllm_engine.generate([long], GREEDY)[0]
@@ -366,5 +374,5 @@ def test_handoff_untied_head(tmp_path):
     seqs, plens = [s.tolist() for s in fixed.sequences], fixed.prompt_lens
     want, _ = policy.logprobs(fixed)
     assert _max_diff(engine.score(seqs, plens), want) > 0.05
-    push_weights(policy, engine)
+    push_weights(policy, engine, version=1)
     assert _max_diff(engine.score(seqs, plens), want) <= 1e-3

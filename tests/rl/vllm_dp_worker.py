@@ -35,7 +35,7 @@ def main(model_dir: str) -> None:
     want, _ = policy.logprobs(fixed)
 
     before = _gap(engine, seqs, fixed.prompt_lens, want)
-    stats = push_weights(policy, engine)
+    stats = push_weights(policy, engine, version=1)  # after one update
     after = _gap(engine, seqs, fixed.prompt_lens, want)
     # One write per line: with PYTHONUNBUFFERED, print() writes text and newline separately and the two ranks'
     # lines can interleave on the shared stdout.

@@ -33,6 +33,7 @@ class ScriptedTIREngine:
 
         self.tok = AutoTokenizer.from_pretrained(model_path)
         self.loads = 0
+        self.version = 0  # the policy version of the last load (the engine's own record)
         self.calls = 0
 
     def _step(self, ctx: list[int], seed: int | None) -> list[int]:
@@ -70,10 +71,11 @@ class ScriptedTIREngine:
     def stream(self, prompts: list[list[int]], sampling: SamplingConfig) -> Iterator[Completion]:
         yield from self.generate(prompts, sampling)
 
-    def load_weights(self, named_tensors: Iterable[tuple[str, Any]]) -> None:
+    def load_weights(self, named_tensors: Iterable[tuple[str, Any]], *, version: int) -> None:
         for _ in named_tensors:
             pass
         self.loads += 1
+        self.version = version
 
     def sleep(self, keep_weights: bool = True) -> None:
         """Nothing to release."""

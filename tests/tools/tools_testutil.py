@@ -54,8 +54,12 @@ class ScriptedEngine:
     def stream(self, prompts: list[list[int]], sampling: SamplingConfig) -> Iterator[Completion]:
         yield from self.generate(prompts, sampling)
 
-    def load_weights(self, named_tensors: Any) -> None:
+    def load_weights(self, named_tensors: Any, *, version: int) -> None:
         raise NotImplementedError("scripted engine has no weights")
+
+    @property
+    def version(self) -> int:
+        return 0  # never loads: the weights it started with
 
     def sleep(self, keep_weights: bool = True) -> None:
         """Nothing to release."""

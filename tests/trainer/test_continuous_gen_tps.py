@@ -27,10 +27,14 @@ LENGTHS = [2, 2, 6]  # prompt k's requests generate LENGTHS[k] tokens
 
 class ScriptedEngine:
     """A ``ContinuousEngine``: every ``advance`` gives each live request one token; a request finishes after as
-    many tokens as its prompt's one token id."""
+    many tokens as its prompt's one token id; ``load_weights`` only moves its version (the trainer's hand-off)."""
 
     def __init__(self) -> None:
         self.left: dict[str, int] = {}
+        self.version = 0
+
+    def load_weights(self, named_tensors: object, *, version: int) -> None:
+        self.version = version
 
     def submit(self, requests: list[Request]) -> None:
         for r in requests:
@@ -41,7 +45,7 @@ class ScriptedEngine:
         for rid in list(self.left):
             self.left[rid] -= 1
             done = self.left[rid] == 0
-            out.append(Delta(rid, [7], [-0.5], "1", done, "stop" if done else ""))
+            out.append(Delta(rid, [7], [-0.5], "1", done, "stop" if done else "", version=self.version))
             if done:
                 del self.left[rid]
         return out
@@ -73,9 +77,10 @@ def _gen_tokens_per_s(tmp_path: Path, step: int, rollouts: object, flow: dict[st
 
 def test_gen_tokens_per_s_counts_the_tokens_generated_inside_a_continuous_step(tmp_path: Path) -> None:
     trace = TraceWriter(tmp_path / "trace.jsonl")
+    engine = ScriptedEngine()
     with GradingPool(workers=1) as pool:
         frontier = Frontier(
-            ScriptedEngine(),
+            engine,
             pool,
             [_prompt(k) for k in range(len(LENGTHS))],
             RewardPlan(GradingConfig()),
@@ -87,7 +92,10 @@ def test_gen_tokens_per_s_counts_the_tokens_generated_inside_a_continuous_step(t
             tokenizer=None,
             resident=True,
         )
-        steps = [frontier.next_batch(step, trace) for step in (1, 2, 3)]
+        steps = []
+        for step in (1, 2, 3):
+            steps.append(frontier.next_batch(step, trace))
+            engine.load_weights([], version=step)  # the step's update, handed off
     trace.close()
     # step 1 admits prompts 0 and 1 (capacity 2), both finish after 2 advances (4 tokens); it trains prompt 0.
     # step 2 admits prompt 2 and trains prompt 1 at once: finished in step 1, nothing is generated in step 2.

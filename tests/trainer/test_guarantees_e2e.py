@@ -39,11 +39,11 @@ def test_dropped_tensor_stops_the_run_on_that_step(
     calls = {"n": 0}
     good = HFEngine.load_weights
 
-    def flaky(self: HFEngine, named: Any) -> None:
+    def flaky(self: HFEngine, named: Any, *, version: int) -> None:
         calls["n"] += 1
         if calls["n"] >= 2:  # the hand-off of step 2 silently skips one tensor
             named = ((n, t) for n, t in named if n != "model.layers.0.mlp.up_proj.weight")
-        good(self, named)
+        good(self, named, version=version)
 
     monkeypatch.setattr(HFEngine, "load_weights", flaky)
     cfg = _in_process(

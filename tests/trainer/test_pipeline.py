@@ -255,6 +255,7 @@ class SleepyEngine:
 
     def __init__(self, sleep_mode: bool) -> None:
         self.sleep_mode, self._asleep, self.loads = sleep_mode, False, 0
+        self.version = 3  # the policy's version when the test begins (3 updates done)
 
     def stream(self, prompts: list[list[int]], sampling: SamplingConfig) -> Iterator[Completion]:
         raise AssertionError("not used")
@@ -262,10 +263,11 @@ class SleepyEngine:
     def generate(self, prompts: list[list[int]], sampling: SamplingConfig) -> list[Completion]:
         raise AssertionError("not used")
 
-    def load_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]]) -> None:
+    def load_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]], *, version: int) -> None:
         for _ in named_tensors:
             pass
         self.loads += 1
+        self.version = version
 
     def sleep(self, keep_weights: bool = True) -> None:
         self._asleep = self._asleep or self.sleep_mode
@@ -293,10 +295,13 @@ def test_engine_sleep_state_has_one_owner(sleep_mode: bool) -> None:
     parts = _components(cfg_with(), engine=engine)
     parts.engine_sleep()
     assert engine.asleep is sleep_mode
-    parts.engine_ready()  # reloads weights exactly when the engine really slept (and dropped them)
+    parts.engine_ready(version=3)  # reloads weights exactly when the engine really slept (and dropped them)
     assert engine.loads == int(sleep_mode) and not engine.asleep
-    parts.engine_ready()
+    assert engine.version == 3  # a reload is the current version's, not version 0's
+    parts.engine_ready(version=3)
     assert engine.loads == int(sleep_mode)
+    with pytest.raises(RuntimeError, match="engine holds policy version 3, the policy is at 4"):
+        parts.engine_ready(version=4)  # awake at another version: a missed hand-off, never papered over
     off = _components(Config.model_validate({**BASE, "rollout": {"n": 4, "sleep": False}}), engine=engine)
     off.engine_sleep()
     assert not engine.asleep

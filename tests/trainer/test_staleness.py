@@ -110,32 +110,3 @@ def test_gc_is_paused_while_the_engine_steps_and_restored_after() -> None:
         assert not gc.isenabled()  # it was off before: stays off
     finally:
         gc.enable()
-
-
-def test_frontier_records_the_version_an_engine_stamps_on_a_delta() -> None:
-    """A rollout rank that decodes during the update stamps each delta with the version whose weights sampled
-    it (``Delta.version``): the frontier records that one, and the step's version only for unstamped deltas
-    (an engine stepped by the frontier itself)."""
-    from typing import Any, cast
-
-    from reasoning_rl.rollout import Delta, SamplingConfig
-    from reasoning_rl.trainer.frontier import Frontier, Partial
-
-    none = cast(Any, None)
-    frontier = Frontier(
-        none,
-        none,
-        [],
-        none,
-        none,
-        batch=1,
-        max_lag=1,
-        sampling=lambda seed: SamplingConfig(max_tokens=8),
-        seed_for_step=lambda step: step,
-        tokenizer=none,
-        resident=True,
-    )
-    part = frontier.live["r"] = Partial(ticket=0, sample=0)
-    frontier._take(Delta("r", [5, 6], [-1.0, -2.0], "", False, "", version=2), version=3)
-    frontier._take(Delta("r", [7], [-3.0], "", False, ""), version=3)
-    assert part.token_ids == [5, 6, 7] and part.versions == [2, 2, 3]

@@ -1,0 +1,184 @@
+"""The weight version has one owner (issue 43): the engine that holds the weights. Whoever pushes weights passes
+their version (``load_weights(..., version=)``: no default anywhere on the path), the engine reports it
+(``engine.version``) and stamps it on every token it samples (``Delta.version`` is required); the frontier takes
+the step's version from the engine and stops on one that disagrees with the trainer's count of updates, rather
+than computing ``step - 1`` beside it."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, cast
+
+import pytest
+import torch
+
+from graders.runtime import GradingPool
+from reasoning_rl.config import GradingConfig
+from reasoning_rl.data import Example, Prompt, PromptSampler
+from reasoning_rl.rollout import Delta, Request, SamplingConfig
+from reasoning_rl.trace import TraceWriter
+from reasoning_rl.trainer.collect import RewardPlan
+from reasoning_rl.trainer.frontier import Frontier
+
+LENGTHS = [2, 5, 3]  # prompt k's request generates LENGTHS[k] tokens, one per advance
+
+
+class VersionedEngine:
+    """A ``ContinuousEngine`` that owns its version: ``load_weights`` sets it, ``advance`` stamps it on each
+    delta (one token per live request per step; a request is as long as its prompt's one token id)."""
+
+    def __init__(self, version: int = 0) -> None:
+        self.version = version
+        self.left: dict[str, int] = {}
+
+    def load_weights(self, named_tensors: object, *, version: int) -> None:
+        self.version = version
+
+    def submit(self, requests: list[Request]) -> None:
+        for r in requests:
+            self.left[r.id] = r.prompt_ids[0]
+
+    def advance(self) -> list[Delta]:
+        out = []
+        for rid in list(self.left):
+            self.left[rid] -= 1
+            done = self.left[rid] == 0
+            out.append(Delta(rid, [7], [-0.5], "1", done, "stop" if done else "", version=self.version))
+            if done:
+                del self.left[rid]
+        return out
+
+    def abort(self, ids: list[str]) -> None:
+        for rid in ids:
+            self.left.pop(rid, None)
+
+    def running(self) -> int:
+        return len(self.left)
+
+
+def _prompt(k: int) -> Prompt:
+    messages = ({"role": "user", "content": "q"},)
+    return Prompt(
+        Example(uid=f"p{k}", data_source="s", messages=messages, ground_truth="1", grader="math"),
+        [LENGTHS[k]],
+    )
+
+
+def _frontier(engine: Any, pool: Any) -> Frontier:
+    return Frontier(
+        engine,
+        pool,
+        [_prompt(k) for k in range(len(LENGTHS))],
+        RewardPlan(GradingConfig()),
+        PromptSampler(size=len(LENGTHS), seed=0, shuffle=False),
+        batch=1,
+        max_lag=1,
+        sampling=lambda seed: SamplingConfig(n=1, max_tokens=8, stop=["\n"]),
+        seed_for_step=lambda step: step,
+        tokenizer=None,
+        resident=True,
+    )
+
+
+# ---- the engine owns the version -----------------------------------------------------------------------
+def test_an_engine_holds_the_version_it_was_given_and_stamps_it_on_its_completions(
+    tiny_model_dir: Path,
+) -> None:
+    from reasoning_rl.handoff import push_weights
+    from reasoning_rl.policy import Policy
+    from reasoning_rl.rollout import make_engine
+
+    engine = make_engine("hf", str(tiny_model_dir), max_model_len=64)
+    assert engine.version == 0  # the weights it was built with
+    greedy = SamplingConfig(temperature=0.0, max_tokens=3)
+    (before,) = engine.generate([[7, 8, 9]], greedy)
+    assert before.versions == [0] * len(before.token_ids)
+    policy = Policy.from_pretrained(str(tiny_model_dir))
+    push_weights(policy, engine, version=4)
+    assert engine.version == 4
+    (after,) = engine.generate([[7, 8, 9]], greedy)
+    assert after.versions == [4] * len(after.token_ids)  # streamed completions carry the engine's version too
+
+
+def test_no_default_version_hides_on_the_weight_path() -> None:
+    """Every function that puts weights into an engine takes ``version`` with no default: a caller that forgets
+    it is a TypeError, never a silent version 0."""
+    from reasoning_rl.distributed.broadcast import receive_weights
+    from reasoning_rl.distributed.views import GroupEngine
+    from reasoning_rl.distributed.worker import ModelWorker
+    from reasoning_rl.handoff import load_all, push_weights
+    from reasoning_rl.rollout.adapters import AdapterEngine
+    from reasoning_rl.rollout.base import RolloutEngine
+    from reasoning_rl.rollout.hf_engine import HFEngine
+    from reasoning_rl.trainer.build import Components
+
+    fns: list[Callable[..., Any]] = [
+        RolloutEngine.load_weights,
+        AdapterEngine.load_adapter,
+        HFEngine.load_weights,
+        HFEngine.load_adapter,
+        GroupEngine.load_weights,
+        load_all,
+        push_weights,
+        receive_weights,
+        ModelWorker.push_weights,
+        Components.push_weights,
+        Components.engine_ready,
+    ]
+    for fn in fns:
+        param = inspect.signature(fn).parameters["version"]
+        assert param.default is inspect.Parameter.empty, fn.__qualname__
+
+
+def test_a_delta_without_a_version_cannot_be_made() -> None:
+    with pytest.raises(TypeError, match="version"):
+        Delta("r", [5], [-1.0], "", False, "")  # type: ignore[call-arg]
+    assert Delta("r", [5], [-1.0], "", False, "", version=2).version == 2
+
+
+def test_ranks_that_disagree_on_the_version_are_an_error() -> None:
+    from reasoning_rl.distributed.rank import one_version
+
+    assert one_version([3, 3]) == 3
+    with pytest.raises(RuntimeError, match=r"different policy versions \[3, 2\]"):
+        one_version([3, 2])
+
+
+# ---- the frontier takes it from the engine ---------------------------------------------------------------
+def test_the_frontier_stops_on_an_engine_at_another_version(tmp_path: Path) -> None:
+    """Step 3 follows 2 updates: an engine at version 5 is a misnumbered hand-off, a one-line error naming both
+    (before: the frontier computed ``step - 1`` and recorded it whatever the engine held)."""
+    none = cast(Any, None)
+    frontier = _frontier(SimpleNamespace(version=5), none)
+    trace = TraceWriter(tmp_path / "trace.jsonl")
+    with pytest.raises(RuntimeError) as err:
+        frontier.next_batch(3, trace)
+    trace.close()
+    message = str(err.value)
+    assert "\n" not in message
+    assert "step 3: the engine holds policy version 5, the trainer is at 2" in message
+
+
+def test_per_token_versions_and_lags_come_from_the_engine(tmp_path: Path) -> None:
+    """A sample that crosses a hand-off carries the version the engine stamped on each of its tokens (its
+    first two from version 0, the rest from version 1); the lag metrics of the step that trains it follow."""
+    engine = VersionedEngine()
+    trace = TraceWriter(tmp_path / "trace.jsonl")
+    with GradingPool(workers=1) as pool:
+        frontier = _frontier(engine, pool)
+        # step 1 admits prompts 0 and 1 (capacity 2): prompt 0 finishes after 2 advances and is trained
+        first, first_flow = frontier.next_batch(1, trace)
+        engine.load_weights(torch.zeros(0), version=1)  # step 1's update, handed off
+        # step 2 trains prompt 1: 2 tokens sampled at version 0, its 3 others after the hand-off
+        second, second_flow = frontier.next_batch(2, trace)
+    trace.close()
+    assert [s.completion.versions for s in first] == [[0, 0]]
+    assert [s.completion.versions for s in second] == [[0, 0, 1, 1, 1]]
+    assert first_flow["staleness/lag_max"] == 0.0
+    # trained at version 1: two tokens lag 1, three lag 0
+    assert second_flow["staleness/lag_mean"] == pytest.approx(2 / 5)
+    assert second_flow["staleness/lag_max"] == 1.0
+    assert second_flow["staleness/span_max"] == 1.0
