@@ -100,7 +100,11 @@ class HFEngine:
         """Per call: prompt ``index``'s own seed when given, else the request's (or engine's) seed + index."""
         if s.prompt_seeds is not None:
             return s.prompt_seeds[index]
-        return (self.seed if s.seed is None else s.seed) + s.prompt_offset + index
+        return self._offset_seed(s.seed, s.prompt_offset + index)
+
+    def _offset_seed(self, seed: int | None, index: int) -> int:
+        """Prompt ``index`` of a batch whose seed is ``seed`` (None: the engine's), streamed or submitted."""
+        return (self.seed if seed is None else seed) + index
 
     # --------------------------------------------------------------------------- continuous requests
     def submit(self, requests: list[Request]) -> None:
@@ -112,7 +116,7 @@ class HFEngine:
             if last and (last.group, last.prompt, last.sampling) == (r.group, r.prompt_ids, r.sampling):
                 last.ids.append(r.id)
                 continue
-            seed = (self.seed if r.seed is None else r.seed) + r.sampling.prompt_offset
+            seed = self._offset_seed(r.seed, r.sampling.prompt_offset)
             new.append(_Batch([r.id], r.group, list(r.prompt_ids), r.sampling, seed))
         self._queue.extend(new)
 
