@@ -94,9 +94,7 @@ class Config(_Section):
         if self.rollout.max_lag == 0:
             return self
         clash = (
-            "rollout.engine=hf (continuous rollouts need vLLM)"
-            if self.rollout.engine == "hf"
-            else "rollout.tools (the tool loop is its own producer)"
+            "rollout.tools (the tool loop is its own producer)"
             if self.rollout.tools
             else "algorithm.dynamic_sampling (it refills a step, continuous steps take B finished groups)"
             if self.algorithm.dynamic_sampling

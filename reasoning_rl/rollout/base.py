@@ -24,8 +24,9 @@ class SamplingConfig(SamplingParams):
     overriding ``seed``: sample j of prompt i uses ``prompt_seeds[i] + j``) lets a caller whose requests mix
     unrelated contexts, such as the multi-turn tool loop's waves, tie each one's randomness to itself rather
     than to its position in the call. ``prompt_offset`` is the index of ``prompts[0]`` in the whole batch when
-    a batch is split over ranks, so an engine that seeds per prompt (the hf engine: ``seed + prompt index``)
-    samples the same whatever the split."""
+    a batch is split over ranks (for a continuous ``Request``: its group's index among those admitted with it),
+    so an engine that seeds per prompt (the hf engine: ``seed + prompt index``) samples the same whatever the
+    split, streamed or submitted."""
 
     model_config = ConfigDict(frozen=True)
 

@@ -2,20 +2,55 @@
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Iterable, Iterator
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 import torch
 
 from reasoning_rl.rollout.adapters import is_lora_name, peft_state_name
-from reasoning_rl.rollout.base import Completion, RolloutError, SamplingConfig, check_prompts, register_engine
+from reasoning_rl.rollout.base import (
+    Completion,
+    Delta,
+    Request,
+    RolloutError,
+    SamplingConfig,
+    check_prompts,
+    register_engine,
+)
 from reasoning_rl.rollout.fingerprints import EngineWeights, fingerprint_tensors
 
 
-class HFEngine:
-    """``RolloutEngine`` on ``model.generate``, one prompt at a time (n samples batched).
+class _Sampled(NamedTuple):
+    """One sampled response, before it is a ``Completion`` (``stream``) or a ``Delta`` (``advance``)."""
 
-    Log-probs are of the raw logits (temperature 1, no top-p), like the vLLM engine's ``raw_logprobs``.
+    token_ids: list[int]
+    logprobs: list[float]
+    text: str
+    finish_reason: str
+
+
+@dataclass
+class _Batch:
+    """Submitted requests that share a group, a prompt and a request: one ``generate`` call from one seeded
+    RNG stream (request k is row k), as ``stream`` draws a prompt's n samples, so both paths sample alike."""
+
+    ids: list[str]
+    group: int
+    prompt: list[int]
+    sampling: SamplingConfig
+    seed: int
+
+
+class HFEngine:
+    """``RolloutEngine`` and ``ContinuousEngine`` on ``model.generate``, one prompt's samples (batched) per call.
+
+    Continuous requests wait in submission order; ``advance`` runs the oldest batch to its end, so every
+    delta is a whole response and nothing is mid-sample at an update. A batch draws from the seed of its first
+    request + ``sampling.prompt_offset`` (the frontier passes the group's place in its admission), the seed
+    ``stream`` gives prompt i of a call (seed + i): a synchronous continuous step samples what a streamed one
+    did. Log-probs are of the raw logits (temperature 1, no top-p), like the vLLM engine's ``raw_logprobs``.
     ``sleep``/``wake`` move the weights to host memory and back on GPU; no-ops on CPU.
     """
 
@@ -48,22 +83,86 @@ class HFEngine:
         self._asleep = False
         self._adapters: dict[str, torch.Tensor] | None = None  # PEFT key -> live adapter parameter
         self._version = 0  # the policy version of the weights it holds (0: those it was built with)
+        self._queue: deque[_Batch] = deque()  # submitted continuous requests, oldest first
 
+    # ------------------------------------------------------------------------------- streamed requests
     def stream(self, prompts: list[list[int]], sampling: SamplingConfig) -> Iterator[Completion]:
+        """Each prompt's samples as one batch, beside (never through) the submitted requests' queue."""
         check_prompts(prompts, self.max_model_len)
         for i, prompt in enumerate(prompts):
-            yield from self._generate_one(i, prompt, sampling)
+            rows = self._sample(prompt, sampling, sampling.n, self._seed(i, sampling))
+            for j, row in enumerate(rows):
+                yield Completion(i, j, list(prompt), *row, versions=[self._version] * len(row.token_ids))
 
     def generate(self, prompts: list[list[int]], sampling: SamplingConfig) -> list[Completion]:
         return list(self.stream(prompts, sampling))
 
-    def _generate_one(self, index: int, prompt: list[int], s: SamplingConfig) -> list[Completion]:
+    def _seed(self, index: int, s: SamplingConfig) -> int:
+        """Per call: prompt ``index``'s own seed when given, else the request's (or engine's) seed + index."""
+        if s.prompt_seeds is not None:
+            return s.prompt_seeds[index]
+        return self._offset_seed(s.seed, s.prompt_offset + index)
+
+    def _offset_seed(self, seed: int | None, index: int) -> int:
+        """Prompt ``index`` of a batch whose seed is ``seed`` (None: the engine's), streamed or submitted."""
+        return (self.seed if seed is None else seed) + index
+
+    # --------------------------------------------------------------------------- continuous requests
+    def submit(self, requests: list[Request]) -> None:
+        """Queue these requests (``ContinuousEngine``), consecutive samples of one group as one batch."""
+        check_prompts([r.prompt_ids for r in requests], self.max_model_len)
+        new: list[_Batch] = []
+        for r in requests:
+            last = new[-1] if new else None
+            if last and (last.group, last.prompt, last.sampling) == (r.group, r.prompt_ids, r.sampling):
+                last.ids.append(r.id)
+                continue
+            seed = self._offset_seed(r.seed, r.sampling.prompt_offset)
+            new.append(_Batch([r.id], r.group, list(r.prompt_ids), r.sampling, seed))
+        self._queue.extend(new)
+
+    def advance(self) -> list[Delta]:
+        """The oldest batch, generated to its end: one finished delta per request (none when idle)."""
+        if not self._queue:
+            return []
+        batch = self._queue[0]
+        rows = self._sample(batch.prompt, batch.sampling, len(batch.ids), batch.seed)
+        self._queue.popleft()  # only once generated: a failed call (e.g. asleep) leaves the queue as it was
+        return [
+            Delta(
+                rid,
+                row.token_ids,
+                row.logprobs,
+                row.text,
+                True,
+                row.finish_reason,
+                cached_tokens=0,
+                version=self._version,  # a batch generates whole, between two loads: all of one version
+            )
+            for rid, row in zip(batch.ids, rows, strict=True)
+        ]
+
+    def abort(self, ids: list[str]) -> None:
+        gone = set(ids)
+        for batch in self._queue:
+            batch.ids = [i for i in batch.ids if i not in gone]
+        self._queue = deque(b for b in self._queue if b.ids)
+
+    def running(self) -> int:
+        """Requests submitted and not finished (they wait their turn: one batch generates at a time)."""
+        return sum(len(b.ids) for b in self._queue)
+
+    # ------------------------------------------------------------------------------------- sampling
+    def _sample(self, prompt: list[int], s: SamplingConfig, n: int, seed: int) -> list[_Sampled]:
+        """``n`` samples of ``prompt`` in one ``generate`` call, its RNG seeded with ``seed``."""
+        if self._asleep:
+            raise RolloutError("the HF engine is asleep; call wake() before generating")
         eos = self.model.generation_config.eos_token_id
         eos_ids = set(eos if isinstance(eos, list) else [eos] if eos is not None else [])
         max_new = min(s.max_tokens, self.max_model_len - len(prompt))
         kwargs: dict[str, Any] = {
             "max_new_tokens": max_new,
-            "num_return_sequences": s.n,
+            "num_return_sequences": n,
             "output_logits": True,
             "return_dict_in_generate": True,
             "pad_token_id": self.tokenizer.pad_token_id
@@ -81,29 +180,16 @@ class HFEngine:
             kwargs.update(stop_strings=list(s.stop), tokenizer=self.tokenizer)
         ids = torch.tensor([prompt], device=self.device)
         with torch.random.fork_rng(devices=[self.device] if self.device.type == "cuda" else []):
-            torch.manual_seed(self._seed(index, s))
+            torch.manual_seed(seed)
             with torch.no_grad():
                 out = self.model.generate(ids, attention_mask=torch.ones_like(ids), **kwargs)
         new = out.sequences[:, len(prompt) :].cpu()
         logp = torch.stack(out.logits, dim=1).float().log_softmax(-1).cpu()  # [n, steps, vocab]
-        return [self._completion(index, j, prompt, new[j], logp[j], eos_ids, s) for j in range(s.n)]
+        return [self._response(new[j], logp[j], eos_ids, s) for j in range(n)]
 
-    def _seed(self, index: int, s: SamplingConfig) -> int:
-        """Per call: prompt ``index``'s own seed when given, else the request's (or engine's) seed + index."""
-        if s.prompt_seeds is not None:
-            return s.prompt_seeds[index]
-        return (self.seed if s.seed is None else s.seed) + s.prompt_offset + index
-
-    def _completion(
-        self,
-        index: int,
-        j: int,
-        prompt: list[int],
-        toks: torch.Tensor,
-        logp: torch.Tensor,
-        eos_ids: set[int],
-        s: SamplingConfig,
-    ) -> Completion:
+    def _response(
+        self, toks: torch.Tensor, logp: torch.Tensor, eos_ids: set[int], s: SamplingConfig
+    ) -> _Sampled:
         token_ids: list[int] = []
         finish = "length"
         text: str = ""
@@ -120,8 +206,7 @@ class HFEngine:
         else:
             text = self.tokenizer.decode(token_ids, skip_special_tokens=True)
         lps = logp[torch.arange(len(token_ids)), torch.tensor(token_ids)].tolist()
-        versions = [self._version] * len(token_ids)
-        return Completion(index, j, list(prompt), token_ids, lps, text, finish, versions=versions)
+        return _Sampled(token_ids, lps, text, finish)
 
     def score(self, sequences: list[list[int]], prompt_lens: list[int]) -> list[list[float]]:
         """Log-probs of ``seq[prompt_len:]`` under the engine's weights (the freshness probe's engine side)."""

@@ -46,13 +46,15 @@ RUNNING_SAMPLE_S = 0.1  # how often the running batch goes to the trace
 @dataclass
 class Group:
     """An admitted prompt: its dataset index and uid, the version it was admitted at, its seed (sample j:
-    seed + j)."""
+    seed + j) and its place among the groups admitted with it (``SamplingConfig.prompt_offset``: an engine
+    that seeds per prompt, the hf one, then samples as a streamed wave did)."""
 
     ticket: int
     prompt_index: int
     uid: str
     version: int
     seed: int | None
+    offset: int = 0
 
 
 @dataclass
@@ -197,9 +199,9 @@ class Frontier:
             return
         seed = self.seed_for_step(step)
         requests = []
-        for idx in self.sampler.next_batch(room):
+        for offset, idx in enumerate(self.sampler.next_batch(room)):
             ticket = self.schedule.admit(version)
-            group = Group(ticket, idx, self.prompts[idx].example.uid, version, seed)
+            group = Group(ticket, idx, self.prompts[idx].example.uid, version, seed, offset)
             self.groups[ticket] = group
             self.done[ticket] = 0
             for j in range(self.sampling(0).n):
@@ -219,8 +221,8 @@ class Frontier:
         group = self.groups[part.ticket]
         sampling = self.sampling(0)
         seed = None if group.seed is None else group.seed + part.sample + 7919 * len(part.token_ids)
-        if part.token_ids:
-            sampling = sampling.model_copy(update={"max_tokens": sampling.max_tokens - len(part.token_ids)})
+        left = sampling.max_tokens - len(part.token_ids)
+        sampling = sampling.model_copy(update={"max_tokens": left, "prompt_offset": group.offset})
         self._rid += 1
         rid = f"rrl-c{self._rid}"
         self.live[rid] = part

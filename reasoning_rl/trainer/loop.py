@@ -235,18 +235,19 @@ class Trainer:
         }
 
     def _frontier(self, parts: Components, sampler: PromptSampler) -> Frontier | None:
-        """The in-flight rollouts of an engine that can keep requests across updates (an in-process vLLM, or
-        split placement's live rollout ranks with ``rollout.max_lag > 0``): every step goes through it,
-        ``rollout.max_lag = 0`` being the synchronous step. None: streamed waves (other engines, several
-        colocated ranks, tool loops, dynamic sampling' refills), which only the synchronous step has."""
+        """The in-flight rollouts of an engine that can keep requests across updates (an in-process vLLM or hf
+        engine, or split placement's live rollout ranks with ``rollout.max_lag > 0``): every step goes through
+        it, ``rollout.max_lag = 0`` being the synchronous step. None: streamed waves (plugin engines that only
+        stream, several colocated ranks, tool loops, dynamic sampling' refills), which only the synchronous
+        step has."""
         cfg = self.cfg
         engine = parts.group.continuous_engine()
         if engine is None or cfg.rollout.tools or cfg.algorithm.dynamic_sampling:
             if cfg.rollout.max_lag > 0:
                 raise TrainError(
-                    f"rollout.max_lag={cfg.rollout.max_lag} needs the vLLM engine in this process (one colocated "
-                    "rank) or on split placement's rollout ranks: this run's engine only streams; set "
-                    "rollout.max_lag=0"
+                    f"rollout.max_lag={cfg.rollout.max_lag} needs a continuous engine (vllm, hf) in this process "
+                    "(one colocated rank) or on split placement's rollout ranks, and no rollout.tools or "
+                    "algorithm.dynamic_sampling (they stream waves of their own); set rollout.max_lag=0"
                 )
             return None
         resident = cfg.rollout.sleep is False or not getattr(engine, "sleep_enabled", False)

@@ -401,5 +401,7 @@ def test_a_plugin_engine_that_only_streams_is_not_made_live(tmp_path: Any) -> No
     from reasoning_rl.trainer.resume import TrainError
 
     parts = SimpleNamespace(group=SimpleNamespace(continuous_engine=lambda: None))
-    with pytest.raises(TrainError, match=r"rollout.max_lag=1 needs the vLLM engine .* set rollout.max_lag=0"):
+    with pytest.raises(
+        TrainError, match=r"rollout.max_lag=1 needs a continuous engine .* set rollout.max_lag=0"
+    ):
         Trainer(cfg)._frontier(parts, None)  # type: ignore[arg-type]

@@ -81,8 +81,10 @@ def test_continuous_rollouts_refuse_paths_that_cannot_keep_requests(tmp_path: Pa
     cfg = load_config(write(tmp_path, MINIMAL), ["rollout.max_lag=2", "rollout.engine=vllm"])
     plan = step_plan(cfg, pad_id=0)
     assert plan.decoupled and plan.old_source == "recompute"  # the proximal policy is the trainer's recompute
+    assert (
+        load_config(write(tmp_path, MINIMAL), ["rollout.max_lag=2", "rollout.engine=hf"]).rollout.max_lag == 2
+    )
     for bad, named in (
-        ("rollout.engine=hf", "rollout.engine=hf"),
         ("algorithm.dynamic_sampling=true", "algorithm.dynamic_sampling"),
         ("algorithm.old_logprobs=rollout", "algorithm.old_logprobs=rollout"),
         ("resources.ranks_per_node=2", "several colocated ranks"),

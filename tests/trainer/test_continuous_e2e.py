@@ -60,6 +60,58 @@ def _kill_at(cfg: Path, run: Path, fault: str, log: Path) -> int:
     return proc.returncode
 
 
+def kill_at_every_point(cfg: Path, run: Path, steps: int) -> int:
+    """The run killed at each of ``KILLS`` in turn (each process resuming the last): a checkpoint survives every
+    kill. The step the final resume starts from."""
+    latest: list[int | None] = []
+    for i, fault in enumerate(KILLS):
+        log = run.parent / f"kill{i}.err"
+        assert _kill_at(cfg, run, fault, log) == -signal.SIGKILL, log.read_text()[-2000:]
+        phase, nth = fault.split(":")
+        assert f"RRL_FAULT: SIGKILL at {phase} #{nth}" in log.read_text()  # died there, not elsewhere
+        latest.append(_latest(run))
+    assert latest[0] is not None and latest == sorted(latest), latest
+    resumed = _latest(run)
+    assert resumed is not None and resumed < steps
+    return resumed
+
+
+def bounded_lag(run: Path, steps: int, samples: int, max_lag: int) -> int:
+    """Every trained token of steps 1..steps carries its version, lagging the trainer by 0..max_lag, and each
+    sample's versions only grow: how many samples span two versions."""
+    spans = 0
+    for step in range(1, steps + 1):
+        rows = _rows(run, step)
+        assert len(rows) == samples
+        for r in rows:
+            versions = r["versions"]
+            assert versions and versions == sorted(versions)
+            assert all(0 <= (step - 1) - v <= max_lag for v in versions), (step, versions)
+            spans += versions[-1] > versions[0]
+    return spans
+
+
+def lossless(run: Path, steps: int, batch: int) -> list[dict]:
+    """No prompt lost or trained twice across kills and resumes (one epoch of the 32 prompts), and a resume
+    resubmitted the checkpoint's unfinished samples: the metrics lines of every run."""
+    trained = [
+        uid
+        for step in range(1, steps + 1)
+        for uid in sorted({r["id"].split("#")[0] for r in _rows(run, step)})
+    ]
+    state = json.loads((run / "checkpoints" / f"step_{steps}" / "trainer_state.json").read_text())
+    frontier = state["frontier"]
+    in_flight = [g["uid"] for g in frontier["groups"]]
+    drawn = frontier["schedule"]["next_ticket"]
+    assert drawn <= 32  # one epoch of the 32 prompts: a prompt drawn twice would show as a repeated uid
+    assert len(trained) == len(set(trained)) == steps * batch  # none trained twice
+    assert not set(trained) & set(in_flight)
+    assert len(trained) + len(in_flight) == drawn  # none lost: every drawn prompt trained or still in flight
+    rows = [r for r in metrics(run) if "reward/mean" in r]  # every run's lines, resumed ones appended
+    assert any(r["rollout/resubmitted"] > 0 for r in rows)  # a resume resubmitted the partial samples
+    return rows
+
+
 def test_continuous_run_bounded_lag_lossless_resume(tmp_path: Path, tiny_model_dir: Path) -> None:
     cfg = config(
         tmp_path,
@@ -72,43 +124,12 @@ def test_continuous_run_bounded_lag_lossless_resume(tmp_path: Path, tiny_model_d
         rollout={"n": N, "max_tokens": 24, "max_lag": MAX_LAG, "engine_args": {"max_num_seqs": 6}},
     )
     run = tmp_path / "cont"
-    latest: list[int | None] = []
-    for i, fault in enumerate(KILLS):
-        log = tmp_path / f"kill{i}.err"
-        assert _kill_at(cfg, run, fault, log) == -signal.SIGKILL, log.read_text()[-2000:]
-        phase, nth = fault.split(":")
-        assert f"RRL_FAULT: SIGKILL at {phase} #{nth}" in log.read_text()  # died there, not elsewhere
-        latest.append(_latest(run))
-    assert latest[0] is not None and latest == sorted(latest), latest  # a checkpoint survives every kill
-    resumed = _latest(run)
-    assert resumed is not None and resumed < STEPS
+    resumed = kill_at_every_point(cfg, run, STEPS)
     out = train(cfg, "trainer.resume=auto", timeout=600)
     assert "kept resident" in out.stdout and f"(step {resumed})" in out.stdout
 
-    trained: list[str] = []
-    spans = 0
-    for step in range(1, STEPS + 1):
-        rows = _rows(run, step)
-        assert len(rows) == BATCH * N
-        for r in rows:
-            versions = r["versions"]
-            assert versions and versions == sorted(versions)
-            assert all(0 <= (step - 1) - v <= MAX_LAG for v in versions), (step, versions)
-            spans += versions[-1] > versions[0]
-        trained += sorted({r["id"].split("#")[0] for r in rows})
-    assert spans > 0, "no sample continued across an update"
-
-    state = json.loads((run / "checkpoints" / f"step_{STEPS}" / "trainer_state.json").read_text())
-    frontier = state["frontier"]
-    in_flight = [g["uid"] for g in frontier["groups"]]
-    drawn = frontier["schedule"]["next_ticket"]
-    assert drawn <= 32  # one epoch of the 32 prompts: a prompt drawn twice would show as a repeated uid
-    assert len(trained) == len(set(trained)) == STEPS * BATCH  # none trained twice
-    assert not set(trained) & set(in_flight)
-    assert len(trained) + len(in_flight) == drawn  # none lost: every drawn prompt trained or still in flight
-
-    rows = [r for r in metrics(run) if "reward/mean" in r]  # every run's lines, resumed ones appended
-    assert any(r["rollout/resubmitted"] > 0 for r in rows)  # a resume resubmitted the partial samples
+    assert bounded_lag(run, STEPS, BATCH * N, MAX_LAG) > 0, "no sample continued across an update"
+    rows = lossless(run, STEPS, BATCH)
     last = rows[-1]
     assert last["staleness/lag_max"] <= MAX_LAG
     assert 0.0 < last["decoupled/ess"] <= 1.0 and "mismatch/kl" in last
