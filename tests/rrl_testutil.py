@@ -78,3 +78,39 @@ class WireEnd:
         if name == self.wire.corrupt:
             got.view(-1)[0] += 1e-4  # far below what the probe sees
         return tensor.copy_(got)
+
+
+class CountdownEngine:
+    """A scripted ``ContinuousEngine`` that owns its version: every ``advance`` gives each live request one token
+    stamped with the version it holds; a request finishes after as many tokens as its prompt's one token id
+    says; ``load_weights`` only moves the version (the trainer's hand-off)."""
+
+    def __init__(self, version: int = 0) -> None:
+        self.version = version
+        self.left: dict[str, int] = {}
+
+    def load_weights(self, named_tensors: object, *, version: int) -> None:
+        self.version = version
+
+    def submit(self, requests: list[Any]) -> None:
+        for r in requests:
+            self.left[r.id] = r.prompt_ids[0]
+
+    def advance(self) -> list[Any]:
+        from reasoning_rl.rollout import Delta
+
+        out = []
+        for rid in list(self.left):
+            self.left[rid] -= 1
+            done = self.left[rid] == 0
+            out.append(Delta(rid, [7], [-0.5], "1", done, "stop" if done else "", version=self.version))
+            if done:
+                del self.left[rid]
+        return out
+
+    def abort(self, ids: list[str]) -> None:
+        for rid in ids:
+            self.left.pop(rid, None)
+
+    def running(self) -> int:
+        return len(self.left)

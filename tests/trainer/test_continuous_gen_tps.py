@@ -12,50 +12,18 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from rrl_testutil import CountdownEngine
 
 from graders.runtime import GradingPool
 from reasoning_rl.config import GradingConfig
 from reasoning_rl.data import Example, Prompt, PromptSampler
-from reasoning_rl.rollout import Delta, Request, SamplingConfig
+from reasoning_rl.rollout import SamplingConfig
 from reasoning_rl.trace import TraceWriter
 from reasoning_rl.trainer.collect import RewardPlan
 from reasoning_rl.trainer.frontier import Frontier
 from reasoning_rl.trainer.loop import StepTrace, Trainer
 
 LENGTHS = [2, 2, 6]  # prompt k's requests generate LENGTHS[k] tokens
-
-
-class ScriptedEngine:
-    """A ``ContinuousEngine``: every ``advance`` gives each live request one token; a request finishes after as
-    many tokens as its prompt's one token id; ``load_weights`` only moves its version (the trainer's hand-off)."""
-
-    def __init__(self) -> None:
-        self.left: dict[str, int] = {}
-        self.version = 0
-
-    def load_weights(self, named_tensors: object, *, version: int) -> None:
-        self.version = version
-
-    def submit(self, requests: list[Request]) -> None:
-        for r in requests:
-            self.left[r.id] = r.prompt_ids[0]
-
-    def advance(self) -> list[Delta]:
-        out = []
-        for rid in list(self.left):
-            self.left[rid] -= 1
-            done = self.left[rid] == 0
-            out.append(Delta(rid, [7], [-0.5], "1", done, "stop" if done else "", version=self.version))
-            if done:
-                del self.left[rid]
-        return out
-
-    def abort(self, ids: list[str]) -> None:
-        for rid in ids:
-            self.left.pop(rid, None)
-
-    def running(self) -> int:
-        return len(self.left)
 
 
 def _prompt(k: int) -> Prompt:
@@ -77,7 +45,7 @@ def _gen_tokens_per_s(tmp_path: Path, step: int, rollouts: object, flow: dict[st
 
 def test_gen_tokens_per_s_counts_the_tokens_generated_inside_a_continuous_step(tmp_path: Path) -> None:
     trace = TraceWriter(tmp_path / "trace.jsonl")
-    engine = ScriptedEngine()
+    engine = CountdownEngine()
     with GradingPool(workers=1) as pool:
         frontier = Frontier(
             engine,

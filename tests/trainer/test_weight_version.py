@@ -14,49 +14,17 @@ from typing import Any, cast
 
 import pytest
 import torch
+from rrl_testutil import CountdownEngine
 
 from graders.runtime import GradingPool
 from reasoning_rl.config import GradingConfig
 from reasoning_rl.data import Example, Prompt, PromptSampler
-from reasoning_rl.rollout import Delta, Request, SamplingConfig
+from reasoning_rl.rollout import Delta, SamplingConfig
 from reasoning_rl.trace import TraceWriter
 from reasoning_rl.trainer.collect import RewardPlan
 from reasoning_rl.trainer.frontier import Frontier
 
 LENGTHS = [2, 5, 3]  # prompt k's request generates LENGTHS[k] tokens, one per advance
-
-
-class VersionedEngine:
-    """A ``ContinuousEngine`` that owns its version: ``load_weights`` sets it, ``advance`` stamps it on each
-    delta (one token per live request per step; a request is as long as its prompt's one token id)."""
-
-    def __init__(self, version: int = 0) -> None:
-        self.version = version
-        self.left: dict[str, int] = {}
-
-    def load_weights(self, named_tensors: object, *, version: int) -> None:
-        self.version = version
-
-    def submit(self, requests: list[Request]) -> None:
-        for r in requests:
-            self.left[r.id] = r.prompt_ids[0]
-
-    def advance(self) -> list[Delta]:
-        out = []
-        for rid in list(self.left):
-            self.left[rid] -= 1
-            done = self.left[rid] == 0
-            out.append(Delta(rid, [7], [-0.5], "1", done, "stop" if done else "", version=self.version))
-            if done:
-                del self.left[rid]
-        return out
-
-    def abort(self, ids: list[str]) -> None:
-        for rid in ids:
-            self.left.pop(rid, None)
-
-    def running(self) -> int:
-        return len(self.left)
 
 
 def _prompt(k: int) -> Prompt:
@@ -165,7 +133,7 @@ def test_the_frontier_stops_on_an_engine_at_another_version(tmp_path: Path) -> N
 def test_per_token_versions_and_lags_come_from_the_engine(tmp_path: Path) -> None:
     """A sample that crosses a hand-off carries the version the engine stamped on each of its tokens (its
     first two from version 0, the rest from version 1); the lag metrics of the step that trains it follow."""
-    engine = VersionedEngine()
+    engine = CountdownEngine()
     trace = TraceWriter(tmp_path / "trace.jsonl")
     with GradingPool(workers=1) as pool:
         frontier = _frontier(engine, pool)
