@@ -114,3 +114,32 @@ class CountdownEngine:
 
     def running(self) -> int:
         return len(self.left)
+
+
+def countdown_frontier(engine: Any, pool: Any, lengths: list[int]) -> Any:
+    """A real ``Frontier`` (batch 1, max_lag 1, one sample a group) over prompts whose one token id is the
+    length ``CountdownEngine`` generates for them."""
+    from reasoning_rl.config import GradingConfig
+    from reasoning_rl.data import Example, Prompt, PromptSampler
+    from reasoning_rl.rollout import SamplingConfig
+    from reasoning_rl.trainer.collect import RewardPlan
+    from reasoning_rl.trainer.frontier import Frontier
+
+    messages = ({"role": "user", "content": "q"},)
+    prompts = [
+        Prompt(Example(uid=f"p{k}", data_source="s", messages=messages, ground_truth="1", grader="math"), [n])
+        for k, n in enumerate(lengths)
+    ]
+    return Frontier(
+        engine,
+        pool,
+        prompts,
+        RewardPlan(GradingConfig()),
+        PromptSampler(size=len(lengths), seed=0, shuffle=False),
+        batch=1,
+        max_lag=1,
+        sampling=lambda seed: SamplingConfig(n=1, max_tokens=8, stop=["\n"]),
+        seed_for_step=lambda step: step,
+        tokenizer=None,
+        resident=True,
+    )

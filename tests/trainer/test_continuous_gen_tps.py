@@ -12,26 +12,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from rrl_testutil import CountdownEngine
+from rrl_testutil import CountdownEngine, countdown_frontier
 
 from graders.runtime import GradingPool
-from reasoning_rl.config import GradingConfig
-from reasoning_rl.data import Example, Prompt, PromptSampler
-from reasoning_rl.rollout import SamplingConfig
 from reasoning_rl.trace import TraceWriter
-from reasoning_rl.trainer.collect import RewardPlan
-from reasoning_rl.trainer.frontier import Frontier
 from reasoning_rl.trainer.loop import StepTrace, Trainer
 
 LENGTHS = [2, 2, 6]  # prompt k's requests generate LENGTHS[k] tokens
-
-
-def _prompt(k: int) -> Prompt:
-    messages = ({"role": "user", "content": "q"},)
-    return Prompt(
-        Example(uid=f"p{k}", data_source="s", messages=messages, ground_truth="1", grader="math"),
-        [LENGTHS[k]],
-    )
 
 
 def _gen_tokens_per_s(tmp_path: Path, step: int, rollouts: object, flow: dict[str, float]) -> float:
@@ -47,19 +34,7 @@ def test_gen_tokens_per_s_counts_the_tokens_generated_inside_a_continuous_step(t
     trace = TraceWriter(tmp_path / "trace.jsonl")
     engine = CountdownEngine()
     with GradingPool(workers=1) as pool:
-        frontier = Frontier(
-            engine,
-            pool,
-            [_prompt(k) for k in range(len(LENGTHS))],
-            RewardPlan(GradingConfig()),
-            PromptSampler(size=len(LENGTHS), seed=0, shuffle=False),
-            batch=1,
-            max_lag=1,
-            sampling=lambda seed: SamplingConfig(n=1, max_tokens=8, stop=["\n"]),
-            seed_for_step=lambda step: step,
-            tokenizer=None,
-            resident=True,
-        )
+        frontier = countdown_frontier(engine, pool, LENGTHS)
         steps = []
         for step in (1, 2, 3):
             steps.append(frontier.next_batch(step, trace))

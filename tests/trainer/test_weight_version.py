@@ -14,41 +14,13 @@ from typing import Any, cast
 
 import pytest
 import torch
-from rrl_testutil import CountdownEngine
+from rrl_testutil import CountdownEngine, countdown_frontier
 
 from graders.runtime import GradingPool
-from reasoning_rl.config import GradingConfig
-from reasoning_rl.data import Example, Prompt, PromptSampler
 from reasoning_rl.rollout import Delta, SamplingConfig
 from reasoning_rl.trace import TraceWriter
-from reasoning_rl.trainer.collect import RewardPlan
-from reasoning_rl.trainer.frontier import Frontier
 
 LENGTHS = [2, 5, 3]  # prompt k's request generates LENGTHS[k] tokens, one per advance
-
-
-def _prompt(k: int) -> Prompt:
-    messages = ({"role": "user", "content": "q"},)
-    return Prompt(
-        Example(uid=f"p{k}", data_source="s", messages=messages, ground_truth="1", grader="math"),
-        [LENGTHS[k]],
-    )
-
-
-def _frontier(engine: Any, pool: Any) -> Frontier:
-    return Frontier(
-        engine,
-        pool,
-        [_prompt(k) for k in range(len(LENGTHS))],
-        RewardPlan(GradingConfig()),
-        PromptSampler(size=len(LENGTHS), seed=0, shuffle=False),
-        batch=1,
-        max_lag=1,
-        sampling=lambda seed: SamplingConfig(n=1, max_tokens=8, stop=["\n"]),
-        seed_for_step=lambda step: step,
-        tokenizer=None,
-        resident=True,
-    )
 
 
 # ---- the engine owns the version -----------------------------------------------------------------------
@@ -120,7 +92,7 @@ def test_the_frontier_stops_on_an_engine_at_another_version(tmp_path: Path) -> N
     """Step 3 follows 2 updates: an engine at version 5 is a misnumbered hand-off, a one-line error naming both
     (before: the frontier computed ``step - 1`` and recorded it whatever the engine held)."""
     none = cast(Any, None)
-    frontier = _frontier(SimpleNamespace(version=5), none)
+    frontier = countdown_frontier(SimpleNamespace(version=5), none, LENGTHS)
     trace = TraceWriter(tmp_path / "trace.jsonl")
     with pytest.raises(RuntimeError) as err:
         frontier.next_batch(3, trace)
@@ -136,7 +108,7 @@ def test_per_token_versions_and_lags_come_from_the_engine(tmp_path: Path) -> Non
     engine = CountdownEngine()
     trace = TraceWriter(tmp_path / "trace.jsonl")
     with GradingPool(workers=1) as pool:
-        frontier = _frontier(engine, pool)
+        frontier = countdown_frontier(engine, pool, LENGTHS)
         # step 1 admits prompts 0 and 1 (capacity 2): prompt 0 finishes after 2 advances and is trained
         first, first_flow = frontier.next_batch(1, trace)
         engine.load_weights(torch.zeros(0), version=1)  # step 1's update, handed off
