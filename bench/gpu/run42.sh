@@ -118,7 +118,10 @@ learn|match)
         RUN_TIMEOUT=${RUN_TIMEOUT:-420} TRL_STEPS=${TRL_STEPS:-6} \
             real /tmp/word_chain.jsonl learn "${SCHEDULE:-ours:sync,trl:off:32}" /tmp/warm_model
     else
-        LEARN_STEPS=0 STEPS=${STEPS:-3} TRL_STEPS=${TRL_STEPS:-3} \
+        # all three in one call: ours ~150 s a run at 2 + 1 steps, TRL ~60 s to start then 30-39 s a step
+        # (2026-12-06: at 3 + 1 steps TRL hit a 210-s run timeout and ours:sync did not fit the budget)
+        LEARN_STEPS=0 STEPS=${STEPS:-2} TRL_STEPS=${TRL_STEPS:-2} RUN_TIMEOUT=${RUN_TIMEOUT:-240} \
+            BUDGET=${BUDGET:-560} \
             real /tmp/word_chain.jsonl match "${SCHEDULE:-ours:noskip,trl:off:32,ours:sync}" /tmp/warm_model
     fi
     ;;
