@@ -147,7 +147,10 @@ class AlgorithmConfig(LossConfig):
         default=False, description="DAPO: drop groups whose rewards are all equal and refill."
     )
     max_refill_rounds: int = Field(
-        default=3, ge=0, description="Extra sampling rounds dynamic_sampling may take to fill a batch."
+        default=3,
+        ge=0,
+        description="Extra sampling rounds dynamic_sampling may take to fill a batch (on the frontier: at "
+        "most max_refill_rounds x batch_size groups admitted a step in place of rejected ones).",
     )
     overlong: OverlongConfig = Field(
         default_factory=OverlongConfig, description="DAPO soft overlong punishment."

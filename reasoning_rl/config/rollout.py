@@ -64,8 +64,8 @@ class RolloutConfig(SamplingParams):
         "trainer. 0: synchronous steps. > 0: up to trainer.batch_size x (1 + max_lag) groups stay admitted in the "
         "engine, each step trains the oldest finished ones, unfinished requests continue across the update with "
         "the new weights, and the loss is decoupled PPO (algorithms/decoupled.py). Needs the vllm or hf engine (hf "
-        "generates a group whole, oldest first) on one colocated rank or on split placement's rollout ranks, no "
-        "tools and no dynamic sampling.",
+        "generates a group whole, oldest first) on one colocated rank or on split placement's rollout ranks and "
+        "no tools.",
     )
     overlap: bool = Field(
         default=True,

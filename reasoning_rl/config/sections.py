@@ -96,8 +96,6 @@ class Config(_Section):
         clash = (
             "rollout.tools (the tool loop is its own producer)"
             if self.rollout.tools
-            else "algorithm.dynamic_sampling (it refills a step, continuous steps take B finished groups)"
-            if self.algorithm.dynamic_sampling
             else "algorithm.old_logprobs=rollout (decoupled PPO needs the trainer's proximal recompute)"
             if self.algorithm.old_logprobs == "rollout"
             else "model.lora on split placement (the adapter reload under resident requests is not proven)"

@@ -177,6 +177,21 @@ class StreamGrading:
     def graded(self) -> int:
         return sum(1 for left in self._pending.values() if not left)
 
+    def poll(self, timeout: float | None) -> int:
+        """Take the grades that landed, waiting up to ``timeout`` s for the first (None: until one lands, if
+        any is outstanding), and count them: a producer that judges groups as they finish (dynamic sampling)
+        needs them early."""
+        landed = self.pool.poll(timeout)
+        self._take(landed)
+        return len(landed)
+
+    def group(self, prompt: int, n: int) -> list[Sample] | None:
+        """Prompt key ``prompt``'s ``n`` samples as group 0, left in place, or None until every one is graded."""
+        keys = [(prompt, j) for j in range(n)]
+        if any(k not in self._pending or self._pending[k] for k in keys):
+            return None
+        return [self._sample(k, 0, self._parts[k]) for k in keys]
+
     def wait(self, progress: Callable[[], None] | None = None) -> None:
         """The stragglers, until a round brings nothing (a fallback asked meanwhile is one more round);
         ``progress`` is called as each grade lands (the heartbeat's graded count)."""
@@ -215,15 +230,7 @@ class StreamGrading:
             raise RuntimeError(
                 f"grading pool returned no grade for {len(missing)} samples (e.g. {min(missing)})"
             )
-        samples = []
-        for k in sorted(self.completions):
-            ex = self.prompts[k[0]].example
-            if k in self._failed:
-                grade, composed = _first(grades[k]), None
-            else:
-                grade, composed = self.rewards.combine(ex, grades[k])
-            samples.append(Sample(group_offset + k[0], ex, self.completions[k], grade, composed))
-        return Rollouts(samples)
+        return Rollouts([self._sample(k, group_offset + k[0], grades[k]) for k in sorted(self.completions)])
 
     def pop_groups(self, groups: Sequence[int]) -> Rollouts:
         """Continuous rollouts (``trainer/frontier``): the graded samples of these prompt keys, group ``k`` for
@@ -236,17 +243,20 @@ class StreamGrading:
             grades = self._parts.pop(k)
             if self._pending.pop(k):
                 raise RuntimeError(f"grading pool returned no grade for sample {k}")
-            ex = self.prompts[k[0]].example
-            comp = self.completions.pop(k)
-            if k in self._failed:
-                self._failed.discard(k)
-                grade, composed = _first(grades), None
-            else:
-                grade, composed = self.rewards.combine(ex, grades)
-            samples.append(Sample(groups.index(k[0]), ex, comp, grade, composed))
+            samples.append(self._sample(k, groups.index(k[0]), grades))
+            del self.completions[k]
+            self._failed.discard(k)
         for g in groups:
             self._contexts.pop(g, None)
         return Rollouts(samples)
+
+    def _sample(self, k: Key, group: int, grades: list[Grade | None]) -> Sample:
+        ex = self.prompts[k[0]].example
+        if k in self._failed:
+            grade, composed = _first(grades), None
+        else:
+            grade, composed = self.rewards.combine(ex, grades)
+        return Sample(group, ex, self.completions[k], grade, composed)
 
     def trace(
         self, trace: TraceWriter | None, step: int, t0: float, t1: float, t2: float, *, graded: int

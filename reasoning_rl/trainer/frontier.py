@@ -15,6 +15,10 @@ logged once. A resumed run takes the same path from the checkpoint's ``state()``
 are graded again (the grade cache makes that cheap), partial ones resubmitted, so no prompt is lost or drawn
 twice. ``max_lag = 0`` is the synchronous step: ``B`` groups admitted and all of them trained.
 
+Dynamic sampling (``algorithm.dynamic_sampling``) is reject-and-admit here (``trainer/rejection``): a group is
+ready for the schedule once graded, and one without reward spread is rejected and another prompt admitted in
+its room, so a step still trains ``B`` groups, at any ``max_lag``.
+
 Prefix-cache safety is the engine's: it salts every request it admits with the weights it holds, so a
 request admitted after a hand-off never hits blocks computed with older weights (vLLM refuses a prefix-cache
 reset while requests are running).
@@ -36,6 +40,7 @@ from reasoning_rl.rollout import Completion, ContinuousEngine, Delta, DraftCount
 from reasoning_rl.trace import TraceWriter
 from reasoning_rl.trainer.collect import RewardPlan, StreamGrading
 from reasoning_rl.trainer.records import Rollouts
+from reasoning_rl.trainer.rejection import RejectAndAdmit, informative
 from reasoning_rl.trainer.staleness import StalenessSchedule
 
 FULL_SHARE = 0.8  # "the engine runs full": running batch >= this share of the admitted samples
@@ -87,6 +92,7 @@ class Frontier:
         seed_for_step: Callable[[int], int],
         tokenizer: Any,
         resident: bool,
+        rejection: RejectAndAdmit | None = None,
     ) -> None:
         self.engine = engine
         self.prompts = prompts
@@ -102,7 +108,10 @@ class Frontier:
         self.done: dict[int, int] = {}  # ticket -> finished samples
         self.grading = StreamGrading(pool, _Tickets(self), rewards)
         self.resubmitted = 0  # partial samples resubmitted (park / resume) since the last step's metrics
+        self.rejection = rejection  # dynamic sampling: groups without reward spread rejected and replaced
+        self.judged: dict[int, bool] = {}  # dynamic sampling: finished graded ticket -> has reward spread
         self._rid = 0
+        self._offset = 0  # groups admitted in this step so far (the next group's ``Group.offset``)
 
     @property
     def path(self) -> str:
@@ -115,6 +124,9 @@ class Frontier:
         must be the trainer's ``step - 1``: its updates so far)."""
         version = self._engine_version(step)
         t0 = time.time()
+        self._offset = 0
+        if self.rejection is not None:
+            self.rejection.begin()
         self._resubmit()
         self._admit(version, step)
         n = self.sampling(0).n
@@ -134,7 +146,13 @@ class Frontier:
             )
 
         with gc_paused():  # the objects of a step die by reference counting; cycles wait for its end
-            while (chosen := self.schedule.select(version, self._finished())) is None:
+            while (chosen := self.schedule.select(version, self._ready(version, step))) is None:
+                ungraded = len(self.grading.completions) - self.grading.graded()
+                if not self.live and self.rejection is not None and ungraded:
+                    # dynamic sampling waits for the grades that judge a group
+                    if not self.grading.poll(None):
+                        raise RuntimeError(f"grading pool returned no grade for {ungraded} samples")
+                    continue
                 if not self.live:
                     raise RuntimeError(
                         "continuous rollouts: waiting for groups with no request in the engine"
@@ -160,6 +178,9 @@ class Frontier:
         self.schedule.trained(chosen)
         for t in chosen:
             del self.groups[t], self.done[t]
+            self.judged.pop(t, None)
+        if self.rejection is not None:
+            rollouts = self.rejection.trained(rollouts)
         gen_s = t1 - t0
         metrics = {
             "rollout/running_mean": busy / gen_s if gen_s > 0 else 0.0,
@@ -167,6 +188,7 @@ class Frontier:
             "rollout/in_flight": float(len(self.live)),
             "rollout/resubmitted": float(self.resubmitted),
             GENERATED_TOKENS: float(generated),
+            **(self.rejection.metrics() if self.rejection is not None else {}),
             **lag_metrics(rollouts, version, trace, step),
         }
         self.resubmitted = 0
@@ -199,9 +221,10 @@ class Frontier:
             return
         seed = self.seed_for_step(step)
         requests = []
-        for offset, idx in enumerate(self.sampler.next_batch(room)):
+        for idx in self.sampler.next_batch(room):
             ticket = self.schedule.admit(version)
-            group = Group(ticket, idx, self.prompts[idx].example.uid, version, seed, offset)
+            group = Group(ticket, idx, self.prompts[idx].example.uid, version, seed, self._offset)
+            self._offset += 1
             self.groups[ticket] = group
             self.done[ticket] = 0
             for j in range(self.sampling(0).n):
@@ -270,6 +293,35 @@ class Frontier:
     def _finished(self) -> list[int]:
         n = self.sampling(0).n
         return [t for t, k in self.done.items() if k == n]
+
+    def _ready(self, version: int, step: int) -> list[int]:
+        """The groups the schedule may pick: the finished ones; under dynamic sampling only once graded, and a
+        group without reward spread is rejected while the step's budget lasts, another prompt admitted."""
+        finished = self._finished()
+        if self.rejection is None:
+            return finished
+        self.grading.poll(0.0)
+        n = self.sampling(0).n
+        ready = []
+        for t in finished:
+            if t not in self.judged:
+                samples = self.grading.group(t, n)
+                if samples is None:
+                    continue  # still grading
+                self.judged[t] = informative(samples)
+            if self.judged[t] or not self.rejection.may_reject():
+                ready.append(t)
+            else:
+                self._reject(t, self.rejection)
+        self._admit(version, step)
+        return ready
+
+    def _reject(self, ticket: int, rejection: RejectAndAdmit) -> None:
+        """Forget a group without training it; its prompt stays consumed (the sampler moved past it)."""
+        self.grading.pop_groups([ticket])
+        self.schedule.withdraw(ticket)
+        del self.groups[ticket], self.done[ticket], self.judged[ticket]
+        rejection.reject()
 
     # -------------------------------------------------------------------------------------- resume
     def state(self) -> dict[str, Any]:

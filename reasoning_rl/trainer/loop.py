@@ -36,6 +36,7 @@ from reasoning_rl.trainer.interrupt import interrupts_held
 from reasoning_rl.trainer.last_step import FinishedStep, UpdateGuard, checkpoint_due
 from reasoning_rl.trainer.metrics import MetricsLogger, check_wandb
 from reasoning_rl.trainer.records import Rollouts
+from reasoning_rl.trainer.rejection import RejectAndAdmit
 from reasoning_rl.trainer.resume import (
     TrainError,
     check_config,
@@ -237,17 +238,17 @@ class Trainer:
     def _frontier(self, parts: Components, sampler: PromptSampler) -> Frontier | None:
         """The in-flight rollouts of an engine that can keep requests across updates (an in-process vLLM or hf
         engine, or split placement's live rollout ranks with ``rollout.max_lag > 0``): every step goes through
-        it, ``rollout.max_lag = 0`` being the synchronous step. None: streamed waves (plugin engines that only
-        stream, several colocated ranks, tool loops, dynamic sampling' refills), which only the synchronous
-        step has."""
+        it, ``rollout.max_lag = 0`` being the synchronous step; dynamic sampling rejects groups without reward
+        spread there and admits others (``trainer/rejection``). None: streamed waves (plugin engines that only
+        stream, several colocated ranks, tool loops), which only the synchronous step has."""
         cfg = self.cfg
         engine = parts.group.continuous_engine()
-        if engine is None or cfg.rollout.tools or cfg.algorithm.dynamic_sampling:
+        if engine is None or cfg.rollout.tools:
             if cfg.rollout.max_lag > 0:
                 raise TrainError(
                     f"rollout.max_lag={cfg.rollout.max_lag} needs a continuous engine (vllm, hf) in this process "
-                    "(one colocated rank) or on split placement's rollout ranks, and no rollout.tools or "
-                    "algorithm.dynamic_sampling (they stream waves of their own); set rollout.max_lag=0"
+                    "(one colocated rank) or on split placement's rollout ranks, and no rollout.tools (the tool "
+                    "loop streams waves of its own); set rollout.max_lag=0"
                 )
             return None
         resident = cfg.rollout.sleep is False or not getattr(engine, "sleep_enabled", False)
@@ -263,6 +264,11 @@ class Trainer:
             seed_for_step=lambda step: self._seed(step, 0),
             tokenizer=parts.tokenizer,
             resident=resident,
+            rejection=(
+                RejectAndAdmit(cfg.trainer.batch_size, cfg.algorithm.max_refill_rounds)
+                if cfg.algorithm.dynamic_sampling
+                else None
+            ),
         )
         if cfg.rollout.max_lag > 0:
             where = "the engine in this process"

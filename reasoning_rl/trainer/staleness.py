@@ -79,6 +79,10 @@ class StalenessSchedule:
         for t in tickets:
             del self.untrained[t]
 
+    def withdraw(self, ticket: int) -> None:
+        """A group leaves untrained (dynamic sampling rejected it): its room goes to the next admission."""
+        del self.untrained[ticket]
+
     def state(self) -> dict[str, object]:
         return {"next_ticket": self.next_ticket, "untrained": [[t, v] for t, v in self.untrained.items()]}
 

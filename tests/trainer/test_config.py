@@ -84,8 +84,9 @@ def test_continuous_rollouts_refuse_paths_that_cannot_keep_requests(tmp_path: Pa
     assert (
         load_config(write(tmp_path, MINIMAL), ["rollout.max_lag=2", "rollout.engine=hf"]).rollout.max_lag == 2
     )
+    dynamic = ["rollout.max_lag=1", "algorithm.dynamic_sampling=true"]  # reject-and-admit on the frontier
+    assert load_config(write(tmp_path, MINIMAL), dynamic).algorithm.dynamic_sampling
     for bad, named in (
-        ("algorithm.dynamic_sampling=true", "algorithm.dynamic_sampling"),
         ("algorithm.old_logprobs=rollout", "algorithm.old_logprobs=rollout"),
         ("resources.ranks_per_node=2", "several colocated ranks"),
     ):

@@ -52,3 +52,23 @@ def test_hf_continuous_run_survives_kills_lossless(tmp_path: Path, tiny_model_di
     assert f"(step {resumed})" in out.stdout
     bounded_lag(run, steps, BATCH * N, MAX_LAG)
     lossless(run, steps, BATCH)
+
+
+def test_hf_dynamic_sampling_takes_the_frontier_and_resumes(tmp_path: Path, tiny_model_dir: Path) -> None:
+    """Dynamic sampling at ``max_lag = 1`` runs on the frontier (reject-and-admit, trainer/rejection.py): every
+    step reports its rejected and replacement groups within the bound, and a resumed run continues it."""
+    cfg = config(
+        tmp_path,
+        tiny_model_dir,
+        "hfds",
+        trainer={"steps": 2, "batch_size": BATCH, "checkpoint_every": 1},
+        rollout=ROLLOUT,
+        algorithm={"dynamic_sampling": True, "max_refill_rounds": 1},
+    )
+    out = train(cfg)
+    assert "continuous rollouts on the engine in this process: max_lag=1" in out.stdout
+    train(cfg, "trainer.steps=3", "trainer.resume=auto")
+    rows = [r for r in metrics(tmp_path / "hfds") if "reward/mean" in r]
+    assert [r["step"] for r in rows] == [1, 2, 3]
+    assert all(r["rollout/replacement_groups"] <= BATCH and r["staleness/lag_max"] <= MAX_LAG for r in rows)
+    assert all(r["rollout/rejected_groups"] >= r["rollout/replacement_groups"] for r in rows)
