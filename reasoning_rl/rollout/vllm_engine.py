@@ -404,21 +404,13 @@ class VLLMEngine:
         return EngineWeights(fingerprints, packed)
 
     def load_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]], *, version: int) -> None:
-        """Copy new weights into the engine. Where every layer is unquantized and unpacked (``copies_in_place``:
-        any CUDA engine of ours) the model's own loader copies them straight into vLLM's tensors
-        (``load_in_place``); otherwise (vLLM's CPU backend pre-packs linear weights) vLLM's layer-wise
-        ``reload_weights``, which re-runs each layer's post-load step. Both map names, fuse q/k/v and gate/up
-        and handle tied embeddings.
-
-        After each layer-wise reload vLLM warns ``RotaryEmbedding: Failed to load weights`` and, for a tied head,
-        ``ParallelLMHead: Failed to load weights``: its layer-wise reloader (``finalize_layerwise_processing``)
-        warns for every layer that received no tensor and puts that layer's previous tensors back. Both are
-        expected: the rotary cos/sin cache is computed from the config and is in no checkpoint, and a tied head
-        has no weight of its own (``named_parameters`` yields the shared embedding once), which
-        ``refresh_tied_head`` re-ties to the new embedding right below. ``rrl train`` hides vLLM's warnings
-        unless ``logging.engine_logs``; the e2e tests check the engine's log-probs against the trainer's after
-        every hand-off (gap < 1e-3).
-        """
+        """Copy new weights into the engine: straight into vLLM's tensors by the model's own loader where every
+        layer is unquantized and unpacked (``copies_in_place``: any CUDA engine of ours), else (vLLM's CPU backend
+        pre-packs linear weights) by vLLM's layer-wise ``reload_weights``, which re-runs each layer's post-load
+        step. Both map names, fuse q/k/v and gate/up and handle tied embeddings. The layer-wise reload warns
+        ``RotaryEmbedding`` / ``ParallelLMHead: Failed to load weights`` for layers that get no tensor (the rotary
+        cache is computed from the config; a tied head has no weight of its own and ``refresh_tied_head`` re-ties
+        it): expected, and hidden by ``rrl train`` unless ``logging.engine_logs``."""
         if self.loads_in_place:
             self.llm.apply_model(partial(load_in_place, weights=iter(named_tensors)))
         else:
