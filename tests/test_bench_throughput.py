@@ -18,6 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench" / "gpu"))
 
 import interleave  # noqa: E402
 import throughput  # noqa: E402
+import workload_probe  # noqa: E402
 
 # continuous-like: a short step that finds its groups already done, then a long one generating two batches
 ALT_S = [1.7, 33.0, 1.9, 32.6, 2.1, 33.9]
@@ -212,3 +213,21 @@ def test_the_learning_run_keeps_all_steps_apart_and_compares_the_first_n(tmp_pat
     assert "learning" not in plain and len(plain["steps_s"]) == 3
     assert interleave.REAL_PRESETS["noskip"]["REAL_SKIP_ZERO_ADV"] == "0"
     throughput.summarise([rec, plain])
+
+
+def test_the_workload_probe_writes_a_raw_run_per_temperature_that_recomputes() -> None:
+    """The probe's file is a GPU result like every other: one run per temperature (its one generation pass),
+    prompt + generated tokens, generated alone and the mean reward; the summary recomputes from it."""
+    run = workload_probe.probe_run(
+        1.0, 2.0, prompt_tokens=300, lengths=[10, 30, 20, 40], groups=[[1, 0], [0, 0]]
+    )
+    throughput.check_run(run)
+    assert run == {
+        "name": "probe:t1",
+        "steps_s": [2.0],
+        "tokens": [400],
+        "gen_tokens": [100],
+        "reward": [0.25],
+    }
+    doc = throughput.result({"model": "m", "temperatures": [1.0]}, [run])
+    assert doc["sides"]["probe:t1"]["tokens_per_s"] == 200

@@ -18,9 +18,13 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import sys
 import time
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import throughput  # noqa: E402
 
 
 def stats(lengths: list[int], groups: list[list[float]], cap: int) -> dict[str, Any]:
@@ -47,6 +51,21 @@ def learns(s: dict[str, Any]) -> bool:
         and s["at_cap"] >= 0.10
         and s["zero_spread_groups"] <= 0.5
     )
+
+
+def probe_run(
+    temperature: float, seconds: float, prompt_tokens: int, lengths: list[int], groups: list[list[float]]
+) -> dict[str, Any]:
+    """One temperature's pass as a raw run (one "step": the whole generation), so the file's throughput can be
+    recomputed like every GPU result: prompt + generated tokens, generated alone, the mean reward."""
+    rewards = [score for group in groups for score in group]
+    return {
+        "name": f"probe:t{temperature:g}",
+        "steps_s": [round(seconds, 3)],
+        "tokens": [prompt_tokens + sum(lengths)],
+        "gen_tokens": [sum(lengths)],
+        "reward": [round(statistics.fmean(rewards), 4) if rewards else 0.0],
+    }
 
 
 def main() -> None:
@@ -77,33 +96,36 @@ def main() -> None:
         max_model_len=2048,
         gpu_memory_utilization=0.3 if gpu else 0.2,
     )
-    results = []
+    results, runs = [], []
     for temperature in (float(t) for t in args.temperatures.split(",")):
         sampling = SamplingParams(n=args.samples, temperature=temperature, max_tokens=args.max_tokens)
         t = time.perf_counter()
         outs = llm.chat([r["prompt"] for r in rows], sampling, use_tqdm=False)
         seconds = time.perf_counter() - t
-        lengths, groups = [], []
+        lengths, groups, prompt_tokens = [], [], 0
         for row, out in zip(rows, outs, strict=True):
             gold = str(row["reward_model"]["ground_truth"])
             lengths += [len(c.token_ids) for c in out.outputs]
+            prompt_tokens += len(out.prompt_token_ids or []) * len(out.outputs)
             groups.append([graders.grade("math", c.text, gold, mode="lenient").score for c in out.outputs])
         s: dict[str, Any] = {"temperature": temperature}
         s.update(stats(lengths, groups, args.max_tokens))
         s.update(generate_s=round(seconds, 2), learns=learns(s))
         results.append(s)
+        runs.append(probe_run(temperature, seconds, prompt_tokens, lengths, groups))
         print("PROBE " + json.dumps(s), flush=True)
     chosen = next((r for r in results if r["learns"]), None)
     print("CHOSEN " + json.dumps(chosen), flush=True)
     if args.out:
-        workload = {  # what each temperature sampled (step-1 statistics only: no steps, so no throughput runs)
+        workload = {  # what each temperature sampled: one generation pass of the first rows, no update
             "model": args.model,
             "data": args.data.name,
             "prompts": len(rows),
             "samples_per_prompt": args.samples,
             "max_tokens": args.max_tokens,
+            "temperatures": [r["temperature"] for r in results],
         }
-        doc = {"workload": workload, "gpu": gpu, "results": results, "chosen": chosen}
+        doc = throughput.result(workload, runs, gpu=gpu, results=results, chosen=chosen)
         args.out.write_text(json.dumps(doc, indent=1))
 
 
