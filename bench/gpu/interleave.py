@@ -356,6 +356,14 @@ def main() -> None:
         print(f"RUN {i} {rec['name']} steps={rec.get('steps_s')} wall={rec['wall_s']}", flush=True)
         if rec.get("error"):
             print(f"RUN {i} ERROR tail: {rec['error'][-600:]}", flush=True)
+        write(args, runs, skipped)  # after every run: a call cut by its time limit keeps what it measured
+    print(table(runs, write(args, runs, skipped)), flush=True)
+    if skipped:
+        print(f"skipped (budget): {skipped}", flush=True)
+
+
+def write(args: argparse.Namespace, runs: list[dict[str, Any]], skipped: list[str]) -> dict[str, Any]:
+    """The call's result file as it stands (throughput.result over the runs with measured steps)."""
     summary = summarise(runs)
     result = throughput.result(
         workload_of(args),
@@ -366,9 +374,7 @@ def main() -> None:
         trl_best_matched=summary["trl_best_matched"],
     )
     Path(args.out).write_text(json.dumps(result, indent=1, default=str))
-    print(table(runs, summary), flush=True)
-    if skipped:
-        print(f"skipped (budget): {skipped}", flush=True)
+    return summary
 
 
 if __name__ == "__main__":
