@@ -36,12 +36,15 @@ class RolloutWorker(LiveCalls, EngineRank):
         gate: Any = None,
         rank: int = 0,
         live: LiveEngine | None = None,
+        resident: bool = False,
     ) -> None:
         self.engine = engine
         self.handoff = handoff
         self.gate = gate  # FreshnessGate over this rank's engine (rollout.freshness_check)
         self.rank = rank
         self.live_engine = live  # the engine behind its lock (continuous rollouts: and its decode thread)
+        # rollout.max_lag > 0: requests stay in the engine across the update, the weights swap in under its lock
+        self.resident = resident and live is not None
 
     @classmethod
     def build(cls, spec: WorkerSpec, handoff: HandoffGroup, *, rank: int) -> RolloutWorker:
@@ -60,7 +63,7 @@ class RolloutWorker(LiveCalls, EngineRank):
         # and refuses rollout.max_lag > 0 in one line (a refusal raised here would reach the user as a rank failure)
         overlap = cfg.rollout.overlap and cfg.rollout.max_lag > 0  # synchronous: stepped by the driver only
         live = LiveEngine(engine, overlap=overlap) if isinstance(engine, ContinuousEngine) else None
-        return cls(engine, handoff, gate=gate, rank=rank, live=live)
+        return cls(engine, handoff, gate=gate, rank=rank, live=live, resident=cfg.rollout.max_lag > 0)
 
     def _engine(self) -> RolloutEngine:
         return self.engine
@@ -82,9 +85,9 @@ class RolloutWorker(LiveCalls, EngineRank):
 
     def receive_weights(self, version: int) -> HandoffStats:
         """The weights of the update just done, policy ``version`` (``HandoffStats``; with the gate, its check).
-        A live engine keeps decoding while they arrive, then swaps them in and reports what it decoded during
-        the update."""
-        if self.live_engine is None:
+        With resident requests the engine keeps decoding while they arrive, then swaps them in and reports what
+        it decoded during the update (else nothing is in it: they stream straight into the engine)."""
+        if self.live_engine is None or not self.resident:
             return receive_weights(self.engine, self.handoff, version=version, gate=self.gate)
         swap = self.live_engine.swap
         stats = receive_weights(self.engine, self.handoff, version=version, gate=self.gate, swap=swap)
