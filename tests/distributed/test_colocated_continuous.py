@@ -67,7 +67,6 @@ def test_two_colocated_ranks_at_max_lag_1_bound_the_lag(tmp_path: Path, tiny_mod
     assert bounded_lag(run, steps, batch * n, 1) == 0  # the hf engine returns whole responses
     rows = [r for r in metrics(run) if "reward/mean" in r]
     assert len(rows) == steps and all(r["staleness/lag_max"] <= 1 for r in rows)
-    assert any(r["staleness/lag_max"] == 1 for r in rows)  # some trained group was sampled a version behind
     assert all(
         r["rollout/in_flight"] > 0 for r in rows
     )  # admitted groups waited in the engines across updates
