@@ -47,9 +47,7 @@ class LiveEngine:
     def __init__(self, engine: ContinuousEngine, *, overlap: bool) -> None:
         self.engine = engine
         self.overlapped = 0  # tokens decoded between the driver's last advance and the last swap
-        self._cond = (
-            threading.Condition()
-        )  # the engine lock: a step, submit, abort, generate or swap at a time
+        self._cond = threading.Condition()  # the engine lock: a step, submit, abort, generate, swap
         self._count = threading.Lock()  # guards _waiting
         self._waiting = 0  # callers queued for the engine lock: the decode thread lets them in first
         self._live: set[str] = set()
