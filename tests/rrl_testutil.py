@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -22,6 +23,26 @@ def shared_path(*parts: str) -> Path:
     if not path.exists():
         pytest.skip(f"{path} not found: ../shared is absent in this checkout")
     return path
+
+
+def sample_rows(run: Path, step: int) -> list[dict[str, Any]]:
+    """The rows of ``samples/step_<step>.jsonl`` of a run."""
+    return [json.loads(line) for line in (run / "samples" / f"step_{step}.jsonl").read_text().splitlines()]
+
+
+def bounded_lag(run: Path, steps: int, samples: int, max_lag: int) -> int:
+    """Every trained token of steps 1..steps carries its version, lagging the trainer by 0..max_lag, and each
+    sample's versions only grow: how many samples span two versions."""
+    spans = 0
+    for step in range(1, steps + 1):
+        rows = sample_rows(run, step)
+        assert len(rows) == samples
+        for r in rows:
+            versions = r["versions"]
+            assert versions and versions == sorted(versions)
+            assert all(0 <= (step - 1) - v <= max_lag for v in versions), (step, versions)
+            spans += versions[-1] > versions[0]
+    return spans
 
 
 def free_port() -> int:

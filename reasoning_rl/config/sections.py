@@ -82,9 +82,9 @@ class Config(_Section):
 
     @model_validator(mode="after")
     def _continuous_fits(self) -> Config:
-        """``rollout.max_lag > 0`` keeps requests resident across updates in one in-process engine or in split
-        placement's rollout ranks: only the paths that have such engines and a fixed batch per step can do that
-        (issue 31)."""
+        """``rollout.max_lag > 0`` keeps requests in the run's continuous engines across updates (one in-process
+        engine, several colocated ranks' or split placement's rollout ranks'): what cannot do that is refused
+        here (issue 31)."""
         r = self.resources
         if not self.rollout.overlap and (self.rollout.max_lag == 0 or r.placement != "split"):
             raise ValueError(
@@ -100,8 +100,6 @@ class Config(_Section):
             if self.algorithm.old_logprobs == "rollout"
             else "model.lora on split placement (the adapter reload under resident requests is not proven)"
             if self.model.lora.enabled and r.placement == "split"
-            else "several colocated ranks (continuous rollouts run on one colocated rank or on split placement)"
-            if r.placement != "split" and (r.nodes * (r.ranks_per_node or 1) > 1 or r.ray_address)
             else None
         )
         if clash is not None:

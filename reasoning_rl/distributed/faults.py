@@ -6,11 +6,9 @@
 ``ActorDiedError``: SIGKILL, OOM, a lost node), a call that raised, or the deadline. The message describes every
 rank that did not answer well; the *named* rank (``WorkerFailure.rank``) is the most likely cause: a dead rank,
 else a rank still silent when another's collective timed out or the deadline passed (the one stuck outside the
-collective), else the rank that raised. ``next_done`` is the same wait for streaming results (first rank done).
+collective), else the rank that raised.
 
-Public names (stable): ``RankPlace``, ``WorkerFailure``, ``gather``, ``next_done``, ``next_streamed``,
-``last_good_checkpoint``,
-``RESUME_HINT``.
+Public names (stable): ``RankPlace``, ``WorkerFailure``, ``gather``, ``last_good_checkpoint``, ``RESUME_HINT``.
 """
 
 from __future__ import annotations
@@ -169,59 +167,3 @@ def gather(
             out.silent = sorted(rank_of[ref] for ref in pending)
             raise _fail(out, places, what, timeout_s, checkpoints)
     return values
-
-
-def next_done(
-    pending: dict[Any, int],
-    places: Sequence[RankPlace],
-    *,
-    what: str,
-    timeout_s: float,
-    checkpoints: Path | None = None,
-) -> tuple[Any, int, Any]:
-    """The first of ``pending`` (ref -> rank) to finish within ``timeout_s``: (ref, rank, value); the ref is
-    removed from ``pending``. A death, an exception or the deadline: ``WorkerFailure``."""
-    done, _ = _wait_first(list(pending), timeout_s)
-    out = _Outcome({}, {}, [])
-    if done:
-        ref = done[0]
-        rank = pending.pop(ref)
-        value = _collect(ref, rank, out)
-        if not (out.died or out.raised):
-            return ref, rank, value
-    out.silent = sorted(pending.values())
-    raise _fail(out, places, what, timeout_s, checkpoints)
-
-
-def next_streamed(
-    pending: dict[Any, int],
-    places: Sequence[RankPlace],
-    *,
-    what: str,
-    timeout_s: float,
-    checkpoints: Path | None = None,
-) -> tuple[int, Any]:
-    """The next item of whichever streaming call (Ray ``ObjectRefGenerator`` -> rank) yields first within
-    ``timeout_s``: (rank, value), or (rank, ``None``) when that rank's stream ended (it leaves ``pending``). A
-    death, an exception or the deadline: ``WorkerFailure``."""
-    from ray.exceptions import RayActorError
-
-    done, _ = _wait_first(list(pending), timeout_s)
-    out = _Outcome({}, {}, [])
-    if done:
-        gen: Any = done[0]  # an ObjectRefGenerator: next() is its next item's ref
-        rank = pending[gen]
-        try:
-            ref = next(gen)
-        except StopIteration:
-            del pending[gen]
-            return rank, None
-        except RayActorError as exc:  # the stream's actor is gone (Ray may say so here, or at the get)
-            out.died[rank] = _first_line(exc).split(". ")[0][:200]
-            ref = None
-        value = _collect(ref, rank, out) if ref is not None else None
-        if not (out.died or out.raised):
-            return rank, value
-        del pending[gen]
-    out.silent = sorted(pending.values())
-    raise _fail(out, places, what, timeout_s, checkpoints)

@@ -10,7 +10,7 @@ engine interfaces the step uses (``Models(policy, ref, critic)``, ``RolloutEngin
 sees ranks.
 
 Public names (stable): ``WorkerGroup`` (``local``, ``world``, ``shards``, ``call``, ``call_all``, ``stream``,
-``call_engines``, ``call_live``, ``continuous_engine``, ``push_weights``, ``take_traffic``, ``close``),
+``call_engines``, ``call_each_engine``, ``continuous_engine``, ``push_weights``, ``take_traffic``, ``close``),
 ``RankBackend``, ``LocalRanks``, ``Traffic``, ``shards``.
 """
 
@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Concatenate, ParamSpec, Protocol, TypeVar
 
-from reasoning_rl.distributed.rank import EngineRank, LiveRank, RankArgs, apply, method_name
+from reasoning_rl.distributed.rank import EngineRank, RankArgs, apply, method_name
 from reasoning_rl.distributed.remote_engine import RemoteEngine
 from reasoning_rl.distributed.worker import CallResult, ModelWorker
 from reasoning_rl.handoff import HandoffStats
@@ -70,10 +70,13 @@ class RankBackend(Protocol):
         ...
 
     def run_engines(
-        self, method: Callable[Concatenate[LiveRank, P], R], per_rank: Sequence[RankArgs[P]]
+        self,
+        method: Callable[Concatenate[EngineRank, P], R],
+        per_rank: Sequence[RankArgs[P]],
+        traffic: Traffic,
     ) -> list[R]:
-        """``method(*per_rank[r])`` on every generating rank r (a ``LiveRank`` method: the widest set a
-        generating rank may answer; the group asks for ``live_*`` ones only of ranks that said they are live)."""
+        """``method(*per_rank[r])`` on every generating rank r (the group asks for ``live_*`` ones only of ranks
+        whose engines are continuous)."""
         ...
 
     def handoff(self, version: int, bucket_bytes: int, traffic: Traffic) -> list[HandoffStats]:
@@ -93,17 +96,11 @@ class RankBackend(Protocol):
         cannot call back into the driver and go without it."""
         ...
 
-    def stream(
-        self, per_rank: Sequence[tuple[int, list[list[int]], SamplingConfig]], traffic: Traffic
-    ) -> Iterator[tuple[int, Completion]]:
-        """Generate on each (rank, prompts, sampling); yield (rank, completion) as they arrive."""
-        ...
-
     def close(self) -> None: ...
 
 
 class LocalRanks:
-    """One ``ModelWorker`` in this process, called directly (completions stream one by one)."""
+    """One ``ModelWorker`` in this process, called directly."""
 
     def __init__(self, worker: ModelWorker) -> None:
         self.worker = worker
@@ -117,7 +114,10 @@ class LocalRanks:
         return 1
 
     def run_engines(
-        self, method: Callable[Concatenate[LiveRank, P], R], per_rank: Sequence[RankArgs[P]]
+        self,
+        method: Callable[Concatenate[EngineRank, P], R],
+        per_rank: Sequence[RankArgs[P]],
+        traffic: Traffic,
     ) -> list[R]:
         return self._apply(method, per_rank, None)
 
@@ -140,13 +140,6 @@ class LocalRanks:
         if progress is not None:
             args = RankArgs(*args.args, **args.kwargs, progress=progress)
         return [apply(self.worker, method, args)]
-
-    def stream(
-        self, per_rank: Sequence[tuple[int, list[list[int]], SamplingConfig]], traffic: Traffic
-    ) -> Iterator[tuple[int, Completion]]:
-        for rank, prompts, sampling in per_rank:
-            for comp in self.worker.stream(prompts, sampling):
-                yield rank, comp
 
     def close(self) -> None:
         return None
@@ -197,12 +190,23 @@ class WorkerGroup:
         return self.call(method, [RankArgs(*args, **kwargs)] * self.world)
 
     def stream(self, prompts: list[list[int]], sampling: SamplingConfig) -> Iterator[Completion]:
-        """Each rank generates its share of ``prompts`` (with its share's offset, so per-prompt seeds do not
-        depend on the split); completions come back numbered as in ``prompts``. Ranks without prompts idle."""
+        """Completions of ``prompts`` (eval, tool waves), numbered as in ``prompts``. In this process: the
+        engine's own stream, each as it finishes. Over Ray ranks each generates its share (with its share's
+        offset, so per-prompt seeds do not depend on the split), returned when it is done; ranks without
+        prompts answer at once."""
+        if isinstance(self.backend, LocalRanks):
+            engine = self.backend.worker.engine
+            if engine is None:
+                raise RuntimeError("this run's rank has no rollout engine")
+            yield from engine.stream(prompts, sampling)
+            return
         split = shards(len(prompts), self.backend.engine_count)
-        jobs = [(r, prompts[s.start : s.stop], _share(sampling, s)) for r, s in enumerate(split) if len(s)]
-        for rank, comp in self.backend.stream(jobs, self.traffic):
-            yield replace(comp, prompt_index=comp.prompt_index + split[rank].start)
+        done_by_rank = self.call_each_engine(
+            EngineRank.generate, [RankArgs(prompts[s.start : s.stop], _share(sampling, s)) for s in split]
+        )
+        for s, done in zip(split, done_by_rank, strict=True):
+            for comp in done:
+                yield replace(comp, prompt_index=comp.prompt_index + s.start)
 
     @property
     def engine_count(self) -> int:
@@ -213,27 +217,27 @@ class WorkerGroup:
         self, method: Callable[Concatenate[EngineRank, P], R], *args: P.args, **kwargs: P.kwargs
     ) -> list[R]:
         """The same call on every generating rank (split placement: the rollout ranks)."""
-        return self.backend.run_engines(method, [RankArgs(*args, **kwargs)] * self.backend.engine_count)
+        return self.call_each_engine(method, [RankArgs(*args, **kwargs)] * self.backend.engine_count)
 
-    def call_live(
-        self, method: Callable[Concatenate[LiveRank, P], R], per_rank: Sequence[RankArgs[P]]
+    def call_each_engine(
+        self, method: Callable[Concatenate[EngineRank, P], R], per_rank: Sequence[RankArgs[P]]
     ) -> list[R]:
-        """``method(*per_rank[r])`` on generating rank r, every one live (``RemoteEngine``, built by
-        ``continuous_engine`` only over ranks that said so)."""
+        """``method(*per_rank[r])`` on generating rank r (e.g. ``RemoteEngine``'s ``live_*`` calls, built by
+        ``continuous_engine`` only over ranks whose engines are continuous)."""
         if len(per_rank) != self.backend.engine_count:
             raise ValueError(
                 f"{method_name(method)}: {len(per_rank)} argument sets for {self.backend.engine_count} engines"
             )
-        return self.backend.run_engines(method, per_rank)
+        return self.backend.run_engines(method, per_rank, self.traffic)
 
     def continuous_engine(self) -> ContinuousEngine | None:
-        """The engine that keeps requests across updates (continuous rollouts, ``rollout.max_lag``): an
-        in-process rank's own, or split placement's rollout ranks as one ``RemoteEngine`` when they run live
-        engines; None for colocated Ray ranks and engines that only stream."""
+        """The engine the ``Frontier`` drives (every step, at any ``rollout.max_lag``): an in-process rank's own,
+        or the generating Ray ranks (colocated training ranks or split rollout ranks) as one ``RemoteEngine``.
+        None: a plugin engine that only streams (the run then takes waves of ``generate``)."""
         if isinstance(self.backend, LocalRanks):
             engine = self.backend.worker.engine
             return engine if isinstance(engine, ContinuousEngine) else None
-        return RemoteEngine(self) if all(self.call_engines(EngineRank.live)) else None
+        return RemoteEngine(self) if all(self.call_engines(EngineRank.continuous)) else None
 
     def push_weights(self, version: int, bucket_bytes: int) -> list[HandoffStats]:
         """The update's weights (policy ``version``, which every engine records) into every engine: per rank

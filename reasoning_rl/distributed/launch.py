@@ -25,7 +25,7 @@ import os
 import pickle
 import socket
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace as dc_replace
 from pathlib import Path
 from typing import Any, Concatenate, ParamSpec, TypeVar
@@ -36,9 +36,9 @@ from reasoning_rl import cluster
 from reasoning_rl.config import ConfigError
 from reasoning_rl.config.resources import ResourcesConfig
 from reasoning_rl.distributed.broadcast import HandoffGroup
-from reasoning_rl.distributed.faults import RankPlace, gather, next_streamed
+from reasoning_rl.distributed.faults import RankPlace, gather
 from reasoning_rl.distributed.group import Traffic, WorkerGroup
-from reasoning_rl.distributed.rank import LiveRank, RankArgs, apply, method_name
+from reasoning_rl.distributed.rank import EngineRank, RankArgs, apply, method_name
 from reasoning_rl.distributed.rollout_worker import RolloutWorker
 from reasoning_rl.distributed.worker import (
     CallResult,
@@ -49,7 +49,6 @@ from reasoning_rl.distributed.worker import (
 )
 from reasoning_rl.factory import rollout_kind
 from reasoning_rl.handoff import HandoffStats
-from reasoning_rl.rollout import Completion, SamplingConfig
 from reasoning_rl.trace import Progress
 
 P = ParamSpec("P")
@@ -163,17 +162,6 @@ class RankActor:
         group = HandoffGroup(member, handoff[1], handoff[0], spec.cfg.resources.collective_timeout_s)
         self.worker = RolloutWorker.build(spec, group, rank=rank)
         return node_address()
-
-    def stream(self, prompts: list[list[int]], sampling: SamplingConfig) -> Iterator[CallResult]:
-        """This rank's completions one by one as its engine finishes them (a Ray streaming generator: the
-        driver grades each while the ranks still generate); seconds are those since the previous one."""
-        if self.worker is None:
-            raise RuntimeError("RankActor.stream before setup")
-        last = time.perf_counter()
-        for comp in self.worker.stream(prompts, sampling):
-            now = time.perf_counter()
-            yield CallResult(comp, now - last, len(pickle.dumps(comp)))
-            last = now
 
     def call(self, method: Callable[..., Any], args: RankArgs[...]) -> CallResult:
         """One call of the driver's (``_submit``), run as an in-process rank runs its own (``rank.apply``)."""
@@ -297,23 +285,6 @@ class RayRanks:
         """Every training actor's call; ``progress`` cannot reach into an actor's process: unused."""
         return self._run(self.train_actors, method, per_rank, traffic)
 
-    def stream(
-        self, per_rank: Sequence[tuple[int, list[list[int]], SamplingConfig]], traffic: Traffic
-    ) -> Iterator[tuple[int, Completion]]:
-        """Completions one by one from every rank's streaming ``RankActor.stream``, in arrival order."""
-        pending: dict[Any, int] = {}  # ObjectRefGenerator -> global rank
-        for rank, prompts, sampling in per_rank:
-            gen = self.engines[rank].stream.options(num_returns="streaming").remote(prompts, sampling)
-            pending[gen] = rank + self._engine0
-            traffic.to_workers += len(pickle.dumps((prompts, sampling)))
-        while pending:
-            rank, res = next_streamed(
-                pending, self.places, what="generate", timeout_s=self.timeout_s, checkpoints=self.checkpoints
-            )
-            if res is not None:
-                traffic.add("generate", rank, 0, res)
-                yield rank - self._engine0, res.value
-
     @property
     def engine_count(self) -> int:
         return len(self.engines)
@@ -324,10 +295,13 @@ class RayRanks:
         return len(self.actors) - len(self.engines)
 
     def run_engines(
-        self, method: Callable[Concatenate[LiveRank, P], R], per_rank: Sequence[RankArgs[P]]
+        self,
+        method: Callable[Concatenate[EngineRank, P], R],
+        per_rank: Sequence[RankArgs[P]],
+        traffic: Traffic,
     ) -> list[R]:
         """``method(*per_rank[r])`` on every generating rank r (the training ranks unless split)."""
-        return self._run(self.engines, method, per_rank, Traffic(), first_rank=self._engine0)
+        return self._run(self.engines, method, per_rank, traffic, first_rank=self._engine0)
 
     def handoff(self, version: int, bucket_bytes: int, traffic: Traffic) -> list[HandoffStats]:
         """New weights into every engine: colocated, each rank its own (``push_weights``); split, training
@@ -364,7 +338,7 @@ class RayRanks:
         sent = [len(pickle.dumps(args)) for args in per_rank]
         refs = [_submit(a, method, args) for a, args in zip(actors, per_rank, strict=True)]
         results: list[CallResult] = self._get(refs, name, first_rank=first_rank)
-        for rank, (n, res) in enumerate(zip(sent, results, strict=True)):
+        for rank, (n, res) in enumerate(zip(sent, results, strict=True), start=first_rank):
             traffic.add(name, rank, n, res)
         return [res.value for res in results]
 

@@ -8,21 +8,24 @@ version whose weights produced them). New weights are swapped in under the engin
 with the new weights; the engine's cache salt (the weights it holds) keeps new requests off blocks of older
 weights.
 
-``overlap=False`` (``rollout.overlap``) is the paused mode: no thread, the engine steps once per driver
-``advance`` and nowhere else, so a split run is the single-process continuous run step for step.
+``overlap=False`` (``rollout.overlap``, and every colocated rank and every run at ``rollout.max_lag = 0``) is
+the paused mode: no thread, the engine steps once per driver ``advance`` and nowhere else, so a run over ranks is
+the single-process continuous run step for step.
 
-Public names (stable): ``LiveEngine``, ``Advanced``, ``WAIT_S``.
+``LiveCalls`` is the rank side of those calls, one definition for both generating rank classes.
+
+Public names (stable): ``LiveEngine``, ``LiveCalls``, ``Advanced``, ``WAIT_S``.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import TypeVar
 
-from reasoning_rl.rollout import ContinuousEngine, Delta, Request
+from reasoning_rl.rollout import Completion, ContinuousEngine, Delta, Request, RolloutEngine, SamplingConfig
 
 T = TypeVar("T")
 
@@ -44,7 +47,7 @@ class LiveEngine:
     def __init__(self, engine: ContinuousEngine, *, overlap: bool) -> None:
         self.engine = engine
         self.overlapped = 0  # tokens decoded between the driver's last advance and the last swap
-        self._cond = threading.Condition()  # the engine lock: a step, submit, abort, stream or swap at a time
+        self._cond = threading.Condition()  # the engine lock: a step, submit, abort, generate, swap
         self._count = threading.Lock()  # guards _waiting
         self._waiting = 0  # callers queued for the engine lock: the decode thread lets them in first
         self._live: set[str] = set()
@@ -101,7 +104,7 @@ class LiveEngine:
     @contextmanager
     def exclusive(self) -> Iterator[None]:
         """The engine lock, taken ahead of the decode thread's next step (other uses of the engine, such as an
-        eval stream, run inside it)."""
+        eval wave, run inside it)."""
         with self._count:
             self._waiting += 1
         try:
@@ -153,3 +156,38 @@ class LiveEngine:
     def _raise(self) -> None:
         if self._error is not None:
             raise RuntimeError(f"the rollout rank's decode thread failed: {self._error!r}") from self._error
+
+
+class LiveCalls:
+    """A generating rank's engine calls (``EngineRank``'s ``generate``, ``continuous`` and ``live_*``) over its
+    ``live_engine``: None when the engine only streams (a plugin engine) or the rank has none."""
+
+    live_engine: LiveEngine | None
+
+    def _engine(self) -> RolloutEngine:
+        """The rank's engine (a rank without one raises)."""
+        raise NotImplementedError
+
+    def generate(self, prompts: list[list[int]], sampling: SamplingConfig) -> list[Completion]:
+        """Under the engine lock when live: a decode thread waits, resident requests keep their outputs."""
+        if not prompts:
+            return []
+        with self.live_engine.exclusive() if self.live_engine is not None else nullcontext():
+            return self._engine().generate(prompts, sampling)
+
+    def continuous(self) -> bool:
+        return self.live_engine is not None
+
+    def live_submit(self, requests: list[Request]) -> None:
+        self._live().submit(requests)
+
+    def live_advance(self) -> Advanced:
+        return self._live().advance()
+
+    def live_abort(self, ids: list[str]) -> None:
+        self._live().abort(ids)
+
+    def _live(self) -> LiveEngine:
+        if self.live_engine is None:
+            raise RuntimeError("continuous rollout calls on a rank whose engine only streams")
+        return self.live_engine

@@ -5,15 +5,16 @@ boundary by a string: ``method_name`` is the one place a reference becomes a nam
 a rank runs a call (in the driver's process or in a Ray actor).
 
 Generating ranks are of two classes (a colocated ``ModelWorker``, split placement's ``RolloutWorker``), so what
-the driver may ask of them is a protocol each declares it implements: ``EngineRank``; ``LiveRank`` adds the
-continuous-rollout calls only split placement's rollout ranks answer.
+the driver may ask of them is a protocol each declares it implements: ``EngineRank``, whose ``live_*`` calls are
+the continuous engine the driver's ``RemoteEngine`` steers over any placement (``continuous()`` says whether the
+rank's engine can take them).
 
-Public names (stable): ``RankArgs``, ``method_name``, ``apply``, ``EngineRank``, ``LiveRank``, ``one_version``.
+Public names (stable): ``RankArgs``, ``method_name``, ``apply``, ``EngineRank``, ``one_version``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any, Generic, ParamSpec, Protocol, TypeVar
 
 from reasoning_rl.distributed.live_engine import Advanced
@@ -46,7 +47,9 @@ def apply(worker: object, method: Callable[..., R], args: RankArgs[...]) -> R:
 class EngineRank(Protocol):
     """What the driver may ask of every generating rank (colocated: the training ranks; split: the rollout ranks)."""
 
-    def stream(self, prompts: list[list[int]], sampling: SamplingConfig) -> Iterator[Completion]: ...
+    def generate(self, prompts: list[list[int]], sampling: SamplingConfig) -> list[Completion]:
+        """This rank's completions of ``prompts`` (eval and tool waves; none for no prompts)."""
+        ...
 
     def engine_sleep(self, keep_weights: bool) -> None: ...
 
@@ -54,27 +57,24 @@ class EngineRank(Protocol):
 
     def engine_asleep(self) -> bool: ...
 
+    def engine_sleep_enabled(self) -> bool:
+        """Whether the engine gives its memory up for the update (its unfinished requests are then parked)."""
+        ...
+
     def engine_version(self) -> int:
         """The policy version of the weights this rank's engine holds (the engine's own record)."""
         ...
 
-    def live(self) -> bool:
-        """Whether this rank's engine decodes on its own between the driver's calls (then it is a ``LiveRank``)."""
+    def continuous(self) -> bool:
+        """Whether this rank's engine takes ``live_*`` calls (a ``ContinuousEngine``; not a plugin engine that
+        only streams)."""
         ...
-
-
-class LiveRank(EngineRank, Protocol):
-    """A generating rank whose ``LiveEngine`` the driver's ``RemoteEngine`` steers (``live()`` is true)."""
 
     def live_submit(self, requests: list[Request]) -> None: ...
 
     def live_advance(self) -> Advanced: ...
 
     def live_abort(self, ids: list[str]) -> None: ...
-
-    def live_version(self) -> int:
-        """The policy version the live engine holds now (a swap changes it between two decode steps)."""
-        ...
 
 
 def one_version(versions: list[int]) -> int:

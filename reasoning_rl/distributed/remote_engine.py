@@ -1,9 +1,11 @@
-"""``RemoteEngine``: split placement's rollout ranks as one ``ContinuousEngine`` on the driver (issue 31).
+"""``RemoteEngine``: a run's generating ranks as one ``ContinuousEngine`` on the driver (issues 31, 43).
 
-The ``Frontier`` drives it exactly as it drives an in-process engine; each call becomes a call on the rollout
-ranks' ``LiveEngine`` through the group's typed rank calls (``LiveRank``'s methods). A request goes to rank ``group % R``, so all
-samples of a prompt group decode on one rank; ``advance`` gathers every rank's deltas (rank order), each
-stamped with the policy version that sampled it (a rank keeps decoding during the update).
+The ``Frontier`` drives it exactly as it drives an in-process engine, at every ``rollout.max_lag`` and over any
+placement: several colocated training ranks, each with its engine, or split placement's rollout ranks. Each call
+becomes a call on the ranks' ``LiveEngine`` through the group's typed rank calls (``EngineRank``'s ``live_*``
+methods). A request goes to rank ``group % R`` (deterministic, whatever arrives when), so all samples of a prompt
+group decode on one rank; ``advance`` gathers every rank's deltas (rank order), each stamped with the policy
+version that sampled it (a split rollout rank keeps decoding during the update).
 
 Public names (stable): ``RemoteEngine``, ``EngineRanks``.
 """
@@ -13,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Concatenate, ParamSpec, Protocol, TypeVar
 
-from reasoning_rl.distributed.rank import LiveRank, RankArgs, one_version
+from reasoning_rl.distributed.rank import EngineRank, RankArgs, one_version
 from reasoning_rl.rollout import Delta, Request
 
 P = ParamSpec("P")
@@ -27,13 +29,13 @@ class EngineRanks(Protocol):
     @property
     def engine_count(self) -> int: ...
 
-    def call_live(
-        self, method: Callable[Concatenate[LiveRank, P], R], per_rank: Sequence[RankArgs[P]]
+    def call_each_engine(
+        self, method: Callable[Concatenate[EngineRank, P], R], per_rank: Sequence[RankArgs[P]]
     ) -> list[R]: ...
 
 
 class RemoteEngine:
-    """``ContinuousEngine`` over the rollout ranks' ``LiveEngine``s."""
+    """``ContinuousEngine`` over the generating ranks' ``LiveEngine``s."""
 
     def __init__(self, ranks: EngineRanks) -> None:
         self.ranks = ranks
@@ -47,11 +49,11 @@ class RemoteEngine:
             rank = r.group % self.count
             per_rank[rank].append(r)
             self._where[r.id] = rank
-        self.ranks.call_live(LiveRank.live_submit, [RankArgs(batch) for batch in per_rank])
+        self.ranks.call_each_engine(EngineRank.live_submit, [RankArgs(batch) for batch in per_rank])
 
     def advance(self) -> list[Delta]:
         """Every rank's deltas since the previous call (paused ranks: one engine step each)."""
-        taken = self.ranks.call_live(LiveRank.live_advance, [RankArgs() for _ in range(self.count)])
+        taken = self.ranks.call_each_engine(EngineRank.live_advance, [RankArgs() for _ in range(self.count)])
         self._running = sum(a.running for a in taken)
         deltas = [d for a in taken for d in a.deltas]
         for d in deltas:
@@ -63,7 +65,7 @@ class RemoteEngine:
         per_rank: list[list[str]] = [[] for _ in range(self.count)]
         for i in ids:
             per_rank[self._where.pop(i)].append(i)
-        self.ranks.call_live(LiveRank.live_abort, [RankArgs(batch) for batch in per_rank])
+        self.ranks.call_each_engine(EngineRank.live_abort, [RankArgs(batch) for batch in per_rank])
 
     def running(self) -> int:
         """The ranks' running batches at the last ``advance`` (asked right after it: no extra call)."""
@@ -71,7 +73,14 @@ class RemoteEngine:
 
     @property
     def version(self) -> int:
-        """The policy version the rollout ranks' engines hold (each rank's own record; they must agree)."""
-        return one_version(
-            self.ranks.call_live(LiveRank.live_version, [RankArgs() for _ in range(self.count)])
-        )
+        """The policy version the ranks' engines hold (each rank's own record; they must agree)."""
+        return one_version(self._each(EngineRank.engine_version))
+
+    @property
+    def sleep_enabled(self) -> bool:
+        """Whether the engines give their memory up for the update (the frontier then parks unfinished
+        requests instead of keeping them resident)."""
+        return any(self._each(EngineRank.engine_sleep_enabled))
+
+    def _each(self, method: Callable[[EngineRank], R]) -> list[R]:
+        return self.ranks.call_each_engine(method, [RankArgs() for _ in range(self.count)])

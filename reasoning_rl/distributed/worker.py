@@ -17,7 +17,6 @@ import os
 import resource
 import socket
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,11 +27,12 @@ from torch import Tensor
 from reasoning_rl import dist
 from reasoning_rl.algorithms import AggMode, LossConfig
 from reasoning_rl.checkpoint import ADAPTER_DIR, CRITIC_DIR, POLICY_DIR, save_model_files
+from reasoning_rl.distributed.live_engine import LiveCalls, LiveEngine
 from reasoning_rl.distributed.rank import EngineRank
 from reasoning_rl.factory import Models, build_models, engine_for
 from reasoning_rl.handoff import HandoffStats
 from reasoning_rl.policy.batch import TokenBatch
-from reasoning_rl.rollout import Completion, RolloutEngine, SamplingConfig
+from reasoning_rl.rollout import ContinuousEngine, RolloutEngine
 from reasoning_rl.trace import Progress
 
 
@@ -90,7 +90,7 @@ def node_address() -> str:
     return socket.gethostbyname(socket.gethostname())
 
 
-class ModelWorker(EngineRank):
+class ModelWorker(LiveCalls, EngineRank):
     """One rank's models and engine. Build with ``ModelWorker.build(spec)`` (or from parts, in tests). Its
     public methods are what the driver may ask of a training rank (``WorkerGroup.call``)."""
 
@@ -108,6 +108,8 @@ class ModelWorker(EngineRank):
         self.models = models
         self.handoff_dtype = handoff_dtype  # the engines' dtype: weights go out in it
         self.engine = engine
+        # the driver's RemoteEngine steps it (never on its own: the update needs the device between steps)
+        self.live_engine = LiveEngine(engine, overlap=False) if isinstance(engine, ContinuousEngine) else None
         self.gate = gate  # FreshnessGate: proves every hand-off (rollout.freshness_check)
         self.tokenizer = tokenizer  # rank 0: checkpoints carry the tokenizer files
         self.rank = rank
@@ -145,12 +147,6 @@ class ModelWorker(EngineRank):
         )
 
     # ---------------------------------------------------------------------------------- generation
-    def generate(self, prompts: list[list[int]], sampling: SamplingConfig) -> list[Completion]:
-        return self._engine().generate(prompts, sampling)
-
-    def stream(self, prompts: list[list[int]], sampling: SamplingConfig) -> Iterator[Completion]:
-        return self._engine().stream(prompts, sampling)
-
     def engine_sleep(self, keep_weights: bool) -> None:
         self._engine().sleep(keep_weights=keep_weights)
 
@@ -163,10 +159,8 @@ class ModelWorker(EngineRank):
     def engine_version(self) -> int:
         return self._engine().version
 
-    def live(self) -> bool:
-        """Whether this rank's engine decodes on its own between the driver's calls: never on a colocated
-        rank (its engine is the driver's to step; only split placement's rollout ranks run a ``LiveEngine``)."""
-        return False
+    def engine_sleep_enabled(self) -> bool:
+        return bool(getattr(self._engine(), "sleep_enabled", False))
 
     def push_weights(self, version: int, bucket_bytes: int) -> HandoffStats:
         """Wake this rank's engine and stream the policy's weights (policy ``version``) into it (collective):

@@ -236,19 +236,19 @@ class Trainer:
         }
 
     def _frontier(self, parts: Components, sampler: PromptSampler) -> Frontier | None:
-        """The in-flight rollouts of an engine that can keep requests across updates (an in-process vLLM or hf
-        engine, or split placement's live rollout ranks with ``rollout.max_lag > 0``): every step goes through
-        it, ``rollout.max_lag = 0`` being the synchronous step; dynamic sampling rejects groups without reward
-        spread there and admits others (``trainer/rejection``). None: streamed waves (plugin engines that only
-        stream, several colocated ranks, tool loops), which only the synchronous step has."""
+        """The in-flight rollouts of a continuous engine (an in-process vLLM or hf engine, or the generating Ray
+        ranks, colocated or split, as one ``RemoteEngine``): every step goes through it, ``rollout.max_lag = 0``
+        being the synchronous step; dynamic sampling rejects groups without reward spread there and admits
+        others (``trainer/rejection``). None: waves (plugin engines that only stream, tool loops), which only
+        the synchronous step has."""
         cfg = self.cfg
         engine = parts.group.continuous_engine()
         if engine is None or cfg.rollout.tools:
             if cfg.rollout.max_lag > 0:
                 raise TrainError(
-                    f"rollout.max_lag={cfg.rollout.max_lag} needs a continuous engine (vllm, hf) in this process "
-                    "(one colocated rank) or on split placement's rollout ranks, and no rollout.tools (the tool "
-                    "loop streams waves of its own); set rollout.max_lag=0"
+                    f"rollout.max_lag={cfg.rollout.max_lag} needs a continuous engine (vllm, hf; not a plugin "
+                    "engine that only streams) and no rollout.tools (the tool loop streams waves of its own); "
+                    "set rollout.max_lag=0"
                 )
             return None
         resident = cfg.rollout.sleep is False or not getattr(engine, "sleep_enabled", False)
@@ -271,7 +271,7 @@ class Trainer:
             ),
         )
         if cfg.rollout.max_lag > 0:
-            where = "the engine in this process"
+            where = "the engine in this process" if parts.group.world == 1 else "each colocated rank's engine"
             if cfg.resources.placement == "split":
                 mode = (
                     "during the update"

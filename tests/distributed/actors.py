@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterator
 from typing import Any
 
 
@@ -39,33 +38,22 @@ class Rank:
             f.write(b"y" * 1000)
 
 
-class SlowStreamWorker:
-    """A rank's engine side: each prompt's completion takes ``delay`` seconds except the first (instant), or,
-    with ``gate``, waits until that file exists; ``fail_after`` completions, it raises (a rank that breaks
-    mid-stream)."""
+class GenerateWorker:
+    """A rank's engine side for ``WorkerGroup.stream`` over Ray ranks: prompt i of a share answers token
+    ``prompt_offset + i``; after ``fail_after`` prompts it raises, or with ``die`` its process exits."""
 
-    def __init__(
-        self, delay: float, fail_after: int | None = None, die: bool = False, gate: str | None = None
-    ) -> None:
-        self.delay = delay
+    def __init__(self, fail_after: int | None = None, die: bool = False) -> None:
         self.fail_after = fail_after
-        self.die = die  # at ``fail_after``: the process exits instead of raising
-        self.gate = gate
-
-    def stream(self, prompts: list[list[int]], sampling: Any) -> Iterator[Any]:
-        from reasoning_rl.rollout import Completion
-
-        for i, p in enumerate(prompts):
-            if self.fail_after is not None and i >= self.fail_after:
-                if self.die:
-                    os._exit(1)
-                raise RuntimeError(f"engine broke after {i} completions")
-            if i and self.gate is None:
-                time.sleep(self.delay)
-            while i and self.gate is not None and not os.path.exists(self.gate):
-                time.sleep(0.01)  # the test opens the gate: an event, not a delay
-            tok = sampling.prompt_offset + i
-            yield Completion(i, 0, p, [tok], [0.0], str(tok), "stop")
+        self.die = die
 
     def generate(self, prompts: list[list[int]], sampling: Any) -> list[Any]:
-        return list(self.stream(prompts, sampling))
+        from reasoning_rl.rollout import Completion
+
+        if self.fail_after is not None and len(prompts) > self.fail_after:
+            if self.die:
+                os._exit(1)
+            raise RuntimeError(f"engine broke after {self.fail_after} completions")
+        return [
+            Completion(i, 0, p, [sampling.prompt_offset + i], [0.0], str(i), "stop")
+            for i, p in enumerate(prompts)
+        ]

@@ -49,9 +49,16 @@ def test_two_rank_trace_has_communication_by_rank(runs: Callable[[str, int], Pat
         mem = counters[(step, "worker_rss_peak_bytes")]
         assert sorted(c["attrs"]["rank"] for c in mem) == [0, 1] and min(c["value"] for c in mem) > 0
         methods = {c["attrs"]["method"] for c in counters[(step, "worker_seconds")]}
-        assert {"generate", "policy_train_step", "push_weights"} <= methods
-    # every sample of a step is accounted for as graded during generation or outstanding at its end (that the
-    # first ones arrive while the ranks still generate is timing: test_streaming.py proves it with a fixed delay)
+        # generation went through the frontier's RemoteEngine over both ranks' engines (issue 43)
+        assert {"live_submit", "live_advance", "policy_train_step", "push_weights"} <= methods
+        assert "generate" not in methods
+        advanced = {
+            c["attrs"]["rank"]
+            for c in counters[(step, "worker_seconds")]
+            if c["attrs"]["method"] == "live_advance"
+        }
+        assert advanced == {0, 1}
+    # every sample of a step is accounted for as graded during generation or outstanding at its end
     spans = {(r["step"], r["stage"]): r["attrs"] for r in trace if r.get("type") == "span"}
     for step in range(1, STEPS + 1):
         wait, gen = spans[(step, "grade_wait")], spans[(step, "generate")]

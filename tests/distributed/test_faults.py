@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from reasoning_rl.checkpoint import CheckpointManager
-from reasoning_rl.distributed.faults import RankPlace, WorkerFailure, gather, next_done
+from reasoning_rl.distributed.faults import RankPlace, WorkerFailure, gather
 from tests.distributed.actors import Rank
 
 pytestmark = [pytest.mark.distributed, pytest.mark.slow]
@@ -46,10 +46,6 @@ def test_answers_come_back_in_rank_order(ranks: tuple[list, list[RankPlace]]) ->
     actors, places = ranks
     refs = [actors[0].work.remote("slow", 1), actors[1].work.remote("ok", 2)]
     assert gather(refs, places, what="train_step", timeout_s=30) == [10, 20]
-    pending = {actors[0].work.remote("slow", 1): 0, actors[1].work.remote("ok", 2): 1}
-    _, rank, value = next_done(pending, places, what="generate", timeout_s=30)
-    assert (rank, value) == (1, 20) and list(pending.values()) == [0]
-    gather(list(pending), places, what="generate", timeout_s=30)
 
 
 def test_a_rank_that_dies_is_named_with_its_node_and_checkpoint(
@@ -121,16 +117,6 @@ def test_a_collective_timeout_names_the_rank_that_never_joined(ranks: tuple[list
         err.value.rank == 0 and "rank 1 (node" in msg and "Timed out waiting" in msg and "still busy" in msg
     )
     _fresh(ranks, 0)
-
-
-def test_next_done_reports_a_death(ranks: tuple[list, list[RankPlace]]) -> None:
-    actors, places = ranks
-    pending = {actors[0].work.remote("die", 1): 0, actors[1].work.remote("hang", 2): 1}
-    with pytest.raises(WorkerFailure, match="rank 0 .*died") as err:
-        next_done(pending, places, what="generate", timeout_s=30)
-    assert err.value.rank == 0
-    _fresh(ranks, 0)
-    _fresh(ranks, 1)
 
 
 def test_a_rank_dying_mid_save_leaves_no_half_written_checkpoint(

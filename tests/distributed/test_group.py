@@ -3,7 +3,7 @@ order and layout, and generation independent of how prompts are split (``Samplin
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from reasoning_rl.distributed.group import Traffic, WorkerGroup, shards
-from reasoning_rl.distributed.rank import RankArgs, method_name
+from reasoning_rl.distributed.rank import EngineRank, RankArgs, method_name
 from reasoning_rl.distributed.views import GroupEngine, PolicyView
 from reasoning_rl.distributed.worker import CallResult, ModelWorker
 from reasoning_rl.policy.batch import TokenBatch
@@ -53,13 +53,18 @@ class FakeRanks:
             traffic.add(method_name(method), rank, 1, CallResult(None, 0.0, 1))
         return out
 
-    def stream(
-        self, per_rank: Sequence[tuple[int, list[list[int]], SamplingConfig]], traffic: Traffic
-    ) -> Iterator[tuple[int, Completion]]:
-        for rank, prompts, sampling in reversed(per_rank):  # ranks finish in any order
-            for i, p in enumerate(prompts):
-                tok = sampling.prompt_offset + i
-                yield rank, Completion(i, 0, p, [tok], [0.0], str(tok), "stop")
+    def run_engines(self, method: Any, per_rank: Sequence[RankArgs[...]], traffic: Traffic) -> list[Any]:
+        assert method is EngineRank.generate
+        out = []
+        for prompts, sampling in (a.args for a in per_rank):
+            self.seen.append([p[0] for p in prompts])
+            out.append(
+                [
+                    Completion(i, 0, p, [sampling.prompt_offset + i], [0.0], "", "stop")
+                    for i, p in enumerate(prompts)
+                ]
+            )
+        return out
 
     def close(self) -> None:
         return None
@@ -90,7 +95,9 @@ def test_too_small_a_batch_names_the_rank_count() -> None:
 
 def test_group_engine_numbers_completions_as_in_the_request() -> None:
     prompts = [[1], [2], [3], [4], [5]]
-    got = GroupEngine(WorkerGroup(FakeRanks(2))).generate(prompts, SamplingConfig(max_tokens=1, seed=0))
+    ranks = FakeRanks(2)
+    got = GroupEngine(WorkerGroup(ranks)).generate(prompts, SamplingConfig(max_tokens=1, seed=0))
+    assert ranks.seen == [[1, 2, 3], [4, 5]]  # each rank its contiguous share, with its offset
     assert [(c.prompt_index, c.prompt_ids, c.token_ids) for c in got] == [
         (i, p, [i]) for i, p in enumerate(prompts)
     ]

@@ -19,7 +19,7 @@ from rrl_testutil import InProcessWire
 
 from reasoning_rl.distributed import live_engine
 from reasoning_rl.distributed.live_engine import WAIT_S, Advanced, LiveEngine
-from reasoning_rl.distributed.rank import LiveRank, RankArgs
+from reasoning_rl.distributed.rank import EngineRank, RankArgs
 from reasoning_rl.distributed.remote_engine import RemoteEngine
 from reasoning_rl.rollout import Delta, Request, SamplingConfig
 
@@ -281,7 +281,7 @@ class _Ranks:
     def engine_count(self) -> int:
         return len(self.lives)
 
-    def call_live(self, method: Callable[..., Any], per_rank: Sequence[RankArgs[...]]) -> list[Any]:
+    def call_each_engine(self, method: Callable[..., Any], per_rank: Sequence[RankArgs[...]]) -> list[Any]:
         self.calls.append((method, [a.args for a in per_rank]))
         name = method.__name__.removeprefix("live_")
         return [getattr(live, name)(*a.args) for live, a in zip(self.lives, per_rank, strict=True)]
@@ -299,7 +299,7 @@ def test_remote_engine_keeps_a_group_on_one_rank_and_gathers_every_rank() -> Non
         "g1s1",
     ]
     remote.abort(["g1s1", "g2s0"])
-    assert ranks.calls[-1] == (LiveRank.live_abort, [(["g2s0"],), (["g1s1"],)])
+    assert ranks.calls[-1] == (EngineRank.live_abort, [(["g2s0"],), (["g1s1"],)])
     first = remote.advance()
     assert [d.id for d in first] == ["g0s0", "g0s1", "g2s1", "g1s0"] and remote.running() == 4
     assert all(d.finished for d in remote.advance()) and remote.running() == 0
@@ -392,7 +392,7 @@ def test_a_plugin_engine_that_only_streams_is_not_made_live(tmp_path: Any) -> No
     finally:
         ENGINES.unregister("streams_only_test")
     assert isinstance(worker.engine, Streams) and not isinstance(worker.engine, ContinuousEngine)
-    assert not worker.live()
+    assert not worker.continuous()
 
     # the driver then sees no continuous engine on the rollout ranks: the run stops there, in one line
     from types import SimpleNamespace

@@ -14,17 +14,27 @@ from typing import Any
 
 import pytest
 
-from reasoning_rl.distributed.rank import EngineRank, LiveRank, RankArgs, apply
+from reasoning_rl.distributed.rank import EngineRank, RankArgs, apply
 
 SOURCE = Path(__file__).resolve().parents[2] / "reasoning_rl"
 # the group's and the backends' dispatch methods: their first argument is the method a rank runs
-DISPATCH = {"call", "call_all", "call_engines", "call_live", "run", "run_engines", "_run", "_submit", "apply"}
+DISPATCH = {
+    "call",
+    "call_all",
+    "call_engines",
+    "call_each_engine",
+    "_each",
+    "run",
+    "run_engines",
+    "_run",
+    "_submit",
+    "apply",
+}
 AFTER_TARGET = {"_run", "_submit", "apply"}  # these take the actor(s) or worker first, then the method
 RANK_CLASSES = {
     "ModelWorker": "reasoning_rl.distributed.worker",
     "RolloutWorker": "reasoning_rl.distributed.rollout_worker",
     "EngineRank": "reasoning_rl.distributed.rank",
-    "LiveRank": "reasoning_rl.distributed.rank",
 }
 
 
@@ -87,7 +97,8 @@ def test_every_method_the_driver_names_is_a_rank_method() -> None:
         ("ModelWorker", "send_weights"),
         ("RolloutWorker", "receive_weights"),
         ("EngineRank", "engine_sleep"),
-        ("LiveRank", "live_advance"),
+        ("EngineRank", "live_advance"),
+        ("EngineRank", "engine_version"),
     } <= named
 
 
@@ -108,16 +119,16 @@ def test_the_rank_classes_implement_their_protocols() -> None:
     from reasoning_rl.distributed.rollout_worker import RolloutWorker
     from reasoning_rl.distributed.worker import ModelWorker
 
-    for cls, proto in ((ModelWorker, EngineRank), (RolloutWorker, LiveRank)):
+    for cls, proto in ((ModelWorker, EngineRank), (RolloutWorker, EngineRank)):
         assert proto in cls.__mro__
         for name, fn in inspect.getmembers(proto, inspect.isfunction):
             if not name.startswith("_"):
                 assert getattr(cls, name) is not fn, f"{cls.__name__}.{name} is the protocol's stub"
     rollout = RolloutWorker(engine=None, handoff=None)
-    assert apply(rollout, EngineRank.live, RankArgs()) is False
+    assert apply(rollout, EngineRank.continuous, RankArgs()) is False
 
 
-@pytest.mark.parametrize("method", [EngineRank.engine_sleep, LiveRank.live_submit])
+@pytest.mark.parametrize("method", [EngineRank.engine_sleep, EngineRank.live_submit])
 def test_a_call_pickles_by_reference(method: Callable[..., Any]) -> None:
     """What ``RankActor.call`` receives survives pickling (Ray sends it so): the method by its qualified name."""
     method2, args2 = pickle.loads(pickle.dumps((method, RankArgs([1], flag=True))))

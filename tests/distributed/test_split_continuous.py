@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
+from rrl_testutil import sample_rows
 
 from tests.distributed.runs import assert_same_run, step_metrics, train, write_config
 
@@ -27,10 +27,6 @@ SPLIT = {"ranks_per_node": 2, "placement": "split", "rollout_ranks": 1}
 # vLLM, one step of lag, and few running sequences of the admitted ones: later groups start while older ones
 # still decode, so some requests are mid-sample at an update by construction
 CONTINUOUS = ("rollout.engine=vllm", "rollout.max_lag=1", "rollout.engine_args={max_num_seqs: 4}")
-
-
-def _rows(run: Path, step: int) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in (run / "samples" / f"step_{step}.jsonl").read_text().splitlines()]
 
 
 def test_paused_split_matches_the_single_process_continuous_run(tmp_path: Path, tiny_model_dir: Path) -> None:
@@ -49,13 +45,13 @@ def test_paused_split_matches_the_single_process_continuous_run(tmp_path: Path, 
     assert all(r["rollout/overlap_tokens"] == 0 for r in rows)  # paused: nothing decodes during the update
     assert all(r["handoff/probe_gap"] <= r["handoff/probe_tol"] for r in rows)  # the gate ran beside them
     for step in range(1, len(rows) + 1):  # the same tokens with the same versions
-        assert [r["versions"] for r in _rows(split, step)] == [
-            r["versions"] for r in _rows(tmp_path / "colocated", step)
+        assert [r["versions"] for r in sample_rows(split, step)] == [
+            r["versions"] for r in sample_rows(tmp_path / "colocated", step)
         ]
     spans = [
         r
         for step in range(1, len(rows) + 1)
-        for r in _rows(split, step)
+        for r in sample_rows(split, step)
         if r["versions"][-1] > r["versions"][0]
     ]
     assert spans, "no sample continued across an update"
@@ -85,7 +81,7 @@ def test_overlapped_split_bounds_the_lag_and_resumes_losslessly(tmp_path: Path, 
     trained: list[str] = []
     for step in range(1, steps + 1):
         assert len((run / "eval" / f"step_{step}.jsonl").read_text().splitlines()) == 3
-        rows = _rows(run, step)
+        rows = sample_rows(run, step)
         assert len(rows) == batch * n
         for r in rows:
             versions = r["versions"]

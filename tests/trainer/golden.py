@@ -14,6 +14,7 @@ Regenerate ONLY when a change of behaviour is intended (and say why in the commi
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
 import tempfile
@@ -52,6 +53,7 @@ RUNS: dict[str, dict[str, dict[str, Any]]] = {
 }
 # What is pinned per step: reward, loss, grad norm (and the critic's for PPO), plus the quantities between
 # them, so a mismatch points at the stage that moved.
+RTOL, ATOL = 1e-3, 1e-5  # the comparison's tolerance (why: tests/trainer/test_golden.py)
 THREADS = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}  # set in the environment the runs inherit
 KEYS = (
     "reward/mean",
@@ -70,15 +72,34 @@ def golden_path(algo: str) -> Path:
     return ASSETS / f"golden_{algo}.json"
 
 
-def run_variant(tmp_path: Path, model: Path, algo: str, variant: str) -> list[dict[str, float]]:
-    """Train one variant and return its per-step pinned metrics (only the KEYS the run reports)."""
+def run_variant(
+    tmp_path: Path, model: Path, algo: str, variant: str, **extra: dict[str, Any]
+) -> list[dict[str, float]]:
+    """Train one variant (``extra``: config sections that must not change the trajectory, such as the
+    ``resources`` of several ranks) and return its per-step pinned metrics (only the KEYS the run reports)."""
     sections = {k: dict(v) for k, v in BASE.items()}
-    for key, value in RUNS[algo][variant].items():
+    for key, value in [*RUNS[algo][variant].items(), *extra.items()]:
         sections[key] = {**sections.get(key, {}), **value}
     name = f"{algo}-{variant}"
     train(config(tmp_path, model, name, **sections), timeout=600)
     rows = [r for r in metrics(tmp_path / name) if "reward/mean" in r]
     return [{k: float(r[k]) for k in KEYS if k in r} for r in rows]
+
+
+def assert_golden(got: list[dict[str, float]], algo: str, variant: str) -> None:
+    """``got`` (``run_variant``'s rows) is the recorded trajectory: rewards exact, the rest within
+    ``RTOL`` / ``ATOL`` (why those: ``tests/trainer/test_golden.py``)."""
+    golden = json.loads(golden_path(algo).read_text())["variants"][variant]
+    assert golden["overrides"] == RUNS[algo][variant], (
+        "the run changed: regenerate (see tests/trainer/golden.py)"
+    )
+    want = golden["steps"]
+    assert len(got) == len(want)
+    for step, (g, w) in enumerate(zip(got, want, strict=True), start=1):
+        assert g.keys() == w.keys(), f"step {step}: metrics {sorted(g)} != golden {sorted(w)}"
+        assert g["reward/mean"] == w["reward/mean"], f"step {step}: rollouts changed ({g} vs {w})"
+        bad = {k: (g[k], w[k]) for k in w if not math.isclose(g[k], w[k], rel_tol=RTOL, abs_tol=ATOL)}
+        assert not bad, f"{algo}/{variant} step {step}: (got, golden) {bad}"
 
 
 def record(algo: str, tmp_path: Path, model: Path) -> dict[str, Any]:

@@ -86,12 +86,12 @@ def test_continuous_rollouts_refuse_paths_that_cannot_keep_requests(tmp_path: Pa
     )
     dynamic = ["rollout.max_lag=1", "algorithm.dynamic_sampling=true"]  # reject-and-admit on the frontier
     assert load_config(write(tmp_path, MINIMAL), dynamic).algorithm.dynamic_sampling
-    for bad, named in (
-        ("algorithm.old_logprobs=rollout", "algorithm.old_logprobs=rollout"),
-        ("resources.ranks_per_node=2", "several colocated ranks"),
+    colocated = ["rollout.max_lag=1", "resources.ranks_per_node=2"]  # RemoteEngine over the colocated ranks
+    assert load_config(write(tmp_path, MINIMAL), colocated).rollout.max_lag == 1
+    with pytest.raises(
+        ConfigError, match=r"rollout.max_lag=1 cannot be used with algorithm.old_logprobs=rollout"
     ):
-        with pytest.raises(ConfigError, match=rf"rollout.max_lag=1 cannot be used with {named}"):
-            load_config(write(tmp_path, MINIMAL), ["rollout.max_lag=1", bad])
+        load_config(write(tmp_path, MINIMAL), ["rollout.max_lag=1", "algorithm.old_logprobs=rollout"])
     assert not step_plan(load_config(write(tmp_path, MINIMAL)), pad_id=0).decoupled
 
 

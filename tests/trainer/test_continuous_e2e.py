@@ -19,15 +19,12 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from rrl_testutil import bounded_lag, sample_rows
 from test_train_e2e import REPO, config, env, metrics, train, train_cmd
 
 pytestmark = [pytest.mark.slow, pytest.mark.vllm]
 
 MAX_LAG, BATCH, N, STEPS = 2, 2, 4, 8
-
-
-def _rows(run: Path, step: int) -> list[dict]:
-    return [json.loads(line) for line in (run / "samples" / f"step_{step}.jsonl").read_text().splitlines()]
 
 
 # The fault of each process (RRL_FAULT=<phase>:<n>, counted in that process; a resumed process hands its
@@ -76,28 +73,13 @@ def kill_at_every_point(cfg: Path, run: Path, steps: int) -> int:
     return resumed
 
 
-def bounded_lag(run: Path, steps: int, samples: int, max_lag: int) -> int:
-    """Every trained token of steps 1..steps carries its version, lagging the trainer by 0..max_lag, and each
-    sample's versions only grow: how many samples span two versions."""
-    spans = 0
-    for step in range(1, steps + 1):
-        rows = _rows(run, step)
-        assert len(rows) == samples
-        for r in rows:
-            versions = r["versions"]
-            assert versions and versions == sorted(versions)
-            assert all(0 <= (step - 1) - v <= max_lag for v in versions), (step, versions)
-            spans += versions[-1] > versions[0]
-    return spans
-
-
 def lossless(run: Path, steps: int, batch: int) -> list[dict]:
     """No prompt lost or trained twice across kills and resumes (one epoch of the 32 prompts), and a resume
     resubmitted the checkpoint's unfinished samples: the metrics lines of every run."""
     trained = [
         uid
         for step in range(1, steps + 1)
-        for uid in sorted({r["id"].split("#")[0] for r in _rows(run, step)})
+        for uid in sorted({r["id"].split("#")[0] for r in sample_rows(run, step)})
     ]
     state = json.loads((run / "checkpoints" / f"step_{steps}" / "trainer_state.json").read_text())
     frontier = state["frontier"]

@@ -14,7 +14,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from test_continuous_e2e import bounded_lag, kill_at_every_point, lossless
+from rrl_testutil import bounded_lag
+from test_continuous_e2e import kill_at_every_point, lossless
 from test_train_e2e import config, metrics, train
 
 pytestmark = [pytest.mark.slow]
