@@ -29,7 +29,8 @@ from reasoning_rl.factory import (
     rollout_kind,
     run_dtype,
 )
-from reasoning_rl.rollout import RolloutEngine, SamplingConfig
+from reasoning_rl.rollout import ContinuousEngine, RolloutEngine, SamplingConfig
+from reasoning_rl.rollout.stepped import as_continuous
 from reasoning_rl.rollout.toolset import ToolSet, prompt_tools
 from reasoning_rl.trace import TraceWriter
 from reasoning_rl.trainer.collect import RewardPlan
@@ -122,6 +123,16 @@ class Components:
         return self.models.policy
 
     # --------------------------------------------------------------------------------- generation
+    def rollout_engine(self) -> ContinuousEngine | None:
+        """The engine a frontier drives: one that keeps requests across updates (an in-process vllm / hf
+        engine, split placement's live rollout ranks), else, for one rank or a tool run, the engine driven
+        step by step (``as_continuous``: plugin engines that only generate). None: several colocated ranks
+        without tools, which still take streamed waves."""
+        engine = self.group.continuous_engine()
+        if engine is None and (self.group.engine_count == 1 or self.tools is not None):
+            return as_continuous(self.engine)
+        return engine
+
     def sampling(self, seed: int) -> SamplingConfig:
         """The engine request of a training step: ``rollout.*``, and log-probs exactly when the plan uses them."""
         return SamplingConfig.of(

@@ -1,11 +1,9 @@
 """From completions to graded samples, for single-turn and tool rollouts alike: which graders judge a row and
 how their grades become its reward (``RewardPlan``), the grading stream (``StreamGrading``: each completion is
 submitted to the grading pool the moment its producer finishes it, so after generation ends the step only
-waits for the stragglers) and ``collect``, which runs one producer into that stream.
-
-The producers: the engine's ``stream`` (single-turn), or the multi-turn tool loop (``tool_collect``: each
-trajectory's completion the moment it finishes, while the others still generate or wait for their tools). A
-completion our infrastructure ruined (``Completion.error``: a sandbox failure) is not graded: its sample gets an
+waits for the stragglers) and ``collect``, a streamed wave of single-turn samples into that stream (the path
+of several colocated ranks until they take the frontier; tool rollouts and eval always go through the
+frontier, ``trainer/frontier``). A completion our infrastructure ruined (``Completion.error``: a sandbox failure) is not graded: its sample gets an
 ``error`` grade and is masked, never a fake 0.
 
 The reward components are ``grading.rewards`` (every row) or ``grading.source_rewards`` (per ``data_source``),
@@ -27,10 +25,8 @@ from graders.types import ContextField, Grade, GradeContext, context_fields
 from reasoning_rl.config import GradingConfig, RewardTermConfig
 from reasoning_rl.data import DataError, Example, Prompt
 from reasoning_rl.rollout import Completion, RolloutEngine, SamplingConfig
-from reasoning_rl.rollout.toolset import ToolSet
 from reasoning_rl.trace import TraceWriter
 from reasoning_rl.trainer.records import Rollouts, Sample
-from reasoning_rl.trainer.tool_collect import tool_completions, trace_tools
 
 Key = tuple[int, int]  # (prompt index, sample index)
 
@@ -291,11 +287,9 @@ def collect(
     trace: TraceWriter | None = None,
     step: int = 0,
     group_offset: int = 0,
-    tools: ToolSet | None = None,
 ) -> Rollouts:
     """Samples in (prompt, sample) order, each with its grade (every reward component of ``rewards``, with the
-    row as context); prompt k is group ``group_offset + k``. With ``tools`` (``rollout.tools``) each sample
-    is a multi-turn tool rollout (``tool_collect``); its completion carries ``mask``, ``turns`` and ``error``."""
+    row as context); prompt k is group ``group_offset + k``."""
     grading = StreamGrading(pool, prompts, rewards)
     total = len(prompts) * sampling.n
 
@@ -310,18 +304,10 @@ def collect(
         progress()
 
     t0 = time.time()
-    if tools is None:
-        trajs = None
-        for comp in engine.stream([p.token_ids for p in prompts], sampling):
-            take(comp)
-    else:
-        trajs = tool_completions(engine, prompts, sampling, tools, take)
+    for comp in engine.stream([p.token_ids for p in prompts], sampling):
+        take(comp)
     t1 = time.time()
     graded = grading.graded()
     grading.wait(progress)
-    if trace is not None and trajs is not None:
-        trace_tools(trace, step, trajs)
     grading.trace(trace, step, t0, t1, time.time(), graded=graded)
-    if trajs is not None and len(grading.completions) != len(trajs):
-        raise RuntimeError(f"tool rollout: {len(trajs)} trajectories, {len(grading.completions)} finished")
     return grading.rollouts(group_offset)

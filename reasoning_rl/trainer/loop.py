@@ -24,11 +24,13 @@ from rich.markup import escape
 from reasoning_rl.checkpoint import CheckpointManager
 from reasoning_rl.config import Config, save_config
 from reasoning_rl.data import PromptSampler
+from reasoning_rl.rollout.stepped import as_continuous
 from reasoning_rl.trace import TraceWriter
 from reasoning_rl.trainer.build import Components, build_components
 from reasoning_rl.trainer.collect import RewardPlan, collect
 from reasoning_rl.trainer.eval import EvalResult, evaluate, prompt_messages, write_rows
 from reasoning_rl.trainer.frontier import Frontier, generated_tokens
+from reasoning_rl.trainer.producers import ToolTurns
 from reasoning_rl.trainer.governance import identity_fields
 from reasoning_rl.trainer.grading_health import check_grading
 from reasoning_rl.trainer.heartbeat import Heartbeat
@@ -200,6 +202,8 @@ class Trainer:
             self._save_on_interrupt(parts, trace, log)
             raise
         finally:
+            if self.frontier is not None:
+                self.frontier.close()
             self.guard.abandon()
             beat.close()
             log.close()
@@ -236,19 +240,18 @@ class Trainer:
         }
 
     def _frontier(self, parts: Components, sampler: PromptSampler) -> Frontier | None:
-        """The in-flight rollouts of an engine that can keep requests across updates (an in-process vLLM or hf
-        engine, or split placement's live rollout ranks with ``rollout.max_lag > 0``): every step goes through
-        it, ``rollout.max_lag = 0`` being the synchronous step; dynamic sampling rejects groups without reward
-        spread there and admits others (``trainer/rejection``). None: streamed waves (plugin engines that only
-        stream, several colocated ranks, tool loops), which only the synchronous step has."""
+        """The in-flight rollouts of the run's engine (``Components.rollout_engine``): every step goes through
+        it, ``rollout.max_lag = 0`` being the synchronous step; tool runs fill each sample with the tool loop
+        (``trainer/producers``); dynamic sampling rejects groups without reward spread there and admits others
+        (``trainer/rejection``). None: streamed waves (several colocated ranks without tools), which only the
+        synchronous step has."""
         cfg = self.cfg
-        engine = parts.group.continuous_engine()
-        if engine is None or cfg.rollout.tools:
+        engine = parts.rollout_engine()
+        if engine is None:
             if cfg.rollout.max_lag > 0:
                 raise TrainError(
-                    f"rollout.max_lag={cfg.rollout.max_lag} needs a continuous engine (vllm, hf) in this process "
-                    "(one colocated rank) or on split placement's rollout ranks, and no rollout.tools (the tool "
-                    "loop streams waves of its own); set rollout.max_lag=0"
+                    f"rollout.max_lag={cfg.rollout.max_lag} needs one engine in this process (one colocated "
+                    "rank) or split placement's rollout ranks; set rollout.max_lag=0"
                 )
             return None
         resident = cfg.rollout.sleep is False or not getattr(engine, "sleep_enabled", False)
@@ -269,6 +272,7 @@ class Trainer:
                 if cfg.algorithm.dynamic_sampling
                 else None
             ),
+            tools=ToolTurns(parts.tools, parts.sampling(0)) if parts.tools is not None else None,
         )
         if cfg.rollout.max_lag > 0:
             where = "the engine in this process"
@@ -323,7 +327,6 @@ class Trainer:
                 trace=trace,
                 step=step,
                 group_offset=rounds * wanted,
-                tools=parts.tools,
             )
             trace.counter("tokens_generated", step, new.tokens)
             self._trace_grade_latency(parts, trace, step)
@@ -414,8 +417,11 @@ class Trainer:
         cfg = self.cfg
         with trace.span("eval", step) as attrs:
             parts.engine_ready(version=step)  # after step's update (step 0: the start weights)
+            engine = as_continuous(parts.engine)
+            if self.frontier is not None and self.frontier.engine is engine:
+                self.frontier.park(everything=True)  # its requests wait while eval's own frontier runs
             result = evaluate(
-                parts.engine,
+                engine,
                 parts.pool,
                 parts.val_prompts,
                 cfg.eval,
@@ -423,6 +429,7 @@ class Trainer:
                 stop=cfg.rollout.stop,
                 rewards=self.rewards,
                 seed=cfg.run.seed,
+                tokenizer=parts.tokenizer,
                 tools=parts.tools,
             )
             attrs["prompts"] = len(result.rows)
