@@ -2,8 +2,8 @@
 as a ``ContinuousEngine``, so the frontier, the tool loop and eval drive every engine the same way.
 
 ``Stepped.submit`` queues requests; ``advance`` generates every queued request in one ``generate`` call per
-request shape (the sampling request less its seed), each request with its own seed (``prompt_seeds``), and
-returns each as one finished ``Delta`` stamped with the engine's version. Nothing is resident between steps, so
+request shape (the sampling request less its seed and place), each request with its own seed (``prompt_seeds``),
+and returns each as one finished ``Delta`` stamped with the engine's version. Nothing is resident between steps, so
 an update never meets a request in flight."""
 
 from __future__ import annotations
@@ -37,7 +37,10 @@ class Stepped:
         """Every queued request, generated to its end (one call per shape, in submission order)."""
         shapes: dict[tuple[str, bool], tuple[SamplingConfig, list[Request]]] = {}
         for r in self.queued.values():
-            shape = r.sampling.model_copy(update={"n": 1, "seed": None, "prompt_seeds": None})
+            drop = {"n": 1, "seed": None, "prompt_seeds": None}
+            if r.seed is not None:  # its own seed: where it sits in a batch no longer matters
+                drop["prompt_offset"] = 0
+            shape = r.sampling.model_copy(update=drop)
             key = (shape.model_dump_json(), r.seed is None)
             shapes.setdefault(key, (shape, []))[1].append(r)
         self.queued = {}

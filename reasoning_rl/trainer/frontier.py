@@ -199,7 +199,7 @@ class Frontier:
         if self.rejection is not None:
             rollouts = self.rejection.trained(rollouts)
         if self.tools is not None:
-            trace_tools(trace, step, rollouts)
+            trace_tools(trace, step, (s.completion for s in rollouts))
         gen_s = t1 - t0
         metrics = {
             "rollout/running_mean": busy / gen_s if gen_s > 0 else 0.0,

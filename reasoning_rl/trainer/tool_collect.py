@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from reasoning_rl.rollout import Completion
@@ -10,12 +11,11 @@ from reasoning_rl.trace import TraceWriter
 from reasoning_rl.trainer.records import Rollouts
 
 
-def trace_tools(trace: TraceWriter, step: int, rollouts: Rollouts) -> None:
+def trace_tools(trace: TraceWriter, step: int, completions: Iterable[Completion]) -> None:
     """Counters ``rrl report`` reads (docs/trace-schema.md): ``tool_latency_ms`` per call (tool, status) and
-    ``tool_turns`` per trajectory (its number of calls; finish reason), for the step's trained samples.
+    ``tool_turns`` per trajectory (its number of calls; finish reason), for a step's trained tool samples.
     Counters, not spans: calls overlap generation, and a span would count their time twice in the timeline."""
-    for s in rollouts:
-        c = s.completion
+    for c in completions:
         if c.mask is None:
             continue
         for turn in c.turns:
