@@ -29,7 +29,7 @@ from reasoning_rl.rollout.base import (
     RolloutEngine,
     SamplingConfig,
 )
-from reasoning_rl.rollout.tool_calls import CallFormat, FormatName, Tokenizer, ToolCall, make_format
+from reasoning_rl.rollout.tool_calls import FormatName, Tokenizer, ToolCall, make_format
 from reasoning_rl.tools.base import Tool, ToolResult, ToolTurn
 
 FinishReason = Literal["stop", "length", "max_turns", "error"]

@@ -281,7 +281,9 @@ class Frontier:
         if self.tools is not None:  # a tool trajectory restarts from its prompt, with its seeds
             for p in self.waiting:
                 g = self.groups[p.ticket]
-                self.tools.start((p.ticket, p.sample), self.prompts[g.prompt_index].token_ids, g.seed, g.offset)
+                self.tools.start(
+                    (p.ticket, p.sample), self.prompts[g.prompt_index].token_ids, g.seed, g.offset
+                )
         else:
             self.engine.submit([self._request(p) for p in self.waiting])
         self.resubmitted += len(self.waiting)

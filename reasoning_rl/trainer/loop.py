@@ -8,7 +8,6 @@ with eval and atomic checkpoints every k steps. Every stage is a span in ``trace
 
 from __future__ import annotations
 
-import math
 import random
 import time
 from collections import defaultdict
@@ -30,13 +29,13 @@ from reasoning_rl.trainer.build import Components, build_components
 from reasoning_rl.trainer.collect import RewardPlan, collect
 from reasoning_rl.trainer.eval import EvalResult, evaluate, prompt_messages, write_rows
 from reasoning_rl.trainer.frontier import Frontier, generated_tokens
-from reasoning_rl.trainer.producers import ToolTurns
 from reasoning_rl.trainer.governance import identity_fields
-from reasoning_rl.trainer.grading_health import check_grading
+from reasoning_rl.trainer.grading_health import check_grading, trace_grade_latency
 from reasoning_rl.trainer.heartbeat import Heartbeat
 from reasoning_rl.trainer.interrupt import interrupts_held
 from reasoning_rl.trainer.last_step import FinishedStep, UpdateGuard, checkpoint_due
 from reasoning_rl.trainer.metrics import MetricsLogger, check_wandb
+from reasoning_rl.trainer.producers import ToolTurns
 from reasoning_rl.trainer.records import Rollouts
 from reasoning_rl.trainer.rejection import RejectAndAdmit
 from reasoning_rl.trainer.resume import (
@@ -306,7 +305,7 @@ class Trainer:
         if self.frontier is not None:
             rollouts, flow = self.frontier.next_batch(step, trace)
             trace.counter("tokens_generated", step, generated_tokens(rollouts, flow))
-            self._trace_grade_latency(parts, trace, step)
+            trace_grade_latency(parts.pool.metrics(), trace, step)
             return rollouts, flow
         return self._waves(parts, sampler, trace, step), {}
 
@@ -329,7 +328,7 @@ class Trainer:
                 group_offset=rounds * wanted,
             )
             trace.counter("tokens_generated", step, new.tokens)
-            self._trace_grade_latency(parts, trace, step)
+            trace_grade_latency(parts.pool.metrics(), trace, step)
             if not cfg.algorithm.dynamic_sampling:
                 return new
             kept.extend(new.keep_groups(informative_groups(new.samples)))
@@ -337,22 +336,6 @@ class Trainer:
             if len(kept.groups) >= wanted or rounds > cfg.algorithm.max_refill_rounds:
                 # nothing informative at all: train on the last batch (its advantages are 0)
                 return kept if len(kept) else new
-
-    def _trace_grade_latency(self, parts: Components, trace: StepTrace, step: int) -> None:
-        """Per grader, as the runtime reports it: latency p50/p95/p99/max and the running totals (grades, cache
-        hits, timeouts), so `rrl report` shows each grader's latency and throughput (the model graders')."""
-        for name, stats in parts.pool.metrics().get("graders", {}).items():
-            latency = stats.get("latency_ms")
-            for stat, value in (latency if isinstance(latency, dict) else {}).items():
-                if isinstance(value, int | float) and math.isfinite(value):
-                    trace.counter("grade_latency_ms", step, value, grader=name, stat=stat)
-            for counter, key in (
-                ("grade_count", "count"),
-                ("grade_cache_hits", "cache_hits"),
-                ("grade_timeouts", "timeouts"),
-            ):
-                if isinstance(stats.get(key), int):
-                    trace.counter(counter, step, stats[key], grader=name)
 
     def _write_samples(self, step: int, rollouts: Rollouts) -> None:
         """The step's samples as rows: kept for TensorBoard / W&B (``log_samples``), written to samples/."""

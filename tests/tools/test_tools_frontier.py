@@ -16,7 +16,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-import pytest
 import tools_record
 from rich.console import Console
 

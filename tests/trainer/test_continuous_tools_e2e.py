@@ -45,7 +45,9 @@ def _cmd(cfg: Path, *overrides: str) -> list[str]:
 
 
 def _train(cfg: Path, *overrides: str) -> None:
-    proc = subprocess.run(_cmd(cfg, *overrides), cwd=REPO, env=_env(), capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        _cmd(cfg, *overrides), cwd=REPO, env=_env(), capture_output=True, text=True, timeout=600
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
 
 
