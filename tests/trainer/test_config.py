@@ -86,6 +86,12 @@ def test_continuous_rollouts_refuse_paths_that_cannot_keep_requests(tmp_path: Pa
     )
     dynamic = ["rollout.max_lag=1", "algorithm.dynamic_sampling=true"]  # reject-and-admit on the frontier
     assert load_config(write(tmp_path, MINIMAL), dynamic).algorithm.dynamic_sampling
+    tools = [
+        "rollout.max_lag=1",
+        "rollout.tools=[calculator]",
+        "rollout.tool_format=hermes",
+    ]  # tool loop, frontier
+    assert load_config(write(tmp_path, MINIMAL), tools).rollout.tools == ["calculator"]
     for bad, named in (
         ("algorithm.old_logprobs=rollout", "algorithm.old_logprobs=rollout"),
         ("resources.ranks_per_node=2", "several colocated ranks"),
