@@ -16,7 +16,7 @@ import graders
 from graders.runtime import GradingPool
 from reasoning_rl.config import Config
 from reasoning_rl.data import LoadReport, Prompt, load_examples, render_all, screen_golds
-from reasoning_rl.distributed.group import WorkerGroup
+from reasoning_rl.distributed.group import LocalRanks, WorkerGroup
 from reasoning_rl.distributed.views import GroupEngine, group_models
 from reasoning_rl.distributed.worker import ModelWorker, WorkerSpec
 from reasoning_rl.factory import (
@@ -132,6 +132,13 @@ class Components:
         if engine is None and (self.group.engine_count == 1 or self.tools is not None):
             return as_continuous(self.engine)
         return engine
+
+    def eval_engine(self, training: ContinuousEngine | None) -> ContinuousEngine:
+        """The engine eval's frontier drives: the training frontier's own where it is in this process (whose
+        requests the trainer parks first), else the ranks' engine view stepped (their ``generate``)."""
+        if training is not None and isinstance(self.group.backend, LocalRanks):
+            return training
+        return as_continuous(self.engine)
 
     def sampling(self, seed: int) -> SamplingConfig:
         """The engine request of a training step: ``rollout.*``, and log-probs exactly when the plan uses them."""

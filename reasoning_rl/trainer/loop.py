@@ -23,7 +23,6 @@ from rich.markup import escape
 from reasoning_rl.checkpoint import CheckpointManager
 from reasoning_rl.config import Config, save_config
 from reasoning_rl.data import PromptSampler
-from reasoning_rl.rollout.stepped import as_continuous
 from reasoning_rl.trace import TraceWriter
 from reasoning_rl.trainer.build import Components, build_components
 from reasoning_rl.trainer.collect import RewardPlan, collect
@@ -400,7 +399,7 @@ class Trainer:
         cfg = self.cfg
         with trace.span("eval", step) as attrs:
             parts.engine_ready(version=step)  # after step's update (step 0: the start weights)
-            engine = as_continuous(parts.engine)
+            engine = parts.eval_engine(self.frontier.engine if self.frontier is not None else None)
             if self.frontier is not None and self.frontier.engine is engine:
                 self.frontier.park(everything=True)  # its requests wait while eval's own frontier runs
             result = evaluate(

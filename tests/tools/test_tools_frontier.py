@@ -51,3 +51,26 @@ def test_max_lag_1_three_steps_with_bounded_lag(tmp_path: Path, tiny_model_dir: 
             assert r["response"].endswith(f"\\boxed{{{turn['output'].strip()}}}")
     # groups admitted before an update are trained after it (the stepped engine finishes them whole)
     assert any(step - 1 - v == 1 for step in (2, 3) for r in _rows(cfg.run_dir, step) for v in r["versions"])
+
+
+def test_eval_between_continuous_steps_parks_the_training_requests(
+    tmp_path: Path, tiny_model_dir: Path
+) -> None:
+    """Eval runs a frontier of its own on the training engine: with ``max_lag = 1`` the training frontier's
+    resident requests are parked first and resubmitted at the next step, so every step still trains its groups
+    within the lag bound."""
+    cfg = tools_record.tool_config(
+        tmp_path,
+        tiny_model_dir,
+        "hfeval",
+        rollout={"engine": "hf", "tools": [], "max_tokens": 8, "max_lag": 1},
+        data={"val": {"generator": "arithmetic", "size": 3}},
+        eval={"every": 1},
+    )
+    Trainer(cfg, console=Console(quiet=True)).run()
+    metrics = [json.loads(line) for line in (cfg.run_dir / "metrics.jsonl").read_text().splitlines()]
+    steps = [m for m in metrics if "reward/mean" in m]
+    evals = [m for m in metrics if "eval/prompts" in m]
+    assert [m["step"] for m in steps] == [1, 2, 3] and [m["step"] for m in evals] == [1, 2, 3]
+    assert all(m["eval/prompts"] == 3.0 for m in evals) and all(m["staleness/lag_max"] <= 1 for m in steps)
+    assert any(m["rollout/resubmitted"] > 0 for m in steps[1:])  # parked for eval, resubmitted after it
