@@ -179,6 +179,39 @@ def handoff_floor(parts: Any) -> dict[str, Any]:
     }
 
 
+def frontier_step(parts: Any, cfg: Any, prompts: list[Any], seed: int) -> Any:
+    """``prompts`` generated and graded as the run's step does (one synchronous step of a frontier of its own
+    over the run's engine): the step's ``Rollouts``."""
+    import tempfile
+
+    from reasoning_rl.data import PromptSampler
+    from reasoning_rl.trace import TraceWriter
+    from reasoning_rl.trainer.collect import RewardPlan
+    from reasoning_rl.trainer.frontier import Frontier
+
+    engine = parts.rollout_engine()
+    frontier = Frontier(
+        engine,
+        parts.pool,
+        prompts,
+        RewardPlan(cfg.grading),
+        PromptSampler(len(prompts), seed, shuffle=False),
+        batch=len(prompts),
+        max_lag=0,
+        sampling=parts.sampling,
+        seed_for_step=lambda _step: seed,
+        tokenizer=parts.tokenizer,
+        resident=True,
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        trace = TraceWriter(Path(tmp) / "trace.jsonl")
+        try:
+            return frontier.next_batch(engine.version + 1, trace)[0]
+        finally:
+            frontier.close()
+            trace.close("ok")
+
+
 def replay_floors(parts: Any, cfg: Any, steps: list[int], gc_probe: bool = True) -> dict[str, Any]:
     """The run's own batches, each stage alone, in the run's process right after its last step (engine and
     compiled update as warm as the run left them), so each step's time has the floor of its own batch.
@@ -190,10 +223,7 @@ def replay_floors(parts: Any, cfg: Any, steps: list[int], gc_probe: bool = True)
     """
     import gc
 
-    from reasoning_rl.trainer.collect import RewardPlan, collect
-
     size = cfg.trainer.batch_size
-    rewards = RewardPlan(cfg.grading)
     policy, engine = rank0(parts)
     rows = []
     for k in steps:
@@ -206,7 +236,7 @@ def replay_floors(parts: Any, cfg: Any, steps: list[int], gc_probe: bool = True)
         for g in raw:
             g.pop("_seqs")
         t0 = time.perf_counter()
-        ours = collect(parts.engine, parts.pool, prompts, sampling, rewards=rewards)
+        ours = frontier_step(parts, cfg, prompts, seed=k)
         collect_s = time.perf_counter() - t0
         upd = update_floor(
             policy, seqs, cfg.algorithm, cfg.rollout.max_tokens, cfg.algorithm.micro_batch_tokens, None, 3

@@ -63,9 +63,10 @@ class RolloutConfig(SamplingParams):
         description="Continuous rollouts (issue 31): the most policy versions a trained token may lag the "
         "trainer. 0: synchronous steps. > 0: up to trainer.batch_size x (1 + max_lag) groups stay admitted in the "
         "engine, each step trains the oldest finished ones, unfinished requests continue across the update with "
-        "the new weights, and the loss is decoupled PPO (algorithms/decoupled.py). Needs the vllm or hf engine (hf "
-        "generates a group whole, oldest first) on one colocated rank or on split placement's rollout ranks and "
-        "no tools.",
+        "the new weights, and the loss is decoupled PPO (algorithms/decoupled.py). Any engine (vllm decodes requests across "
+        "the update; hf generates a group whole, oldest first; one that only generates is stepped in whole "
+        "requests) on one colocated rank or on split placement's rollout ranks, tool runs included (an "
+        "unfinished tool trajectory at a swap restarts from its prompt with its seeds).",
     )
     overlap: bool = Field(
         default=True,

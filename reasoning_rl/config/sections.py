@@ -94,9 +94,7 @@ class Config(_Section):
         if self.rollout.max_lag == 0:
             return self
         clash = (
-            "rollout.tools (the tool loop is its own producer)"
-            if self.rollout.tools
-            else "algorithm.old_logprobs=rollout (decoupled PPO needs the trainer's proximal recompute)"
+            "algorithm.old_logprobs=rollout (decoupled PPO needs the trainer's proximal recompute)"
             if self.algorithm.old_logprobs == "rollout"
             else "model.lora on split placement (the adapter reload under resident requests is not proven)"
             if self.model.lora.enabled and r.placement == "split"

@@ -1,26 +1,35 @@
-"""Multi-turn rollouts with tools around any ``RolloutEngine``.
+"""Multi-turn rollouts with tools over any engine (``ToolLoop``: a state machine over submit / advance).
 
-Each trajectory generates until a tool call (the format's stop strings), EOS or its token budget; the call runs
-as an asyncio task (the python tool on its own thread pool) while the engine keeps generating for every other
-trajectory: each wave batches all trajectories that are ready into one ``generate`` call, so there is no
-batch-wide barrier per turn. The response is the exact concatenation of the ids the engine produced and the ids of
-the inserted tool turns (never a re-tokenisation of decoded text), with ``mask`` 1 on model tokens and 0 on tool
-or template tokens, and the engine's log-probs on model tokens (0.0, masked, elsewhere).
+Each trajectory generates until a tool call (the format's stop strings), EOS or its token budget; the call runs on
+the loop's event-loop thread (the python tool on its own thread pool) while the engine keeps generating for every
+other trajectory, so there is no batch-wide barrier per turn. The response is the exact concatenation of the ids
+the engine produced and the ids of the inserted tool turns (never a re-tokenisation of decoded text), with
+``mask`` 1 on model tokens and 0 on tool or template tokens, and the engine's log-probs on model tokens (0.0,
+masked, elsewhere); every token carries the policy version that sampled it (a tool token: its call's).
 """
 
 from __future__ import annotations
 
 import asyncio
 import statistics
+import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass, field
 from typing import Literal
 
-from reasoning_rl.rollout.base import Completion, DraftCounts, RolloutEngine, SamplingConfig
-from reasoning_rl.rollout.tool_calls import CallFormat, FormatName, Tokenizer, ToolCall, make_format
+from reasoning_rl.rollout.base import (
+    Completion,
+    ContinuousEngine,
+    Delta,
+    DraftCounts,
+    Request,
+    RolloutEngine,
+    SamplingConfig,
+)
+from reasoning_rl.rollout.tool_calls import FormatName, Tokenizer, ToolCall, make_format
 from reasoning_rl.tools.base import Tool, ToolResult, ToolTurn
 
 FinishReason = Literal["stop", "length", "max_turns", "error"]
@@ -66,6 +75,8 @@ class ToolTrajectory:
     )
     generate_calls: int = 0
     drafts: DraftCounts | None = None  # rollout.speculative: summed over the model's segments
+    seed: int | None = None  # its calls' seeds: call c samples with (seed + c) mod 2**31 (None: the engine's)
+    versions: list[int] = field(default_factory=list)  # the policy version of each token
 
     def completion(self, tokenizer: Tokenizer) -> Completion:
         """The trajectory as the engine-neutral record the trainer trains on (``mask``, ``turns``, ``error``)."""
@@ -80,17 +91,19 @@ class ToolTrajectory:
             mask=list(self.mask),
             turns=list(self.turns),
             error=self.error,
+            versions=list(self.versions),
             drafts=self.drafts,
         )
 
-    def add(self, ids: list[int], logprobs: list[float] | None) -> None:
+    def add(self, ids: list[int], logprobs: list[float] | None, versions: list[int]) -> None:
         self.token_ids += ids
         self.mask += [1 if logprobs is not None else 0] * len(ids)
         self.logprobs += logprobs if logprobs is not None else [0.0] * len(ids)
+        self.versions += versions
 
 
 async def run_tool_rollouts(
-    engine: RolloutEngine,
+    engine: RolloutEngine | ContinuousEngine,
     prompts: list[list[int]],
     tools: Mapping[str, Tool],
     tokenizer: Tokenizer,
@@ -99,124 +112,188 @@ async def run_tool_rollouts(
     n: int = 1,
     on_finish: Callable[[ToolTrajectory], None] | None = None,
 ) -> list[ToolTrajectory]:
-    """``n`` trajectories per prompt, ordered by (prompt_index, sample_index). ``on_finish`` is called (on the
-    event loop) once per trajectory the moment it is finished, so grading can overlap the others' turns."""
-    fmt = make_format(config.format)
-    trajs = [ToolTrajectory(i, j, list(p)) for i, p in enumerate(prompts) for j in range(n)]
-    run = _Run(engine, tools, tokenizer, config, fmt, on_finish)
-    await run.drive(trajs)
+    """``n`` trajectories per prompt, ordered by (prompt_index, sample_index): the ``ToolLoop`` over the engine
+    (one that only generates runs as ``as_continuous``), on a worker thread so the caller's event loop stays
+    free. ``on_finish`` is called once per trajectory the moment it is finished."""
+    from reasoning_rl.rollout.stepped import as_continuous
+
+    stepped = as_continuous(engine)
+    base = config.sampling.seed
+    trajs = [
+        ToolTrajectory(i, j, list(p), seed=None if base is None else trajectory_seed(base, i, j, 0))
+        for i, p in enumerate(prompts)
+        for j in range(n)
+    ]
+
+    def drive() -> None:
+        with ToolLoop(tools, tokenizer, config) as loop:
+            for t in trajs:
+                loop.start(t)
+            while loop.unfinished():
+                stepped.submit(loop.requests())
+                if stepped.running():
+                    for delta in stepped.advance():
+                        loop.take(delta)
+                loop.poll(0.0 if stepped.running() or loop.ready else None)
+                for t in loop.pop_finished():
+                    if on_finish is not None:
+                        on_finish(t)
+
+    await asyncio.to_thread(drive)
     return trajs
 
 
-class _Run:
-    def __init__(
-        self,
-        engine: RolloutEngine,
-        tools: Mapping[str, Tool],
-        tokenizer: Tokenizer,
-        config: ToolRolloutConfig,
-        fmt: CallFormat,
-        on_finish: Callable[[ToolTrajectory], None] | None = None,
-    ) -> None:
-        self.engine, self.tools, self.tok, self.cfg, self.fmt = engine, tools, tokenizer, config, fmt
-        self.on_finish = on_finish
-        self.finished: set[int] = set()
-        self.stop = tuple(dict.fromkeys((*config.sampling.stop, *fmt.stop)))
+class ToolLoop:
+    """The multi-turn tool loop as a state machine over a ``ContinuousEngine``'s submit / advance: each
+    trajectory generates until a tool call (the format's stop strings), EOS or its budget; a call runs on the
+    loop's own event-loop thread (off the engine's thread) while the engine goes on with the others; its
+    result is appended and the continuation submitted. The driver (``run_tool_rollouts``, the trainer's
+    frontier) submits ``requests()``, feeds every delta of the loop's requests to ``take`` and calls ``poll``
+    for tool results; every trajectory is changed on the driver's thread only. ``drop`` forgets unfinished
+    trajectories (a weight swap that parks the engine, a resume): they restart from their prompt with the same
+    seeds, so the restart samples what the first attempt would have."""
+
+    def __init__(self, tools: Mapping[str, Tool], tokenizer: Tokenizer, config: ToolRolloutConfig) -> None:
+        self.tools, self.tok, self.cfg = tools, tokenizer, config
+        self.fmt = make_format(config.format)
+        self.stop = tuple(dict.fromkeys((*config.sampling.stop, *self.fmt.stop)))
         self.run_id = uuid.uuid4().hex[:12]
-        self.ready: list[ToolTrajectory] = []
-        self.wake = asyncio.Event()
-        self.tasks: set[asyncio.Task[None]] = set()
+        self.ready: list[ToolTrajectory] = []  # to submit (in the order they became ready)
+        self.live: dict[str, ToolTrajectory] = {}  # request id -> trajectory generating in the engine
+        self.calls: dict[Future[ToolResult], tuple[ToolTrajectory, ToolCall, float]] = {}
+        self.active: set[int] = set()  # id() of the trajectories started and not finished or dropped
+        self.finished: list[ToolTrajectory] = []
+        self._segment: dict[int, _Segment] = {}  # id(traj) -> the tokens of its request in the engine
+        self._rid = 0
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="tool-loop", daemon=True)
+        self._thread.start()
 
-    async def drive(self, trajs: list[ToolTrajectory]) -> None:
-        self.ready = list(trajs)
-        loop = asyncio.get_running_loop()
-        try:
-            with ThreadPoolExecutor(
-                1, thread_name_prefix="rollout-engine"
-            ) as gen:  # the engine is not thread-safe
-                while any(t.finish_reason is None for t in trajs):
-                    if not self.ready:
-                        await self.wake.wait()
-                        self.wake.clear()
-                        continue
-                    wave, self.ready = self.ready, []
-                    for cap, group in _by_cap(wave, self.cfg).items():
-                        sampling = self.cfg.sampling.model_copy(
-                            update={
-                                "max_tokens": cap,
-                                "stop": list(self.stop),
-                                "prompt_seeds": self._seeds(group),
-                            }
-                        )
-                        contexts = [t.prompt_ids + t.token_ids for t in group]
-                        completions = await loop.run_in_executor(
-                            gen, self.engine.generate, contexts, sampling
-                        )
-                        for t, c in zip(group, completions, strict=True):
-                            self._after_generate(t, c)
-        finally:  # normally every session has ended already; not after an engine failure
-            for task in list(self.tasks):
-                task.cancel()
-            for t in trajs:
-                self._end_sessions(t)
+    def __enter__(self) -> ToolLoop:
+        return self
 
-    def _seeds(self, group: list[ToolTrajectory]) -> tuple[int, ...] | None:
-        """One seed per trajectory and call: a function of the trajectory alone, never of its wave."""
-        base = self.cfg.sampling.seed
-        for t in group:
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ---------------------------------------------------------------------------------------- driving
+    def start(self, t: ToolTrajectory) -> None:
+        """Admit a trajectory: its first generate call is in the next ``requests()``."""
+        self.active.add(id(t))
+        self.ready.append(t)
+
+    def unfinished(self) -> bool:
+        return bool(self.active)
+
+    def requests(self) -> list[Request]:
+        """The ready trajectories' next generate calls (each its own seed: a function of the trajectory and
+        its call number alone, never of what else is in the engine)."""
+        out = []
+        for t in self.ready:
             t.generate_calls += 1
-        if base is None:
-            return None
-        return tuple(trajectory_seed(base, t.prompt_index, t.sample_index, t.generate_calls) for t in group)
+            cap = min(self.cfg.sampling.max_tokens, self.cfg.max_tokens - len(t.token_ids))
+            sampling = self.cfg.sampling.model_copy(
+                update={"max_tokens": cap, "stop": list(self.stop), "seed": None, "prompt_offset": 0}
+            )
+            self._rid += 1
+            rid = f"rrl-t{self._rid}"
+            self.live[rid] = t
+            self._segment[id(t)] = _Segment()
+            seed = None if t.seed is None else (t.seed + t.generate_calls) % (1 << 31)
+            out.append(Request(rid, t.prompt_ids + t.token_ids, sampling, seed, group=t.prompt_index))
+        self.ready = []
+        return out
 
-    def _after_generate(self, t: ToolTrajectory, c: Completion) -> None:
+    def owns(self, rid: str) -> bool:
+        return rid in self.live
+
+    def take(self, delta: Delta) -> None:
+        """A delta of one of the loop's requests; its finishing one ends the generate call."""
+        t = self.live[delta.id]
+        seg = self._segment[id(t)]
+        seg.token_ids += delta.token_ids
+        seg.logprobs += delta.logprobs or [0.0] * len(delta.token_ids)
+        seg.versions += [delta.version] * len(delta.token_ids)
+        if delta.drafts is not None:
+            seg.drafts = delta.drafts
+        if delta.finished:
+            del self.live[delta.id]
+            self._after_generate(t, self._segment.pop(id(t)), delta.finish_reason)
+
+    def poll(self, timeout: float | None) -> None:
+        """Take the tool calls that finished, waiting up to ``timeout`` s for one (None: until one does)."""
+        if not self.calls:
+            return
+        done, _ = wait(list(self.calls), timeout=timeout, return_when=FIRST_COMPLETED)
+        for future in [f for f in self.calls if f in done]:
+            t, call, started = self.calls.pop(future)
+            if id(t) in self.active:  # not dropped meanwhile
+                self._after_call(t, call, started, future.result())
+
+    def pop_finished(self) -> list[ToolTrajectory]:
+        out, self.finished = self.finished, []
+        return out
+
+    def drop(self) -> tuple[list[str], list[ToolTrajectory]]:
+        """Forget every unfinished trajectory (their sessions end, their tool calls are ignored): the request
+        ids to abort in the engine and the trajectories, to restart from their prompts."""
+        ids = list(self.live)
+        seen: dict[int, ToolTrajectory] = {id(t): t for t in self.ready}
+        seen.update({id(t): t for t in self.live.values()})
+        seen.update({id(t): t for t, _, _ in self.calls.values()})
+        dropped = [t for t in seen.values() if id(t) in self.active]
+        for t in dropped:
+            self.active.discard(id(t))
+            self._end_sessions(t)
+        self.ready, self.live, self.calls, self._segment = [], {}, {}, {}
+        return ids, dropped
+
+    def close(self) -> None:
+        """End every session and stop the loop's thread."""
+        self.drop()
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join()
+        self._loop.close()
+
+    # ---------------------------------------------------------------------------------------- the turn
+    def _after_generate(self, t: ToolTrajectory, seg: _Segment, reason: str) -> None:
         # a prompt that ends inside a call (e.g. an open ```python block) lends its tail to the first segment
         lead = self.fmt.open_call(self.tok.decode(t.prompt_ids)) if t._segment_start == 0 else ""
         before = len(lead + self.tok.decode(t.token_ids[t._segment_start :], skip_special_tokens=False))
-        t.add(list(c.token_ids), list(c.logprobs) if c.logprobs else [0.0] * len(c.token_ids))
-        if c.drafts is not None:
-            t.drafts = c.drafts if t.drafts is None else t.drafts + c.drafts
+        t.add(seg.token_ids, seg.logprobs, seg.versions)
+        if seg.drafts is not None:
+            t.drafts = seg.drafts if t.drafts is None else t.drafts + seg.drafts
         text = lead + self.tok.decode(t.token_ids[t._segment_start :], skip_special_tokens=False)
         call = self.fmt.find(text)
         if call is not None and call.end > before:
             if len(t.turns) >= self.cfg.max_turns:
-                t.finish_reason = "max_turns"
-                self._end_sessions(t)
+                self._finish(t, "max_turns")
             else:
-                task = asyncio.create_task(self._call(t, call))
-                self.tasks.add(task)
-                task.add_done_callback(self.tasks.discard)
+                future = asyncio.run_coroutine_threadsafe(self._execute(t, call), self._loop)
+                self.calls[future] = (t, call, time.time())
             return
         if len(t.token_ids) >= self.cfg.max_tokens:
-            t.finish_reason = "length"
-        elif c.finish_reason == "length" or any(s in text[before:] for s in self.stop):
+            self._finish(t, "length")
+        elif reason == "length" or any(s in text[before:] for s in self.stop):
             self.ready.append(t)  # the per-call cap, or a stop string that was no call (another fenced block)
         else:
-            t.finish_reason = "stop"  # EOS
-        if t.finish_reason is not None:
-            self._end_sessions(t)
+            self._finish(t, "stop")  # EOS
 
-    async def _call(self, t: ToolTrajectory, call: ToolCall) -> None:
+    def _after_call(self, t: ToolTrajectory, call: ToolCall, started: float, result: ToolResult) -> None:
+        t.turns.append(ToolTurn(call.name, call.arguments, result, started))
+        if result.status == "infra_error":
+            self._finish(t, "error", f"tool {call.name}: {result.detail or result.text}")
+            return
         try:
-            started = time.time()
-            result = await self._execute(t, call)
-            t.turns.append(ToolTurn(call.name, call.arguments, result, started))
-            if result.status == "infra_error":
-                t.finish_reason, t.error = "error", f"tool {call.name}: {result.detail or result.text}"
-                return
             ids = self.fmt.tool_turn(result.text, self.tok)
-            if len(t.token_ids) + len(ids) >= self.cfg.max_tokens:
-                t.finish_reason = "length"
-                return
-            t.add(ids, None)
-            t._segment_start = len(t.token_ids)
-            self.ready.append(t)
         except Exception as exc:  # noqa: BLE001 - e.g. a chat template that cannot render a tool turn
-            t.finish_reason, t.error = "error", f"tool turn for {call.name}: {type(exc).__name__}: {exc}"
-        finally:
-            self.wake.set()  # first: the generation loop must go on even if ending the sessions fails
-            if t.finish_reason is not None:
-                self._end_sessions(t)
+            self._finish(t, "error", f"tool turn for {call.name}: {type(exc).__name__}: {exc}")
+            return
+        if len(t.token_ids) + len(ids) >= self.cfg.max_tokens:
+            self._finish(t, "length")
+            return
+        t.add(ids, None, [t.versions[-1] if t.versions else 0] * len(ids))
+        t._segment_start = len(t.token_ids)
+        self.ready.append(t)
 
     async def _execute(self, t: ToolTrajectory, call: ToolCall) -> ToolResult:
         if call.error:
@@ -232,32 +309,34 @@ class _Run:
         except Exception as exc:  # noqa: BLE001 - a tool that raises is broken infrastructure: the sample is `error`
             return ToolResult("Error: the tool failed", "infra_error", detail=f"{type(exc).__name__}: {exc}")
 
+    def _finish(self, t: ToolTrajectory, reason: FinishReason, error: str = "") -> None:
+        t.finish_reason, t.error = reason, error
+        self.active.discard(id(t))
+        self._end_sessions(t)
+        self.finished.append(t)
+
     def _session(self, t: ToolTrajectory) -> str:
         return f"{self.run_id}/{t.prompt_index}/{t.sample_index}"
 
     def _end_sessions(self, t: ToolTrajectory) -> None:
-        """Free per-trajectory tool state (the python tool's cells) as soon as the trajectory is finished,
-        and report it finished (once)."""
+        """Free per-trajectory tool state (the python tool's cells), on the tools' own event loop."""
         for tool in self.tools.values():
-            tool.end_session(self._session(t))
-        if t.finish_reason is not None and id(t) not in self.finished:
-            self.finished.add(id(t))
-            if self.on_finish is not None:
-                self.on_finish(t)
+            self._loop.call_soon_threadsafe(tool.end_session, self._session(t))
+
+
+@dataclass
+class _Segment:
+    """What one generate call of a trajectory has produced so far."""
+
+    token_ids: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    versions: list[int] = field(default_factory=list)
+    drafts: DraftCounts | None = None
 
 
 def trajectory_seed(base: int, prompt_index: int, sample_index: int, call: int) -> int:
     """The sampling seed of a trajectory's ``call``-th generate call (1-based), within 31 bits."""
     return (base * 1_000_003 + prompt_index * 100_003 + sample_index * 1_009 + call) % (1 << 31)
-
-
-def _by_cap(wave: list[ToolTrajectory], cfg: ToolRolloutConfig) -> dict[int, list[ToolTrajectory]]:
-    """Group by per-call token cap (a trajectory may not overrun its remaining budget)."""
-    groups: dict[int, list[ToolTrajectory]] = {}
-    for t in wave:
-        cap = min(cfg.sampling.max_tokens, cfg.max_tokens - len(t.token_ids))
-        groups.setdefault(cap, []).append(t)
-    return groups
 
 
 def tool_stats(trajs: list[ToolTrajectory]) -> dict[str, float]:

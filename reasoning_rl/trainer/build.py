@@ -16,7 +16,7 @@ import graders
 from graders.runtime import GradingPool
 from reasoning_rl.config import Config
 from reasoning_rl.data import LoadReport, Prompt, load_examples, render_all, screen_golds
-from reasoning_rl.distributed.group import WorkerGroup
+from reasoning_rl.distributed.group import LocalRanks, WorkerGroup
 from reasoning_rl.distributed.views import GroupEngine, group_models
 from reasoning_rl.distributed.worker import ModelWorker, WorkerSpec
 from reasoning_rl.factory import (
@@ -29,7 +29,8 @@ from reasoning_rl.factory import (
     rollout_kind,
     run_dtype,
 )
-from reasoning_rl.rollout import RolloutEngine, SamplingConfig
+from reasoning_rl.rollout import ContinuousEngine, RolloutEngine, SamplingConfig
+from reasoning_rl.rollout.stepped import as_continuous
 from reasoning_rl.rollout.toolset import ToolSet, prompt_tools
 from reasoning_rl.trace import TraceWriter
 from reasoning_rl.trainer.collect import RewardPlan
@@ -122,6 +123,20 @@ class Components:
         return self.models.policy
 
     # --------------------------------------------------------------------------------- generation
+    def rollout_engine(self) -> ContinuousEngine:
+        """The engine the run's frontier drives: one that keeps requests across updates (an in-process vllm /
+        hf engine, the generating Ray ranks as one ``RemoteEngine``), else the engine driven step by step
+        (``as_continuous``: plugin engines that only generate)."""
+        engine = self.group.continuous_engine()
+        return engine if engine is not None else as_continuous(self.engine)
+
+    def eval_engine(self, training: ContinuousEngine) -> ContinuousEngine:
+        """The engine eval's frontier drives: the training frontier's own where it is in this process (whose
+        requests the trainer parks first), else the ranks' engine view stepped (their ``generate``)."""
+        if isinstance(self.group.backend, LocalRanks):
+            return training
+        return as_continuous(self.engine)
+
     def sampling(self, seed: int) -> SamplingConfig:
         """The engine request of a training step: ``rollout.*``, and log-probs exactly when the plan uses them."""
         return SamplingConfig.of(

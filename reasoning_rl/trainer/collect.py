@@ -1,11 +1,7 @@
 """From completions to graded samples, for single-turn and tool rollouts alike: which graders judge a row and
 how their grades become its reward (``RewardPlan``), the grading stream (``StreamGrading``: each completion is
-submitted to the grading pool the moment its producer finishes it, so after generation ends the step only
-waits for the stragglers) and ``collect``, which runs one producer into that stream.
-
-The producers: the engine's ``stream`` (single-turn), or the multi-turn tool loop (``tool_collect``: each
-trajectory's completion the moment it finishes, while the others still generate or wait for their tools). A
-completion our infrastructure ruined (``Completion.error``: a sandbox failure) is not graded: its sample gets an
+submitted to the grading pool the moment the frontier (``trainer/frontier``, the one rollout loop) finishes
+it, so after generation ends the step only waits for the stragglers). A completion our infrastructure ruined (``Completion.error``: a sandbox failure) is not graded: its sample gets an
 ``error`` grade and is masked, never a fake 0.
 
 The reward components are ``grading.rewards`` (every row) or ``grading.source_rewards`` (per ``data_source``),
@@ -27,10 +23,8 @@ from graders.types import ContextField, Grade, GradeContext, context_fields
 from reasoning_rl.config import GradingConfig, RewardTermConfig
 from reasoning_rl.data import DataError, Example, Prompt
 from reasoning_rl.rollout import Completion, RolloutEngine, SamplingConfig
-from reasoning_rl.rollout.toolset import ToolSet
 from reasoning_rl.trace import TraceWriter
 from reasoning_rl.trainer.records import Rollouts, Sample
-from reasoning_rl.trainer.tool_collect import tool_completions, trace_tools
 
 Key = tuple[int, int]  # (prompt index, sample index)
 
@@ -279,49 +273,3 @@ def _first(grades: list[Grade | None]) -> Grade:
     if grades[0] is None:
         raise RuntimeError("a failed sample carries no grade")
     return grades[0]
-
-
-def collect(
-    engine: RolloutEngine,
-    pool: GradingPool,
-    prompts: Sequence[Prompt],
-    sampling: SamplingConfig,
-    *,
-    rewards: RewardPlan,
-    trace: TraceWriter | None = None,
-    step: int = 0,
-    group_offset: int = 0,
-    tools: ToolSet | None = None,
-) -> Rollouts:
-    """Samples in (prompt, sample) order, each with its grade (every reward component of ``rewards``, with the
-    row as context); prompt k is group ``group_offset + k``. With ``tools`` (``rollout.tools``) each sample
-    is a multi-turn tool rollout (``tool_collect``); its completion carries ``mask``, ``turns`` and ``error``."""
-    grading = StreamGrading(pool, prompts, rewards)
-    total = len(prompts) * sampling.n
-
-    def progress() -> None:
-        if trace is not None:
-            trace.progress(
-                "generate", generated=(len(grading.completions), total), graded=(grading.ever_graded, total)
-            )
-
-    def take(comp: Completion) -> None:
-        grading.take(comp)
-        progress()
-
-    t0 = time.time()
-    if tools is None:
-        trajs = None
-        for comp in engine.stream([p.token_ids for p in prompts], sampling):
-            take(comp)
-    else:
-        trajs = tool_completions(engine, prompts, sampling, tools, take)
-    t1 = time.time()
-    graded = grading.graded()
-    grading.wait(progress)
-    if trace is not None and trajs is not None:
-        trace_tools(trace, step, trajs)
-    grading.trace(trace, step, t0, t1, time.time(), graded=graded)
-    if trajs is not None and len(grading.completions) != len(trajs):
-        raise RuntimeError(f"tool rollout: {len(trajs)} trajectories, {len(grading.completions)} finished")
-    return grading.rollouts(group_offset)

@@ -2,11 +2,13 @@
 mean_score (the mean of the samples' scores: partial credit counts), pass@k and maj@k (the most common
 answer, by the grader's equivalence, is correct) per data source, with ``rrl grade``'s implementation
 (graders.evaluation.scoring and summary). Used during training (every ``eval.every`` steps) and by
-``rrl eval``."""
+``rrl eval``. The samples come from a frontier of their own (``trainer/frontier``: one synchronous step over
+every evaluated prompt, tool trajectories included), the machinery a training step uses."""
 
 from __future__ import annotations
 
 import json
+import os
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -21,11 +23,15 @@ from graders.evaluation.summary import Group
 from graders.runtime import GradeRequest, GradingPool
 from graders.types import Grade
 from reasoning_rl.config import Config, EvalConfig
-from reasoning_rl.data import Example, Prompt
-from reasoning_rl.rollout import RolloutEngine, SamplingConfig
+from reasoning_rl.data import Example, Prompt, PromptSampler
+from reasoning_rl.rollout import ContinuousEngine, SamplingConfig
+from reasoning_rl.rollout.stepped import as_continuous
 from reasoning_rl.rollout.toolset import ToolSet
-from reasoning_rl.trainer.collect import RewardPlan, collect, example_context
+from reasoning_rl.trace import TraceWriter
+from reasoning_rl.trainer.collect import RewardPlan, example_context
+from reasoning_rl.trainer.frontier import Frontier
 from reasoning_rl.trainer.governance import identity_fields
+from reasoning_rl.trainer.producers import ToolTurns
 from reasoning_rl.trainer.records import Sample
 from reasoning_rl.trainer.rewards import verdict_grader
 from reasoning_rl.trainer.tool_collect import turn_fields
@@ -137,7 +143,7 @@ def equivalence(pool: GradingPool, samples: Sequence[Sample], rewards: RewardPla
 
 
 def evaluate(
-    engine: RolloutEngine,
+    engine: ContinuousEngine,
     pool: GradingPool,
     prompts: Sequence[Prompt],
     cfg: EvalConfig,
@@ -146,9 +152,12 @@ def evaluate(
     stop: Sequence[str],
     rewards: RewardPlan,
     seed: int,
+    tokenizer: Any,
     tools: ToolSet | None = None,
 ) -> EvalResult:
-    """With ``tools`` every sample is a multi-turn tool rollout (the same loop as training)."""
+    """``cfg.n`` samples of each of the first ``cfg.max_prompts`` prompts, as one synchronous frontier step
+    over ``engine`` (an engine that only generates: ``as_continuous``); with ``tools`` every sample is a
+    multi-turn tool rollout (the same loop as training)."""
     limit = cfg.max_prompts or len(prompts)
     sampling = SamplingConfig(
         n=cfg.n,
@@ -158,7 +167,28 @@ def evaluate(
         seed=seed,
         logprobs=False,
     )  # grading needs only the text
-    rollouts = collect(engine, pool, prompts[:limit], sampling, rewards=rewards, tools=tools)
+    evaluated = list(prompts[:limit])
+    frontier = Frontier(
+        engine,
+        pool,
+        evaluated,
+        rewards,
+        PromptSampler(len(evaluated), seed, shuffle=False),  # group k is prompt k
+        batch=len(evaluated),
+        max_lag=0,
+        sampling=lambda _: sampling,
+        seed_for_step=lambda _: seed,
+        tokenizer=tokenizer,
+        resident=True,
+        tools=ToolTurns(tools, sampling) if tools is not None else None,
+        prefix="rrl-e",  # beside a training frontier's parked requests
+    )
+    trace = TraceWriter(os.devnull)  # the eval span is the run trace's; its generate stage is not a step's
+    try:
+        rollouts, _ = frontier.next_batch(engine.version + 1, trace)
+    finally:
+        frontier.close()
+        trace.close()
     return summarise(rollouts.samples, cfg.n, equivalence(pool, rollouts.samples, rewards))
 
 
@@ -204,7 +234,7 @@ def run_eval(cfg: Config, *, out: Path | None, console: Console) -> tuple[EvalRe
             max_in_flight=g.max_in_flight,
         ) as pool:
             result = evaluate(
-                engine,
+                as_continuous(engine),
                 pool,
                 prompts,
                 cfg.eval,
@@ -212,6 +242,7 @@ def run_eval(cfg: Config, *, out: Path | None, console: Console) -> tuple[EvalRe
                 stop=r.stop,
                 rewards=rewards,
                 seed=cfg.run.seed,
+                tokenizer=tokenizer,
                 tools=tools,
             )
     finally:

@@ -39,9 +39,11 @@ from reasoning_rl.faults import fault_point
 from reasoning_rl.rollout import Completion, ContinuousEngine, Delta, DraftCounts, Request, SamplingConfig
 from reasoning_rl.trace import TraceWriter
 from reasoning_rl.trainer.collect import RewardPlan, StreamGrading
+from reasoning_rl.trainer.producers import ToolTurns
 from reasoning_rl.trainer.records import Rollouts
 from reasoning_rl.trainer.rejection import RejectAndAdmit, informative
 from reasoning_rl.trainer.staleness import StalenessSchedule
+from reasoning_rl.trainer.tool_collect import trace_tools
 
 FULL_SHARE = 0.8  # "the engine runs full": running batch >= this share of the admitted samples
 GENERATED_TOKENS = "rollout/generated_tokens"  # the step's metric: tokens the engine produced in its window
@@ -52,7 +54,7 @@ RUNNING_SAMPLE_S = 0.1  # how often the running batch goes to the trace
 class Group:
     """An admitted prompt: its dataset index and uid, the version it was admitted at, its seed (sample j:
     seed + j) and its place among the groups admitted with it (``SamplingConfig.prompt_offset``: an engine
-    that seeds per prompt, the hf one, then samples as a streamed wave did)."""
+    that seeds per prompt, the hf one, then samples as one batched request of those groups would)."""
 
     ticket: int
     prompt_index: int
@@ -93,6 +95,8 @@ class Frontier:
         tokenizer: Any,
         resident: bool,
         rejection: RejectAndAdmit | None = None,
+        tools: ToolTurns | None = None,
+        prefix: str = "rrl-c",
     ) -> None:
         self.engine = engine
         self.prompts = prompts
@@ -110,6 +114,8 @@ class Frontier:
         self.resubmitted = 0  # partial samples resubmitted (park / resume) since the last step's metrics
         self.rejection = rejection  # dynamic sampling: groups without reward spread rejected and replaced
         self.judged: dict[int, bool] = {}  # dynamic sampling: finished graded ticket -> has reward spread
+        self.tools = tools  # rollout.tools: each sample a multi-turn tool trajectory (trainer/producers)
+        self.prefix = prefix  # request ids: a second frontier on the engine (eval) uses its own
         self._rid = 0
         self._offset = 0  # groups admitted in this step so far (the next group's ``Group.offset``)
 
@@ -148,19 +154,30 @@ class Frontier:
         with gc_paused():  # the objects of a step die by reference counting; cycles wait for its end
             while (chosen := self.schedule.select(version, self._ready(version, step))) is None:
                 ungraded = len(self.grading.completions) - self.grading.graded()
-                if not self.live and self.rejection is not None and ungraded:
+                if self.tools is not None:
+                    if requests := self.tools.requests():
+                        self.engine.submit(requests)
+                    if not self._in_engine() and self.tools.waiting():
+                        self._take_tools(None)  # every trajectory in a tool call: wait for one
+                        continue
+                if not self._in_engine() and self.rejection is not None and ungraded:
                     # dynamic sampling waits for the grades that judge a group
                     if not self.grading.poll(None):
                         raise RuntimeError(f"grading pool returned no grade for {ungraded} samples")
                     continue
-                if not self.live:
+                if not self._in_engine():
                     raise RuntimeError(
                         "continuous rollouts: waiting for groups with no request in the engine"
                     )
                 t = time.time()
                 for delta in self.engine.advance():
-                    self._take(delta)
+                    if self.tools is not None and self.tools.owns(delta.id):
+                        self.tools.take(delta)
+                    else:
+                        self._take(delta)
                     generated += len(delta.token_ids)
+                if self.tools is not None:
+                    self._take_tools(0.0)
                 progress()
                 fault_point("generate")  # a crash test's mid-generation
                 running = self.engine.running()
@@ -168,7 +185,7 @@ class Frontier:
                 busy += running * dt
                 full_s += dt if running >= full else 0.0
                 if t - last_trace >= RUNNING_SAMPLE_S:
-                    trace.counter("engine_running", step, running, admitted=len(self.live))
+                    trace.counter("engine_running", step, running, admitted=self._in_engine())
                     last_trace = t
         t1 = time.time()
         graded = self.grading.graded()
@@ -181,11 +198,13 @@ class Frontier:
             self.judged.pop(t, None)
         if self.rejection is not None:
             rollouts = self.rejection.trained(rollouts)
+        if self.tools is not None:
+            trace_tools(trace, step, (s.completion for s in rollouts))
         gen_s = t1 - t0
         metrics = {
             "rollout/running_mean": busy / gen_s if gen_s > 0 else 0.0,
             "rollout/running_full_frac": full_s / gen_s if gen_s > 0 else 0.0,
-            "rollout/in_flight": float(len(self.live)),
+            "rollout/in_flight": float(len(self.live) + len(self.tools.started if self.tools else ())),
             "rollout/resubmitted": float(self.resubmitted),
             GENERATED_TOKENS: float(generated),
             **(self.rejection.metrics() if self.rejection is not None else {}),
@@ -194,14 +213,36 @@ class Frontier:
         self.resubmitted = 0
         return rollouts, metrics
 
-    def park(self) -> None:
-        """Before the engine sleeps: stop the unfinished requests and keep their partial tokens (no-op when
-        requests stay resident)."""
-        if self.resident or not self.live:
+    def park(self, *, everything: bool = False) -> None:
+        """Before the engine sleeps (``everything``: before another frontier uses the engine, eval): stop the
+        unfinished requests and keep their partial tokens; a tool trajectory restarts from its prompt with its
+        seeds. A no-op when requests stay resident."""
+        if self.resident and not everything:
             return
-        self.engine.abort(list(self.live))
-        self.waiting.extend(self.live.values())
-        self.live.clear()
+        if self.live:
+            self.engine.abort(list(self.live))
+            self.waiting.extend(self.live.values())
+            self.live.clear()
+        if self.tools is not None:
+            ids, keys = self.tools.park()
+            self.engine.abort(ids)
+            self.waiting.extend(Partial(ticket, sample) for ticket, sample in keys)
+
+    def close(self) -> None:
+        """Stop the tool loop's thread (a run's end)."""
+        if self.tools is not None:
+            self.tools.close()
+
+    def _in_engine(self) -> int:
+        """The frontier's requests in the engine now (a tool trajectory's current generate call included)."""
+        return len(self.live) + (self.tools.in_engine() if self.tools is not None else 0)
+
+    def _take_tools(self, timeout: float | None) -> None:
+        """Finished tool trajectories to grading (tool results waited for up to ``timeout`` s)."""
+        assert self.tools is not None
+        for comp in self.tools.poll(timeout):
+            self.grading.take(comp)
+            self.done[comp.prompt_index] += 1
 
     def _engine_version(self, step: int) -> int:
         """The engine's version; one other than the trainer's updates so far is a missed or misnumbered
@@ -228,13 +269,23 @@ class Frontier:
             self.groups[ticket] = group
             self.done[ticket] = 0
             for j in range(self.sampling(0).n):
-                requests.append(self._request(Partial(ticket, j)))
-        self.engine.submit(requests)
+                if self.tools is not None:
+                    self.tools.start((ticket, j), self.prompts[idx].token_ids, seed, group.offset)
+                else:
+                    requests.append(self._request(Partial(ticket, j)))
+        self.engine.submit(requests + (self.tools.requests() if self.tools is not None else []))
 
     def _resubmit(self) -> None:
         if not self.waiting:
             return
-        self.engine.submit([self._request(p) for p in self.waiting])
+        if self.tools is not None:  # a tool trajectory restarts from its prompt, with its seeds
+            for p in self.waiting:
+                g = self.groups[p.ticket]
+                self.tools.start(
+                    (p.ticket, p.sample), self.prompts[g.prompt_index].token_ids, g.seed, g.offset
+                )
+        else:
+            self.engine.submit([self._request(p) for p in self.waiting])
         self.resubmitted += len(self.waiting)
         self.waiting = []
 
@@ -247,7 +298,7 @@ class Frontier:
         left = sampling.max_tokens - len(part.token_ids)
         sampling = sampling.model_copy(update={"max_tokens": left, "prompt_offset": group.offset})
         self._rid += 1
-        rid = f"rrl-c{self._rid}"
+        rid = f"{self.prefix}{self._rid}"
         self.live[rid] = part
         return Request(
             rid,
@@ -328,6 +379,8 @@ class Frontier:
         """The in-flight frontier for a checkpoint: admitted groups, finished-untrained samples and partial
         ones (tokens, log-probs, versions). The prompt cursor is the sampler's own state, saved beside it."""
         parts = [*self.live.values(), *self.waiting]
+        if self.tools is not None:  # unfinished tool trajectories restart from their prompts
+            parts += [Partial(ticket, sample) for ticket, sample in self.tools.started]
         return {
             "schedule": self.schedule.state(),
             "groups": [asdict(g) for g in self.groups.values()],
@@ -384,12 +437,12 @@ class _Tickets(Mapping[int, Prompt]):
         return iter(self.frontier.groups)
 
 
-def generated_tokens(rollouts: Rollouts, flow: Mapping[str, float]) -> int:
+def generated_tokens(flow: Mapping[str, float]) -> int:
     """The tokens the engine produced inside a step's generation (gen tok/s, the trace's ``tokens_generated``):
-    the frontier's count where it ran the step (``flow``: its metrics), since a continuous step trains groups
-    that finished, wholly or partly, in earlier steps (issue 47: 141,859 tok/s from a step that generated almost
-    nothing); a streamed wave generated exactly the samples it returned."""
-    return int(flow[GENERATED_TOKENS]) if GENERATED_TOKENS in flow else rollouts.tokens
+    the frontier's count (``flow``: its metrics), not the trained groups' tokens, since a continuous step trains
+    groups that finished, wholly or partly, in earlier steps (issue 47: 141,859 tok/s from a step that generated
+    almost nothing)."""
+    return int(flow[GENERATED_TOKENS])
 
 
 def lag_metrics(rollouts: Rollouts, version: int, trace: TraceWriter, step: int) -> dict[str, float]:

@@ -1,13 +1,16 @@
 """A step's grading health: a step whose every sample is a grader ``error`` has nothing to train on (its loss
 is masked everywhere), so the run stops naming the cause instead of exiting 0 having learnt nothing; a high
-error share short of that is a warning on the console."""
+error share short of that is a warning on the console. And each grader's latency and totals in the trace."""
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
+from reasoning_rl.trace import TraceWriter
 from reasoning_rl.trainer.records import Sample
 from reasoning_rl.trainer.resume import TrainError
 from reasoning_rl.trainer.rewards import error_kind, grader_key, verdict_grader
@@ -40,3 +43,20 @@ def check_grading(
             f"over grading.warn_error_share={warn_share:g}): {_top_cause(errors)}"
         )
     return None
+
+
+def trace_grade_latency(pool_metrics: dict[str, Any], trace: TraceWriter, step: int) -> None:
+    """Per grader, as the runtime reports it (``GradingPool.metrics()``): latency p50/p95/p99/max and the running
+    totals (grades, cache hits, timeouts), so `rrl report` shows each grader's latency and throughput."""
+    for name, stats in pool_metrics.get("graders", {}).items():
+        latency = stats.get("latency_ms")
+        for stat, value in (latency if isinstance(latency, dict) else {}).items():
+            if isinstance(value, int | float) and math.isfinite(value):
+                trace.counter("grade_latency_ms", step, value, grader=name, stat=stat)
+        for counter, key in (
+            ("grade_count", "count"),
+            ("grade_cache_hits", "cache_hits"),
+            ("grade_timeouts", "timeouts"),
+        ):
+            if isinstance(stats.get(key), int):
+                trace.counter(counter, step, stats[key], grader=name)

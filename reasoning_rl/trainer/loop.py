@@ -1,14 +1,13 @@
 """The training loop: synchronous GRPO (or PPO with a critic), one step at a time.
 
 ``Trainer._step`` is the algorithm, one line per stage, each one hop from its implementation: generate +
-grade (``collect``: typed ``Rollouts``) -> ``make_train_batch`` (rewards, loss mask, old/ref log-probs,
+grade (the ``Frontier``: typed ``Rollouts``) -> ``make_train_batch`` (rewards, loss mask, old/ref log-probs,
 advantages: a typed ``TrainBatch``) -> ``update`` (epochs over mini-batches) -> weight hand-off -> log,
 with eval and atomic checkpoints every k steps. Every stage is a span in ``trace.jsonl``.
 """
 
 from __future__ import annotations
 
-import math
 import random
 import time
 from collections import defaultdict
@@ -26,15 +25,16 @@ from reasoning_rl.config import Config, save_config
 from reasoning_rl.data import PromptSampler
 from reasoning_rl.trace import TraceWriter
 from reasoning_rl.trainer.build import Components, build_components
-from reasoning_rl.trainer.collect import RewardPlan, collect
+from reasoning_rl.trainer.collect import RewardPlan
 from reasoning_rl.trainer.eval import EvalResult, evaluate, prompt_messages, write_rows
 from reasoning_rl.trainer.frontier import Frontier, generated_tokens
 from reasoning_rl.trainer.governance import identity_fields
-from reasoning_rl.trainer.grading_health import check_grading
+from reasoning_rl.trainer.grading_health import check_grading, trace_grade_latency
 from reasoning_rl.trainer.heartbeat import Heartbeat
 from reasoning_rl.trainer.interrupt import interrupts_held
 from reasoning_rl.trainer.last_step import FinishedStep, UpdateGuard, checkpoint_due
 from reasoning_rl.trainer.metrics import MetricsLogger, check_wandb
+from reasoning_rl.trainer.producers import ToolTurns
 from reasoning_rl.trainer.records import Rollouts
 from reasoning_rl.trainer.rejection import RejectAndAdmit
 from reasoning_rl.trainer.resume import (
@@ -45,7 +45,7 @@ from reasoning_rl.trainer.resume import (
     data_fingerprint,
     rotate,
 )
-from reasoning_rl.trainer.rewards import informative_groups, rewards_and_mask, sample_metrics, verdict_grader
+from reasoning_rl.trainer.rewards import rewards_and_mask, sample_metrics, verdict_grader
 from reasoning_rl.trainer.speculation import draft_metrics, trace_drafts
 from reasoning_rl.trainer.tool_collect import tool_metrics, turn_fields
 from reasoning_rl.trainer.train_batch import make_train_batch
@@ -79,9 +79,7 @@ class Trainer:
         self._sample_rows: list[dict[str, Any]] = []  # the last step's samples (samples/, TensorBoard, W&B)
         self.rewards = RewardPlan(cfg.grading)  # each row's reward components (grading.rewards)
         self.completed_step = 0  # the last step that finished (what an interrupted run reports)
-        self.frontier: Frontier | None = (
-            None  # the engine's in-flight rollouts across steps (in-process vLLM)
-        )
+        self.frontier: Frontier | None = None  # the one rollout loop (built by run, over the run's engine)
         self.guard = UpdateGuard()  # Ctrl-C waits from a step's update to its end
         self.finished: FinishedStep | None = None  # what Ctrl-C saves (last_step.py)
         self._saving = False  # a checkpoint is being written (a second Ctrl-C there means: stop now)
@@ -200,6 +198,8 @@ class Trainer:
             self._save_on_interrupt(parts, trace, log)
             raise
         finally:
+            if self.frontier is not None:
+                self.frontier.close()
             self.guard.abandon()
             beat.close()
             log.close()
@@ -211,7 +211,7 @@ class Trainer:
     def _step(self, parts: Components, sampler: PromptSampler, trace: StepTrace, step: int) -> dict[str, Any]:
         """One GRPO/PPO step, one stage per line."""
         t_step = time.time()
-        rollouts, flow = self._gather(parts, sampler, trace, step)  # n per prompt, graded as each finishes
+        rollouts, flow = self._gather(parts, trace, step)  # n per prompt, graded as each finishes
         self._write_samples(step, rollouts)
         drafts = draft_metrics([s.completion for s in rollouts.samples])  # rollout.speculative
         trace_drafts(trace, step, drafts)
@@ -231,26 +231,17 @@ class Trainer:
             **batch_metrics,
             **trained,
             **handoff,
-            **self._timings(trace, step, t_step, rollouts, flow),
+            **self._timings(trace, step, t_step, flow),
             "optim/lr": parts.lr(),
         }
 
-    def _frontier(self, parts: Components, sampler: PromptSampler) -> Frontier | None:
-        """The in-flight rollouts of a continuous engine (an in-process vLLM or hf engine, or the generating Ray
-        ranks, colocated or split, as one ``RemoteEngine``): every step goes through it, ``rollout.max_lag = 0``
-        being the synchronous step; dynamic sampling rejects groups without reward spread there and admits
-        others (``trainer/rejection``). None: waves (plugin engines that only stream, tool loops), which only
-        the synchronous step has."""
+    def _frontier(self, parts: Components, sampler: PromptSampler) -> Frontier:
+        """The one rollout loop: the in-flight rollouts of the run's engine (``Components.rollout_engine``).
+        Every step goes through it, ``rollout.max_lag = 0`` being the synchronous step; tool runs fill each
+        sample with the tool loop (``trainer/producers``); dynamic sampling rejects groups without reward spread
+        and admits others (``trainer/rejection``)."""
         cfg = self.cfg
-        engine = parts.group.continuous_engine()
-        if engine is None or cfg.rollout.tools:
-            if cfg.rollout.max_lag > 0:
-                raise TrainError(
-                    f"rollout.max_lag={cfg.rollout.max_lag} needs a continuous engine (vllm, hf; not a plugin "
-                    "engine that only streams) and no rollout.tools (the tool loop streams waves of its own); "
-                    "set rollout.max_lag=0"
-                )
-            return None
+        engine = parts.rollout_engine()
         resident = cfg.rollout.sleep is False or not getattr(engine, "sleep_enabled", False)
         frontier = Frontier(
             engine,
@@ -269,6 +260,7 @@ class Trainer:
                 if cfg.algorithm.dynamic_sampling
                 else None
             ),
+            tools=ToolTurns(parts.tools, parts.sampling(0)) if parts.tools is not None else None,
         )
         if cfg.rollout.max_lag > 0:
             where = "the engine in this process" if parts.group.world == 1 else "each colocated rank's engine"
@@ -294,62 +286,13 @@ class Trainer:
         """The base seed of a step's (refill round's) requests: sample j of each prompt uses it + j."""
         return self.cfg.run.seed * 1_000_003 + step * 10_007 + rounds * 101 * self.cfg.rollout.n
 
-    def _gather(
-        self, parts: Components, sampler: PromptSampler, trace: StepTrace, step: int
-    ) -> tuple[Rollouts, dict[str, float]]:
-        """Generate + grade a batch (and the frontier's metrics); with the frontier, its oldest B finished
-        groups; else a streamed wave, refilled under dynamic sampling until enough groups carry signal."""
-        if self.frontier is not None:
-            rollouts, flow = self.frontier.next_batch(step, trace)
-            trace.counter("tokens_generated", step, generated_tokens(rollouts, flow))
-            self._trace_grade_latency(parts, trace, step)
-            return rollouts, flow
-        return self._waves(parts, sampler, trace, step), {}
-
-    def _waves(self, parts: Components, sampler: PromptSampler, trace: StepTrace, step: int) -> Rollouts:
-        cfg = self.cfg
-        wanted = cfg.trainer.batch_size
-        kept = Rollouts()
-        rounds = 0
-        while True:
-            idx = sampler.next_batch(wanted if rounds == 0 else wanted - len(kept.groups))
-            seed = self._seed(step, rounds)
-            new = collect(
-                parts.engine,
-                parts.pool,
-                [parts.train_prompts[i] for i in idx],
-                parts.sampling(seed),
-                rewards=self.rewards,
-                trace=trace,
-                step=step,
-                group_offset=rounds * wanted,
-                tools=parts.tools,
-            )
-            trace.counter("tokens_generated", step, new.tokens)
-            self._trace_grade_latency(parts, trace, step)
-            if not cfg.algorithm.dynamic_sampling:
-                return new
-            kept.extend(new.keep_groups(informative_groups(new.samples)))
-            rounds += 1
-            if len(kept.groups) >= wanted or rounds > cfg.algorithm.max_refill_rounds:
-                # nothing informative at all: train on the last batch (its advantages are 0)
-                return kept if len(kept) else new
-
-    def _trace_grade_latency(self, parts: Components, trace: StepTrace, step: int) -> None:
-        """Per grader, as the runtime reports it: latency p50/p95/p99/max and the running totals (grades, cache
-        hits, timeouts), so `rrl report` shows each grader's latency and throughput (the model graders')."""
-        for name, stats in parts.pool.metrics().get("graders", {}).items():
-            latency = stats.get("latency_ms")
-            for stat, value in (latency if isinstance(latency, dict) else {}).items():
-                if isinstance(value, int | float) and math.isfinite(value):
-                    trace.counter("grade_latency_ms", step, value, grader=name, stat=stat)
-            for counter, key in (
-                ("grade_count", "count"),
-                ("grade_cache_hits", "cache_hits"),
-                ("grade_timeouts", "timeouts"),
-            ):
-                if isinstance(stats.get(key), int):
-                    trace.counter(counter, step, stats[key], grader=name)
+    def _gather(self, parts: Components, trace: StepTrace, step: int) -> tuple[Rollouts, dict[str, float]]:
+        """Generate + grade a batch: the frontier's oldest B finished groups (and its metrics)."""
+        assert self.frontier is not None, "run() builds the frontier before the first step"
+        rollouts, flow = self.frontier.next_batch(step, trace)
+        trace.counter("tokens_generated", step, generated_tokens(flow))
+        trace_grade_latency(parts.pool.metrics(), trace, step)
+        return rollouts, flow
 
     def _write_samples(self, step: int, rollouts: Rollouts) -> None:
         """The step's samples as rows: kept for TensorBoard / W&B (``log_samples``), written to samples/."""
@@ -393,14 +336,12 @@ class Trainer:
         return {**sample_metrics(rollouts.samples, rewards, judged), "grading/masked": float((~judged).sum())}
 
     @staticmethod
-    def _timings(
-        trace: StepTrace, step: int, t_step: float, rollouts: Rollouts, flow: dict[str, float]
-    ) -> dict[str, float]:
+    def _timings(trace: StepTrace, step: int, t_step: float, flow: dict[str, float]) -> dict[str, float]:
         """The step's stage seconds and gen tok/s: the tokens generated inside its generation time
         (``generated_tokens``: on a continuous step not the trained groups' tokens) over that time."""
         spans = trace.stage_seconds(step)
         gen_s = spans.get("time/generate_s", 0.0)
-        generated = generated_tokens(rollouts, flow)
+        generated = generated_tokens(flow)
         return {
             **spans,
             "time/step_s": time.time() - t_step,
@@ -414,8 +355,12 @@ class Trainer:
         cfg = self.cfg
         with trace.span("eval", step) as attrs:
             parts.engine_ready(version=step)  # after step's update (step 0: the start weights)
+            assert self.frontier is not None, "run() builds the frontier before the first eval"
+            engine = parts.eval_engine(self.frontier.engine)
+            if self.frontier.engine is engine:
+                self.frontier.park(everything=True)  # its requests wait while eval's own frontier runs
             result = evaluate(
-                parts.engine,
+                engine,
                 parts.pool,
                 parts.val_prompts,
                 cfg.eval,
@@ -423,6 +368,7 @@ class Trainer:
                 stop=cfg.rollout.stop,
                 rewards=self.rewards,
                 seed=cfg.run.seed,
+                tokenizer=parts.tokenizer,
                 tools=parts.tools,
             )
             attrs["prompts"] = len(result.rows)

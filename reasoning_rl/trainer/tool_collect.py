@@ -1,52 +1,27 @@
-"""The multi-turn tool loop (``rollout.multiturn``) as a producer of completions for ``collect``: each
-trajectory's completion is emitted the moment it finishes, while the others are still generating or waiting for
-their tools (grading is ``collect``'s alone); plus the tool counters, metrics and samples-file fields."""
+"""The tool side of a step's samples (``rollout.tools``; the trajectories themselves come from the frontier's
+``ToolTurns``): the trace counters, the metrics and the samples-file fields of tool rollouts."""
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Iterable
 from typing import Any
 
-from reasoning_rl.data import Prompt
-from reasoning_rl.rollout import Completion, RolloutEngine, SamplingConfig
-from reasoning_rl.rollout.multiturn import ToolTrajectory, run_tool_rollouts
-from reasoning_rl.rollout.toolset import ToolSet
+from reasoning_rl.rollout import Completion
 from reasoning_rl.trace import TraceWriter
 from reasoning_rl.trainer.records import Rollouts
 
 
-def tool_completions(
-    engine: RolloutEngine,
-    prompts: Sequence[Prompt],
-    sampling: SamplingConfig,
-    tools: ToolSet,
-    emit: Callable[[Completion], None],
-) -> list[ToolTrajectory]:
-    """Run the multi-turn loop over ``prompts`` (``sampling.n`` trajectories each) and hand each trajectory's
-    ``Completion`` to ``emit`` the moment it finishes; the trajectories, for the tool counters."""
-    return asyncio.run(
-        run_tool_rollouts(
-            engine,
-            [p.token_ids for p in prompts],
-            tools.tools,
-            tools.tokenizer,
-            tools.rollout_config(sampling),
-            n=sampling.n,
-            on_finish=lambda t: emit(t.completion(tools.tokenizer)),
-        )
-    )
-
-
-def trace_tools(trace: TraceWriter, step: int, trajs: list[ToolTrajectory]) -> None:
+def trace_tools(trace: TraceWriter, step: int, completions: Iterable[Completion]) -> None:
     """Counters ``rrl report`` reads (docs/trace-schema.md): ``tool_latency_ms`` per call (tool, status) and
-    ``tool_turns`` per trajectory (its number of calls; finish reason). Counters, not spans: calls overlap
-    generation, and a span would count their time twice in the stage timeline."""
-    for t in trajs:
-        for turn in t.turns:
+    ``tool_turns`` per trajectory (its number of calls; finish reason), for a step's trained tool samples.
+    Counters, not spans: calls overlap generation, and a span would count their time twice in the timeline."""
+    for c in completions:
+        if c.mask is None:
+            continue
+        for turn in c.turns:
             r = turn.result
             trace.counter("tool_latency_ms", step, r.latency_s * 1000, tool=turn.name, status=r.status)
-        trace.counter("tool_turns", step, len(t.turns), finish=t.finish_reason)
+        trace.counter("tool_turns", step, len(c.turns), finish=c.finish_reason)
 
 
 def masked_spans(mask: list[int]) -> list[list[int]]:

@@ -359,10 +359,11 @@ def test_swap_with_a_dropped_tensor_fails_the_step(tiny_model_dir: Any) -> None:
         live.close()
 
 
-def test_a_plugin_engine_that_only_streams_is_not_made_live(tmp_path: Any) -> None:
+def test_a_plugin_engine_that_only_generates_is_stepped_on_split_ranks(tmp_path: Any) -> None:
     """Split placement with ``rollout.max_lag > 0`` and a plugin engine without ``submit``/``advance``: the
-    rollout rank builds it as a streaming engine (no decode thread), so the driver's ``continuous_engine`` is
-    None and the run is refused there in one line (``Trainer._frontier``), not as a failure raised in a rank."""
+    rollout rank builds it as a generating engine (no decode thread), so the driver's ``continuous_engine`` is
+    None and the run's frontier drives the ranks' engine view step by step (``Stepped``: nothing resident across
+    an update), the same one loop, instead of a second path or a refusal."""
     from reasoning_rl.config import Config
     from reasoning_rl.distributed.rollout_worker import RolloutWorker
     from reasoning_rl.distributed.worker import WorkerSpec
@@ -394,14 +395,13 @@ def test_a_plugin_engine_that_only_streams_is_not_made_live(tmp_path: Any) -> No
     assert isinstance(worker.engine, Streams) and not isinstance(worker.engine, ContinuousEngine)
     assert not worker.continuous()
 
-    # the driver then sees no continuous engine on the rollout ranks: the run stops there, in one line
+    # the driver then sees no continuous engine on the rollout ranks: the frontier steps their engine view
     from types import SimpleNamespace
 
-    from reasoning_rl.trainer.loop import Trainer
-    from reasoning_rl.trainer.resume import TrainError
+    from reasoning_rl.rollout.stepped import Stepped
+    from reasoning_rl.trainer.build import Components
 
-    parts = SimpleNamespace(group=SimpleNamespace(continuous_engine=lambda: None))
-    with pytest.raises(
-        TrainError, match=r"rollout.max_lag=1 needs a continuous engine .* set rollout.max_lag=0"
-    ):
-        Trainer(cfg)._frontier(parts, None)  # type: ignore[arg-type]
+    view = Streams(str(tmp_path))
+    parts = SimpleNamespace(group=SimpleNamespace(continuous_engine=lambda: None), engine=view)
+    stepped = Components.rollout_engine(parts)  # type: ignore[arg-type]  # only group and engine are read
+    assert isinstance(stepped, Stepped) and stepped.engine is view

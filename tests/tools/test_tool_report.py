@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from reasoning_rl.report import analyze, load_run, write_report
-from reasoning_rl.rollout.multiturn import ToolTrajectory, ToolTurn
+from reasoning_rl.rollout import Completion
+from reasoning_rl.rollout.multiturn import ToolTurn
 from reasoning_rl.tools import ToolResult
 from reasoning_rl.trace import TraceWriter
 from reasoning_rl.trainer.tool_collect import trace_tools
@@ -18,21 +19,17 @@ from reasoning_rl.trainer.tool_collect import trace_tools
 LAT_MS = [float(x) for x in range(10, 110, 10)]  # 10 python calls
 
 
-def _trajectories() -> list[ToolTrajectory]:
-    trajs = []
+def _completions() -> list[Completion]:
+    out = []
     for k in range(6):  # calls per trajectory: 2, 2, 2, 2, 2, 0 -> 10 calls, 6 samples
-        t = ToolTrajectory(k, 0, [1])
-        t.finish_reason = "stop" if k < 5 else "length"
-        for c in range(2 if k < 5 else 0):
-            status = "timeout" if (k, c) == (0, 1) else "ok"
-            t.turns.append(
-                ToolTurn("python", {"code": "1"}, ToolResult("", status, LAT_MS[2 * k + c] / 1000))
-            )
-        trajs.append(t)
-    t = ToolTrajectory(6, 0, [1])
-    t.finish_reason = "error"
-    t.turns.append(ToolTurn("calculator", {"expression": "1"}, ToolResult("", "infra_error", 0.005)))
-    return [*trajs, t]
+        turns = [
+            ToolTurn("python", {"code": "1"}, ToolResult("", status, LAT_MS[2 * k + c] / 1000))
+            for c in range(2 if k < 5 else 0)
+            for status in ["timeout" if (k, c) == (0, 1) else "ok"]
+        ]
+        out.append(Completion(k, 0, [1], [], [], "", "stop" if k < 5 else "length", mask=[], turns=turns))
+    broken = ToolTurn("calculator", {"expression": "1"}, ToolResult("", "infra_error", 0.005))
+    return [*out, Completion(6, 0, [1], [], [], "", "error", mask=[], turns=[broken])]
 
 
 def _run(root: Path, tools: bool) -> Path:
@@ -40,7 +37,7 @@ def _run(root: Path, tools: bool) -> Path:
     tw = TraceWriter(root / "trace.jsonl", meta={"run": "t", "device": "cpu", "world_size": 1})
     tw.add_span("generate", 1, 100.0, 110.0)
     if tools:
-        trace_tools(tw, 1, _trajectories())
+        trace_tools(tw, 1, _completions())
     tw.close()
     (root / "metrics.jsonl").write_text(json.dumps({"step": 1, "reward/mean": 0.5}) + "\n")
     return root

@@ -18,14 +18,17 @@ from graders.runtime import GradingPool
 from graders.types import Grade
 from reasoning_rl.algorithms import policy_loss, token_rewards
 from reasoning_rl.config import Config, ConfigError, GradingConfig, LossConfig, load_config
-from reasoning_rl.data import Example, Prompt
+from reasoning_rl.data import Example, Prompt, PromptSampler
 from reasoning_rl.factory import Models
 from reasoning_rl.rollout import Completion, SamplingConfig
+from reasoning_rl.rollout.stepped import as_continuous
 from reasoning_rl.rollout.toolset import ToolSet
 from reasoning_rl.tools import ToolResult
 from reasoning_rl.trace import TraceWriter
-from reasoning_rl.trainer.collect import RewardPlan, collect
+from reasoning_rl.trainer.collect import RewardPlan
+from reasoning_rl.trainer.frontier import Frontier
 from reasoning_rl.trainer.plan import step_plan
+from reasoning_rl.trainer.producers import ToolTurns
 from reasoning_rl.trainer.records import Rollouts, Sample
 from reasoning_rl.trainer.train_batch import make_train_batch
 
@@ -165,11 +168,18 @@ def test_an_infrastructure_failure_is_an_error_sample_and_is_dropped_from_traini
 
     tools = ToolSet({"python": _BrokenSandbox()}, bpe_tokenizer)
     trace = TraceWriter(tmp_path / "trace.jsonl")
+    sampling = SamplingConfig(n=1, max_tokens=64)
     with GradingPool(workers=1, timeout_s=20) as pool:
-        rollouts = collect(
-            engine, pool, [prompt(good), prompt(bad)], SamplingConfig(n=1, max_tokens=64), tools=tools,
-            rewards=RewardPlan(GradingConfig()), trace=trace, step=1,
+        frontier = Frontier(
+            as_continuous(engine),  # type: ignore[arg-type]  # generates only: stepped
+            pool, [prompt(good), prompt(bad)], RewardPlan(GradingConfig()), PromptSampler(2, 0, shuffle=False),
+            batch=2, max_lag=0, sampling=lambda _: sampling, seed_for_step=lambda _: 0,
+            tokenizer=bpe_tokenizer, resident=True, tools=ToolTurns(tools, sampling),
         )  # fmt: skip
+        try:
+            rollouts, _ = frontier.next_batch(1, trace)  # the scripted engine holds version 0
+        finally:
+            frontier.close()
     trace.close()
     ok, broken = rollouts.samples
     assert ok.grade.verdict == "correct", (ok.grade, ok.completion.text)

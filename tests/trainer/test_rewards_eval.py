@@ -80,16 +80,23 @@ def test_evaluate_asks_the_engine_for_text_only() -> None:
     from graders.runtime import GradingPool
     from reasoning_rl.config import EvalConfig
     from reasoning_rl.rollout import SamplingConfig
+    from reasoning_rl.rollout.stepped import as_continuous
     from reasoning_rl.trainer.eval import evaluate
 
     asked: list[SamplingConfig] = []
 
     class Engine:
-        def stream(self, prompts: list[list[int]], sampling: SamplingConfig):  # type: ignore[no-untyped-def]
+        """Generates only: eval drives it through a frontier, step by step (``as_continuous``)."""
+
+        version = 0
+
+        def generate(self, prompts: list[list[int]], sampling: SamplingConfig) -> list[Completion]:
             asked.append(sampling)
-            for i, p in enumerate(prompts):
-                for j in range(sampling.n):
-                    yield Completion(i, j, p, [5], [], "\\boxed{1}", "stop")
+            return [Completion(i, 0, p, [5], [], "\\boxed{1}", "stop") for i, p in enumerate(prompts)]
+
+    class Tokenizer:
+        def decode(self, ids: list[int], skip_special_tokens: bool = True) -> str:
+            return "\\boxed{1}"
 
     from reasoning_rl.data import Prompt
 
@@ -108,7 +115,7 @@ def test_evaluate_asks_the_engine_for_text_only() -> None:
     ]
     with GradingPool(workers=1) as pool:
         result = evaluate(
-            Engine(),
+            as_continuous(Engine()),  # type: ignore[arg-type]
             pool,
             prompts,
             EvalConfig(n=2, temperature=0.5),
@@ -116,5 +123,6 @@ def test_evaluate_asks_the_engine_for_text_only() -> None:
             stop=(),
             rewards=RewardPlan(GradingConfig()),
             seed=0,
+            tokenizer=Tokenizer(),
         )
     assert [s.logprobs for s in asked] == [False] and result.metrics["eval/mean_score"] == 1.0
