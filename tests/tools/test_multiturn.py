@@ -377,7 +377,8 @@ def test_hostile_cells_in_a_rollout_are_counted_tool_errors_and_spare_the_others
         assert t.finish_reason == "stop" and tok.decode(t.token_ids).endswith("saw error<eos>"), tok.decode(
             t.token_ids
         )
-        assert t.turns[0].result.status in ("error", "timeout") and t.turns[0].result.latency_s < 15
+        result = t.turns[0].result
+        assert result.status in ("error", "timeout") and result.latency_s < 60  # the latency: a hang guard
     assert [turn.result.text for turn in good.turns] == ["42\n"] and good.finish_reason == "stop"
     stats = tool_stats(trajs)
     assert stats["tool_errors"] == 4 and stats["tool_infra_errors"] == 0 and stats["samples_error"] == 0
