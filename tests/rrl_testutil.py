@@ -7,6 +7,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,23 @@ def shared_path(*parts: str) -> Path:
     if not path.exists():
         pytest.skip(f"{path} not found: ../shared is absent in this checkout")
     return path
+
+
+def still_alive(pids: list[int], budget_s: float = 60.0) -> list[int]:
+    """The ``pids`` still alive (zombies count as gone) after waiting up to ``budget_s`` for them to go: a hang
+    guard, so a test asserts the kill (an empty list), never how fast it was."""
+    import psutil
+
+    def alive(pid: int) -> bool:
+        try:
+            return bool(psutil.Process(pid).status() != psutil.STATUS_ZOMBIE)
+        except psutil.NoSuchProcess:
+            return False
+
+    deadline = time.monotonic() + budget_s
+    while any(alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return [p for p in pids if alive(p)]
 
 
 def free_port() -> int:
