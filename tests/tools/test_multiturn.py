@@ -139,7 +139,7 @@ def test_a_slow_tool_does_not_block_other_trajectories(bpe_tokenizer: Any) -> No
     @tool(name="python")
     def gated(code: str) -> str:
         if code == "slow":
-            assert release.wait(10)
+            assert release.wait(60)  # a hang guard: B's three turns (an event) open it
         return "r"
 
     def b_step(ctx: str) -> str:
@@ -151,7 +151,7 @@ def test_a_slow_tool_does_not_block_other_trajectories(bpe_tokenizer: Any) -> No
         tok,
         {"A": [f"{FENCE}python\nslow\n{FENCE}\n", "a done"], "B": [b_step, b_step, b_step, b_step, "b done"]},
     )
-    a, b = _run(engine, ["A", "B"], {"python": gated}, tok, _cfg(max_turns=5))
+    a, b = _run(engine, ["A", "B"], {"python": gated}, tok, _cfg(max_turns=5, tool_budget_s=60.0))
     assert a.finish_reason == b.finish_reason == "stop" and len(b.turns) == 4
     first_a_continuation = next(i for i, s in enumerate(engine.seen) if s.startswith("A") and "output" in s)
     b_turns_before = [s for s in engine.seen[:first_a_continuation] if s.startswith("B") and "output" in s]
