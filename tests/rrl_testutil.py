@@ -8,6 +8,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +44,23 @@ def bounded_lag(run: Path, steps: int, samples: int, max_lag: int) -> int:
             assert all(0 <= (step - 1) - v <= max_lag for v in versions), (step, versions)
             spans += versions[-1] > versions[0]
     return spans
+
+
+def still_alive(pids: list[int], budget_s: float = 60.0) -> list[int]:
+    """The ``pids`` still alive (zombies count as gone) after waiting up to ``budget_s`` for them to go: a hang
+    guard, so a test asserts the kill (an empty list), never how fast it was."""
+    import psutil
+
+    def alive(pid: int) -> bool:
+        try:
+            return bool(psutil.Process(pid).status() != psutil.STATUS_ZOMBIE)
+        except psutil.NoSuchProcess:
+            return False
+
+    deadline = time.monotonic() + budget_s
+    while any(alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return [p for p in pids if alive(p)]
 
 
 def free_port() -> int:
@@ -137,9 +155,19 @@ class CountdownEngine:
         return len(self.left)
 
 
-def countdown_frontier(engine: Any, pool: Any, lengths: list[int]) -> Any:
-    """A real ``Frontier`` (batch 1, max_lag 1, one sample a group) over prompts whose one token id is the
-    length ``CountdownEngine`` generates for them."""
+def scripted_frontier(
+    engine: Any,
+    pool: Any,
+    rows: list[list[int]],
+    *,
+    n: int = 1,
+    batch: int = 1,
+    max_lag: int = 1,
+    rejection: Any = None,
+) -> Any:
+    """A real ``Frontier`` over prompts whose token ids are ``rows`` (a scripted engine reads them: the first is
+    the length ``CountdownEngine`` generates), ``n`` samples a group; ``rejection`` is an optional
+    ``RejectAndAdmit``. One builder for every test that drives a frontier with a scripted engine."""
     from reasoning_rl.config import GradingConfig
     from reasoning_rl.data import Example, Prompt, PromptSampler
     from reasoning_rl.rollout import SamplingConfig
@@ -148,19 +176,22 @@ def countdown_frontier(engine: Any, pool: Any, lengths: list[int]) -> Any:
 
     messages = ({"role": "user", "content": "q"},)
     prompts = [
-        Prompt(Example(uid=f"p{k}", data_source="s", messages=messages, ground_truth="1", grader="math"), [n])
-        for k, n in enumerate(lengths)
+        Prompt(
+            Example(uid=f"p{k}", data_source="s", messages=messages, ground_truth="1", grader="math"), list(r)
+        )
+        for k, r in enumerate(rows)
     ]
     return Frontier(
         engine,
         pool,
         prompts,
         RewardPlan(GradingConfig()),
-        PromptSampler(size=len(lengths), seed=0, shuffle=False),
-        batch=1,
-        max_lag=1,
-        sampling=lambda seed: SamplingConfig(n=1, max_tokens=8, stop=["\n"]),
+        PromptSampler(size=len(rows), seed=0, shuffle=False),
+        batch=batch,
+        max_lag=max_lag,
+        sampling=lambda seed: SamplingConfig(n=n, max_tokens=8, stop=["\n"]),
         seed_for_step=lambda step: step,
         tokenizer=None,
         resident=True,
+        rejection=rejection,
     )

@@ -22,7 +22,7 @@
 # Phases:
 #   wheels  install the carried wheels (TRL, datasets, gguf, the math grader's parser) into /tmp/site
 #   handoff (GGUF part 1 to /tmp/smol first) the anchor's hand-off and freshness check alone, in place vs vLLM's
-#           layer-wise reload, grouped vs per-tensor fingerprints (bench/gpu/handoff.py, ~90 s)
+#           layer-wise reload, grouped vs per-tensor fingerprints (bench/gpu/handoff.py, ~90 s; ROUNDS=5 rounds)
 #   anchor  (GGUF part 1 to /tmp/smol first) the fixed-length anchor, ours and TRL 1.16 interleaved (interleave.py)
 #   warm    (GGUF reassembled) the learning workload: word_chain rows with 2-48 operations (RL rows, and SFT rows
 #           of other problems, datasets/recipes/word_chain.py), `rrl sft` of SmolLM2 on the SFT rows
@@ -86,7 +86,7 @@ wheels)
 handoff)
     [ -f /tmp/site/.done ] || { echo "no /tmp/site: the machine went cold; start again from call 1"; exit 3; }
     mkdir -p /tmp/smol && { [ -f .gpu_carry/m1/gg.0 ] && mv .gpu_carry/m1/gg.0 /tmp/smol/ || true; }
-    timeout 300 python3 bench/gpu/handoff.py --out "$OUT/handoff.json" 2>&1 | quiet
+    timeout 300 python3 bench/gpu/handoff.py --rounds "${ROUNDS:-5}" --out "$OUT/handoff.json" 2>&1 | quiet
     ;;
 anchor)
     [ -f /tmp/site/.done ] || { echo "no /tmp/site: the machine went cold; start again from call 1"; exit 3; }

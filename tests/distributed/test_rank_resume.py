@@ -1,13 +1,14 @@
-"""A 2-rank run killed (SIGKILL of the driver) after a checkpoint resumes with ``trainer.resume=auto``: at 2
-ranks it continues as if never stopped, at 1 rank within the 1-vs-2-rank tolerance (sharded checkpoints,
-resharded by torch.distributed.checkpoint to the loading run's world size). The runs join a one-node Ray cluster
-the test owns, so the killed driver's actors are reaped by Ray and nothing outlives the test."""
+"""A 2-rank run killed (SIGKILL of the driver, at a named point) after a checkpoint resumes with
+``trainer.resume=auto``: at 2 ranks it continues as if never stopped, at 1 rank within the 1-vs-2-rank tolerance
+(sharded checkpoints, resharded by torch.distributed.checkpoint to the loading run's world size). The runs join a
+one-node Ray cluster the test owns, so the killed driver's actors are reaped by Ray and nothing outlives the
+test."""
 
 from __future__ import annotations
 
 import shutil
+import signal
 import subprocess
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,6 @@ import pytest
 
 from tests.distributed.runs import (
     REPO,
-    STEPS,
     assert_same_run,
     env,
     final_weights,
@@ -43,20 +43,22 @@ def one_node(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
         cluster.shutdown()
 
 
-def _kill_after_first_checkpoint(cfg: Path, run: Path, log: Path) -> None:
+def _kill_writing_second_checkpoint(cfg: Path, run: Path, log: Path) -> None:
+    """The driver SIGKILLs itself (``RRL_FAULT``) writing step 2's checkpoint: step 1's is the one to resume,
+    by construction rather than by how fast the test saw step 1's marker."""
     with log.open("w") as out:
-        proc = subprocess.Popen(train_cmd(cfg), cwd=REPO, env=env(), stdout=out, stderr=subprocess.STDOUT)
-        try:
-            marker = run / "checkpoints" / "step_1" / "COMPLETE"
-            deadline = time.time() + 300
-            while not marker.exists():
-                assert proc.poll() is None, log.read_text()[-3000:]
-                assert time.time() < deadline, "no checkpoint within 300 s"
-                time.sleep(0.05)
-        finally:
-            proc.kill()
-            proc.wait()
-    assert not (run / "checkpoints" / f"step_{STEPS}" / "COMPLETE").exists()  # killed mid-run
+        proc = subprocess.run(
+            train_cmd(cfg),
+            cwd=REPO,
+            env={**env(), "RRL_FAULT": "checkpoint:2"},
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            timeout=600,
+        )
+    assert proc.returncode == -signal.SIGKILL, log.read_text()[-3000:]
+    assert "RRL_FAULT: SIGKILL at checkpoint #2" in log.read_text()
+    done = sorted(p.parent.name for p in (run / "checkpoints").glob("step_*/COMPLETE"))
+    assert done == ["step_1"], done  # killed mid-run
 
 
 def test_killed_two_rank_run_resumes(
@@ -66,7 +68,7 @@ def test_killed_two_rank_run_resumes(
         tmp_path, tiny_model_dir, "killed", "grpo", ranks_per_node=2, ray_address=one_node.address
     )
     run = tmp_path / "killed"
-    _kill_after_first_checkpoint(cfg, run, tmp_path / "killed.log")
+    _kill_writing_second_checkpoint(cfg, run, tmp_path / "killed.log")
     copy = tmp_path / "killed-1r"
     shutil.copytree(run, copy)
     reference = runs("grpo", 2)

@@ -15,6 +15,7 @@ from graders.math import MathGrader
 BLOW_UP = "\\boxed{(x+y+z+w)^{40}}"  # passes every pre-guard; SymPy's expansion runs for minutes
 BUDGET_S = 1.0
 THREADS = 3
+BOMB_BUDGET_S = 5.0  # the blow-up beside honest grades (they take ~0.03 s in all): they must finish inside it
 MARGIN_S = 30.0  # a hang guard (unbounded, these run for minutes), never a speed test: CI has 2 loaded cores
 
 
@@ -25,9 +26,9 @@ def grader() -> MathGrader:
     return g
 
 
-def _timed(grader: MathGrader, response: str, gold: str) -> tuple[Grade, float]:
+def _timed(grader: MathGrader, response: str, gold: str, budget_s: float = BUDGET_S) -> tuple[Grade, float]:
     start = time.monotonic()
-    result = grader.grade(response, gold, timeout_s=BUDGET_S)
+    result = grader.grade(response, gold, timeout_s=budget_s)
     return result, time.monotonic() - start
 
 
@@ -42,13 +43,18 @@ def test_budget_holds_for_concurrent_blow_ups_from_threads(grader: MathGrader) -
 
 
 def test_normal_grades_are_unaffected_by_a_concurrent_blow_up(grader: MathGrader) -> None:
+    """The honest grades all finish while the blow-up still runs (the order of events is the check, not a
+    duration): the blow-up's budget is ~200x what the 24 honest grades take, theirs a hang guard."""
     grader.pool.warm(THREADS)
     with ThreadPoolExecutor(max_workers=3) as executor:
-        bomb = executor.submit(_timed, grader, BLOW_UP, "5")
-        normal = [executor.submit(_timed, grader, "\\boxed{\\sqrt{8}}", "2\\sqrt{2}") for _ in range(4)]
-        fast = [executor.submit(_timed, grader, "\\boxed{1,234}", "1234") for _ in range(20)]
-        assert bomb.result(timeout=60)[0].reason == "timeout"
-        assert all(f.result(timeout=60)[0].verdict == "correct" for f in normal + fast)
+        bomb = executor.submit(_timed, grader, BLOW_UP, "5", BOMB_BUDGET_S)
+        normal = [
+            executor.submit(_timed, grader, "\\boxed{\\sqrt{8}}", "2\\sqrt{2}", MARGIN_S) for _ in range(4)
+        ]
+        fast = [executor.submit(_timed, grader, "\\boxed{1,234}", "1234", MARGIN_S) for _ in range(20)]
+        assert all(f.result(timeout=120)[0].verdict == "correct" for f in normal + fast)
+        assert not bomb.done(), "the honest grades waited for the blow-up"
+        assert bomb.result(timeout=120)[0].reason == "timeout"
 
 
 def test_killed_workers_are_reaped_and_replaced(grader: MathGrader) -> None:

@@ -14,6 +14,7 @@ from pathlib import Path
 import psutil
 import pytest
 import runtime_test_graders as faulty
+from rrl_testutil import still_alive
 
 from graders.runtime import GradeRequest, GradingPool, local
 from graders.types import Grade
@@ -34,22 +35,6 @@ def _grade_within(pool: GradingPool, reqs: list[GradeRequest], budget_s: float) 
     thread.join(budget_s)
     assert out, f"grade_batch did not return within {budget_s:g}s (livelock)"
     return out[0]
-
-
-def _gone(pids: list[int], budget_s: float = 60.0) -> list[int]:
-    """The pids still alive (zombies count as gone) after waiting up to ``budget_s``."""
-    deadline = time.monotonic() + budget_s
-    while True:
-        alive = []
-        for pid in pids:
-            try:
-                if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
-                    alive.append(pid)
-            except psutil.NoSuchProcess:
-                continue
-        if not alive or time.monotonic() > deadline:
-            return alive
-        time.sleep(0.05)
 
 
 def _read_pids(path: Path) -> list[int]:
@@ -95,7 +80,7 @@ def test_timed_out_worker_takes_its_setsid_children_and_daemons(tmp_path: Path) 
         assert grade.reason.startswith("timeout")
         spawned = _read_pids(pid_file)
         assert len(spawned) == 2
-        assert _gone(spawned) == []  # gone while the pool still runs, not only at close
+        assert still_alive(spawned) == []  # gone while the pool still runs, not only at close
 
 
 @pytest.mark.slow
@@ -112,7 +97,7 @@ def test_externally_killed_worker_takes_its_descendants(tmp_path: Path) -> None:
         spawned = _read_pids(pid_file)  # the daemon is not below the worker: it was re-parented already
         assert len(spawned) == 2 and below  # the SymPy helper and the setsid child at least
         os.kill(worker, signal.SIGKILL)
-        assert _gone([worker, *below, *spawned]) == []
+        assert still_alive([worker, *below, *spawned]) == []
         after = pool.grade_batch([GradeRequest(ECHO, "1", "1")])
         assert after[0].verdict == "correct"
 
@@ -127,7 +112,7 @@ def test_close_leaves_no_process_behind(tmp_path: Path) -> None:
         # a worker still starting has no pid yet (None: psutil would read that as this very process)
         workers = [w["pid"] for w in pool.metrics()["workers"] if w["pid"] is not None]
         tree = [p.pid for w in workers for p in psutil.Process(w).children(recursive=True)]
-    assert _gone([*workers, *tree, *_read_pids(pid_file)]) == []
+    assert still_alive([*workers, *tree, *_read_pids(pid_file)]) == []
 
 
 # -- memory bound --------------------------------------------------------------------------------------

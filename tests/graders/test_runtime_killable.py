@@ -7,9 +7,8 @@ import select
 import signal
 import subprocess
 import sys
-import time
 
-import psutil
+from rrl_testutil import still_alive
 
 from graders.runtime.killable import KillableProcess
 
@@ -23,20 +22,6 @@ WORKER = (
     "while True:\n"
     "    time.sleep(1)\n"
 )
-
-
-def _alive(pid: int) -> bool:
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
-
-
-def _wait_gone(pids: list[int], budget_s: float = 60.0) -> list[int]:  # a hang guard: the kill is the check
-    deadline = time.monotonic() + budget_s
-    while any(_alive(p) for p in pids) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    return [p for p in pids if _alive(p)]
 
 
 def _module(tmp_path: os.PathLike[str]) -> dict[str, str]:
@@ -57,7 +42,7 @@ def test_kill_takes_the_worker_and_its_setsid_children(tmp_path: os.PathLike[str
     assert proc.pid == worker != proc.proc.pid  # the worker, not its keeper
     assert proc.rss_bytes() > 1 << 20
     proc.kill()
-    assert _wait_gone([worker, grandchild]) == []
+    assert still_alive([worker, grandchild]) == []
     assert proc.poll() is not None
 
 
@@ -65,7 +50,7 @@ def test_a_worker_killed_from_outside_takes_its_children(tmp_path: os.PathLike[s
     proc = KillableProcess("tree_worker", env=_module(tmp_path))
     worker, grandchild = _pids(proc.from_child)
     os.kill(worker, signal.SIGKILL)
-    assert _wait_gone([worker, grandchild]) == []  # the keeper cleaned up before anyone asked it to
+    assert still_alive([worker, grandchild]) == []  # the keeper cleaned up before anyone asked it to
     assert os.read(proc.from_child, 10) == b""  # and the owner sees the channel close
     proc.kill()
 
@@ -87,4 +72,4 @@ def test_the_tree_dies_with_its_owner(tmp_path: os.PathLike[str]) -> None:
     worker, grandchild = (int(x) for x in owner.stdout.readline().split())
     owner.kill()
     owner.wait()
-    assert _wait_gone([worker, grandchild]) == []
+    assert still_alive([worker, grandchild]) == []

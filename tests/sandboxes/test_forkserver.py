@@ -230,10 +230,17 @@ def test_the_memory_probe_catches_children_forked_from_the_supervisor(
     assert own >= 1 and later >= 1, (own, later)
 
 
+# The zygote (the cell's parent) made 19 nicer and its open-file soft limit lowered to 123: a host already at
+# nice 19 (a niced CI job) passes 19 on, so the nice value alone could not show the change there.
 POISON_ZYGOTE = (
-    "import os\nos.setpriority(os.PRIO_PROCESS, os.getppid(), 19)  # the zygote: our parent\nprint('done')"
+    "import os, resource\nzygote = os.getppid()\nos.setpriority(os.PRIO_PROCESS, zygote, 19)\n"
+    "hard = resource.prlimit(zygote, resource.RLIMIT_NOFILE)[1]\n"
+    "resource.prlimit(zygote, resource.RLIMIT_NOFILE, (123, hard))\nprint('done')"
 )
-NICE = "import os\nprint(os.getpriority(os.PRIO_PROCESS, 0))"
+INHERITED = (
+    "import os, resource\n"
+    "print(os.getpriority(os.PRIO_PROCESS, 0), resource.getrlimit(resource.RLIMIT_NOFILE)[0])"
+)
 
 
 @pytest.mark.parametrize("leaky", [False, True], ids=["checked", "leaky-unchecked"])
@@ -242,7 +249,7 @@ def test_a_cell_that_changes_the_zygote_never_reaches_the_next_session(
 ) -> None:
     """The zygote passes its nice value, rlimits and CPU set to every child: a cell that lowers them (it may, as
     the same uid) makes its sandbox unclean, so the next session starts elsewhere. The leaky variant skips that
-    check and the next session's interpreter inherits the cell's change."""
+    check and the next session's interpreter inherits the cell's change. Whatever the host's nice value."""
     sb = sci
     if leaky:
         check = 'and _FORKSERVER["zygote_ok"]()'
@@ -251,16 +258,18 @@ def test_a_cell_that_changes_the_zygote_never_reaches_the_next_session(
         options = {"pool_size": 1} if sci.name == "docker" else {"max_sessions": 1}
         sb = sandboxes.open_sandbox(sci.name, image=SCI_IMAGE, **options)
     try:
-        before = cell(sb, NICE, "before-poison").stdout  # the host's own nice value reaches a local sandbox
+        # the host's own nice value reaches a local sandbox
+        before = cell(sb, INHERITED, "before-poison").stdout
         sb.end_session("before-poison")
         assert cell(sb, POISON_ZYGOTE, "poisoner").stdout == b"done\n"
         sb.end_session("poisoner")
-        nice = cell(sb, NICE, "after-poison").stdout
+        after = cell(sb, INHERITED, "after-poison").stdout
         sb.end_session("after-poison")
     finally:
         if leaky:
             sb.close()
-    assert before != b"19\n" and nice == (b"19\n" if leaky else before)
+    assert before.split()[1] != b"123", before  # the poison changes what a child inherits
+    assert after == (b"19 123\n" if leaky else before), (before, after)
 
 
 def test_a_cell_that_kills_the_zygote_costs_only_its_sandbox(sci: Sandbox) -> None:

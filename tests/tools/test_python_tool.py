@@ -80,7 +80,8 @@ def test_hostile_code_is_bounded_and_the_pool_stays_healthy(python_tool: PythonT
     code, status = HOSTILE[name]
     r = _call(python_tool, code, f"hostile-{name}", budget_s=2.0)
     assert r.status == status, r
-    assert r.latency_s < 15 and len(r.text) <= python_tool.max_output_chars + 200
+    assert len(r.text) <= python_tool.max_output_chars + 200
+    assert r.latency_s < 60  # a hang guard (30x the 2 s budget): the status is the check
     after = _call(python_tool, "print(6 * 7)", f"after-{name}")
     python_tool.end_session(f"after-{name}")
     assert after.ok and after.text == "42\n"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import time
+import threading
 from typing import Any
 
 import pytest
@@ -43,17 +43,24 @@ def test_decorator_builds_a_schema_and_calls_the_function() -> None:
 
 
 def test_function_tool_failures_are_results_not_exceptions() -> None:
+    release = threading.Event()
+
     @tool()
     def boom() -> str:
         raise RuntimeError("nope")
 
     @tool()
     def slow() -> str:
-        time.sleep(1.0)
+        release.wait(60)  # returns when the test says so (an event), never before its budget ran out
         return "late"
 
+    async def timed_out() -> ToolResult:
+        result = await slow.call({}, session="s", budget_s=0.1)
+        release.set()  # let the abandoned thread end (asyncio.run waits for it)
+        return result
+
     assert _call(boom, {}).status == "error" and "RuntimeError: nope" in _call(boom, {}).text
-    r = _call(slow, {}, budget_s=0.1)
+    r = asyncio.run(timed_out())
     assert r.status == "timeout" and "timed out" in r.text
 
 
@@ -146,37 +153,32 @@ def test_calculator_refuses_unsafe_or_unbounded_input(expr: str, why: str) -> No
     assert r.status == "error" and why in r.text
 
 
+# the hostile call's budget: ~100x what a warm worker takes to answer "2 + 2", so the concurrent call answers
+# inside it however loaded the machine is (the order of the two answers is the assertion, not a duration)
+HOSTILE_BUDGET_S = 5.0
+
+
 @pytest.mark.slow
 def test_a_calculator_call_past_its_budget_is_stopped_and_stalls_no_other_call() -> None:
     """Nested powers pass the size screen and take minutes in C (holding the GIL on a thread): the call must be
     a ``timeout`` at its budget, the event loop must keep running meanwhile, and a concurrent call must answer."""
     hostile = {"expression": "(10^9999)^9999"}
 
-    async def scenario() -> tuple[ToolResult, ToolResult, float, ToolResult]:
+    async def scenario() -> tuple[ToolResult, ToolResult, bool, ToolResult]:
         await asyncio.gather(
             *(calculator.call({"expression": "1"}, session="w", budget_s=60) for _ in range(2))
         )
-        beats: list[float] = []
-
-        async def heartbeat() -> None:
-            while True:
-                beats.append(time.monotonic())
-                await asyncio.sleep(0.02)
-
-        beat = asyncio.create_task(heartbeat())
-        slow = asyncio.create_task(calculator.call(hostile, session="h", budget_s=1.5))
-        await asyncio.sleep(0.2)
-        quick = await calculator.call({"expression": "2 + 2"}, session="q", budget_s=5)
+        slow = asyncio.create_task(calculator.call(hostile, session="h", budget_s=HOSTILE_BUDGET_S))
+        await asyncio.sleep(0)  # one event-loop turn: the hostile call's thread is submitted first
+        quick = await calculator.call({"expression": "2 + 2"}, session="q", budget_s=60)
+        answered_meanwhile = not slow.done()  # the loop ran and served it while the hostile call was held
         stopped = await slow
-        beat.cancel()
-        gap = max(b - a for a, b in zip(beats, beats[1:], strict=False))
         after = await calculator.call({"expression": "3 * 3"}, session="a", budget_s=60)
-        return stopped, quick, gap, after
+        return stopped, quick, answered_meanwhile, after
 
-    stopped, quick, gap, after = asyncio.run(scenario())
+    stopped, quick, answered_meanwhile, after = asyncio.run(scenario())
     assert stopped.status == "timeout" and stopped.latency_s < 60, stopped  # a hang guard: minutes otherwise
-    assert (quick.status, quick.text) == ("ok", "4") and quick.latency_s < 1.5, quick
-    assert gap < 0.5, f"the event loop stalled for {gap:.2f} s"
+    assert (quick.status, quick.text) == ("ok", "4") and answered_meanwhile, quick
     assert (after.status, after.text) == ("ok", "9")  # a fresh worker replaced the killed one
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from rrl_testutil import CountdownEngine, countdown_frontier
+from rrl_testutil import CountdownEngine, scripted_frontier
 
 from graders.runtime import GradingPool
 from reasoning_rl.trace import TraceWriter
@@ -34,7 +34,7 @@ def test_gen_tokens_per_s_counts_the_tokens_generated_inside_a_continuous_step(t
     trace = TraceWriter(tmp_path / "trace.jsonl")
     engine = CountdownEngine()
     with GradingPool(workers=1) as pool:
-        frontier = countdown_frontier(engine, pool, LENGTHS)
+        frontier = scripted_frontier(engine, pool, [[n] for n in LENGTHS])
         steps = []
         for step in (1, 2, 3):
             steps.append(frontier.next_batch(step, trace))

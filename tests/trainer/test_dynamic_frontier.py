@@ -10,14 +10,11 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from rrl_testutil import CountdownEngine
+from rrl_testutil import CountdownEngine, scripted_frontier
 
 from graders.runtime import GradingPool
-from reasoning_rl.config import GradingConfig
-from reasoning_rl.data import Example, Prompt, PromptSampler
-from reasoning_rl.rollout import Delta, Request, SamplingConfig
+from reasoning_rl.rollout import Delta, Request
 from reasoning_rl.trace import TraceWriter
-from reasoning_rl.trainer.collect import RewardPlan
 from reasoning_rl.trainer.frontier import Frontier
 from reasoning_rl.trainer.records import Rollouts
 from reasoning_rl.trainer.rejection import REJECTED, REPLACED, RejectAndAdmit
@@ -49,25 +46,14 @@ class AnswerEngine(CountdownEngine):
 def frontier(
     engine: AnswerEngine, pool: GradingPool, rows: list[tuple[int, int, int]], **kw: int
 ) -> Frontier:
-    messages = ({"role": "user", "content": "q"},)
-    prompts = [
-        Prompt(
-            Example(uid=f"p{k}", data_source="s", messages=messages, ground_truth="1", grader="math"), list(r)
-        )
-        for k, r in enumerate(rows)
-    ]
-    return Frontier(
+    """The shared scripted frontier, two samples a group, rejecting at most ``rounds x batch`` a step."""
+    return scripted_frontier(
         engine,
         pool,
-        prompts,
-        RewardPlan(GradingConfig()),
-        PromptSampler(size=len(rows), seed=0, shuffle=False),
+        [list(r) for r in rows],
+        n=2,
         batch=kw["batch"],
         max_lag=kw["max_lag"],
-        sampling=lambda seed: SamplingConfig(n=2, max_tokens=8, stop=["\n"]),
-        seed_for_step=lambda step: step,
-        tokenizer=None,
-        resident=True,
         rejection=RejectAndAdmit(kw["batch"], kw["rounds"]),
     )
 

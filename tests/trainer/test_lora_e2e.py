@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.trainer.test_train_e2e import config, kill_after_checkpoint, metrics, rrl, train, weights
+from tests.trainer.test_train_e2e import config, kill_at, metrics, rrl, train, weights
 
 pytestmark = [pytest.mark.slow]
 
@@ -136,21 +136,27 @@ def test_lora_grpo_learns_like_full_finetuning_and_exports_both_forms(
 
 
 def test_lora_resume_after_kill_matches_uninterrupted(tmp_path: Path, base_model: Path) -> None:
-    """SIGKILL after a checkpoint, resume: the adapters at the last step equal the uninterrupted run's."""
+    """SIGKILL writing the second checkpoint (step 8's), resume from step 4's: the adapters at the last step equal
+    the uninterrupted run's."""
     import torch
 
     common = {
         "rollout": {"engine": "hf", "n": 8, "max_tokens": 6},
         "optim": {"lr": LORA_LR},
         "algorithm": {"old_logprobs": "recompute", "kl_coef": 0.05},  # the base as reference, resumed too
-        "trainer": {"steps": 12, "batch_size": 4, "checkpoint_every": 4, "keep_checkpoints": 3},
+        "trainer": {
+            "steps": 12,
+            "batch_size": 4,
+            "checkpoint_every": 4,
+            "checkpoint_minutes": 0,
+            "keep_checkpoints": 3,
+        },
     }
     train(_config(tmp_path, base_model, "whole", lora=True, **common))
     cut = _config(tmp_path, base_model, "cut", lora=True, **common)
-    kill_after_checkpoint(cut, tmp_path / "cut", 4)
-    assert not (tmp_path / "cut" / "checkpoints" / "step_12").exists(), "the run finished before the kill"
+    kill_at(cut, "checkpoint:2")  # a named point, not a race with the run's end
     out = train(cut, "trainer.resume=auto")
-    assert "resumed from" in out.stdout
+    assert f"resumed from {tmp_path / 'cut' / 'checkpoints' / 'step_4'}" in out.stdout
     a = weights(tmp_path / "whole" / "checkpoints" / "step_12")
     b = weights(tmp_path / "cut" / "checkpoints" / "step_12")
     assert a.keys() == b.keys() and all(".lora_" in k for k in a)

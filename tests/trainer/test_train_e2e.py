@@ -10,7 +10,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -75,18 +74,22 @@ def rrl(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     return proc
 
 
-def kill_after_checkpoint(cfg: Path, run: Path, step: int) -> None:
-    """Start ``rrl train cfg`` and SIGKILL it as soon as its step-``step`` checkpoint is complete."""
-    proc = subprocess.Popen(
-        train_cmd(cfg), cwd=REPO, env=env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+def kill_at(cfg: Path, fault: str, *overrides: str) -> str:
+    """Run ``rrl train cfg`` with ``RRL_FAULT=fault`` (``reasoning_rl.faults``): it SIGKILLs itself at that named
+    pass, never after a delay the load could stretch; fails unless it died there. Its stderr."""
+    proc = subprocess.run(
+        train_cmd(cfg, *overrides),
+        cwd=REPO,
+        env={**env(), "RRL_FAULT": fault},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        timeout=300,
     )
-    marker = run / "checkpoints" / f"step_{step}" / "COMPLETE"
-    deadline = time.time() + 300
-    while not marker.exists() and proc.poll() is None and time.time() < deadline:
-        time.sleep(0.05)
-    assert marker.exists(), f"the interrupted run never wrote its step-{step} checkpoint"
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait(timeout=30)
+    phase, nth = fault.split(":")[:2]
+    assert proc.returncode == -signal.SIGKILL, proc.stderr[-3000:]
+    assert f"RRL_FAULT: SIGKILL at {phase} #{nth}" in proc.stderr, proc.stderr[-3000:]  # there, not elsewhere
+    return proc.stderr
 
 
 def metrics(run: Path) -> list[dict[str, Any]]:
@@ -131,16 +134,28 @@ def test_learning_tiny_model_reaches_09(tmp_path: Path, tiny_model_dir: Path) ->
 def test_resume_after_kill_matches_uninterrupted(tmp_path: Path, tiny_model_dir: Path) -> None:
     import torch
 
-    common = {"trainer": {"steps": 6, "batch_size": 4, "checkpoint_every": 4, "keep_checkpoints": 3}}
+    # checkpoints at steps 4 and 6 only (none by time): the second save is step 6's
+    every_4 = {
+        "steps": 6,
+        "batch_size": 4,
+        "checkpoint_every": 4,
+        "checkpoint_minutes": 0,
+        "keep_checkpoints": 3,
+    }
+    common = {"trainer": every_4}
     full = config(tmp_path, tiny_model_dir, "full", **common)
     train(full)
 
     cut = config(tmp_path, tiny_model_dir, "cut", **common)
-    kill_after_checkpoint(cut, tmp_path / "cut", 4)
-    # a torn save from the kill must be ignored and cleaned up
-    (tmp_path / "cut" / "checkpoints" / ".tmp-step_5-999").mkdir(exist_ok=True)
+    kill_at(cut, "checkpoint:2")  # step 4's checkpoint complete, killed writing step 6's
+    checkpoints = tmp_path / "cut" / "checkpoints"
+    assert not (checkpoints / "step_6").exists() and any(
+        p.name.startswith(".tmp-") for p in checkpoints.iterdir()
+    )
+    # the torn save of the kill (and any other) must be ignored and cleaned up
+    (checkpoints / ".tmp-step_5-999").mkdir(exist_ok=True)
     out = train(cut, "trainer.resume=auto")
-    assert "resumed from" in out.stdout
+    assert f"resumed from {checkpoints / 'step_4'}" in out.stdout
 
     for step in (5, 6):  # same data order after the resume
         assert sampled_ids(tmp_path / "cut", step) == sampled_ids(tmp_path / "full", step)

@@ -14,7 +14,7 @@ from typing import Any, cast
 
 import pytest
 import torch
-from rrl_testutil import CountdownEngine, countdown_frontier
+from rrl_testutil import CountdownEngine, scripted_frontier
 
 from graders.runtime import GradingPool
 from reasoning_rl.rollout import Delta, SamplingConfig
@@ -92,7 +92,7 @@ def test_the_frontier_stops_on_an_engine_at_another_version(tmp_path: Path) -> N
     """Step 3 follows 2 updates: an engine at version 5 is a misnumbered hand-off, a one-line error naming both
     (before: the frontier computed ``step - 1`` and recorded it whatever the engine held)."""
     none = cast(Any, None)
-    frontier = countdown_frontier(SimpleNamespace(version=5), none, LENGTHS)
+    frontier = scripted_frontier(SimpleNamespace(version=5), none, [[n] for n in LENGTHS])
     trace = TraceWriter(tmp_path / "trace.jsonl")
     with pytest.raises(RuntimeError) as err:
         frontier.next_batch(3, trace)
@@ -108,7 +108,7 @@ def test_per_token_versions_and_lags_come_from_the_engine(tmp_path: Path) -> Non
     engine = CountdownEngine()
     trace = TraceWriter(tmp_path / "trace.jsonl")
     with GradingPool(workers=1) as pool:
-        frontier = countdown_frontier(engine, pool, LENGTHS)
+        frontier = scripted_frontier(engine, pool, [[n] for n in LENGTHS])
         # step 1 admits prompts 0 and 1 (capacity 2): prompt 0 finishes after 2 advances and is trained
         first, first_flow = frontier.next_batch(1, trace)
         engine.load_weights(torch.zeros(0), version=1)  # step 1's update, handed off
