@@ -12,7 +12,6 @@ declared context fields exist in every row.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import cache
 from typing import Any
@@ -22,7 +21,7 @@ from graders.runtime import GradeRequest, GradingPool, resolve_grader
 from graders.types import ContextField, Grade, GradeContext, context_fields
 from reasoning_rl.config import GradingConfig, RewardTermConfig
 from reasoning_rl.data import DataError, Example, Prompt
-from reasoning_rl.rollout import Completion, RolloutEngine, SamplingConfig
+from reasoning_rl.rollout import Completion
 from reasoning_rl.trace import TraceWriter
 from reasoning_rl.trainer.records import Rollouts, Sample
 

@@ -88,7 +88,11 @@ def test_continuous_rollouts_refuse_paths_that_cannot_keep_requests(tmp_path: Pa
     assert load_config(write(tmp_path, MINIMAL), dynamic).algorithm.dynamic_sampling
     colocated = ["rollout.max_lag=1", "resources.ranks_per_node=2"]  # RemoteEngine over the colocated ranks
     assert load_config(write(tmp_path, MINIMAL), colocated).rollout.max_lag == 1
-    tools = ["rollout.max_lag=1", "rollout.tools=[calculator]", "rollout.tool_format=hermes"]  # tool loop, frontier
+    tools = [
+        "rollout.max_lag=1",
+        "rollout.tools=[calculator]",
+        "rollout.tool_format=hermes",
+    ]  # tool loop, frontier
     assert load_config(write(tmp_path, MINIMAL), tools).rollout.tools == ["calculator"]
     with pytest.raises(
         ConfigError, match=r"rollout.max_lag=1 cannot be used with algorithm.old_logprobs=rollout"
