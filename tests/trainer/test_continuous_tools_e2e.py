@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 import test_continuous_e2e
-from test_continuous_e2e import bounded_lag, kill_at_every_point, lossless
+from rrl_testutil import bounded_lag
+from test_continuous_e2e import kill_at_every_point, lossless
 from test_train_e2e import REPO, config, env
 
 pytestmark = [pytest.mark.slow]
