@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import tools_record
 import torch
 from rich.console import Console
 
@@ -197,28 +198,13 @@ def test_an_infrastructure_failure_is_an_error_sample_and_is_dropped_from_traini
 
 # ---- a CPU GRPO run with the python tool, crash with calls in flight, resume --------------------------
 def _run_config(tmp_path: Path, model: Path, name: str, **trainer: Any) -> Config:
-    return load_config(
-        None,
-        base={
-            "run": {"name": name, "dir": str(tmp_path / name), "doctor": False, "seed": 3, "device": "cpu"},
-            "model": {"path": str(model)},
-            "data": {"train": {"generator": "arithmetic", "size": 16}, "chat_template": False},
-            "rollout": {
-                "engine": "scripted_tir",
-                "n": 4,
-                "max_tokens": 160,
-                "freshness_check": False,
-                "tools": ["python"],
-                "tool_format": "hermes",
-                "max_turns": 2,
-                "tool_options": {"python": {"sandbox": "docker", "pool_size": 2}},
-            },
-            "algorithm": {"old_logprobs": "recompute"},
-            "optim": {"lr": 0.001},
-            "trainer": {"steps": 4, "batch_size": 2, "checkpoint_every": 1, "export": False, **trainer},
-            "grading": {"workers": 1, "cache": False, "selftest": False},
-            "logging": {"console": "none", "tensorboard": False},
-        },
+    """``tools_record``'s scripted TIR run with the sandboxed python tool, 4 steps, a checkpoint every step."""
+    return tools_record.tool_config(
+        tmp_path,
+        model,
+        name,
+        rollout={"tools": ["python"], "tool_options": {"python": {"sandbox": "docker", "pool_size": 2}}},
+        trainer={"steps": 4, "checkpoint_every": 1, **trainer},
     )
 
 
