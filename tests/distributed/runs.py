@@ -50,11 +50,12 @@ VARIANTS: dict[str, dict[str, dict[str, Any]]] = {
 }
 
 
-def env() -> dict[str, str]:
-    """One thread per process (reproducible float32 sums); the test graders importable by every worker."""
+def env(*paths: Path) -> dict[str, str]:
+    """One thread per process (reproducible float32 sums); the test graders (and ``paths``: a test's plugins)
+    importable by every worker."""
     return {
         **os.environ,
-        "PYTHONPATH": f"{GRADERS}{os.pathsep}{REPO}",
+        "PYTHONPATH": os.pathsep.join(map(str, (*paths, GRADERS, REPO))),
         "OMP_NUM_THREADS": "1",
         "MKL_NUM_THREADS": "1",
         "RAY_DEDUP_LOGS": "0",
@@ -93,11 +94,14 @@ def train_cmd(cfg: Path, *overrides: str) -> list[str]:
     return [sys.executable, "-m", "reasoning_rl.cli", "train", str(cfg), *overrides]
 
 
-def train(cfg: Path, *overrides: str, timeout: float = 1200) -> subprocess.CompletedProcess[str]:
-    """One ``rrl train`` run that must succeed. ``timeout`` only stops a hung run: a 2-core runner with two busy
-    processes beside it took over 420 s (the old guard) for one such run (issue 41: no test may depend on load)."""
+def train(
+    cfg: Path, *overrides: str, timeout: float = 1200, paths: tuple[Path, ...] = ()
+) -> subprocess.CompletedProcess[str]:
+    """One ``rrl train`` run that must succeed (``paths``: put first on its workers' import path). ``timeout``
+    only stops a hung run: a 2-core runner with two busy processes beside it took over 420 s (the old guard)
+    for one such run (issue 41: no test may depend on load)."""
     proc = subprocess.run(
-        train_cmd(cfg, *overrides), cwd=REPO, env=env(), capture_output=True, text=True, timeout=timeout
+        train_cmd(cfg, *overrides), cwd=REPO, env=env(*paths), capture_output=True, text=True, timeout=timeout
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return proc

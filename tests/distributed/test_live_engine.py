@@ -35,9 +35,11 @@ class FakeEngine:
         fail_at: int | None = None,
         gate: threading.Event | None = None,
         version: int = 0,
+        budget: threading.Semaphore | None = None,
     ) -> None:
         self.version = version
         self.gate = gate  # when given, each step waits for it (the test decides when a step ends)
+        self.budget = budget  # when given, a step runs only on one of its releases (else it is idle)
         self.left: dict[str, int] = {}
         self.made: dict[str, int] = {}
         self.steps = 0
@@ -57,6 +59,9 @@ class FakeEngine:
         self.busy = False
 
     def advance(self) -> list[Delta]:
+        if self.budget is not None and not self.budget.acquire(blocking=False):
+            time.sleep(0.001)  # no step allowed yet: an idle step (no spin), not counted
+            return []
         self._enter()
         self.steps += 1
         if self.fail_at is not None and self.steps >= self.fail_at:
@@ -92,6 +97,9 @@ class FakeEngine:
 
     def running(self) -> int:
         return len(self.left)
+
+    def wake(self) -> None:
+        return None  # never asleep
 
 
 def _requests(n: int, tokens: int, start: int = 0) -> list[Request]:
@@ -160,14 +168,17 @@ def test_swap_runs_between_two_steps_and_stamps_the_new_version() -> None:
     """The load runs while the engine is not stepping (the fake would fail on a concurrent step), tokens
     decoded before it carry the old version and after it the new one, and ``overlapped`` counts the tokens the
     thread decoded since the driver's last advance."""
-    engine = FakeEngine(step_s=0.002)
+    budget = threading.Semaphore(0)
+    engine = FakeEngine(budget=budget)
     live = LiveEngine(engine, overlap=True)
     try:
         live.submit(_requests(2, 200))
+        budget.release(3)  # three steps before the driver's advance (however the threads are scheduled)
+        _wait_for(lambda: engine.steps == 3)
         seen = live.advance().deltas
-        _wait_for(
-            lambda: engine.steps >= len(seen) // 2 + 2
-        )  # the trainer's update: the thread decodes alone
+        assert len(seen) == 2 * 3
+        budget.release(2)  # the trainer's update: the thread decodes two steps alone
+        _wait_for(lambda: engine.steps == 5)
 
         def load() -> int:
             assert not engine.busy
@@ -179,7 +190,8 @@ def test_swap_runs_between_two_steps_and_stamps_the_new_version() -> None:
 
         at = live.swap(load)
         assert live.version == 1
-        assert live.overlapped > 0
+        assert at == 5 and live.overlapped == 2 * 2  # the two steps since the advance, two requests each
+        budget.release(200)
         got = _drain(live, {"r0", "r1"})
         for rid in ("r0", "r1"):
             deltas = [d for d in seen if d.id == rid] + got[rid]
@@ -405,3 +417,38 @@ def test_a_plugin_engine_that_only_generates_is_stepped_on_split_ranks(tmp_path:
     parts = SimpleNamespace(group=SimpleNamespace(continuous_engine=lambda: None), engine=view)
     stepped = Components.rollout_engine(parts)  # type: ignore[arg-type]  # only group and engine are read
     assert isinstance(stepped, Stepped) and stepped.engine is view
+
+
+def test_gated_engine_decodes_one_group_at_a_time_and_wakes_after_a_step(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The overlapped split test's engine (``gated_engine.py``) over a live rank: groups enter in admission
+    order ``SLOTS`` at a time, the decode thread steps once per driver advance, and ``wake`` (the hand-off's
+    first call) returns once a step followed the last advance; on a rank that does not decode then (paused) it
+    fails instead of letting the test pass without overlap."""
+    from tests.distributed import gated_engine
+
+    live = LiveEngine(gated_engine.GatedEngine(FakeEngine()), overlap=True)
+    try:
+        live.submit(_requests(2 * gated_engine.SLOTS, 3))
+        first = {f"r{i}" for i in range(gated_engine.SLOTS)}
+        seen: list[set[str]] = []
+        while len(seen) < 4:
+            engine = live.engine
+            assert isinstance(engine, gated_engine.GatedEngine)
+            engine.wake()  # returns only once the thread stepped after the last advance
+            if deltas := live.advance().deltas:
+                assert len({d.id for d in deltas}) == len(deltas)  # one step's deltas: one per request
+                seen.append({d.id for d in deltas})
+        assert (
+            seen[:3] == [first] * 3 and not seen[3] & first
+        )  # the second group only once the first finished
+    finally:
+        live.close()
+    monkeypatch.setattr(gated_engine, "HANG_S", 0.2)
+    paused = gated_engine.GatedEngine(FakeEngine())
+    stepped = LiveEngine(paused, overlap=False)
+    stepped.submit(_requests(1, 3))
+    assert len(stepped.advance().deltas) == 1
+    with pytest.raises(RuntimeError, match="did not decode during the update"):
+        paused.wake()  # nothing steps a paused rank between the driver's advances
