@@ -94,19 +94,26 @@ def golden_path(algo: str, engine: str = "hf") -> Path:
     return ASSETS / (f"golden_{algo}.json" if engine == "hf" else f"golden_{algo}_{engine}.json")
 
 
+def variant_config(
+    tmp_path: Path, model: Path, algo: str, variant: str, engine: str = "hf", **extra: dict[str, Any]
+) -> Path:
+    """The ``rrl train`` config of one variant on ``engine``, ``extra``'s sections over it; its run dir is
+    ``tmp_path / f"{algo}-{variant}"``."""
+    sections = {k: dict(v) for k, v in BASE.items()}
+    sections["rollout"].update(ENGINES[engine])
+    for key, value in [*RUNS[algo][variant].items(), *extra.items()]:
+        sections[key] = {**sections.get(key, {}), **value}
+    return config(tmp_path, model, f"{algo}-{variant}", **sections)
+
+
 def run_variant(
     tmp_path: Path, model: Path, algo: str, variant: str, engine: str = "hf", **extra: dict[str, Any]
 ) -> list[dict[str, float]]:
     """Train one variant on ``engine`` (``extra``: config sections that must not change the trajectory, such
     as the ``resources`` of several ranks) and return its per-step pinned metrics (only the KEYS the run
     reports)."""
-    sections = {k: dict(v) for k, v in BASE.items()}
-    sections["rollout"].update(ENGINES[engine])
-    for key, value in [*RUNS[algo][variant].items(), *extra.items()]:
-        sections[key] = {**sections.get(key, {}), **value}
-    name = f"{algo}-{variant}"
-    train(config(tmp_path, model, name, **sections), timeout=600)
-    rows = [r for r in metrics(tmp_path / name) if "reward/mean" in r]
+    train(variant_config(tmp_path, model, algo, variant, engine, **extra), timeout=600)
+    rows = [r for r in metrics(tmp_path / f"{algo}-{variant}") if "reward/mean" in r]
     return [{k: float(r[k]) for k in KEYS if k in r} for r in rows]
 
 
