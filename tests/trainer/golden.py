@@ -1,14 +1,26 @@
-"""Golden trajectories: seeded CPU tiny-model GRPO and PPO runs, their per-step metrics pinned in
-``tests/assets/golden_grpo.json`` / ``golden_ppo.json`` so a refactor that changes behaviour fails loudly.
+"""Golden trajectories: seeded CPU tiny-model GRPO and PPO runs, their per-step metrics pinned so a refactor
+that changes behaviour fails loudly.
 
-Each run is a real ``rrl train`` (subprocess, HF engine: the whole loop - sampling, streamed grading,
-old/ref log-probs, advantages, update epochs, weight hand-off - without vLLM's start-up cost). Threads are
-pinned to 1 so the float32 reductions, and so the trajectory, do not depend on the machine's core count.
+Each run is a real ``rrl train`` (subprocess: the whole loop - sampling, streamed grading, old/ref log-probs,
+advantages, update epochs, weight hand-off). What is pinned, per engine (``ENGINES``):
 
-Regenerate ONLY when a change of behaviour is intended (and say why in the commit):
+- hf (``tests/assets/golden_grpo.json`` / ``golden_ppo.json``): every variant of ``RUNS`` - cheap (no vLLM
+  start-up), so it covers every branch of the update;
+- vllm (``golden_grpo_vllm.json`` / ``golden_ppo_vllm.json``): GRPO ``recompute`` and PPO ``gae`` only, on
+  vLLM's CPU backend in float32 - the same loop through the engine production uses (its scheduler, its
+  sampler, the hand-off into it), at one start-up (~30 s) per run. Rollouts are reproducible because CPU
+  runs seed every sample (``rollout.seed_per_sample``, on by default on CPU), pinned here explicitly.
 
-    PYTHONPATH=$PWD .venv/bin/python -m tests.trainer.golden            # both files
-    PYTHONPATH=$PWD .venv/bin/python -m tests.trainer.golden grpo       # one of them
+Threads are pinned to 1 so the float32 reductions, and so the trajectory, do not depend on the machine's
+core count.
+
+Regenerate ONLY when a change of behaviour is intended (and say why in the commit); each engine's files are
+recorded on their own (recording one never rewrites the other's):
+
+    PYTHONPATH=$PWD .venv/bin/python -m tests.trainer.golden                     # hf, both files
+    PYTHONPATH=$PWD .venv/bin/python -m tests.trainer.golden grpo                # hf, one of them
+    PYTHONPATH=$PWD .venv/bin/python -m tests.trainer.golden --engine vllm       # vllm, both files
+    PYTHONPATH=$PWD .venv/bin/python -m tests.trainer.golden --engine vllm ppo   # vllm, one of them
 """
 
 from __future__ import annotations
@@ -51,6 +63,16 @@ RUNS: dict[str, dict[str, dict[str, Any]]] = {
         },
     },
 }
+# Per engine: its rollout settings over BASE's, and the variants of RUNS it pins (vLLM: one GRPO and the PPO
+# run, each paying a vLLM start-up; the update's other branches do not depend on the engine).
+ENGINES: dict[str, dict[str, Any]] = {
+    "hf": {"engine": "hf"},
+    "vllm": {"engine": "vllm", "seed_per_sample": True},
+}
+PINNED: dict[str, dict[str, tuple[str, ...]]] = {
+    "hf": {algo: tuple(variants) for algo, variants in RUNS.items()},
+    "vllm": {"grpo": ("recompute",), "ppo": ("gae",)},
+}
 # What is pinned per step: reward, loss, grad norm (and the critic's for PPO), plus the quantities between
 # them, so a mismatch points at the stage that moved.
 RTOL, ATOL = 1e-3, 1e-5  # the comparison's tolerance (why: tests/trainer/test_golden.py)
@@ -68,28 +90,37 @@ KEYS = (
 )
 
 
-def golden_path(algo: str) -> Path:
-    return ASSETS / f"golden_{algo}.json"
+def golden_path(algo: str, engine: str = "hf") -> Path:
+    return ASSETS / (f"golden_{algo}.json" if engine == "hf" else f"golden_{algo}_{engine}.json")
+
+
+def variant_config(
+    tmp_path: Path, model: Path, algo: str, variant: str, engine: str = "hf", **extra: dict[str, Any]
+) -> Path:
+    """The ``rrl train`` config of one variant on ``engine``, ``extra``'s sections over it; its run dir is
+    ``tmp_path / f"{algo}-{variant}"``."""
+    sections = {k: dict(v) for k, v in BASE.items()}
+    sections["rollout"].update(ENGINES[engine])
+    for key, value in [*RUNS[algo][variant].items(), *extra.items()]:
+        sections[key] = {**sections.get(key, {}), **value}
+    return config(tmp_path, model, f"{algo}-{variant}", **sections)
 
 
 def run_variant(
-    tmp_path: Path, model: Path, algo: str, variant: str, **extra: dict[str, Any]
+    tmp_path: Path, model: Path, algo: str, variant: str, engine: str = "hf", **extra: dict[str, Any]
 ) -> list[dict[str, float]]:
-    """Train one variant (``extra``: config sections that must not change the trajectory, such as the
-    ``resources`` of several ranks) and return its per-step pinned metrics (only the KEYS the run reports)."""
-    sections = {k: dict(v) for k, v in BASE.items()}
-    for key, value in [*RUNS[algo][variant].items(), *extra.items()]:
-        sections[key] = {**sections.get(key, {}), **value}
-    name = f"{algo}-{variant}"
-    train(config(tmp_path, model, name, **sections), timeout=600)
-    rows = [r for r in metrics(tmp_path / name) if "reward/mean" in r]
+    """Train one variant on ``engine`` (``extra``: config sections that must not change the trajectory, such
+    as the ``resources`` of several ranks) and return its per-step pinned metrics (only the KEYS the run
+    reports)."""
+    train(variant_config(tmp_path, model, algo, variant, engine, **extra), timeout=600)
+    rows = [r for r in metrics(tmp_path / f"{algo}-{variant}") if "reward/mean" in r]
     return [{k: float(r[k]) for k in KEYS if k in r} for r in rows]
 
 
-def assert_golden(got: list[dict[str, float]], algo: str, variant: str) -> None:
-    """``got`` (``run_variant``'s rows) is the recorded trajectory: rewards exact, the rest within
+def assert_golden(got: list[dict[str, float]], algo: str, variant: str, engine: str = "hf") -> None:
+    """``got`` (``run_variant``'s rows) is ``engine``'s recorded trajectory: rewards exact, the rest within
     ``RTOL`` / ``ATOL`` (why those: ``tests/trainer/test_golden.py``)."""
-    golden = json.loads(golden_path(algo).read_text())["variants"][variant]
+    golden = json.loads(golden_path(algo, engine).read_text())["variants"][variant]
     assert golden["overrides"] == RUNS[algo][variant], (
         "the run changed: regenerate (see tests/trainer/golden.py)"
     )
@@ -99,35 +130,45 @@ def assert_golden(got: list[dict[str, float]], algo: str, variant: str) -> None:
         assert g.keys() == w.keys(), f"step {step}: metrics {sorted(g)} != golden {sorted(w)}"
         assert g["reward/mean"] == w["reward/mean"], f"step {step}: rollouts changed ({g} vs {w})"
         bad = {k: (g[k], w[k]) for k in w if not math.isclose(g[k], w[k], rel_tol=RTOL, abs_tol=ATOL)}
-        assert not bad, f"{algo}/{variant} step {step}: (got, golden) {bad}"
+        assert not bad, f"{engine} {algo}/{variant} step {step}: (got, golden) {bad}"
 
 
-def record(algo: str, tmp_path: Path, model: Path) -> dict[str, Any]:
-    out = {
-        "regenerate": "PYTHONPATH=$PWD .venv/bin/python -m tests.trainer.golden " + algo,
-        "base": BASE,
+def record(algo: str, engine: str, tmp_path: Path, model: Path) -> dict[str, Any]:
+    flag = "" if engine == "hf" else f"--engine {engine} "
+    out: dict[str, Any] = {
+        "regenerate": f"PYTHONPATH=$PWD .venv/bin/python -m tests.trainer.golden {flag}{algo}",
+        "base": {**BASE, "rollout": {**BASE["rollout"], **ENGINES[engine]}},
         "variants": {},
     }
-    for variant, overrides in RUNS[algo].items():
+    for variant in PINNED[engine][algo]:
         out["variants"][variant] = {
-            "overrides": overrides,
-            "steps": run_variant(tmp_path, model, algo, variant),
+            "overrides": RUNS[algo][variant],
+            "steps": run_variant(tmp_path, model, algo, variant, engine),
         }
     return out
 
 
 def main(argv: list[str]) -> None:
+    import argparse
+
     from reasoning_rl.tiny import build_tiny_model
 
+    parser = argparse.ArgumentParser(prog="python -m tests.trainer.golden", description=__doc__)
+    parser.add_argument("--engine", choices=sorted(ENGINES), default="hf")
+    parser.add_argument("algos", nargs="*", help=f"of {sorted(RUNS)}; none: all the engine pins")
+    args = parser.parse_args(argv)
+    unknown = sorted(set(args.algos) - set(PINNED[args.engine]))
+    if unknown:  # not choices=: Python 3.11's argparse refuses an empty nargs="*" list against them
+        parser.error(f"unknown algorithms {unknown}; {args.engine} pins {sorted(PINNED[args.engine])}")
     os.environ.update(THREADS)
-    algos = argv or list(RUNS)
     with tempfile.TemporaryDirectory() as tmp:
         model = build_tiny_model(Path(tmp) / "tiny_model")
-        for algo in algos:
-            data = record(algo, Path(tmp), model)
+        for algo in args.algos or list(PINNED[args.engine]):
+            data = record(algo, args.engine, Path(tmp), model)
+            path = golden_path(algo, args.engine)
             ASSETS.mkdir(parents=True, exist_ok=True)
-            golden_path(algo).write_text(json.dumps(data, indent=1) + "\n")
-            print(f"wrote {golden_path(algo)}")
+            path.write_text(json.dumps(data, indent=1) + "\n")
+            print(f"wrote {path}")
 
 
 if __name__ == "__main__":
