@@ -16,7 +16,7 @@ Public names (stable): ``WorkerGroup`` (``local``, ``world``, ``shards``, ``call
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Concatenate, ParamSpec, Protocol, TypeVar
 
@@ -189,24 +189,26 @@ class WorkerGroup:
         """The same call on every training rank."""
         return self.call(method, [RankArgs(*args, **kwargs)] * self.world)
 
-    def stream(self, prompts: list[list[int]], sampling: SamplingConfig) -> Iterator[Completion]:
-        """Completions of ``prompts`` (eval, tool waves), numbered as in ``prompts``. In this process: the
-        engine's own stream, each as it finishes. Over Ray ranks each generates its share (with its share's
-        offset, so per-prompt seeds do not depend on the split), returned when it is done; ranks without
-        prompts answer at once."""
+    def generate(self, prompts: list[list[int]], sampling: SamplingConfig) -> list[Completion]:
+        """Completions of ``prompts`` (a stepped engine's step, eval over ranks), numbered as in ``prompts`` and
+        ordered by (prompt, sample). In this process: the engine's own ``generate``. Over Ray ranks each
+        generates its share (with its share's offset, so per-prompt seeds do not depend on the split); ranks
+        without prompts answer at once."""
         if isinstance(self.backend, LocalRanks):
             engine = self.backend.worker.engine
             if engine is None:
                 raise RuntimeError("this run's rank has no rollout engine")
-            yield from engine.stream(prompts, sampling)
-            return
+            return engine.generate(prompts, sampling)
         split = shards(len(prompts), self.backend.engine_count)
         done_by_rank = self.call_each_engine(
             EngineRank.generate, [RankArgs(prompts[s.start : s.stop], _share(sampling, s)) for s in split]
         )
-        for s, done in zip(split, done_by_rank, strict=True):
-            for comp in done:
-                yield replace(comp, prompt_index=comp.prompt_index + s.start)
+        out = [
+            replace(comp, prompt_index=comp.prompt_index + s.start)
+            for s, done in zip(split, done_by_rank, strict=True)
+            for comp in done
+        ]
+        return sorted(out, key=lambda c: (c.prompt_index, c.sample_index))
 
     @property
     def engine_count(self) -> int:

@@ -12,7 +12,7 @@ Public names (stable): ``PolicyView``, ``ReferenceView``, ``CriticView``, ``Grou
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from typing import Any, cast
 
 import torch
@@ -153,11 +153,8 @@ class GroupEngine:
     def __init__(self, group: WorkerGroup) -> None:
         self.group = group
 
-    def stream(self, prompts: list[list[int]], sampling: SamplingConfig) -> Iterator[Completion]:
-        return self.group.stream(prompts, sampling)
-
     def generate(self, prompts: list[list[int]], sampling: SamplingConfig) -> list[Completion]:
-        return sorted(self.stream(prompts, sampling), key=lambda c: (c.prompt_index, c.sample_index))
+        return self.group.generate(prompts, sampling)
 
     def load_weights(self, named_tensors: Iterable[tuple[str, Tensor]], *, version: int) -> None:
         raise NotImplementedError(

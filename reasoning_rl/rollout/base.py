@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -158,10 +158,6 @@ class RolloutEngine(Protocol):
 
     def generate(self, prompts: list[list[int]], sampling: SamplingConfig) -> list[Completion]:
         """All completions, ordered by (prompt_index, sample_index)."""
-        ...
-
-    def stream(self, prompts: list[list[int]], sampling: SamplingConfig) -> Iterator[Completion]:
-        """Yield each completion as soon as it finishes (so grading can overlap generation)."""
         ...
 
     def load_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]], *, version: int) -> None:

@@ -45,7 +45,7 @@ def _group(ray: Any, fail_after: int | None = None, die: bool = False) -> tuple[
 
 def test_each_rank_generates_its_share_numbered_as_in_the_batch(ray_up: Any) -> None:
     group, actors = _group(ray_up)
-    got = list(group.stream(PROMPTS, SamplingConfig(n=1, prompt_offset=10)))
+    got = group.generate(PROMPTS, SamplingConfig(n=1, prompt_offset=10))
     assert [c.prompt_index for c in got] == [0, 1, 2, 3, 4]
     assert [c.prompt_ids for c in got] == PROMPTS
     assert [c.token_ids[0] for c in got] == [10, 11, 12, 13, 14]  # each rank saw its share's offset
@@ -59,7 +59,7 @@ def test_each_rank_generates_its_share_numbered_as_in_the_batch(ray_up: Any) -> 
 def test_a_rank_failing_in_generate_is_named(ray_up: Any) -> None:
     group, actors = _group(ray_up, fail_after=1)
     with pytest.raises(WorkerFailure, match="rank 1") as err:
-        list(group.stream(PROMPTS, SamplingConfig(n=1)))
+        group.generate(PROMPTS, SamplingConfig(n=1))
     assert "engine broke after 1 completions" in str(err.value)
     for a in actors:
         ray_up.kill(a)
@@ -68,7 +68,7 @@ def test_a_rank_failing_in_generate_is_named(ray_up: Any) -> None:
 def test_a_rank_dying_in_generate_is_named(ray_up: Any) -> None:
     group, actors = _group(ray_up, fail_after=1, die=True)
     with pytest.raises(WorkerFailure, match="rank 1") as err:
-        list(group.stream(PROMPTS, SamplingConfig(n=1)))
+        group.generate(PROMPTS, SamplingConfig(n=1))
     assert "rank 1 (node" in str(err.value) and "died" in str(err.value), str(err.value)
     for a in actors:
         ray_up.kill(a)
