@@ -53,6 +53,8 @@ def test_what_the_frontier_can_take_is_accepted() -> None:
         ("rollout", "max_lag", 3),
         ("trainer", "batch_size", 4),
         ("rollout", "max_tokens", 32),
+        ("rollout", "running_groups", 1),  # slots only delay admission: groups over the target drain
+        ("rollout", "running_groups", 6),
     ]:
         check_frontier(saved, IN_FLIGHT, _cfg(section, key, value), Path("c"))
     smaller = _cfg("rollout", "max_lag", 0)
