@@ -47,7 +47,7 @@ from reasoning_rl.trainer.rejection import RejectAndAdmit, informative
 from reasoning_rl.trainer.staleness import StalenessSchedule
 from reasoning_rl.trainer.tool_collect import trace_tools
 
-FULL_SHARE = 0.8  # "the engine runs full": running batch >= this share of the admitted samples
+FULL_SHARE = 0.8  # "the engine runs full": running batch >= this share of the target (running_groups x n)
 GENERATED_TOKENS = "rollout/generated_tokens"  # the step's metric: tokens the engine produced in its window
 RUNNING_SAMPLE_S = 0.1  # how often the running batch goes to the trace
 
@@ -140,7 +140,8 @@ class Frontier:
         self._resubmit()
         self._admit(version, step)
         n = self.sampling(0).n
-        full = FULL_SHARE * self.schedule.slots * n  # the target running batch, in requests
+        target = self.schedule.slots * n  # the running batch admission keeps, in requests
+        full = FULL_SHARE * target
         busy = full_s = 0.0
         last_trace = 0.0
         generated = 0  # tokens the engine produced in this step's window (gen tok/s counts these only)
@@ -191,7 +192,7 @@ class Frontier:
                 busy += running * dt
                 full_s += dt if running >= full else 0.0
                 if t - last_trace >= RUNNING_SAMPLE_S:
-                    trace.counter("engine_running", step, running, admitted=self._in_engine())
+                    trace.counter("engine_running", step, running, admitted=self._in_engine(), target=target)
                     last_trace = t
         t1 = time.time()
         graded = self.grading.graded()
