@@ -81,7 +81,9 @@ def test_forced_resume_of_a_continuous_checkpoint_is_refused_before_loading(
     )
     train(cfg)
     state = json.loads((tmp_path / "cont" / "checkpoints" / "step_1" / "trainer_state.json").read_text())
-    assert state["frontier"]["groups"], "the checkpoint holds in-flight groups (2 slots refilled as groups finish, 2 trained)"
+    assert state["frontier"]["groups"], (
+        "the checkpoint holds in-flight groups (2 slots refilled as groups finish, 2 trained)"
+    )
     for override, needle in [
         ("rollout.max_lag=1", "rollout.max_lag: 2 -> 1"),
         ("trainer.batch_size=1", "trainer.batch_size: 2 -> 1"),
