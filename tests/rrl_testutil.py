@@ -163,11 +163,14 @@ def scripted_frontier(
     n: int = 1,
     batch: int = 1,
     max_lag: int = 1,
+    running_groups: int | None = None,
     rejection: Any = None,
+    resident: bool = True,
 ) -> Any:
     """A real ``Frontier`` over prompts whose token ids are ``rows`` (a scripted engine reads them: the first is
-    the length ``CountdownEngine`` generates), ``n`` samples a group; ``rejection`` is an optional
-    ``RejectAndAdmit``. One builder for every test that drives a frontier with a scripted engine."""
+    the length ``CountdownEngine`` generates), ``n`` samples a group, ``running_groups`` generating (None: the
+    batch); ``rejection`` is an optional ``RejectAndAdmit``; ``resident=False`` parks and resubmits. One builder
+    for every test that drives a frontier with a scripted engine."""
     from reasoning_rl.config import GradingConfig
     from reasoning_rl.data import Example, Prompt, PromptSampler
     from reasoning_rl.rollout import SamplingConfig
@@ -189,9 +192,10 @@ def scripted_frontier(
         PromptSampler(size=len(rows), seed=0, shuffle=False),
         batch=batch,
         max_lag=max_lag,
+        running_groups=running_groups,
         sampling=lambda seed: SamplingConfig(n=n, max_tokens=8, stop=["\n"]),
         seed_for_step=lambda step: step,
         tokenizer=None,
-        resident=True,
+        resident=resident,
         rejection=rejection,
     )

@@ -61,12 +61,25 @@ class RolloutConfig(SamplingParams):
         default=0,
         ge=0,
         description="Continuous rollouts (issue 31): the most policy versions a trained token may lag the "
-        "trainer. 0: synchronous steps. > 0: up to trainer.batch_size x (1 + max_lag) groups stay admitted in the "
-        "engine, each step trains the oldest finished ones, unfinished requests continue across the update with "
-        "the new weights, and the loss is decoupled PPO (algorithms/decoupled.py). Any engine (vllm decodes requests across "
+        "trainer (the hard staleness cap: a group admitted at version a is trained by a + max_lag). 0: "
+        "synchronous steps. > 0: at most trainer.batch_size x (1 + max_lag) groups are admitted and untrained, "
+        "rollout.running_groups of them generating; each step trains the oldest finished ones, unfinished "
+        "requests continue across the update with the new weights, and the loss is decoupled PPO "
+        "(algorithms/decoupled.py). Any engine (vllm decodes requests across "
         "the update; hf generates a group whole, oldest first; one that only generates is stepped in whole "
         "requests) on one colocated rank or on split placement's rollout ranks, tool runs included (an "
         "unfinished tool trajectory at a swap restarts from its prompt with its seeds).",
+    )
+    running_groups: int | None = Field(
+        default=None,
+        ge=1,
+        description="Continuous rollouts: groups kept generating in the engine (the running batch, by slots): "
+        "another is admitted whenever one finishes, while rollout.max_lag's bound allows; at most "
+        "trainer.batch_size x (1 + max_lag). None: trainer.batch_size, one batch resident; at max_lag 0 that is "
+        "the synchronous step. How far admission runs ahead is separate from the staleness cap (as in AReaL and "
+        "NeMo-RL), and verl, AReaL and slime keep a fixed number of requests in flight, admitted as slots free; "
+        "admitting the whole bound at once made every admitted group finish together (issue 44: every other "
+        "step generated two batches and the next none). More: more requests per engine step, and more lag.",
     )
     overlap: bool = Field(
         default=True,

@@ -91,6 +91,12 @@ class Config(_Section):
                 "rollout.overlap=false pauses split placement's continuous rollout ranks: it needs "
                 "resources.placement=split and rollout.max_lag > 0; remove it"
             )
+        capacity = self.trainer.batch_size * (1 + self.rollout.max_lag)
+        if (running := self.rollout.running_groups) is not None and running > capacity:
+            raise ValueError(
+                f"rollout.running_groups={running} is more than trainer.batch_size x (1 + rollout.max_lag) = "
+                f"{capacity}, the most groups that may be untrained at once; lower it or raise rollout.max_lag"
+            )
         if self.rollout.max_lag == 0:
             return self
         clash = (

@@ -1,9 +1,11 @@
 """The rollout frontier of a run on an in-process engine (issue 31): the groups admitted to the engine, their
 partial and finished samples, and which ``B`` finished groups each step trains (``StalenessSchedule``).
 
-Each step admits groups up to ``B x (1 + rollout.max_lag)`` (prompts drawn from the run's ``PromptSampler``),
-steps the engine until the schedule can pick ``B`` finished groups (graded as each sample finishes, the way
-``collect`` does), and returns them as the step's ``Rollouts``. The others stay in the engine: not stepping
+The engine keeps ``rollout.running_groups`` groups generating (prompts drawn from the run's ``PromptSampler``):
+one is admitted whenever another finishes and frees its slot, at the step's start and after every ``advance``,
+while at most ``B x (1 + rollout.max_lag)`` are untrained (the staleness bound). A step steps the engine until
+the schedule can pick ``B`` finished groups (graded as each sample finishes, the way ``collect`` does), and
+returns them as the step's ``Rollouts``. The others stay in the engine: not stepping
 it during the update and the hand-off is pausing it, and they continue with the new weights. Every token
 carries the policy version that sampled it (``Completion.versions``) next to its behaviour log-prob: the
 engine's own stamp on each delta. The step's version is the engine's too (``engine.version``), checked against
@@ -45,7 +47,7 @@ from reasoning_rl.trainer.rejection import RejectAndAdmit, informative
 from reasoning_rl.trainer.staleness import StalenessSchedule
 from reasoning_rl.trainer.tool_collect import trace_tools
 
-FULL_SHARE = 0.8  # "the engine runs full": running batch >= this share of the admitted samples
+FULL_SHARE = 0.8  # "the engine runs full": running batch >= this share of the target (running_groups x n)
 GENERATED_TOKENS = "rollout/generated_tokens"  # the step's metric: tokens the engine produced in its window
 RUNNING_SAMPLE_S = 0.1  # how often the running batch goes to the trace
 
@@ -90,6 +92,7 @@ class Frontier:
         *,
         batch: int,
         max_lag: int,
+        running_groups: int | None = None,
         sampling: Callable[[int], SamplingConfig],
         seed_for_step: Callable[[int], int],
         tokenizer: Any,
@@ -101,7 +104,8 @@ class Frontier:
         self.engine = engine
         self.prompts = prompts
         self.sampler = sampler
-        self.schedule = StalenessSchedule(batch, max_lag)
+        # None: one batch generating (rollout.running_groups' default)
+        self.schedule = StalenessSchedule(batch, max_lag, batch if running_groups is None else running_groups)
         self.sampling = sampling  # seed -> the run's request (rollout.*, log-probs as the plan needs)
         self.seed_for_step = seed_for_step
         self.tokenizer = tokenizer
@@ -136,7 +140,8 @@ class Frontier:
         self._resubmit()
         self._admit(version, step)
         n = self.sampling(0).n
-        full = FULL_SHARE * self.schedule.capacity * n
+        target = self.schedule.slots * n  # the running batch admission keeps, in requests
+        full = FULL_SHARE * target
         busy = full_s = 0.0
         last_trace = 0.0
         generated = 0  # tokens the engine produced in this step's window (gen tok/s counts these only)
@@ -159,6 +164,7 @@ class Frontier:
                         self.engine.submit(requests)
                     if not self._in_engine() and self.tools.waiting():
                         self._take_tools(None)  # every trajectory in a tool call: wait for one
+                        self._admit(version, step)  # into the slots of the groups that finished
                         continue
                 if not self._in_engine() and self.rejection is not None and ungraded:
                     # dynamic sampling waits for the grades that judge a group
@@ -178,6 +184,7 @@ class Frontier:
                     generated += len(delta.token_ids)
                 if self.tools is not None:
                     self._take_tools(0.0)
+                self._admit(version, step)  # into the slots of the groups that finished
                 progress()
                 fault_point("generate")  # a crash test's mid-generation
                 running = self.engine.running()
@@ -185,7 +192,7 @@ class Frontier:
                 busy += running * dt
                 full_s += dt if running >= full else 0.0
                 if t - last_trace >= RUNNING_SAMPLE_S:
-                    trace.counter("engine_running", step, running, admitted=self._in_engine())
+                    trace.counter("engine_running", step, running, admitted=self._in_engine(), target=target)
                     last_trace = t
         t1 = time.time()
         graded = self.grading.graded()
@@ -256,8 +263,14 @@ class Frontier:
         return version
 
     # ------------------------------------------------------------------------------------- admission
+    def _running(self) -> int:
+        """Admitted groups with a sample still unfinished (generating, parked or in a tool call): slots taken."""
+        n = self.sampling(0).n
+        return sum(1 for k in self.done.values() if k < n)
+
     def _admit(self, version: int, step: int) -> None:
-        room = self.schedule.room()
+        """Groups into the free slots, as far as the staleness bound allows (``StalenessSchedule.room``)."""
+        room = self.schedule.room(self._running())
         if room < 1:
             return
         seed = self.seed_for_step(step)

@@ -251,6 +251,7 @@ class Trainer:
             sampler,
             batch=cfg.trainer.batch_size,
             max_lag=cfg.rollout.max_lag,
+            running_groups=cfg.rollout.running_groups,
             sampling=parts.sampling,
             seed_for_step=lambda step: self._seed(step, 0),
             tokenizer=parts.tokenizer,
@@ -272,8 +273,9 @@ class Trainer:
                 )
                 where = f"{parts.group.engine_count} rollout rank(s) of their own, decoding {mode}"
             self.console.print(
-                f"continuous rollouts on {where}: max_lag={cfg.rollout.max_lag}, up to "
-                f"{frontier.schedule.capacity} groups in the engine; unfinished requests across an update: "
+                f"continuous rollouts on {where}: max_lag={cfg.rollout.max_lag}, "
+                f"{frontier.schedule.slots} groups generating, up to {frontier.schedule.capacity} untrained; "
+                "unfinished requests across an update: "
                 + (
                     "kept resident"
                     if resident

@@ -120,6 +120,7 @@ def check_config(saved: Mapping[str, Any] | None, cfg: Config, checkpoint: Path)
 # What a checkpoint's in-flight frontier (rollout.max_lag > 0) was admitted and generated under, and how the
 # resuming value may differ: "same" (every group holds that many samples), "no less" (a smaller value would put
 # admitted groups past their deadline, over the capacity, or leave partial samples no token budget).
+# rollout.running_groups is not one: fewer slots than the checkpoint's unfinished groups only delay admission.
 _FRONTIER_KEYS: tuple[tuple[str, str, str], ...] = (
     ("rollout.n", "same", "each in-flight group holds its samples"),
     ("rollout.max_lag", "no less", "the in-flight groups' deadlines were set by it"),

@@ -35,7 +35,10 @@ def _rows(run: Path, step: int) -> list[dict[str, Any]]:
 
 
 def test_max_lag_1_three_steps_with_bounded_lag(tmp_path: Path, tiny_model_dir: Path) -> None:
-    cfg = tools_record.tool_config(tmp_path, tiny_model_dir, "lag1", rollout={"max_lag": 1})
+    # all B x (1 + max_lag) = 4 groups generating: some finish beside the step's own and wait for the next
+    cfg = tools_record.tool_config(
+        tmp_path, tiny_model_dir, "lag1", rollout={"max_lag": 1, "running_groups": 4}
+    )
     Trainer(cfg, console=Console(quiet=True)).run()
     metrics = [json.loads(line) for line in (cfg.run_dir / "metrics.jsonl").read_text().splitlines()]
     rows = [m for m in metrics if "reward/mean" in m]

@@ -101,6 +101,30 @@ def test_continuous_rollouts_refuse_paths_that_cannot_keep_requests(tmp_path: Pa
     assert not step_plan(load_config(write(tmp_path, MINIMAL)), pad_id=0).decoupled
 
 
+def test_running_groups_is_bounded_by_the_staleness_cap(tmp_path: Path) -> None:
+    """``rollout.running_groups`` (groups generating; None: the batch) is separate from ``rollout.max_lag``, and
+    more than the ``trainer.batch_size x (1 + max_lag)`` groups that may be untrained could never run: refused
+    in one line naming the fields."""
+    assert load_config(write(tmp_path, MINIMAL)).rollout.running_groups is None
+    ok = ["trainer.batch_size=4", "rollout.max_lag=1", "rollout.running_groups=8"]
+    assert load_config(write(tmp_path, MINIMAL), ok).rollout.running_groups == 8
+    assert (
+        load_config(write(tmp_path, MINIMAL), [*ok[:2], "rollout.running_groups=1"]).rollout.running_groups
+        == 1
+    )
+    for bad, capacity in (
+        ([*ok[:2], "rollout.running_groups=9"], 8),
+        (["trainer.batch_size=4", "rollout.running_groups=5"], 4),
+    ):
+        with pytest.raises(ConfigError) as e:
+            load_config(write(tmp_path, MINIMAL), bad)
+        assert f"is more than trainer.batch_size x (1 + rollout.max_lag) = {capacity}" in str(
+            e.value
+        ) and "rollout.running_groups=" in str(e.value)
+    with pytest.raises(ConfigError, match="running_groups"):
+        load_config(write(tmp_path, MINIMAL), ["rollout.running_groups=0"])
+
+
 def test_continuous_rollouts_on_split_placement_and_the_overlap_switch(tmp_path: Path) -> None:
     """Split placement's rollout ranks run continuous rollouts (overlapped by default, paused on request);
     ``rollout.overlap=false`` means nothing elsewhere and is refused there, naming the key; LoRA's adapter

@@ -81,9 +81,10 @@ def test_continuous_run_bounded_lag_lossless_resume(tmp_path: Path, tiny_model_d
         tiny_model_dir,
         "cont",
         trainer={"steps": STEPS, "batch_size": BATCH, "checkpoint_every": 1, "keep_checkpoints": 2},
-        # 6 running sequences of the up to 24 admitted: later groups start while older ones still decode, so
-        # some requests are mid-sample at an update by construction (the tiny model ends all of a group's
-        # samples at the same lengths whatever the prompt)
+        # 6 running sequences of the 8 in the engine (rollout.running_groups = B groups, refilled as groups
+        # finish, up to 24 samples untrained): later groups start while older ones still decode, so some
+        # requests are mid-sample at an update (the tiny model ends all of a group's samples at the same
+        # lengths whatever the prompt)
         rollout={"n": N, "max_tokens": 24, "max_lag": MAX_LAG, "engine_args": {"max_num_seqs": 6}},
     )
     run = tmp_path / "cont"

@@ -3,7 +3,8 @@ that finished, wholly or partly, during earlier steps, so the trained samples' t
 time is no throughput. The figure counts the tokens the engine produced inside the step's own generation window.
 
 A scripted continuous engine (one token per live request per ``advance``, each request as long as its prompt's
-single token id says) runs three steps of the real ``Frontier`` (batch 1, max_lag 1, one sample a group); the
+single token id says) runs three steps of the real ``Frontier`` (batch 1, max_lag 1, two groups generating, one
+sample a group); the
 metric is the trainer's own ``Trainer._timings`` over a trace whose generation span is fixed at 2 s, so nothing
 here depends on timing."""
 
@@ -34,13 +35,14 @@ def test_gen_tokens_per_s_counts_the_tokens_generated_inside_a_continuous_step(t
     trace = TraceWriter(tmp_path / "trace.jsonl")
     engine = CountdownEngine()
     with GradingPool(workers=1) as pool:
-        frontier = scripted_frontier(engine, pool, [[n] for n in LENGTHS])
+        frontier = scripted_frontier(engine, pool, [[n] for n in LENGTHS], running_groups=2)
         steps = []
         for step in (1, 2, 3):
             steps.append(frontier.next_batch(step, trace))
             engine.load_weights([], version=step)  # the step's update, handed off
     trace.close()
-    # step 1 admits prompts 0 and 1 (capacity 2), both finish after 2 advances (4 tokens); it trains prompt 0.
+    # step 1 admits prompts 0 and 1 (two slots, capacity 2), both finish after 2 advances (4 tokens); it trains
+    # prompt 0 (the capacity is full: nothing admitted in their slots).
     # step 2 admits prompt 2 and trains prompt 1 at once: finished in step 1, nothing is generated in step 2.
     # step 3 admits prompt 0 again and waits for prompt 2, due now: 6 advances, 6 + 2 tokens; it trains prompt 2.
     generated = [flow["rollout/generated_tokens"] for _, flow in steps]

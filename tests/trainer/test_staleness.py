@@ -12,23 +12,34 @@ from reasoning_rl.trainer.staleness import StalenessSchedule
 
 
 def simulate(
-    batch: int, max_lag: int, steps: int, seed: int, lengths: dict[int, int] | None = None
+    batch: int,
+    max_lag: int,
+    steps: int,
+    seed: int,
+    lengths: dict[int, int] | None = None,
+    slots: int | None = None,
 ) -> list[tuple[int, int, int]]:
-    """Groups with random generation lengths (recorded in ``lengths``); (step version, ticket, lag) of every
-    trained group."""
+    """Groups with random generation lengths (recorded in ``lengths``), admitted into free slots (None: the
+    batch) at the step's start and after every engine step, as the frontier does; (step version, ticket, lag)
+    of every trained group."""
     rng = random.Random(seed)
-    sched = StalenessSchedule(batch, max_lag)
+    sched = StalenessSchedule(batch, max_lag, batch if slots is None else slots)
     lengths = {} if lengths is None else lengths
     remaining: dict[int, int] = {}  # ticket -> engine steps left
     trained: list[tuple[int, int, int]] = []
-    for version in range(steps):
-        while sched.room():
+
+    def admit(version: int) -> None:
+        for _ in range(sched.room(sum(1 for left in remaining.values() if left > 0))):
             ticket = sched.admit(version)
             remaining[ticket] = lengths[ticket] = rng.choice([1, 2, 3, 50])  # a long tail
+
+    for version in range(steps):
+        admit(version)
         while (chosen := sched.select(version, [t for t, left in remaining.items() if left == 0])) is None:
             assert any(left > 0 for left in remaining.values()), "waiting with nothing running"
             for t in remaining:
                 remaining[t] = max(0, remaining[t] - 1)
+            admit(version)
         assert len(chosen) == batch
         trained += [(version, t, version - sched.untrained[t]) for t in chosen]
         sched.trained(chosen)
@@ -37,10 +48,12 @@ def simulate(
     return trained
 
 
-@pytest.mark.parametrize("max_lag", [0, 1, 2, 3])
-def test_lag_bounded_exact_batches_nothing_lost(max_lag: int) -> None:
+@pytest.mark.parametrize(
+    ("max_lag", "slots"), [(0, 4), (0, 1), (1, 4), (1, 8), (1, 2), (2, 4), (2, 12), (3, 5)]
+)
+def test_lag_bounded_exact_batches_nothing_lost(max_lag: int, slots: int) -> None:
     for seed in range(20):
-        trained = simulate(batch=4, max_lag=max_lag, steps=30, seed=seed)
+        trained = simulate(batch=4, max_lag=max_lag, steps=30, seed=seed, slots=slots)
         assert max(lag for _, _, lag in trained) <= max_lag
         tickets = [t for _, t, _ in trained]
         assert len(tickets) == len(set(tickets)) == 4 * 30
@@ -61,15 +74,16 @@ def test_trained_lengths_are_the_generated_ones(max_lag: int) -> None:
 
 
 def test_max_lag_0_is_the_sync_step() -> None:
-    sched = StalenessSchedule(batch=2, max_lag=0)
+    sched = StalenessSchedule(batch=2, max_lag=0, slots=2)
+    assert sched.room(0) == 2
     a, b = sched.admit(0), sched.admit(0)
-    assert sched.room() == 0
+    assert sched.room(2) == sched.room(1) == sched.room(0) == 0  # a finished group frees no room: capacity
     assert sched.select(0, [a]) is None  # waits for the whole batch
     assert sched.select(0, [b, a]) == [a, b]
 
 
 def test_oldest_finished_first_but_due_groups_wait() -> None:
-    sched = StalenessSchedule(batch=1, max_lag=1)
+    sched = StalenessSchedule(batch=1, max_lag=1, slots=2)
     old, young = sched.admit(0), sched.admit(0)
     assert sched.select(0, [young]) == [young]  # nothing is due at version 0: the finished one trains
     sched.trained([young])
@@ -80,11 +94,27 @@ def test_oldest_finished_first_but_due_groups_wait() -> None:
         sched.admit(1) and sched.admit(1)
 
 
+def test_slots_and_capacity_both_bound_admission() -> None:
+    sched = StalenessSchedule(batch=2, max_lag=1, slots=2)
+    assert sched.room(0) == 2  # two slots, though the capacity is 4
+    a, _ = sched.admit(0), sched.admit(0)
+    assert sched.room(2) == 0 and sched.room(1) == 1  # one finished: its slot is free
+    sched.admit(0)
+    assert sched.room(1) == 1
+    sched.admit(0)
+    assert sched.room(0) == 0  # every slot free, but 4 untrained: the staleness bound holds admission
+    sched.trained([a])
+    assert sched.room(0) == 1
+    for slots in (0, 5):
+        with pytest.raises(ValueError, match=f"slots={slots} must be in 1..batch x"):
+            StalenessSchedule(batch=2, max_lag=1, slots=slots)
+
+
 def test_state_roundtrip() -> None:
-    sched = StalenessSchedule(batch=2, max_lag=1)
+    sched = StalenessSchedule(batch=2, max_lag=1, slots=2)
     for _ in range(3):
         sched.admit(0)
-    again = StalenessSchedule(batch=2, max_lag=1)
+    again = StalenessSchedule(batch=2, max_lag=1, slots=2)
     again.load_state(sched.state())
     assert again == sched
 

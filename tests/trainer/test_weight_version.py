@@ -108,8 +108,8 @@ def test_per_token_versions_and_lags_come_from_the_engine(tmp_path: Path) -> Non
     engine = CountdownEngine()
     trace = TraceWriter(tmp_path / "trace.jsonl")
     with GradingPool(workers=1) as pool:
-        frontier = scripted_frontier(engine, pool, [[n] for n in LENGTHS])
-        # step 1 admits prompts 0 and 1 (capacity 2): prompt 0 finishes after 2 advances and is trained
+        frontier = scripted_frontier(engine, pool, [[n] for n in LENGTHS], running_groups=2)
+        # step 1 admits prompts 0 and 1 (two slots): prompt 0 finishes after 2 advances and is trained
         first, first_flow = frontier.next_batch(1, trace)
         engine.load_weights(torch.zeros(0), version=1)  # step 1's update, handed off
         # step 2 trains prompt 1: 2 tokens sampled at version 0, its 3 others after the hand-off
