@@ -29,11 +29,13 @@ MAX_LAG, BATCH, N, STEPS = 2, 2, 4, 8
 def kill_at_every_point(cfg: Path, run: Path, steps: int) -> int:
     """The run killed at each of ``KILLS`` in turn (each process resuming the last): a checkpoint survives every
     kill. The step the final resume starts from."""
-    latest: list[int | None] = []
+    latest: list[int] = []
     for fault in KILLS:
         kill_at(cfg, fault, "trainer.resume=auto")  # died there, not elsewhere
-        latest.append(latest_checkpoint(run))
-    assert latest[0] is not None and latest == sorted(latest), latest
+        step = latest_checkpoint(run)
+        assert step is not None, fault  # a checkpoint survives every kill
+        latest.append(step)
+    assert latest == sorted(latest), latest
     resumed = latest_checkpoint(run)
     assert resumed is not None and resumed < steps
     return resumed
