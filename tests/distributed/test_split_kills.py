@@ -34,7 +34,11 @@ from tests.distributed.runs import REPO, env, train_cmd, write_config
 
 pytestmark = [pytest.mark.slow, pytest.mark.distributed]
 
-MAX_LAG, BATCH, N, STEPS = 1, 2, 4, 5
+# STEPS: past where the kills can reach whatever the overlap's timing: a process killed at generate:2 has run at
+# most 3 steps past its checkpoint (a step whose groups the rollout rank finished during the last update takes
+# no engine pass, the next one does), update:2 one, handoff:3 one, handoff:1 none; so the last kill's
+# checkpoint is at most step 6 and the final resume has steps left to run
+MAX_LAG, BATCH, N, STEPS = 1, 2, 4, 7
 MARK = "RRL_KILLED_RUN"  # set in each killed driver's environment: finds the processes it started
 TOOLS = REPO / "tests" / "tools"  # tir_engine (the scripted TIR policy) and arith_tool
 SHAPE = (  # both runs: 1 training + 1 rollout rank over Ray, continuous at max_lag 1, 5 steps of 2 groups

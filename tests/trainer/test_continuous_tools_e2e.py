@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import test_continuous_e2e
+import test_train_e2e
 from rrl_testutil import bounded_lag
 from test_continuous_e2e import kill_at_every_point, lossless
 from test_train_e2e import REPO, config, env
@@ -65,8 +65,8 @@ def _samples(run: Path) -> dict[int, list[Any]]:
 def test_tool_run_survives_kills_lossless(
     tmp_path: Path, tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(test_continuous_e2e, "train_cmd", _cmd)
-    monkeypatch.setattr(test_continuous_e2e, "env", _env)
+    monkeypatch.setattr(test_train_e2e, "train_cmd", _cmd)  # what kill_at runs
+    monkeypatch.setattr(test_train_e2e, "env", _env)
     sections: dict[str, Any] = {
         "data": {"train": {"generator": "arithmetic", "size": 32}, "chat_template": False},
         "trainer": {"steps": STEPS, "batch_size": BATCH, "checkpoint_every": 1, "keep_checkpoints": 2},
