@@ -8,7 +8,7 @@ the end. It proves:
 - each kill happened at the point it names (the driver's exit status and its fault line);
 - no rank actor and no process of a killed run outlives it: the runs join a one-node Ray cluster the test owns,
   which reaps a dead driver's actors (their pids, from the driver's log), and every process started with the
-  killed run's environment (the driver's children: grading workers) is gone;
+  killed run's environment (the driver and whatever it started) is gone;
 - no token lags the trainer by more than 1 and no prompt is lost or trained twice across the kills, the
   checkpoint's unfinished samples resubmitted (``lossless``).
 
