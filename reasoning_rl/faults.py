@@ -3,7 +3,8 @@ kills mid-generation, mid-update, mid-hand-off or mid-checkpoint by construction
 
 ``RRL_FAULT=<phase>:<n>`` (unset in every real run: then ``fault_point`` is one dict lookup). The phases:
 ``generate`` (after an engine step of the continuous rollouts), ``update`` (after an optimizer step),
-``handoff`` (after the first tensor of a weight hand-off went into the engine), ``checkpoint`` (after the
+``handoff`` (after the first tensor of a weight hand-off went into the engine; on split placement, in the driver
+once the training and rollout ranks' hand-off calls are issued, before any returned), ``checkpoint`` (after the
 model state is written, before the checkpoint is complete). The kill is announced on stderr first.
 ``RRL_FAULT=<phase>:<n>:int`` sends SIGINT instead (a Ctrl-C at a named point, for the interrupt tests).
 """

@@ -46,6 +46,46 @@ def bounded_lag(run: Path, steps: int, samples: int, max_lag: int) -> int:
     return spans
 
 
+# The fault of each process of a kill test (RRL_FAULT=<phase>:<n>, counted in that process; a resumed process
+# hands its weights off once before its first step). Where each lands is deterministic for the seeds, not
+# hard-coded.
+KILLS = [
+    "checkpoint:2",  # the first checkpoint complete, killed writing the second
+    "generate:2",  # resubmitted the checkpoint's partial samples, killed between engine steps
+    "update:2",  # killed after the optimizer step of its second step
+    "handoff:3",  # killed streaming its second step's weights into the engine
+    "handoff:1",  # killed during the resume's own hand-off
+]
+
+
+def latest_checkpoint(run: Path) -> int | None:
+    """The step of the run's newest complete checkpoint (None: none yet)."""
+    done = [int(p.parent.name.split("_")[1]) for p in (run / "checkpoints").glob("step_*/COMPLETE")]
+    return max(done, default=None)
+
+
+def lossless(run: Path, steps: int, batch: int) -> list[dict[str, Any]]:
+    """No prompt lost or trained twice across kills and resumes (one epoch of the 32 prompts), and a resume
+    resubmitted the checkpoint's unfinished samples: the metrics lines of every run."""
+    trained = [
+        uid
+        for step in range(1, steps + 1)
+        for uid in sorted({r["id"].split("#")[0] for r in sample_rows(run, step)})
+    ]
+    state = json.loads((run / "checkpoints" / f"step_{steps}" / "trainer_state.json").read_text())
+    frontier = state["frontier"]
+    in_flight = [g["uid"] for g in frontier["groups"]]
+    drawn = frontier["schedule"]["next_ticket"]
+    assert drawn <= 32  # one epoch of the 32 prompts: a prompt drawn twice would show as a repeated uid
+    assert len(trained) == len(set(trained)) == steps * batch  # none trained twice
+    assert not set(trained) & set(in_flight)
+    assert len(trained) + len(in_flight) == drawn  # none lost: every drawn prompt trained or still in flight
+    lines = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    rows = [r for r in lines if "reward/mean" in r]  # every run's lines, resumed ones appended
+    assert any(r["rollout/resubmitted"] > 0 for r in rows)  # a resume resubmitted the partial samples
+    return rows
+
+
 def still_alive(pids: list[int], budget_s: float = 60.0) -> list[int]:
     """The ``pids`` still alive (zombies count as gone) after waiting up to ``budget_s`` for them to go: a hang
     guard, so a test asserts the kill (an empty list), never how fast it was."""

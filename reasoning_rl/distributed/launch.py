@@ -48,6 +48,7 @@ from reasoning_rl.distributed.worker import (
     node_address,
 )
 from reasoning_rl.factory import rollout_kind
+from reasoning_rl.faults import fault_point
 from reasoning_rl.handoff import HandoffStats
 from reasoning_rl.trace import Progress
 
@@ -310,6 +311,7 @@ class RayRanks:
             return self.run(ModelWorker.push_weights, [RankArgs(version, bucket_bytes)] * self.world, traffic)
         refs = [_submit(a, ModelWorker.send_weights, RankArgs(bucket_bytes)) for a in self.train_actors]
         refs += [_submit(a, RolloutWorker.receive_weights, RankArgs(version)) for a in self.engines]
+        fault_point("handoff")  # a crash test's mid-hand-off (the driver's): every part issued, none returned
         results: list[CallResult] = self._get(refs, "hand-off")
         names = [method_name(ModelWorker.send_weights)] * self.world
         names += [method_name(RolloutWorker.receive_weights)] * len(self.engines)

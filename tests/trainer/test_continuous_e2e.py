@@ -13,66 +13,32 @@ trained samples:
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
-from rrl_testutil import bounded_lag, sample_rows
-from test_train_e2e import config, kill_at, metrics, train
+from rrl_testutil import KILLS, bounded_lag, latest_checkpoint, lossless
+from test_train_e2e import config, kill_at, train
+
+__all__ = ["KILLS", "kill_at_every_point", "lossless"]
 
 pytestmark = [pytest.mark.slow, pytest.mark.vllm]
 
 MAX_LAG, BATCH, N, STEPS = 2, 2, 4, 8
 
 
-# The fault of each process (RRL_FAULT=<phase>:<n>, counted in that process; a resumed process hands its
-# weights off once before its first step). Where each lands is deterministic for the seeds, not hard-coded.
-KILLS = [
-    "checkpoint:2",  # the first checkpoint complete, killed writing the second
-    "generate:2",  # resubmitted the checkpoint's partial samples, killed between engine steps
-    "update:2",  # killed after the optimizer step of its second step
-    "handoff:3",  # killed streaming its second step's weights into the engine
-    "handoff:1",  # killed during the resume's own hand-off
-]
-
-
-def _latest(run: Path) -> int | None:
-    done = [int(p.parent.name.split("_")[1]) for p in (run / "checkpoints").glob("step_*/COMPLETE")]
-    return max(done, default=None)
-
-
 def kill_at_every_point(cfg: Path, run: Path, steps: int) -> int:
     """The run killed at each of ``KILLS`` in turn (each process resuming the last): a checkpoint survives every
     kill. The step the final resume starts from."""
-    latest: list[int | None] = []
+    latest: list[int] = []
     for fault in KILLS:
         kill_at(cfg, fault, "trainer.resume=auto")  # died there, not elsewhere
-        latest.append(_latest(run))
-    assert latest[0] is not None and latest == sorted(latest), latest
-    resumed = _latest(run)
+        step = latest_checkpoint(run)
+        assert step is not None, fault  # a checkpoint survives every kill
+        latest.append(step)
+    assert latest == sorted(latest), latest
+    resumed = latest_checkpoint(run)
     assert resumed is not None and resumed < steps
     return resumed
-
-
-def lossless(run: Path, steps: int, batch: int) -> list[dict]:
-    """No prompt lost or trained twice across kills and resumes (one epoch of the 32 prompts), and a resume
-    resubmitted the checkpoint's unfinished samples: the metrics lines of every run."""
-    trained = [
-        uid
-        for step in range(1, steps + 1)
-        for uid in sorted({r["id"].split("#")[0] for r in sample_rows(run, step)})
-    ]
-    state = json.loads((run / "checkpoints" / f"step_{steps}" / "trainer_state.json").read_text())
-    frontier = state["frontier"]
-    in_flight = [g["uid"] for g in frontier["groups"]]
-    drawn = frontier["schedule"]["next_ticket"]
-    assert drawn <= 32  # one epoch of the 32 prompts: a prompt drawn twice would show as a repeated uid
-    assert len(trained) == len(set(trained)) == steps * batch  # none trained twice
-    assert not set(trained) & set(in_flight)
-    assert len(trained) + len(in_flight) == drawn  # none lost: every drawn prompt trained or still in flight
-    rows = [r for r in metrics(run) if "reward/mean" in r]  # every run's lines, resumed ones appended
-    assert any(r["rollout/resubmitted"] > 0 for r in rows)  # a resume resubmitted the partial samples
-    return rows
 
 
 def test_continuous_run_bounded_lag_lossless_resume(tmp_path: Path, tiny_model_dir: Path) -> None:

@@ -65,7 +65,7 @@ def _samples(run: Path) -> dict[int, list[Any]]:
 def test_tool_run_survives_kills_lossless(
     tmp_path: Path, tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(test_train_e2e, "train_cmd", _cmd)  # kill_at and train live there since issue 41
+    monkeypatch.setattr(test_train_e2e, "train_cmd", _cmd)  # what kill_at runs
     monkeypatch.setattr(test_train_e2e, "env", _env)
     sections: dict[str, Any] = {
         "data": {"train": {"generator": "arithmetic", "size": 32}, "chat_template": False},
