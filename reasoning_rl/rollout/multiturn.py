@@ -131,10 +131,10 @@ async def run_tool_rollouts(
                 loop.start(t)
             while loop.unfinished():
                 stepped.submit(loop.requests())
-                if stepped.running():
+                if loop.live:  # requests in the engine (running or still waiting: not the engine's running())
                     for delta in stepped.advance():
                         loop.take(delta)
-                loop.poll(0.0 if stepped.running() or loop.ready else None)
+                loop.poll(0.0 if loop.live or loop.ready else None)
                 for t in loop.pop_finished():
                     if on_finish is not None:
                         on_finish(t)
