@@ -20,6 +20,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +61,21 @@ def env(*paths: Path) -> dict[str, str]:
         "MKL_NUM_THREADS": "1",
         "RAY_DEDUP_LOGS": "0",
     }
+
+
+def one_node_cluster(monkeypatch: pytest.MonkeyPatch, environment: dict[str, str]) -> Iterator[Any]:
+    """A one-node Ray cluster (3 CPUs) started with ``environment`` (the runs' own, never a driver's
+    ``RRL_FAULT``), which reaps the actors of a driver killed mid-run; shut down after the test."""
+    cluster_utils = pytest.importorskip("ray.cluster_utils")
+    for key, value in environment.items():
+        monkeypatch.setenv(key, value)
+    cluster = cluster_utils.Cluster(
+        initialize_head=True, head_node_args={"num_cpus": 3, "include_dashboard": False}
+    )
+    try:
+        yield cluster
+    finally:
+        cluster.shutdown()
 
 
 def write_config(tmp: Path, model: Path, name: str, algo: str, **resources: Any) -> Path:

@@ -20,6 +20,7 @@ from tests.distributed.runs import (
     assert_same_run,
     env,
     final_weights,
+    one_node_cluster,
     step_metrics,
     train,
     train_cmd,
@@ -31,16 +32,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.distributed]
 
 @pytest.fixture
 def one_node(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    cluster_utils = pytest.importorskip("ray.cluster_utils")
-    for key, value in env().items():
-        monkeypatch.setenv(key, value)
-    cluster = cluster_utils.Cluster(
-        initialize_head=True, head_node_args={"num_cpus": 3, "include_dashboard": False}
-    )
-    try:
-        yield cluster
-    finally:
-        cluster.shutdown()
+    yield from one_node_cluster(monkeypatch, env())
 
 
 def _kill_writing_second_checkpoint(cfg: Path, run: Path, log: Path) -> None:

@@ -30,7 +30,7 @@ from typing import Any
 import pytest
 from rrl_testutil import KILLS, bounded_lag, latest_checkpoint, lossless, sample_rows, still_alive
 
-from tests.distributed.runs import REPO, env, train_cmd, write_config
+from tests.distributed.runs import REPO, env, one_node_cluster, train_cmd, write_config
 
 pytestmark = [pytest.mark.slow, pytest.mark.distributed]
 
@@ -87,16 +87,7 @@ def _env(tmp: Path) -> dict[str, str]:
 def one_node(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Any]:
     """A one-node Ray cluster started with the runs' environment (not a driver's ``RRL_FAULT``: only the
     driver dies), which reaps the actors of a driver that died."""
-    cluster_utils = pytest.importorskip("ray.cluster_utils")
-    for key, value in _env(tmp_path).items():
-        monkeypatch.setenv(key, value)
-    cluster = cluster_utils.Cluster(
-        initialize_head=True, head_node_args={"num_cpus": 3, "include_dashboard": False}
-    )
-    try:
-        yield cluster
-    finally:
-        cluster.shutdown()
+    yield from one_node_cluster(monkeypatch, _env(tmp_path))
 
 
 def _started_by(tag: str) -> list[int]:
