@@ -59,7 +59,7 @@ def test_vllm_golden_grpo_at_max_lag_1_bounds_the_lag(tmp_path: Path, tiny_model
         "grpo",
         "recompute",
         "vllm",
-        rollout={"max_lag": 1},
+        rollout={"max_lag": 1, "running_groups": 2 * BASE["trainer"]["batch_size"]},  # all the lag allows
         trainer={"steps": steps},
         logging={"samples": True},  # bounded_lag reads every trained token's version from samples/
     )
@@ -69,8 +69,8 @@ def test_vllm_golden_grpo_at_max_lag_1_bounds_the_lag(tmp_path: Path, tiny_model
     bounded_lag(run, steps, samples, 1)
     rows = [r for r in metrics(run) if "reward/mean" in r]
     assert len(rows) == steps and all(r["staleness/lag_max"] <= 1 for r in rows)
-    # the lag was taken, not only allowed: batch x (1 + max_lag) groups admitted at version 0, so the second
-    # step trains the half that waited across the first update (finished: the tiny model's 6 tokens)
+    # the lag was taken, not only allowed: running_groups = batch x (1 + max_lag) groups admitted at version 0,
+    # so the second step trains the half that waited across the first update (finished: the tiny model's 6 tokens)
     assert max(r["staleness/lag_max"] for r in rows) == 1
     assert any(r["rollout/in_flight"] > 0 for r in rows)
     assert all("decoupled/ess" in r for r in rows)  # the loss ran as decoupled PPO
