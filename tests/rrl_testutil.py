@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +63,21 @@ def latest_checkpoint(run: Path) -> int | None:
     """The step of the run's newest complete checkpoint (None: none yet)."""
     done = [int(p.parent.name.split("_")[1]) for p in (run / "checkpoints").glob("step_*/COMPLETE")]
     return max(done, default=None)
+
+
+def kill_at_every_point(run: Path, steps: int, kill: Callable[[int, str], None]) -> int:
+    """The run killed at each of ``KILLS`` in turn by ``kill(i, fault)`` (each process resuming the last): a
+    checkpoint survives every kill, and each is no older than the last. The step the final resume starts from."""
+    latest: list[int] = []
+    for i, fault in enumerate(KILLS):
+        kill(i, fault)
+        step = latest_checkpoint(run)
+        assert step is not None, fault  # a checkpoint survives every kill
+        latest.append(step)
+    assert latest == sorted(latest), latest
+    resumed = latest_checkpoint(run)
+    assert resumed is not None and resumed < steps
+    return resumed
 
 
 def lossless(run: Path, steps: int, batch: int) -> list[dict[str, Any]]:

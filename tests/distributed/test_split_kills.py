@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from rrl_testutil import KILLS, bounded_lag, latest_checkpoint, lossless, sample_rows, still_alive
+from rrl_testutil import bounded_lag, kill_at_every_point, lossless, sample_rows, still_alive
 
 from tests.distributed.runs import REPO, env, one_node_cluster, train_cmd, write_config
 
@@ -133,15 +133,9 @@ def _killed_and_finished(cluster: Any, tmp: Path, model: Path, *overrides: str) 
     cfg = write_config(tmp, model, "split", "grpo", ray_address=cluster.address)
     run = tmp / "split"
     shape = (*SHAPE, *overrides)
-    latest: list[int] = []
-    for i, fault in enumerate(KILLS):
-        _kill_at(cfg, fault, shape, tmp / f"kill{i}.log")
-        step = latest_checkpoint(run)
-        assert step is not None, fault  # a checkpoint survives every kill
-        latest.append(step)
-    assert latest == sorted(latest), latest
-    resumed = latest_checkpoint(run)
-    assert resumed is not None and resumed < STEPS
+    resumed = kill_at_every_point(
+        run, STEPS, lambda i, fault: _kill_at(cfg, fault, shape, tmp / f"kill{i}.log")
+    )
 
     out = subprocess.run(  # the fixture's environment (tests.distributed.runs.train's lacks the plugin)
         train_cmd(cfg, *shape, "trainer.resume=auto"), cwd=REPO, capture_output=True, text=True, timeout=900

@@ -16,29 +16,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from rrl_testutil import KILLS, bounded_lag, latest_checkpoint, lossless
+from rrl_testutil import bounded_lag, kill_at_every_point, lossless
 from test_train_e2e import config, kill_at, train
-
-__all__ = ["KILLS", "kill_at_every_point", "lossless"]
 
 pytestmark = [pytest.mark.slow, pytest.mark.vllm]
 
 MAX_LAG, BATCH, N, STEPS = 2, 2, 4, 8
-
-
-def kill_at_every_point(cfg: Path, run: Path, steps: int) -> int:
-    """The run killed at each of ``KILLS`` in turn (each process resuming the last): a checkpoint survives every
-    kill. The step the final resume starts from."""
-    latest: list[int] = []
-    for fault in KILLS:
-        kill_at(cfg, fault, "trainer.resume=auto")  # died there, not elsewhere
-        step = latest_checkpoint(run)
-        assert step is not None, fault  # a checkpoint survives every kill
-        latest.append(step)
-    assert latest == sorted(latest), latest
-    resumed = latest_checkpoint(run)
-    assert resumed is not None and resumed < steps
-    return resumed
 
 
 def test_continuous_run_bounded_lag_lossless_resume(tmp_path: Path, tiny_model_dir: Path) -> None:
@@ -54,7 +37,7 @@ def test_continuous_run_bounded_lag_lossless_resume(tmp_path: Path, tiny_model_d
         rollout={"n": N, "max_tokens": 24, "max_lag": MAX_LAG, "engine_args": {"max_num_seqs": 6}},
     )
     run = tmp_path / "cont"
-    resumed = kill_at_every_point(cfg, run, STEPS)
+    resumed = kill_at_every_point(run, STEPS, lambda _, fault: kill_at(cfg, fault, "trainer.resume=auto"))
     out = train(cfg, "trainer.resume=auto", timeout=600)
     assert "kept resident" in out.stdout and f"(step {resumed})" in out.stdout
 

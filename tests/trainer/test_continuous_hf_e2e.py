@@ -14,9 +14,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from rrl_testutil import bounded_lag
-from test_continuous_e2e import kill_at_every_point, lossless
-from test_train_e2e import config, metrics, train
+from rrl_testutil import bounded_lag, kill_at_every_point, lossless
+from test_train_e2e import config, kill_at, metrics, train
 
 pytestmark = [pytest.mark.slow]
 
@@ -48,7 +47,7 @@ def test_hf_continuous_run_survives_kills_lossless(tmp_path: Path, tiny_model_di
         rollout=ROLLOUT,
     )
     run = tmp_path / "hfk"
-    resumed = kill_at_every_point(cfg, run, steps)
+    resumed = kill_at_every_point(run, steps, lambda _, fault: kill_at(cfg, fault, "trainer.resume=auto"))
     out = train(cfg, "trainer.resume=auto", timeout=600)
     assert f"(step {resumed})" in out.stdout
     bounded_lag(run, steps, BATCH * N, MAX_LAG)

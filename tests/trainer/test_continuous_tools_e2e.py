@@ -14,8 +14,7 @@ from typing import Any
 
 import pytest
 import test_train_e2e
-from rrl_testutil import bounded_lag
-from test_continuous_e2e import kill_at_every_point, lossless
+from rrl_testutil import bounded_lag, kill_at_every_point, lossless
 from test_train_e2e import REPO, config, env
 
 pytestmark = [pytest.mark.slow]
@@ -77,7 +76,9 @@ def test_tool_run_survives_kills_lossless(
     _train(reference)
     cfg = config(tmp_path, tiny_model_dir, "killed", **sections)
     run = tmp_path / "killed"
-    kill_at_every_point(cfg, run, STEPS)
+    kill_at_every_point(
+        run, STEPS, lambda _, fault: test_train_e2e.kill_at(cfg, fault, "trainer.resume=auto")
+    )
     _train(cfg, "trainer.resume=auto")
     bounded_lag(run, STEPS, BATCH * N, 1)
     lossless(run, STEPS, BATCH)
