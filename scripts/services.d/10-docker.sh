@@ -51,7 +51,13 @@ clear_stale_state() {
 for attempt in 1 2 3; do
     clear_stale_state
     echo "[services] starting dockerd in the background (attempt $attempt, log: $log)"
-    nohup dockerd >"$log" 2>&1 &
+    # In a session of its own with no descriptor of ours but the log: a daemon that inherited one (a CI
+    # runner's pipe, a caller's flock) would hold it for as long as it runs.
+    (
+        exec </dev/null >"$log" 2>&1
+        for fd in $(ls /proc/$BASHPID/fd); do [ "$fd" -gt 2 ] && eval "exec $fd>&-"; done
+        exec setsid dockerd
+    ) &
     pid=$!
     if wait_for_docker "$pid" 90; then
         echo "[services] docker daemon: up"
