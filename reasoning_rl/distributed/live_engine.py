@@ -89,6 +89,11 @@ class LiveEngine:
             self._live -= gone
             self._buffer = [d for d in self._buffer if d.id not in gone]
 
+    def partial(self, ids: list[str]) -> list[Delta]:
+        """What these unfinished requests have so far (``ContinuousEngine.partial``), between two decode steps."""
+        with self.exclusive():
+            return self.engine.partial(ids)
+
     @property
     def version(self) -> int:
         """The policy version the engine holds (its own record; a swap changes it under the engine lock)."""
@@ -186,6 +191,9 @@ class LiveCalls:
 
     def live_abort(self, ids: list[str]) -> None:
         self._live().abort(ids)
+
+    def live_partial(self, ids: list[str]) -> list[Delta]:
+        return self._live().partial(ids)
 
     def _live(self) -> LiveEngine:
         if self.live_engine is None:

@@ -67,6 +67,14 @@ class RemoteEngine:
             per_rank[self._where.pop(i)].append(i)
         self.ranks.call_each_engine(EngineRank.live_abort, [RankArgs(batch) for batch in per_rank])
 
+    def partial(self, ids: list[str]) -> list[Delta]:
+        """What these unfinished requests have so far, each asked of its rank (rank order)."""
+        per_rank: list[list[str]] = [[] for _ in range(self.count)]
+        for i in ids:
+            per_rank[self._where[i]].append(i)
+        taken = self.ranks.call_each_engine(EngineRank.live_partial, [RankArgs(batch) for batch in per_rank])
+        return [d for got in taken for d in got]
+
     def running(self) -> int:
         """The ranks' running batches at the last ``advance`` (asked right after it: no extra call)."""
         return self._running

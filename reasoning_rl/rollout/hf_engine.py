@@ -152,6 +152,10 @@ class HFEngine:
         """Requests submitted and not finished (they wait their turn: one batch generates at a time)."""
         return sum(len(b.ids) for b in self._queue)
 
+    def partial(self, ids: list[str]) -> list[Delta]:
+        """Nothing: a batch generates whole inside one ``advance``, so no request is ever mid-sample."""
+        return []
+
     # ------------------------------------------------------------------------------------- sampling
     def _sample(self, prompt: list[int], s: SamplingConfig, n: int, seed: int) -> list[_Sampled]:
         """``n`` samples of ``prompt`` in one ``generate`` call, its RNG seeded with ``seed``."""

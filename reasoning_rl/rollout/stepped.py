@@ -33,6 +33,10 @@ class Stepped:
     def running(self) -> int:
         return len(self.queued)
 
+    def partial(self, ids: list[str]) -> list[Delta]:
+        """Nothing: a request generates whole inside one ``advance``."""
+        return []
+
     def advance(self) -> list[Delta]:
         """Every queued request, generated to its end (one call per shape, in submission order)."""
         shapes: dict[tuple[str, bool], tuple[SamplingConfig, list[Request]]] = {}

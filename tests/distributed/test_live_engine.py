@@ -98,6 +98,9 @@ class FakeEngine:
     def running(self) -> int:
         return len(self.left)
 
+    def partial(self, ids: list[str]) -> list[Delta]:
+        return []  # every token went out with a delta
+
     def wake(self) -> None:
         return None  # never asleep
 
