@@ -136,7 +136,7 @@ def test_a_checkpoint_and_a_park_read_unfinished_samples_from_the_engine(
     engine = WholeEngine()
     trace = TraceWriter(tmp_path / "trace.jsonl")
     with GradingPool(workers=1) as pool:
-        frontier = scripted_frontier(engine, pool, [[n] for n in LENGTHS])
+        frontier = scripted_frontier(engine, pool, [[n] for n in LENGTHS], running_groups=2)
         frontier.resident = resident
         frontier.next_batch(1, trace)  # prompt 1 (5 tokens) has 2 when prompt 0 finishes
         (partial,) = frontier.state()["partial"]
