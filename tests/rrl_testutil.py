@@ -167,6 +167,7 @@ class CountdownEngine:
     def __init__(self, version: int = 0) -> None:
         self.version = version
         self.left: dict[str, int] = {}
+        self.sampled = 0  # tokens sampled so far, one per live request per advance
 
     def load_weights(self, named_tensors: object, *, version: int) -> None:
         self.version = version
@@ -185,6 +186,7 @@ class CountdownEngine:
             out.append(Delta(rid, [7], [-0.5], "1", done, "stop" if done else "", version=self.version))
             if done:
                 del self.left[rid]
+        self.sampled += len(out)
         return out
 
     def abort(self, ids: list[str]) -> None:

@@ -155,6 +155,13 @@ class ContinuousEngine(Protocol):
         """Requests in the engine's running batch now (the number that shows whether the tail is gone)."""
         ...
 
+    @property
+    def sampled(self) -> int:
+        """Tokens sampled for its requests so far, as of the last ``advance``, each counted in the step that
+        sampled it (a ``deltas=False`` request's too, though it reports only at its end): the per-step
+        generation figures are differences of two reads."""
+        ...
+
     def partial(self, ids: list[str]) -> list[Delta]:
         """What each of these unfinished ``deltas=False`` requests has generated so far (tokens, log-probs, text,
         per-token versions; ``finished`` False), read for a ``park`` or a checkpoint; they stay resident.

@@ -17,6 +17,7 @@ class Stepped:
     def __init__(self, engine: RolloutEngine) -> None:
         self.engine = engine
         self.queued: dict[str, Request] = {}
+        self.sampled = 0  # tokens generated so far (``ContinuousEngine.sampled``): each in its one advance
 
     @property
     def version(self) -> int:
@@ -67,6 +68,7 @@ class Stepped:
                         version=version,
                     )
                 )
+                self.sampled += len(c.token_ids)
         return out
 
 

@@ -51,10 +51,12 @@ from reasoning_rl.rollout.vllm_model import (
 )
 from reasoning_rl.rollout.vllm_outputs import (
     partial_delta,
+    request_params,
     sampled_logprobs,
     startup_memory_refusal,
     to_completion,
 )
+from reasoning_rl.rollout.vllm_step_tokens import StepTokens
 
 log = logging.getLogger(__name__)
 
@@ -140,6 +142,9 @@ class VLLMEngine:
                 raise
             raise RolloutError(refused) from exc
         self.tokenizer = self.llm.get_tokenizer()
+        # continuous requests' tokens, each counted in the step that sampled it
+        self._tokens = StepTokens(self.llm.llm_engine)
+        self._sampled = 0  # their count at the last ``advance`` (``sampled``)
         self._tally: DraftTally | None = None  # rollout.speculative: each request's draft counts
         self._internal: dict[str, str] = {}  # our request id -> vLLM's internal one (its state's key)
         if speculative is not None and speculative.on:
@@ -195,26 +200,6 @@ class VLLMEngine:
         if self._reset_pending and not self._live:
             self._reset()
 
-    def _params(self, sampling: SamplingConfig, seed: int | None, *, delta: bool = False) -> Any:
-        from vllm import SamplingParams
-        from vllm.sampling_params import RequestOutputKind
-
-        return SamplingParams(
-            n=1,
-            temperature=sampling.temperature,
-            top_p=sampling.top_p,
-            max_tokens=sampling.max_tokens,
-            stop=list(sampling.stop) or None,
-            seed=seed,
-            logprobs=0 if sampling.logprobs else None,
-            ignore_eos=sampling.ignore_eos,
-            # Only finished requests come back (the default re-sends every request's cumulative tokens and
-            # log-probs each step), and text is decoded once at the end unless stop strings need it live.
-            # (``Request.deltas``: each step's new tokens, which carry the policy version of that step)
-            output_kind=RequestOutputKind.DELTA if delta else RequestOutputKind.FINAL_ONLY,
-            detokenize=bool(sampling.stop),
-        )
-
     def stream(self, prompts: list[list[int]], sampling: SamplingConfig) -> Iterator[Completion]:
         """One vLLM request per (prompt, sample) so each sample is yielded the step it finishes.
 
@@ -236,7 +221,7 @@ class VLLMEngine:
                 self._add(
                     rid,
                     self._prompt(prompt),
-                    self._params(sampling, sampling.seed_for(i, j)),
+                    request_params(sampling, sampling.seed_for(i, j)),
                 )
                 where[rid] = (i, j)
         pending = set(where)
@@ -317,8 +302,9 @@ class VLLMEngine:
             raise RolloutError("the vLLM engine is asleep; call wake() before generating")
         check_prompts([r.prompt_ids for r in requests], self.max_model_len)
         for r in requests:
-            self._add(r.id, self._prompt(r.prompt_ids), self._params(r.sampling, r.seed, delta=r.deltas))
+            self._add(r.id, self._prompt(r.prompt_ids), request_params(r.sampling, r.seed, delta=r.deltas))
             self._live.add(r.id)
+            self._tokens.track(self._internal[r.id])
             if not r.deltas:
                 self._whole.add(r.id)
                 self._spans.start(r.id, self._version)
@@ -328,6 +314,7 @@ class VLLMEngine:
         if not self._held:
             self._step()  # continuous requests' outputs are held; this step's are taken below, not next call
         outs, self._held = self._held, []
+        self._sampled = self._tokens.total
         found = []
         for out, version, versions in outs:
             (seq,) = out.outputs
@@ -353,6 +340,10 @@ class VLLMEngine:
                 )
             )
         return found
+
+    @property
+    def sampled(self) -> int:
+        return self._sampled
 
     def partial(self, ids: list[str]) -> list[Delta]:
         """Each unfinished whole (``deltas=False``) request's output so far, read from vLLM's own per-request
@@ -388,10 +379,12 @@ class VLLMEngine:
     def _drafts(self, rid: str) -> DraftCounts | None:
         """A finished request's draft counts (None with speculation off); its internal id forgotten."""
         internal = self._internal.pop(rid)
+        self._tokens.forget([internal])
         return None if self._tally is None else self._tally.pop(internal)
 
     def _forget(self, ids: Iterable[str]) -> None:
         internal = [self._internal.pop(r) for r in ids if r in self._internal]
+        self._tokens.forget(internal)
         if self._tally is not None:
             self._tally.forget(internal)
 

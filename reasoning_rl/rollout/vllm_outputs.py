@@ -1,11 +1,12 @@
-"""vLLM's answers in the engine's terms: a finished request as a ``Completion``, an unfinished one's output so
-far as a ``Delta``, and vLLM's refusal to start for lack of free memory as one line."""
+"""vLLM's questions and answers in the engine's terms: a request's ``SamplingParams``, a finished request as a
+``Completion``, an unfinished one's output so far as a ``Delta``, and vLLM's refusal to start for lack of free
+memory as one line."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from reasoning_rl.rollout.base import Completion, Delta, DraftCounts
+from reasoning_rl.rollout.base import Completion, Delta, DraftCounts, SamplingConfig
 from reasoning_rl.rollout.version_spans import VersionSpans
 
 
@@ -20,6 +21,28 @@ def startup_memory_refusal(exc: ValueError, share: float, on_gpu: bool) -> str |
         f"the vLLM engine cannot start: it needs {share:.0%} of the {where} free and less is free now "
         f"({text.split(' on startup')[0]}); stop the other heavy process (another training run or vLLM "
         "engine?) or lower rollout.gpu_memory_utilization"
+    )
+
+
+def request_params(sampling: SamplingConfig, seed: int | None, *, delta: bool = False) -> Any:
+    """vLLM's ``SamplingParams`` for one sample of ``sampling`` with ``seed``; ``delta``: one output per step."""
+    from vllm import SamplingParams
+    from vllm.sampling_params import RequestOutputKind
+
+    return SamplingParams(
+        n=1,
+        temperature=sampling.temperature,
+        top_p=sampling.top_p,
+        max_tokens=sampling.max_tokens,
+        stop=list(sampling.stop) or None,
+        seed=seed,
+        logprobs=0 if sampling.logprobs else None,
+        ignore_eos=sampling.ignore_eos,
+        # Only finished requests come back (the default re-sends every request's cumulative tokens and
+        # log-probs each step), and text is decoded once at the end unless stop strings need it live.
+        # (``Request.deltas``: each step's new tokens, which carry the policy version of that step)
+        output_kind=RequestOutputKind.DELTA if delta else RequestOutputKind.FINAL_ONLY,
+        detokenize=bool(sampling.stop),
     )
 
 

@@ -146,7 +146,7 @@ class Frontier:
         full = FULL_SHARE * target
         busy = full_s = 0.0
         last_trace = 0.0
-        generated = 0  # tokens the engine produced in this step's window (gen tok/s counts these only)
+        sampled = self.engine.sampled  # the engine's count: this step's window generated what it adds
         # samples finished (and graded) in earlier steps but not yet trained count as graded now
         graded_before = self.grading.ever_graded - self.grading.graded()
         need = self.schedule.batch * n
@@ -183,7 +183,6 @@ class Frontier:
                         self.tools.take(delta)
                     else:
                         self._take(delta)
-                    generated += len(delta.token_ids)
                 if self.tools is not None:
                     self._take_tools(0.0)
                 self._admit(version, step)  # into the slots of the groups that finished
@@ -215,7 +214,7 @@ class Frontier:
             "rollout/running_full_frac": full_s / gen_s if gen_s > 0 else 0.0,
             "rollout/in_flight": float(len(self.live) + len(self.tools.started if self.tools else ())),
             "rollout/resubmitted": float(self.resubmitted),
-            GENERATED_TOKENS: float(generated),
+            GENERATED_TOKENS: float(self.engine.sampled - sampled),
             **(self.rejection.metrics() if self.rejection is not None else {}),
             **lag_metrics(rollouts, version, trace, step),
         }
