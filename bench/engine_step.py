@@ -1,11 +1,23 @@
-"""What a resident request costs per engine step (issue 31): the continuous path's per-step outputs vs one output.
+"""Host time per engine step (issues 31, 44): a synchronous step's requests vs continuous ones at one running batch.
 
-Continuous requests (``rollout.max_lag > 0``) come back from ``VLLMEngine.advance`` as one delta per request per
-engine step (each step's tokens carry that step's policy version); synchronous ones only when they finish. On
-the H200 realistic run the continuous engine stepped at ~32 ms with ~1,000 resident requests against ~7 ms in
-the sync run; this separates the outputs' share from the scheduler's. ``N`` requests of ``T`` tokens each on
-the tiny model (its forward is cheap, so per-request Python dominates), rounds interleaved (delta, final,
-delta, final, ...), the first round of each dropped (warm-up). Writes bench/out/engine_step.json.
+Continuous requests (``rollout.max_lag > 0``) used to come back from ``VLLMEngine.advance`` as one delta per
+request per engine step, each stamped with that step's policy version (on the H200, ~30 ms host time per step at
+~1,000 resident requests vs ~6.6 ms in the sync step). Since issue 44 they report once, at their end, like the
+sync step's, their per-token versions from spans the engine records at each weight swap. Three kinds of round,
+``N`` requests of ``T`` tokens each on the tiny model (its forward is cheap, so per-request Python dominates),
+each consumed as the frontier consumes them (tokens, log-probs and per-token versions appended per request):
+
+- ``sync``: ``deltas=False``, no swap (the ``max_lag = 0`` step);
+- ``continuous``: ``deltas=False`` with a weight swap (a real ``load_weights``, new version) halfway through the
+  round while every request is resident, and a ``partial`` read of all of them before it (what a checkpoint
+  does); the swap and the read are timed apart, not in the per-step figure;
+- ``delta``: the pre-issue-44 continuous path (one delta per request per step), for reference.
+
+Host time is the process's CPU time (``time.process_time``) inside ``advance`` and the consumer, with torch on one
+thread: on this shared 2-core machine wall time swung 6 -> 150 ms per step with the load of other processes (two
+torch threads spinning at their barriers), CPU time did not; wall time is reported beside it. Rounds interleaved
+(sync, continuous, delta, sync, ...), the first of each kind dropped (warm-up), GC off as in the frontier. Writes
+bench/out/engine_step.json.
 """
 
 from __future__ import annotations
@@ -19,59 +31,111 @@ import tempfile
 import time
 from pathlib import Path
 
+import torch
+
 from reasoning_rl.rollout import Request, SamplingConfig
 from reasoning_rl.rollout.vllm_engine import VLLMEngine
 from reasoning_rl.tiny import build_tiny_model
 
+KINDS = ("sync", "continuous", "delta")
 
-def one_round(engine: VLLMEngine, tag: str, n: int, sampling: SamplingConfig, deltas: bool) -> float:
-    """ms per engine step while ``n`` requests run to ``sampling.max_tokens`` (GC off, as the frontier runs)."""
-    engine.submit([Request(f"{tag}-{i}", [5, 6, 7, 8], sampling, i, deltas=deltas) for i in range(n)])
+
+def one_round(
+    engine: VLLMEngine,
+    weights: dict[str, torch.Tensor],
+    kind: str,
+    tag: str,
+    n: int,
+    sampling: SamplingConfig,
+) -> tuple[float, float, float]:
+    """(CPU ms and wall ms per engine step while ``n`` requests run to ``sampling.max_tokens``, CPU ms of the
+    swap + read)."""
+    ids = [f"{tag}-{i}" for i in range(n)]
+    engine.submit([Request(r, [5, 6, 7, 8], sampling, i, deltas=kind == "delta") for i, r in enumerate(ids)])
+    got: dict[str, tuple[list[int], list[float], list[int]]] = {r: ([], [], []) for r in ids}
+    stepped = wall = aside = 0.0
+    steps, finished = 0, 0
     gc.disable()
-    t, steps, tokens = time.perf_counter(), 0, 0
     try:
-        while tokens < n * sampling.max_tokens:
-            tokens += sum(len(d.token_ids) for d in engine.advance())
+        while finished < n:
+            t, w = time.process_time(), time.perf_counter()
+            for d in engine.advance():
+                tokens, logprobs, versions = got[d.id]
+                tokens += d.token_ids
+                logprobs += d.logprobs
+                versions += d.token_versions()
+                finished += d.finished
+            stepped += time.process_time() - t
+            wall += time.perf_counter() - w
             steps += 1
+            if kind == "continuous" and steps == sampling.max_tokens // 2:
+                t = time.process_time()
+                read = engine.partial(ids)
+                assert len(read) == n and all(len(d.token_ids) == steps for d in read)
+                engine.load_weights(iter(weights.items()), version=engine.version + 1)
+                aside = time.process_time() - t
     finally:
         gc.enable()
-    return (time.perf_counter() - t) * 1e3 / steps
+    if kind == "continuous":  # every request crossed the swap
+        assert all(len(set(v)) == 2 for _, _, v in got.values())
+    return stepped * 1e3 / steps, wall * 1e3 / steps, aside * 1e3
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--requests", type=int, default=512)
+    ap.add_argument("--requests", type=int, default=1024)
     ap.add_argument("--tokens", type=int, default=64)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--out", default="bench/out/engine_step.json")
     args = ap.parse_args()
     os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+    torch.set_num_threads(1)
     n, t = args.requests, args.tokens
     model = build_tiny_model(Path(tempfile.mkdtemp(prefix="rrl-engine-step-")))
+    from transformers import AutoModelForCausalLM
+
+    weights = {
+        k: v.detach().clone() for k, v in AutoModelForCausalLM.from_pretrained(model).state_dict().items()
+    }
     engine = VLLMEngine(
         str(model), max_model_len=t + 32, max_num_seqs=n, max_num_batched_tokens=max(4096, 8 * n)
     )
     sampling = SamplingConfig(n=1, max_tokens=t, temperature=1.0, ignore_eos=True, logprobs=True)
-    ms: dict[str, list[float]] = {"delta": [], "final": []}
+    ms: dict[str, list[float]] = {k: [] for k in KINDS}
+    wall: dict[str, list[float]] = {k: [] for k in KINDS}
+    aside: list[float] = []
     for r in range(args.rounds + 1):
-        for kind in ms:
-            got = one_round(engine, f"{kind}{r}", n, sampling, deltas=kind == "delta")
+        for kind in KINDS:
+            cpu_ms, wall_ms, aside_ms = one_round(engine, weights, kind, f"{kind}{r}", n, sampling)
             if r:
-                ms[kind].append(got)
+                ms[kind].append(cpu_ms)
+                wall[kind].append(wall_ms)
+                if kind == "continuous":
+                    aside.append(aside_ms)
     med = {k: statistics.median(v) for k, v in ms.items()}
+    wall_med = {k: statistics.median(v) for k, v in wall.items()}
     result = {
         "requests": n,
         "tokens": t,
-        "ms_per_step": ms,
-        "median_ms": med,
-        "delta_extra_us_per_request": (med["delta"] - med["final"]) * 1e3 / n,
+        "torch_threads": torch.get_num_threads(),
+        "cpu_ms_per_step": ms,
+        "wall_ms_per_step": wall,
+        "median_cpu_ms": med,
+        "median_wall_ms": wall_med,
+        "continuous_over_sync": med["continuous"] / med["sync"],
+        "delta_over_sync": med["delta"] / med["sync"],
+        "swap_and_read_ms": aside,
     }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(result, indent=2))
     for k, v in ms.items():
-        print(f"{k:>5}: median {med[k]:.2f} ms/step (min {min(v):.2f}, max {max(v):.2f}; {len(v)} rounds)")
+        print(
+            f"{k:>10}: median {med[k]:.2f} CPU ms/step (min {min(v):.2f}, max {max(v):.2f}; {len(v)} rounds); "
+            f"wall median {wall_med[k]:.2f} ms"
+        )
     print(
-        f"per-step outputs cost {result['delta_extra_us_per_request']:.1f} us per resident request per step"
+        f"continuous / sync: {result['continuous_over_sync']:.3f}x; delta / sync: {result['delta_over_sync']:.3f}x; "
+        f"swap + partial read (not in the steps): median {statistics.median(aside):.1f} ms"
     )
 
 

@@ -183,6 +183,7 @@ class CountdownEngine:
     def __init__(self, version: int = 0) -> None:
         self.version = version
         self.left: dict[str, int] = {}
+        self.sampled = 0  # tokens sampled so far, one per live request per advance
 
     def load_weights(self, named_tensors: object, *, version: int) -> None:
         self.version = version
@@ -201,6 +202,7 @@ class CountdownEngine:
             out.append(Delta(rid, [7], [-0.5], "1", done, "stop" if done else "", version=self.version))
             if done:
                 del self.left[rid]
+        self.sampled += len(out)
         return out
 
     def abort(self, ids: list[str]) -> None:
@@ -209,6 +211,42 @@ class CountdownEngine:
 
     def running(self) -> int:
         return len(self.left)
+
+    def partial(self, ids: list[str]) -> list[Any]:
+        return []  # every token went out with a delta
+
+
+class WholeEngine(CountdownEngine):
+    """``CountdownEngine`` whose requests report once, at their end, each token's version recorded as it was
+    sampled (what ``Request(deltas=False)`` asks of vLLM); ``partial`` reads an unfinished one's tokens."""
+
+    def __init__(self, version: int = 0) -> None:
+        super().__init__(version)
+        self.made: dict[str, list[int]] = {}  # request id -> its tokens' versions so far
+
+    def advance(self) -> list[Any]:
+        from dataclasses import replace
+
+        out = []
+        for d in super().advance():
+            versions = self.made.setdefault(d.id, [])
+            versions.append(d.version)
+            if d.finished:
+                del self.made[d.id]
+                n = len(versions)
+                out.append(
+                    replace(d, token_ids=[7] * n, logprobs=[-0.5] * n, text="1" * n, versions=versions)
+                )
+        return out
+
+    def partial(self, ids: list[str]) -> list[Any]:
+        from reasoning_rl.rollout import Delta
+
+        got = [(r, self.made[r]) for r in ids if self.made.get(r)]
+        return [
+            Delta(r, [7] * len(v), [-0.5] * len(v), "1" * len(v), False, "", version=v[-1], versions=v)
+            for r, v in got
+        ]
 
 
 def scripted_frontier(

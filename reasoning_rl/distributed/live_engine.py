@@ -34,11 +34,13 @@ WAIT_S = 0.05  # how long a driver's advance waits for a first delta while reque
 
 @dataclass(frozen=True)
 class Advanced:
-    """What one driver ``advance`` takes from a rank: the deltas decoded since the previous one, and the
-    engine's running batch now."""
+    """What one driver ``advance`` takes from a rank: the deltas decoded since the previous one, the engine's
+    running batch now and its count of sampled tokens (``ContinuousEngine.sampled``: tokens of requests that
+    report only at their end counted as they were sampled)."""
 
     deltas: list[Delta]
     running: int
+    sampled: int
 
 
 class LiveEngine:
@@ -53,7 +55,7 @@ class LiveEngine:
         self._live: set[str] = set()
         self._buffer: list[Delta] = []
         self._filled = threading.Event()  # set while the buffer holds deltas the driver has not taken
-        self._since_advance = 0
+        self._sampled_at_advance = 0  # the engine's ``sampled`` at the driver's last advance
         self._stop = False
         self._error: BaseException | None = None
         self._thread = (
@@ -79,8 +81,8 @@ class LiveEngine:
             else:
                 deltas, self._buffer = self._buffer, []
                 self._filled.clear()
-            self._since_advance = 0
-            return Advanced(deltas, self.engine.running())
+            self._sampled_at_advance = self.engine.sampled
+            return Advanced(deltas, self.engine.running(), self._sampled_at_advance)
 
     def abort(self, ids: list[str]) -> None:
         with self.exclusive():
@@ -88,6 +90,11 @@ class LiveEngine:
             gone = set(ids)
             self._live -= gone
             self._buffer = [d for d in self._buffer if d.id not in gone]
+
+    def partial(self, ids: list[str]) -> list[Delta]:
+        """What these unfinished requests have so far (``ContinuousEngine.partial``), between two decode steps."""
+        with self.exclusive():
+            return self.engine.partial(ids)
 
     @property
     def version(self) -> int:
@@ -98,7 +105,7 @@ class LiveEngine:
         """Run ``load`` (the new weights into the engine, which records their version, then the freshness
         gate) between two decode steps. Records the tokens the overlap decoded meanwhile."""
         with self.exclusive():
-            self.overlapped = self._since_advance
+            self.overlapped = self.engine.sampled - self._sampled_at_advance
             return load()
 
     @contextmanager
@@ -132,7 +139,6 @@ class LiveEngine:
         """One engine step (engine lock held); the engine stamps each delta with the version that produced it."""
         deltas = self.engine.advance()
         for d in deltas:
-            self._since_advance += len(d.token_ids)
             if d.finished:
                 self._live.discard(d.id)
         return deltas
@@ -186,6 +192,9 @@ class LiveCalls:
 
     def live_abort(self, ids: list[str]) -> None:
         self._live().abort(ids)
+
+    def live_partial(self, ids: list[str]) -> list[Delta]:
+        return self._live().partial(ids)
 
     def _live(self) -> LiveEngine:
         if self.live_engine is None:

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import Any, Generic, ParamSpec, Protocol, TypeVar
 
 from reasoning_rl.distributed.live_engine import Advanced
-from reasoning_rl.rollout import Completion, Request, SamplingConfig
+from reasoning_rl.rollout import Completion, Delta, Request, SamplingConfig
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -75,6 +75,10 @@ class EngineRank(Protocol):
     def live_advance(self) -> Advanced: ...
 
     def live_abort(self, ids: list[str]) -> None: ...
+
+    def live_partial(self, ids: list[str]) -> list[Delta]:
+        """What these unfinished requests on this rank have so far (for a park or a checkpoint)."""
+        ...
 
 
 def one_version(versions: list[int]) -> int:

@@ -42,6 +42,7 @@ class RemoteEngine:
         self.count = ranks.engine_count
         self._where: dict[str, int] = {}  # live request id -> its rank
         self._running = 0
+        self._sampled = 0
 
     def submit(self, requests: list[Request]) -> None:
         per_rank: list[list[Request]] = [[] for _ in range(self.count)]
@@ -55,6 +56,7 @@ class RemoteEngine:
         """Every rank's deltas since the previous call (paused ranks: one engine step each)."""
         taken = self.ranks.call_each_engine(EngineRank.live_advance, [RankArgs() for _ in range(self.count)])
         self._running = sum(a.running for a in taken)
+        self._sampled = sum(a.sampled for a in taken)
         deltas = [d for a in taken for d in a.deltas]
         for d in deltas:
             if d.finished:
@@ -67,9 +69,22 @@ class RemoteEngine:
             per_rank[self._where.pop(i)].append(i)
         self.ranks.call_each_engine(EngineRank.live_abort, [RankArgs(batch) for batch in per_rank])
 
+    def partial(self, ids: list[str]) -> list[Delta]:
+        """What these unfinished requests have so far, each asked of its rank (rank order)."""
+        per_rank: list[list[str]] = [[] for _ in range(self.count)]
+        for i in ids:
+            per_rank[self._where[i]].append(i)
+        taken = self.ranks.call_each_engine(EngineRank.live_partial, [RankArgs(batch) for batch in per_rank])
+        return [d for got in taken for d in got]
+
     def running(self) -> int:
         """The ranks' running batches at the last ``advance`` (asked right after it: no extra call)."""
         return self._running
+
+    @property
+    def sampled(self) -> int:
+        """The ranks' sampled tokens at the last ``advance`` (taken with its deltas: no extra call)."""
+        return self._sampled
 
     @property
     def version(self) -> int:

@@ -5,7 +5,7 @@ broadcasts (``broadcast.receive_weights``), proving them with the freshness gate
 It answers the engine-side calls ``ModelWorker`` answers (``EngineRank``: ``generate``, ``engine_*``,
 ``continuous``, ``live_*``), so the driver's group sends generation to either kind the same way. Its engine is a
 ``LiveEngine`` the driver's ``RemoteEngine`` reaches through ``live_submit`` / ``live_advance`` / ``live_abort``
-at every ``rollout.max_lag``; with continuous rollouts (``max_lag > 0``, ``rollout.overlap``) it decodes on its
+(``live_partial`` for a park or a checkpoint) at every ``rollout.max_lag``; with continuous rollouts (``max_lag > 0``, ``rollout.overlap``) it decodes on its
 own, the weights arrive while it keeps decoding and are swapped in between two decode steps.
 
 Public names (stable): ``RolloutWorker`` (``build``).

@@ -12,7 +12,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from torch import Tensor
 
-from reasoning_rl.rollout.fingerprints import EngineWeights
+from reasoning_rl.rollout.fingerprints import EngineWeights, fingerprint_tensors
 
 PEFT_PREFIX = "base_model.model."
 ADAPTER_CONFIG = "adapter_config.json"  # PEFT's file names inside an adapter directory (vLLM reads the same)
@@ -45,3 +45,23 @@ class AdapterEngine(Protocol):
     def adapter_fingerprints(self) -> EngineWeights:
         """Fingerprints of the adapter tensors the engine now serves, under PEFT keys (the freshness gate)."""
         ...
+
+
+def write_adapter(root: str, named_tensors: Iterable[tuple[str, Tensor]], config: dict[str, Any]) -> None:
+    """``named_tensors`` (PEFT keys) and ``config`` as a PEFT adapter directory ``root`` (what vLLM loads)."""
+    import json
+    from pathlib import Path
+
+    from safetensors.torch import save_file
+
+    save_file({n: t.detach().cpu().contiguous() for n, t in named_tensors}, str(Path(root) / ADAPTER_WEIGHTS))
+    (Path(root) / ADAPTER_CONFIG).write_text(json.dumps(config), encoding="utf-8")
+
+
+def adapter_file_fingerprints(root: str) -> EngineWeights:
+    """Checksums of the adapter file in directory ``root`` (what a LoRA loader read), under PEFT keys."""
+    from pathlib import Path
+
+    from safetensors.torch import load_file
+
+    return EngineWeights(fingerprint_tensors(load_file(str(Path(root) / ADAPTER_WEIGHTS)).items()))

@@ -94,9 +94,11 @@ class Request:
     """One continuous-generation request (``ContinuousEngine.submit``): ``sampling.max_tokens`` is what is left
     of the budget (a request resumed from partial tokens carries them at the end of ``prompt_ids``), ``seed``
     its own (the engine salts its prefix cache with the weights it holds: nothing for the caller to do).
-    ``deltas=False``: its tokens come back once, when it finishes (cheaper; for requests that never outlive
-    the weights they started with). ``group``: the prompt group it samples for, so an engine spread over
-    several ranks keeps a group's samples on one of them."""
+    ``deltas=False``: its tokens come back once, when it finishes, each with the version that sampled it
+    (``Delta.versions``: the engine records, at each weight swap, how far every resident request had got), and
+    what it has so far only when asked (``ContinuousEngine.partial``): no per-step output, the cheap path at
+    ~1,000 resident requests (issue 44). ``deltas=True``: one ``Delta`` per engine step. ``group``: the prompt
+    group it samples for, so an engine spread over several ranks keeps a group's samples on one of them."""
 
     id: str
     prompt_ids: list[int]
@@ -112,7 +114,9 @@ class Delta:
     strings need it live), whether it finished and why, and the prompt tokens served from the prefix cache
     (reported with the request's first delta, None after). ``version``: the policy version of the weights
     that sampled these tokens, stamped by the engine when it stepped (the engine owns its version; a rollout
-    rank that decodes during the update stamps the old version until the swap), never filled in afterwards."""
+    rank that decodes during the update stamps the old version until the swap), never filled in afterwards.
+    ``versions``: one per token where they are not all ``version`` (a whole response that lived across a swap;
+    ``version`` is then its last token's)."""
 
     id: str
     token_ids: list[int]
@@ -123,6 +127,11 @@ class Delta:
     cached_tokens: int | None = None
     drafts: DraftCounts | None = None  # rollout.speculative: the request's counts, on its finishing delta
     version: int = field(kw_only=True)
+    versions: list[int] | None = field(default=None, kw_only=True)
+
+    def token_versions(self) -> list[int]:
+        """The policy version of each of ``token_ids``."""
+        return [self.version] * len(self.token_ids) if self.versions is None else self.versions
 
 
 @runtime_checkable
@@ -144,6 +153,19 @@ class ContinuousEngine(Protocol):
 
     def running(self) -> int:
         """Requests in the engine's running batch now (the number that shows whether the tail is gone)."""
+        ...
+
+    @property
+    def sampled(self) -> int:
+        """Tokens sampled for its requests so far, as of the last ``advance``, each counted in the step that
+        sampled it (a ``deltas=False`` request's too, though it reports only at its end): the per-step
+        generation figures are differences of two reads."""
+        ...
+
+    def partial(self, ids: list[str]) -> list[Delta]:
+        """What each of these unfinished ``deltas=False`` requests has generated so far (tokens, log-probs, text,
+        per-token versions; ``finished`` False), read for a ``park`` or a checkpoint; they stay resident.
+        Requests with nothing unreported (finished, or ``deltas=True``) are left out."""
         ...
 
     @property

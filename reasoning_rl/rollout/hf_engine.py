@@ -84,6 +84,7 @@ class HFEngine:
         self._adapters: dict[str, torch.Tensor] | None = None  # PEFT key -> live adapter parameter
         self._version = 0  # the policy version of the weights it holds (0: those it was built with)
         self._queue: deque[_Batch] = deque()  # submitted continuous requests, oldest first
+        self.sampled = 0  # their tokens so far (``ContinuousEngine.sampled``), counted as a batch is made
 
     # ------------------------------------------------------------------------------- streamed requests
     def stream(self, prompts: list[list[int]], sampling: SamplingConfig) -> Iterator[Completion]:
@@ -128,6 +129,7 @@ class HFEngine:
         batch = self._queue[0]
         rows = self._sample(batch.prompt, batch.sampling, len(batch.ids), batch.seed)
         self._queue.popleft()  # only once generated: a failed call (e.g. asleep) leaves the queue as it was
+        self.sampled += sum(len(row.token_ids) for row in rows)
         return [
             Delta(
                 rid,
@@ -151,6 +153,10 @@ class HFEngine:
     def running(self) -> int:
         """Requests submitted and not finished (they wait their turn: one batch generates at a time)."""
         return sum(len(b.ids) for b in self._queue)
+
+    def partial(self, ids: list[str]) -> list[Delta]:
+        """Nothing: a batch generates whole inside one ``advance``, so no request is ever mid-sample."""
+        return []
 
     # ------------------------------------------------------------------------------------- sampling
     def _sample(self, prompt: list[int], s: SamplingConfig, n: int, seed: int) -> list[_Sampled]:

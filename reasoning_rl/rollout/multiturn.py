@@ -212,7 +212,7 @@ class ToolLoop:
         seg = self._segment[id(t)]
         seg.token_ids += delta.token_ids
         seg.logprobs += delta.logprobs or [0.0] * len(delta.token_ids)
-        seg.versions += [delta.version] * len(delta.token_ids)
+        seg.versions += delta.token_versions()
         if delta.drafts is not None:
             seg.drafts = delta.drafts
         if delta.finished:

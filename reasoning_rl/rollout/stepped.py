@@ -17,6 +17,7 @@ class Stepped:
     def __init__(self, engine: RolloutEngine) -> None:
         self.engine = engine
         self.queued: dict[str, Request] = {}
+        self.sampled = 0  # tokens generated so far (``ContinuousEngine.sampled``): each in its one advance
 
     @property
     def version(self) -> int:
@@ -32,6 +33,10 @@ class Stepped:
 
     def running(self) -> int:
         return len(self.queued)
+
+    def partial(self, ids: list[str]) -> list[Delta]:
+        """Nothing: a request generates whole inside one ``advance``."""
+        return []
 
     def advance(self) -> list[Delta]:
         """Every queued request, generated to its end (one call per shape, in submission order)."""
@@ -63,6 +68,7 @@ class Stepped:
                         version=version,
                     )
                 )
+                self.sampled += len(c.token_ids)
         return out
 
 

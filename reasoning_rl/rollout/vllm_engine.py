@@ -21,7 +21,7 @@ from typing import Any
 import torch
 
 from reasoning_rl.config import SpeculativeConfig
-from reasoning_rl.rollout.adapters import ADAPTER_CONFIG, ADAPTER_WEIGHTS
+from reasoning_rl.rollout.adapters import adapter_file_fingerprints, write_adapter
 from reasoning_rl.rollout.base import (
     Completion,
     Delta,
@@ -32,8 +32,9 @@ from reasoning_rl.rollout.base import (
     check_prompts,
     register_engine,
 )
-from reasoning_rl.rollout.fingerprints import EngineWeights, fingerprint_tensors
+from reasoning_rl.rollout.fingerprints import EngineWeights
 from reasoning_rl.rollout.group_drafts import GroupDrafts
+from reasoning_rl.rollout.version_spans import VersionSpans
 from reasoning_rl.rollout.vllm_cpu_kernels import patch_cpu_rejection_sampler
 from reasoning_rl.rollout.vllm_drafter import (
     DraftTally,
@@ -48,7 +49,14 @@ from reasoning_rl.rollout.vllm_model import (
     load_in_place,
     refresh_tied_head,
 )
-from reasoning_rl.rollout.vllm_outputs import startup_memory_refusal, to_completion
+from reasoning_rl.rollout.vllm_outputs import (
+    partial_delta,
+    request_params,
+    sampled_logprobs,
+    startup_memory_refusal,
+    to_completion,
+)
+from reasoning_rl.rollout.vllm_step_tokens import StepTokens
 
 log = logging.getLogger(__name__)
 
@@ -104,8 +112,9 @@ class VLLMEngine:
         self._counter = 0
         self._live: set[str] = set()  # continuous requests (``submit``): resident across streams and updates
         self._whole: set[str] = set()  # those whose one output holds the whole response (deltas=False)
-        # their outputs from steps a stream or score() took, for ``advance``, each with the version that made it
-        self._held: list[tuple[Any, int]] = []
+        self._spans = VersionSpans()  # the unfinished whole ones: their tokens' versions (``_loaded``)
+        # their outputs from steps a stream or score() took, for ``advance``, each with its version(s)
+        self._held: list[tuple[Any, int, list[int] | None]] = []
         self._lora: Any = None  # the LoRARequest of the live adapter (split placement's adapter hand-off)
         self._lora_dir: str | None = None
         self._cleanup: weakref.finalize | None = None  # removes ``_lora_dir`` (close, collection or exit)
@@ -133,8 +142,11 @@ class VLLMEngine:
                 raise
             raise RolloutError(refused) from exc
         self.tokenizer = self.llm.get_tokenizer()
+        # continuous requests' tokens, each counted in the step that sampled it
+        self._tokens = StepTokens(self.llm.llm_engine)
+        self._sampled = 0  # their count at the last ``advance`` (``sampled``)
         self._tally: DraftTally | None = None  # rollout.speculative: each request's draft counts
-        self._internal: dict[str, str] = {}  # our request id -> vLLM's internal one (the tally's key)
+        self._internal: dict[str, str] = {}  # our request id -> vLLM's internal one (its state's key)
         if speculative is not None and speculative.on:
             scheduler = self._scheduler()
             if scheduler is None:
@@ -165,8 +177,11 @@ class VLLMEngine:
         return self._version
 
     def _loaded(self, version: int) -> None:
-        """After new weights or a new adapter (policy ``version``): a new salt, and the old blocks dropped
-        where vLLM agrees."""
+        """After new weights or a new adapter (policy ``version``): each unfinished whole request's tokens so
+        far are of the old version (``VersionSpans``); a new salt, the old blocks dropped where vLLM agrees."""
+        states: dict[str, Any] = self.llm.llm_engine.output_processor.request_states
+        counts = ((r, states[self._internal[r]].detokenizer.num_output_tokens()) for r in self._spans.ids())
+        self._spans.swap(counts, version)
         self._version = version
         self._loads += 1
         self._reset_pending = True
@@ -184,26 +199,6 @@ class VLLMEngine:
     def _retry_reset(self) -> None:
         if self._reset_pending and not self._live:
             self._reset()
-
-    def _params(self, sampling: SamplingConfig, seed: int | None, *, delta: bool = False) -> Any:
-        from vllm import SamplingParams
-        from vllm.sampling_params import RequestOutputKind
-
-        return SamplingParams(
-            n=1,
-            temperature=sampling.temperature,
-            top_p=sampling.top_p,
-            max_tokens=sampling.max_tokens,
-            stop=list(sampling.stop) or None,
-            seed=seed,
-            logprobs=0 if sampling.logprobs else None,
-            ignore_eos=sampling.ignore_eos,
-            # Only finished requests come back (the default re-sends every request's cumulative tokens and
-            # log-probs each step), and text is decoded once at the end unless stop strings need it live.
-            # (continuous requests: each step's new tokens, which carry the policy version of that step)
-            output_kind=RequestOutputKind.DELTA if delta else RequestOutputKind.FINAL_ONLY,
-            detokenize=bool(sampling.stop),
-        )
 
     def stream(self, prompts: list[list[int]], sampling: SamplingConfig) -> Iterator[Completion]:
         """One vLLM request per (prompt, sample) so each sample is yielded the step it finishes.
@@ -226,7 +221,7 @@ class VLLMEngine:
                 self._add(
                     rid,
                     self._prompt(prompt),
-                    self._params(sampling, sampling.seed_for(i, j)),
+                    request_params(sampling, sampling.seed_for(i, j)),
                 )
                 where[rid] = (i, j)
         pending = set(where)
@@ -307,25 +302,23 @@ class VLLMEngine:
             raise RolloutError("the vLLM engine is asleep; call wake() before generating")
         check_prompts([r.prompt_ids for r in requests], self.max_model_len)
         for r in requests:
-            self._add(r.id, self._prompt(r.prompt_ids), self._params(r.sampling, r.seed, delta=r.deltas))
+            self._add(r.id, self._prompt(r.prompt_ids), request_params(r.sampling, r.seed, delta=r.deltas))
             self._live.add(r.id)
+            self._tokens.track(self._internal[r.id])
             if not r.deltas:
                 self._whole.add(r.id)
+                self._spans.start(r.id, self._version)
 
     def advance(self) -> list[Delta]:
         """One engine step (and what streams / scores stepped meanwhile): each live request's new tokens."""
         if not self._held:
             self._step()  # continuous requests' outputs are held; this step's are taken below, not next call
         outs, self._held = self._held, []
+        self._sampled = self._tokens.total
         found = []
-        for out, version in outs:
+        for out, version, versions in outs:
             (seq,) = out.outputs
             token_ids = list(seq.token_ids)
-            logprobs = (
-                [float(s[t].logprob) for s, t in zip(seq.logprobs, token_ids, strict=True)]
-                if seq.logprobs
-                else []
-            )
             if out.finished:
                 self._live.discard(out.request_id)
                 self._retry_reset()
@@ -336,23 +329,36 @@ class VLLMEngine:
                 Delta(
                     id=out.request_id,
                     token_ids=token_ids,
-                    logprobs=logprobs,
+                    logprobs=sampled_logprobs(seq.logprobs, token_ids),
                     text=seq.text or "",
                     finished=out.finished,
                     finish_reason="length" if seq.finish_reason == "length" else "stop",
                     cached_tokens=out.num_cached_tokens,
                     drafts=self._drafts(out.request_id) if out.finished else None,
                     version=version,
+                    versions=versions,
                 )
             )
         return found
+
+    @property
+    def sampled(self) -> int:
+        return self._sampled
+
+    def partial(self, ids: list[str]) -> list[Delta]:
+        """Each unfinished whole (``deltas=False``) request's output so far, read from vLLM's own per-request
+        state: for a park or a checkpoint, never per step. Finished ones (held for ``advance``) are left out."""
+        states = self.llm.llm_engine.output_processor.request_states
+        found = ((rid, states.get(self._internal.get(rid, ""))) for rid in ids if rid in self._spans)
+        return [partial_delta(rid, state, self._spans) for rid, state in found if state is not None]
 
     def abort(self, ids: list[str]) -> None:
         self.llm.llm_engine.abort_request(list(ids))
         self._forget(ids)
         self._live.difference_update(ids)
         self._whole.difference_update(ids)
-        self._held = [(o, v) for o, v in self._held if o.request_id not in set(ids)]
+        self._spans.forget(ids)
+        self._held = [h for h in self._held if h[0].request_id not in set(ids)]
         self._retry_reset()
 
     def running(self) -> int:
@@ -368,26 +374,30 @@ class VLLMEngine:
         return getattr(core, "scheduler", None)
 
     def _add(self, rid: str, prompt: Any, params: Any) -> None:
-        internal = self.llm.llm_engine.add_request(rid, prompt, params, lora_request=self._lora)
-        if self._tally is not None:
-            self._internal[rid] = internal
+        self._internal[rid] = self.llm.llm_engine.add_request(rid, prompt, params, lora_request=self._lora)
 
     def _drafts(self, rid: str) -> DraftCounts | None:
-        """A finished request's draft counts; None with speculation off."""
-        if self._tally is None:
-            return None
-        return self._tally.pop(self._internal.pop(rid))
+        """A finished request's draft counts (None with speculation off); its internal id forgotten."""
+        internal = self._internal.pop(rid)
+        self._tokens.forget([internal])
+        return None if self._tally is None else self._tally.pop(internal)
 
     def _forget(self, ids: Iterable[str]) -> None:
+        internal = [self._internal.pop(r) for r in ids if r in self._internal]
+        self._tokens.forget(internal)
         if self._tally is not None:
-            self._tally.forget(self._internal.pop(r) for r in ids if r in self._internal)
+            self._tally.forget(internal)
 
     def _step(self) -> list[Any]:
         """One engine step; the outputs of continuous requests are held for ``advance``."""
         outs: list[Any] = []
-        for out in self.llm.llm_engine.step():
-            if out.request_id in self._live:
-                self._held.append((out, self._version))
+        for out in list[Any](self.llm.llm_engine.step()):
+            rid = out.request_id
+            if rid in self._spans and out.finished:  # a whole response: its versions from the swaps it saw
+                self._held.append((out, *self._spans.versions(rid, len(out.outputs[0].token_ids))))
+                self._spans.forget([rid])
+            elif rid in self._live:
+                self._held.append((out, self._version, None))
             else:
                 outs.append(out)
         return outs
@@ -429,19 +439,14 @@ class VLLMEngine:
         directory, which ``add_lora`` loads in place of the previous one; every request then carries it. Each
         adapter gets a fresh directory and the replaced one is removed once vLLM holds the new one (the last at
         ``close``, garbage collection or exit)."""
-        import json
         import tempfile
-        from pathlib import Path
 
-        from safetensors.torch import save_file
         from vllm.lora.request import LoRARequest
 
-        root = Path(tempfile.mkdtemp(prefix="rrl-lora-"))
-        cleanup = weakref.finalize(self, shutil.rmtree, str(root), ignore_errors=True)
+        root = tempfile.mkdtemp(prefix="rrl-lora-")
+        cleanup = weakref.finalize(self, shutil.rmtree, root, ignore_errors=True)
         try:
-            tensors = {name: t.detach().cpu().contiguous() for name, t in named_tensors}
-            save_file(tensors, str(root / ADAPTER_WEIGHTS))
-            (root / ADAPTER_CONFIG).write_text(json.dumps(config), encoding="utf-8")
+            write_adapter(root, named_tensors, config)
             lora = LoRARequest("policy", 1, str(root), load_inplace=True)
             if not self.llm.llm_engine.add_lora(lora):
                 raise RolloutError(f"vLLM did not load the LoRA adapter written to {root}")
@@ -450,20 +455,12 @@ class VLLMEngine:
             raise
         if self._cleanup is not None:
             self._cleanup()  # the replaced adapter's directory
-        self._lora, self._lora_dir, self._cleanup = lora, str(root), cleanup
+        self._lora, self._lora_dir, self._cleanup = lora, root, cleanup
         self._loaded(version)
 
     def adapter_fingerprints(self) -> EngineWeights:
         """Checksums of the adapter file vLLM loaded (what its LoRA loader read), under PEFT keys."""
-        from safetensors.torch import load_file
-
-        if self._lora_dir is None:
-            return EngineWeights({})
-        from pathlib import Path
-
-        return EngineWeights(
-            fingerprint_tensors(load_file(str(Path(self._lora_dir) / ADAPTER_WEIGHTS)).items())
-        )
+        return EngineWeights({}) if self._lora_dir is None else adapter_file_fingerprints(self._lora_dir)
 
     def sleep(self, keep_weights: bool = True) -> None:
         """Free the KV cache; level 1 keeps the weights in host memory, level 2 (``keep_weights=False``)

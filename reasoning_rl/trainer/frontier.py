@@ -8,8 +8,10 @@ the schedule can pick ``B`` finished groups (graded as each sample finishes, the
 returns them as the step's ``Rollouts``. The others stay in the engine: not stepping
 it during the update and the hand-off is pausing it, and they continue with the new weights. Every token
 carries the policy version that sampled it (``Completion.versions``) next to its behaviour log-prob: the
-engine's own stamp on each delta. The step's version is the engine's too (``engine.version``), checked against
-the trainer's count of updates, never computed in its place.
+engine's own record (a request reports once, when it finishes, its tokens' versions from the spans the engine
+noted at each swap; what an unfinished one has is read from the engine only for a park or a checkpoint). The
+step's version is the engine's too (``engine.version``), checked against the trainer's count of updates, never
+computed in its place.
 
 Where the engine sleeps for the update (its memory is the trainer's), ``park`` stops the unfinished requests
 first and the next step resubmits each as its prompt plus its partial tokens (one prefill): the path taken is
@@ -32,7 +34,7 @@ import gc
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from graders.runtime import GradingPool
@@ -144,7 +146,7 @@ class Frontier:
         full = FULL_SHARE * target
         busy = full_s = 0.0
         last_trace = 0.0
-        generated = 0  # tokens the engine produced in this step's window (gen tok/s counts these only)
+        sampled = self.engine.sampled  # the engine's count: this step's window generated what it adds
         # samples finished (and graded) in earlier steps but not yet trained count as graded now
         graded_before = self.grading.ever_graded - self.grading.graded()
         need = self.schedule.batch * n
@@ -181,7 +183,6 @@ class Frontier:
                         self.tools.take(delta)
                     else:
                         self._take(delta)
-                    generated += len(delta.token_ids)
                 if self.tools is not None:
                     self._take_tools(0.0)
                 self._admit(version, step)  # into the slots of the groups that finished
@@ -213,7 +214,7 @@ class Frontier:
             "rollout/running_full_frac": full_s / gen_s if gen_s > 0 else 0.0,
             "rollout/in_flight": float(len(self.live) + len(self.tools.started if self.tools else ())),
             "rollout/resubmitted": float(self.resubmitted),
-            GENERATED_TOKENS: float(generated),
+            GENERATED_TOKENS: float(self.engine.sampled - sampled),
             **(self.rejection.metrics() if self.rejection is not None else {}),
             **lag_metrics(rollouts, version, trace, step),
         }
@@ -227,7 +228,10 @@ class Frontier:
         if self.resident and not everything:
             return
         if self.live:
-            self.engine.abort(list(self.live))
+            ids = list(self.live)
+            for got in self.engine.partial(ids):
+                _extend(self.live[got.id], got)
+            self.engine.abort(ids)
             self.waiting.extend(self.live.values())
             self.live.clear()
         if self.tools is not None:
@@ -318,19 +322,14 @@ class Frontier:
             list(self.prompts[group.prompt_index].token_ids) + part.token_ids,
             sampling,
             seed,
-            deltas=self.schedule.max_lag > 0,  # sync: no request outlives its weights, one output each
+            deltas=False,  # one output each, at its end; partial tokens read for a park or a checkpoint
             group=part.ticket,
         )
 
     # ------------------------------------------------------------------------------------ completions
     def _take(self, delta: Delta) -> None:
         part = self.live[delta.id]
-        part.token_ids += delta.token_ids
-        part.logprobs += delta.logprobs
-        part.versions += [delta.version] * len(delta.token_ids)
-        part.text += delta.text
-        if part.cached_tokens is None:
-            part.cached_tokens = delta.cached_tokens
+        _extend(part, delta)
         if delta.finished:
             del self.live[delta.id]
             self._finish(part, delta.finish_reason, delta.drafts)
@@ -391,7 +390,9 @@ class Frontier:
     def state(self) -> dict[str, Any]:
         """The in-flight frontier for a checkpoint: admitted groups, finished-untrained samples and partial
         ones (tokens, log-probs, versions). The prompt cursor is the sampler's own state, saved beside it."""
-        parts = [*self.live.values(), *self.waiting]
+        read = {d.id: d for d in self.engine.partial(list(self.live))} if self.live else {}
+        parts = [_extend(replace(p), read[rid]) if rid in read else p for rid, p in self.live.items()]
+        parts += self.waiting
         if self.tools is not None:  # unfinished tool trajectories restart from their prompts
             parts += [Partial(ticket, sample) for ticket, sample in self.tools.started]
         return {
@@ -418,6 +419,18 @@ class Frontier:
             self.grading.take(comp)
             self.done[comp.prompt_index] += 1
         self.waiting = [Partial(**p) for p in state["partial"]]
+
+
+def _extend(part: Partial, delta: Delta) -> Partial:
+    """``part`` with ``delta``'s tokens, log-probs, versions and text appended (new lists: a copy of a live
+    ``Partial`` read for a checkpoint never changes it); returned for chaining."""
+    part.token_ids = part.token_ids + delta.token_ids
+    part.logprobs = part.logprobs + delta.logprobs
+    part.versions = part.versions + delta.token_versions()
+    part.text += delta.text
+    if part.cached_tokens is None:
+        part.cached_tokens = delta.cached_tokens
+    return part
 
 
 @contextmanager

@@ -7,11 +7,12 @@ the run's ``PYTHONPATH``), so the driver's config check and the Ray rollout rank
 - one group at a time: requests wait in a FIFO and enter vLLM ``SLOTS`` at a time (one group of ``n = SLOTS``),
   so groups finish in admission order and, with ``rollout.ignore_eos``, each after exactly ``max_tokens``
   steps: when the driver has the ``B`` oldest groups finished, every younger one is still unfinished;
-- lock-step with the driver: after a step that produced tokens, further steps produce nothing until the
-  driver's next ``LiveEngine.advance`` (the only caller of ``running()`` on a rollout rank) took them, so
-  the decode thread cannot finish the younger groups while the driver grades;
+- lock-step with the driver: after a step with requests in vLLM, further steps do nothing until the driver's
+  next ``LiveEngine.advance`` (the only caller of ``running()`` on a rollout rank), so the decode thread
+  cannot finish the younger groups while the driver grades (a step counts whether or not it returned deltas:
+  the frontier's requests report only when they finish);
 - ``wake()`` (which ``receive_weights`` calls first, outside the engine lock, before the swap) waits until a
-  step produced tokens after the driver's last advance while requests are unfinished: the decode thread
+  step ran after the driver's last advance while requests are unfinished: the decode thread
   decoded during the update. If it never does (overlap broken: no thread, or one that stops for updates),
   ``wake`` raises after ``HANG_S`` and the run fails, naming why.
 """
@@ -38,7 +39,7 @@ class GatedEngine:
         self.inner = inner
         self._queue: deque[Request] = deque()  # submitted, not yet in vLLM
         self._inside: set[str] = set()  # in vLLM, unfinished
-        self._fresh = 0  # tokens stepped since the driver's last advance
+        self._fresh = 0  # steps with requests in vLLM since the driver's last advance
         self._cond = threading.Condition()
 
     def __getattr__(self, name: str) -> Any:
@@ -70,8 +71,8 @@ class GatedEngine:
                 self._inside.update(r.id for r in entering)
         deltas: list[Delta] = self.inner.advance()
         with self._cond:
+            self._fresh += 1 if self._inside else 0
             for d in deltas:
-                self._fresh += len(d.token_ids)
                 if d.finished:
                     self._inside.discard(d.id)
             self._cond.notify_all()
@@ -85,6 +86,11 @@ class GatedEngine:
             self._inside -= gone
         if inside:
             self.inner.abort(inside)
+
+    def partial(self, ids: list[str]) -> list[Delta]:
+        with self._cond:
+            inside = [i for i in ids if i in self._inside]
+        return self.inner.partial(inside) if inside else []
 
     def running(self) -> int:
         """vLLM's running batch; called by the driver's advance only, so it also lifts the throttle."""

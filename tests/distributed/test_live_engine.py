@@ -43,6 +43,7 @@ class FakeEngine:
         self.left: dict[str, int] = {}
         self.made: dict[str, int] = {}
         self.steps = 0
+        self.sampled = 0
         self.step_s = step_s
         self.fail_at = fail_at
         self.busy = False
@@ -81,6 +82,7 @@ class FakeEngine:
             out.append(
                 Delta(rid, [tok], [-float(tok)], "", done, "length" if done else "", version=self.version)
             )
+        self.sampled += len(out)
         self.busy = False
         return out
 
@@ -97,6 +99,9 @@ class FakeEngine:
 
     def running(self) -> int:
         return len(self.left)
+
+    def partial(self, ids: list[str]) -> list[Delta]:
+        return []  # every token went out with a delta
 
     def wake(self) -> None:
         return None  # never asleep
@@ -155,13 +160,14 @@ def test_paused_steps_exactly_once_per_advance() -> None:
             Delta("r1", [0], [-0.0], "", False, "", version=0),
         ],
         2,
+        2,
     )
     assert live.swap(lambda: engine.load_weights([], version=1)) is None and live.overlapped == 0
     assert live.version == 1  # the engine's own record
     got = _drain(live, {"r0", "r1"})
     assert engine.steps == 3
     assert [d.version for d in got["r0"]] == [1, 1]  # decoded after the swap: the new version
-    assert live.advance() == Advanced([], 0) and engine.steps == 3  # no live request: no step
+    assert live.advance() == Advanced([], 0, 6) and engine.steps == 3  # no live request: no step
 
 
 def test_swap_runs_between_two_steps_and_stamps_the_new_version() -> None:
@@ -234,7 +240,7 @@ def test_advance_waits_briefly_only_while_requests_are_live(monkeypatch: pytest.
         with monkeypatch.context() as m:
             m.setattr(live_engine, "WAIT_S", 60.0)
             t = time.monotonic()
-            assert live.advance() == Advanced([], 0)  # nothing live: at once, not after WAIT_S
+            assert live.advance() == Advanced([], 0, 0)  # nothing live: at once, not after WAIT_S
             assert time.monotonic() - t < 30  # a hang guard, far below the 60 s it would otherwise wait
         live.submit(_requests(1, 5))
         _wait_for(lambda: engine.busy)  # the thread is inside its first step

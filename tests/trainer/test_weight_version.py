@@ -14,7 +14,7 @@ from typing import Any, cast
 
 import pytest
 import torch
-from rrl_testutil import CountdownEngine, scripted_frontier
+from rrl_testutil import CountdownEngine, WholeEngine, scripted_frontier
 
 from graders.runtime import GradingPool
 from reasoning_rl.rollout import Delta, SamplingConfig
@@ -102,10 +102,12 @@ def test_the_frontier_stops_on_an_engine_at_another_version(tmp_path: Path) -> N
     assert "step 3: the engine holds policy version 5, the trainer is at 2" in message
 
 
-def test_per_token_versions_and_lags_come_from_the_engine(tmp_path: Path) -> None:
-    """A sample that crosses a hand-off carries the version the engine stamped on each of its tokens (its
-    first two from version 0, the rest from version 1); the lag metrics of the step that trains it follow."""
-    engine = CountdownEngine()
+@pytest.mark.parametrize("engine_class", [CountdownEngine, WholeEngine])
+def test_per_token_versions_and_lags_come_from_the_engine(tmp_path: Path, engine_class: type) -> None:
+    """A sample that crosses a hand-off carries the version the engine recorded for each of its tokens (its
+    first two from version 0, the rest from version 1), whether the engine reported them step by step or once
+    at the end (issue 44); the lag metrics of the step that trains it follow."""
+    engine = engine_class()
     trace = TraceWriter(tmp_path / "trace.jsonl")
     with GradingPool(workers=1) as pool:
         frontier = scripted_frontier(engine, pool, [[n] for n in LENGTHS], running_groups=2)
@@ -122,3 +124,29 @@ def test_per_token_versions_and_lags_come_from_the_engine(tmp_path: Path) -> Non
     assert second_flow["staleness/lag_mean"] == pytest.approx(2 / 5)
     assert second_flow["staleness/lag_max"] == 1.0
     assert second_flow["staleness/span_max"] == 1.0
+
+
+@pytest.mark.parametrize("resident", [True, False])
+def test_a_checkpoint_and_a_park_read_unfinished_samples_from_the_engine(
+    tmp_path: Path, resident: bool
+) -> None:
+    """Requests that report only at their end (issue 44): the checkpoint's partial samples and a park's are read
+    from the engine (``partial``), tokens and versions; a checkpoint leaves the request resident, a park stops it
+    and the resubmitted sample ends with its parked tokens first."""
+    engine = WholeEngine()
+    trace = TraceWriter(tmp_path / "trace.jsonl")
+    with GradingPool(workers=1) as pool:
+        frontier = scripted_frontier(engine, pool, [[n] for n in LENGTHS], running_groups=2)
+        frontier.resident = resident
+        frontier.next_batch(1, trace)  # prompt 1 (5 tokens) has 2 when prompt 0 finishes
+        (partial,) = frontier.state()["partial"]
+        assert (partial["token_ids"], partial["versions"]) == ([7, 7], [0, 0])
+        frontier.park()
+        assert len(engine.left) == (1 if resident else 0)
+        assert [len(p.token_ids) for p in frontier.waiting] == ([] if resident else [2])
+        engine.load_weights(torch.zeros(0), version=1)
+        (second,), _ = frontier.next_batch(2, trace)
+    trace.close()
+    # resident: 3 more tokens at version 1; parked: resubmitted with prompt + 2 tokens, so its countdown (the
+    # prompt's first id, 5) runs 5 more steps at version 1 after the 2 parked tokens
+    assert second.completion.versions == ([0, 0, 1, 1, 1] if resident else [0, 0] + [1] * 5)
