@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from tests.trainer.test_train_e2e import config, train
+from tests.trainer.test_train_e2e import config, train, train_cmd
 
 UNINTERRUPTED_STEPS = 6
 
@@ -29,3 +30,19 @@ def uninterrupted(
     }
     proc = train(config(tmp, tiny_model_dir, "full", trainer=trainer))
     return tmp / "full", proc
+
+
+@pytest.fixture(scope="session")
+def moved_two_step_run(tmp_path_factory: pytest.TempPathFactory, tiny_model_dir: Path) -> Path:
+    """A 2-step hf-engine run checkpointed every step, trained from a copy of the tiny model that is deleted
+    after it: only the checkpoints' own files can serve. Tests copy it (each to its own dir) before exporting
+    or evaluating it, which writes into the run dir; one training process for test_eval_run_dir and
+    test_hub_push."""
+    from tests.trainer.test_cli_runs import hf_config, ok, run
+
+    tmp = tmp_path_factory.mktemp("two_step_run")
+    model = tmp / "base"
+    shutil.copytree(tiny_model_dir, model)
+    ok(run(train_cmd(hf_config(tmp, model, "shared", trainer={"steps": 2, "checkpoint_every": 1}))))
+    shutil.rmtree(model)
+    return tmp / "shared"
