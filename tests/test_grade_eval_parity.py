@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
+import eval_parity_graders
 import pytest
 from typer.testing import CliRunner
 
 from graders.runtime import GradeRequest, GradingPool
-from graders.types import Grade
 from reasoning_rl.cli.app import app
 from reasoning_rl.config import GradingConfig
 from reasoning_rl.data import Example
@@ -27,19 +26,6 @@ PROMPTS = [  # (data_source, ground truth, 3 responses)
 ]
 
 
-class EchoOrError:
-    """Correct iff the response equals the ground truth; ``ERR`` cannot be judged (an ``error`` grade)."""
-
-    name = "echo_or_error"
-    version = "1.0.0"
-
-    def grade(self, response: str, ground_truth: Any, **options: Any) -> Grade:
-        if response == "ERR":
-            return Grade.error("could not judge")
-        verdict = Grade.correct if response == str(ground_truth) else Grade.incorrect
-        return verdict("", extracted=response)
-
-
 ERROR_PROMPTS = [  # errors count as not correct in accuracy and pass@k, and do not vote in maj@k
     ("a", "1", ["1", "ERR", "2"]),
     ("a", "1", ["ERR", "ERR", "ERR"]),
@@ -49,7 +35,7 @@ ERROR_PROMPTS = [  # errors count as not correct in accuracy and pass@k, and do 
 
 @pytest.mark.parametrize(
     ("grader", "prompts"),
-    [("math", PROMPTS), (f"{__name__}:EchoOrError", ERROR_PROMPTS)],
+    [("math", PROMPTS), (f"{eval_parity_graders.__name__}:EchoOrError", ERROR_PROMPTS)],
     ids=["math", "errors"],
 )
 def test_rrl_eval_and_rrl_grade_report_identical_numbers(tmp_path: Path, grader: str, prompts: list) -> None:

@@ -9,20 +9,16 @@ from pathlib import Path
 
 import pytest
 
-from tests.trainer.test_cli_runs import hf_config, ok, run, user_error
-from tests.trainer.test_train_e2e import train_cmd
+from tests.trainer.test_cli_runs import ok, run, user_error
 
 pytestmark = pytest.mark.slow
 
 
-def test_eval_a_moved_run_dir_by_step_from_anywhere(tmp_path: Path, tiny_model_dir: Path) -> None:
-    model = tmp_path / "base"
-    shutil.copytree(tiny_model_dir, model)
-    cfg = hf_config(tmp_path, model, "moved", trainer={"steps": 2, "checkpoint_every": 1})
-    ok(run(train_cmd(cfg)))
-    shutil.rmtree(model)  # the base model is gone: only the checkpoint's own files can serve
+def test_eval_a_moved_run_dir_by_step_from_anywhere(tmp_path: Path, moved_two_step_run: Path) -> None:
+    """The run (``moved_two_step_run``): 2 steps from a base model deleted since, copied here to a dir it never
+    ran in."""
     moved = tmp_path / "elsewhere" / "moved"
-    shutil.move(str(tmp_path / "moved"), moved)
+    shutil.copytree(moved_two_step_run, moved)
     data = tmp_path / "q.jsonl"
     data.write_text("".join(json.dumps({"question": f"Say {i}", "answer": "7"}) + "\n" for i in range(3)))
     out = tmp_path / "res.jsonl"

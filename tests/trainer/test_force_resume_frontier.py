@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from reasoning_rl.config import Config
-from reasoning_rl.trainer.resume import TrainError, check_frontier
+from reasoning_rl.checkpoint import CheckpointManager
+from reasoning_rl.config import Config, load_config
+from reasoning_rl.trainer.resume import TrainError, check_config, check_frontier
 
 BASE = {
     "run": {"name": "r"},
@@ -80,20 +81,30 @@ def test_forced_resume_of_a_continuous_checkpoint_is_refused_before_loading(
         rollout={"n": 4, "max_tokens": 24, "max_lag": 2},
     )
     train(cfg)
-    state = json.loads((tmp_path / "cont" / "checkpoints" / "step_1" / "trainer_state.json").read_text())
+    ckpt = tmp_path / "cont" / "checkpoints" / "step_1"
+    state = json.loads((ckpt / "trainer_state.json").read_text())
     assert state["frontier"]["groups"], (
         "the checkpoint holds in-flight groups (2 slots refilled as groups finish, 2 trained)"
     )
+    # the CLI refuses before loading (one subprocess: the wiring); each key against the real checkpoint's saved
+    # config and frontier in this process, through the run's own loader and check (one process each cost ~10 s)
+    forced = ("trainer.resume=auto", "trainer.force_resume=true", "trainer.steps=2")
+    proc = subprocess.run(
+        train_cmd(cfg, *forced, "rollout.max_lag=1"), cwd=REPO, env=env(), capture_output=True, text=True,
+        timeout=300,
+    )  # fmt: skip
+    err = " ".join(proc.stderr.split())
+    assert proc.returncode == 2 and "rollout.max_lag: 2 -> 1" in err and "Traceback" not in proc.stderr, err
+    assert not (tmp_path / "cont" / "checkpoints" / "step_2").exists()
+    saved = CheckpointManager.load_trainer_state(ckpt)  # as the run reads it
     for override, needle in [
         ("rollout.max_lag=1", "rollout.max_lag: 2 -> 1"),
         ("trainer.batch_size=1", "trainer.batch_size: 2 -> 1"),
         ("rollout.max_tokens=8", "rollout.max_tokens: 24 -> 8"),
         ("rollout.n=2", "rollout.n: 4 -> 2"),
     ]:
-        proc = subprocess.run(
-            train_cmd(cfg, "trainer.resume=auto", "trainer.force_resume=true", "trainer.steps=2", override),
-            cwd=REPO, env=env(), capture_output=True, text=True, timeout=300,
-        )  # fmt: skip
-        err = " ".join(proc.stderr.split())
-        assert proc.returncode == 2 and needle in err and "Traceback" not in proc.stderr, err[-2000:]
-        assert not (tmp_path / "cont" / "checkpoints" / "step_2").exists()
+        resumed = load_config(str(cfg), [*forced, override])
+        check_config(saved.get("config"), resumed, ckpt)  # --force: a changed key is only a warning
+        with pytest.raises(TrainError) as refusal:
+            check_frontier(saved.get("config"), saved.get("frontier"), resumed, ckpt)
+        assert needle in str(refusal.value), str(refusal.value)

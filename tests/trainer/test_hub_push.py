@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import socket
 import sys
 from pathlib import Path
@@ -10,8 +11,7 @@ import pytest
 
 from reasoning_rl.trainer.hub import HubPushError, HubTarget
 from tests.hub_stub import USER, HubStub
-from tests.trainer.test_cli_runs import hf_config, ok, run, user_error
-from tests.trainer.test_train_e2e import train_cmd
+from tests.trainer.test_cli_runs import ok, run, user_error
 
 TOKEN = "hf_stubtoken"
 EXPORT = [sys.executable, "-m", "reasoning_rl.cli", "export"]
@@ -108,10 +108,10 @@ def test_cli_refuses_before_exporting(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_export_pushes_a_trained_checkpoint(tmp_path: Path, tiny_model_dir: Path) -> None:
-    cfg = hf_config(tmp_path, tiny_model_dir, "pushed", trainer={"steps": 2, "checkpoint_every": 1})
-    ok(run(train_cmd(cfg)))
+def test_export_pushes_a_trained_checkpoint(tmp_path: Path, moved_two_step_run: Path) -> None:
+    """The run: ``moved_two_step_run``'s 2 steps (its base model deleted), copied here."""
     run_dir = tmp_path / "pushed"
+    shutil.copytree(moved_two_step_run, run_dir)
     hub_env = {"HF_TOKEN": TOKEN, "HF_HOME": str(tmp_path / "hf-home"), "HF_HUB_OFFLINE": "0"}
     with HubStub(TOKEN) as hub:
         env = {**hub_env, "HF_ENDPOINT": hub.url}

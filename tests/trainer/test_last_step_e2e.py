@@ -61,12 +61,13 @@ def test_ctrl_c_in_an_update_finishes_the_step_and_saves_it(tmp_path: Path, tiny
 
 
 def test_ctrl_c_mid_generation_saves_the_last_finished_step_and_resumes_losslessly(
-    tmp_path: Path, tiny_model_dir: Path
+    tmp_path: Path, tiny_model_dir: Path, uninterrupted: tuple[Path, subprocess.CompletedProcess[str]]
 ) -> None:
+    """The reference is the ``uninterrupted`` fixture's run (same config but 6 steps, checkpointed every step: the
+    first 3 steps of a run with a constant learning rate are a 3-step run's), shared with test_train_e2e."""
     import torch
 
-    full = config(tmp_path, tiny_model_dir, "full", **TIMED_OFF)
-    train(full)
+    full, _ = uninterrupted
     cut = config(tmp_path, tiny_model_dir, "cut", **TIMED_OFF)
     # engine steps of the continuous rollouts: a max_tokens=6 step takes about 7, so #12 is inside step 2
     step, out = _interrupted(cut, "generate:12:int")
@@ -76,8 +77,8 @@ def test_ctrl_c_mid_generation_saves_the_last_finished_step_and_resumes_lossless
     resumed = train(cut, "trainer.resume=auto")
     assert f"resumed from {tmp_path / 'cut' / 'checkpoints' / f'step_{step}'}" in resumed.stdout
     for later in range(step + 1, 4):
-        assert sampled_ids(tmp_path / "cut", later) == sampled_ids(tmp_path / "full", later)
-    a = weights(tmp_path / "full" / "checkpoints" / "step_3")
+        assert sampled_ids(tmp_path / "cut", later) == sampled_ids(full, later)
+    a = weights(full / "checkpoints" / "step_3")
     b = weights(tmp_path / "cut" / "checkpoints" / "step_3")
     for key in a:
         torch.testing.assert_close(a[key], b[key], atol=1e-5, rtol=1e-4)

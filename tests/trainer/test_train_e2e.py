@@ -131,9 +131,14 @@ def test_learning_tiny_model_reaches_09(tmp_path: Path, tiny_model_dir: Path) ->
     print(f"learning test: reward >= 0.9 at step {reached}; curve {[round(x, 2) for x in rewards]}")
 
 
-def test_resume_after_kill_matches_uninterrupted(tmp_path: Path, tiny_model_dir: Path) -> None:
+def test_resume_after_kill_matches_uninterrupted(
+    tmp_path: Path, tiny_model_dir: Path, uninterrupted: tuple[Path, subprocess.CompletedProcess[str]]
+) -> None:
+    """Killed writing step 6's checkpoint, resumed from step 4's: the uninterrupted run's (the ``uninterrupted``
+    fixture's, checkpointed every step) samples and step-6 weights."""
     import torch
 
+    full, _ = uninterrupted
     # checkpoints at steps 4 and 6 only (none by time): the second save is step 6's
     every_4 = {
         "steps": 6,
@@ -142,11 +147,7 @@ def test_resume_after_kill_matches_uninterrupted(tmp_path: Path, tiny_model_dir:
         "checkpoint_minutes": 0,
         "keep_checkpoints": 3,
     }
-    common = {"trainer": every_4}
-    full = config(tmp_path, tiny_model_dir, "full", **common)
-    train(full)
-
-    cut = config(tmp_path, tiny_model_dir, "cut", **common)
+    cut = config(tmp_path, tiny_model_dir, "cut", trainer=every_4)
     kill_at(cut, "checkpoint:2")  # step 4's checkpoint complete, killed writing step 6's
     checkpoints = tmp_path / "cut" / "checkpoints"
     assert not (checkpoints / "step_6").exists() and any(
@@ -158,8 +159,8 @@ def test_resume_after_kill_matches_uninterrupted(tmp_path: Path, tiny_model_dir:
     assert f"resumed from {checkpoints / 'step_4'}" in out.stdout
 
     for step in (5, 6):  # same data order after the resume
-        assert sampled_ids(tmp_path / "cut", step) == sampled_ids(tmp_path / "full", step)
-    a = weights(tmp_path / "full" / "checkpoints" / "step_6")
+        assert sampled_ids(tmp_path / "cut", step) == sampled_ids(full, step)
+    a = weights(full / "checkpoints" / "step_6")
     b = weights(tmp_path / "cut" / "checkpoints" / "step_6")
     assert a.keys() == b.keys()
     for key in a:
@@ -168,9 +169,13 @@ def test_resume_after_kill_matches_uninterrupted(tmp_path: Path, tiny_model_dir:
     assert steps == [1, 2, 3, 4, 5, 6]  # metrics continue: no duplicate or missing steps
     assert not any(p.name.startswith(".tmp-") for p in (tmp_path / "cut" / "checkpoints").iterdir())
 
-    # on-demand export of a checkpoint: a plain HF dir with exactly the checkpoint's weights
-    rrl("export", str(tmp_path / "cut"), "--step", "6", timeout=120)
+    # on-demand export of a checkpoint: a plain HF dir with exactly the checkpoint's weights (`rrl export`'s own
+    # function, in this process: test_hub_push runs the command)
     from transformers import AutoModelForCausalLM
+
+    from reasoning_rl.trainer.export import export_checkpoint
+
+    export_checkpoint(tmp_path / "cut", step=6)  # into RUN_DIR/export/step_6, as `rrl export --step 6`
 
     exported = AutoModelForCausalLM.from_pretrained(tmp_path / "cut" / "export" / "step_6").state_dict()
     for key, value in b.items():
@@ -302,17 +307,19 @@ def test_rrl_eval_reports_pass_and_majority(tmp_path: Path, tiny_model_dir: Path
     assert "Traceback" not in proc.stdout + proc.stderr
 
 
-def test_engine_logs_are_quiet_unless_asked_for(tmp_path: Path, tiny_model_dir: Path) -> None:
+def test_engine_logs_are_quiet_unless_asked_for(
+    tmp_path: Path, tiny_model_dir: Path, uninterrupted: tuple[Path, subprocess.CompletedProcess[str]]
+) -> None:
     """Before: ~50 vLLM INFO/WARNING lines per run, among them 'RotaryEmbedding: Failed to load weights' and
     'ParallelLMHead: Failed to load weights' after every hand-off. They are harmless (VLLMEngine.load_weights says
-    why): the hand-off still delivers the trainer's weights (log-prob gap < 1e-3)."""
-    cfg = config(tmp_path, tiny_model_dir, "quiet", trainer={"steps": 1, "batch_size": 2}, rollout={"n": 2})
-    quiet = train(cfg)
+    why): the hand-off still delivers the trainer's weights (log-prob gap < 1e-3). The quiet run is the
+    ``uninterrupted`` fixture's (6 hand-offs, 6 checkpoints; a run of its own cost a process start)."""
+    run, quiet = uninterrupted
     text = quiet.stdout + quiet.stderr
     assert "Failed to load weights" not in text and " INFO " not in text, text[-3000:]
     assert not [line for line in text.splitlines() if "(MainProcess" in line], text[-3000:]
-    assert all(
-        r["rollout/logprob_diff_max"] < 1e-3 for r in metrics(tmp_path / "quiet") if "reward/mean" in r
-    )
-    loud = train(cfg, "--verbose", "trainer.overwrite=true")
+    rows = [r for r in metrics(run) if "reward/mean" in r]
+    assert len(rows) == 6 and all(r["rollout/logprob_diff_max"] < 1e-3 for r in rows)
+    cfg = config(tmp_path, tiny_model_dir, "loud", trainer={"steps": 1, "batch_size": 2}, rollout={"n": 2})
+    loud = train(cfg, "--verbose")
     assert "RotaryEmbedding: Failed to load weights" in loud.stdout + loud.stderr
