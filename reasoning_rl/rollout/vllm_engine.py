@@ -304,7 +304,7 @@ class VLLMEngine:
         for r in requests:
             self._add(r.id, self._prompt(r.prompt_ids), request_params(r.sampling, r.seed, delta=r.deltas))
             self._live.add(r.id)
-            self._tokens.track(self._internal[r.id])
+            self._tokens.track(self._internal[r.id], logprobs=r.sampling.logprobs and not r.deltas)
             if not r.deltas:
                 self._whole.add(r.id)
                 self._spans.start(r.id, self._version)
@@ -319,6 +319,8 @@ class VLLMEngine:
         for out, version, versions in outs:
             (seq,) = out.outputs
             token_ids = list(seq.token_ids)
+            kept = self._tokens.kept(self._internal.get(out.request_id, ""), len(token_ids))
+            logprobs = sampled_logprobs(seq.logprobs, token_ids) if kept is None else kept
             if out.finished:
                 self._live.discard(out.request_id)
                 self._retry_reset()
@@ -329,7 +331,7 @@ class VLLMEngine:
                 Delta(
                     id=out.request_id,
                     token_ids=token_ids,
-                    logprobs=sampled_logprobs(seq.logprobs, token_ids),
+                    logprobs=logprobs,
                     text=seq.text or "",
                     finished=out.finished,
                     finish_reason="length" if seq.finish_reason == "length" else "stop",
@@ -348,9 +350,14 @@ class VLLMEngine:
     def partial(self, ids: list[str]) -> list[Delta]:
         """Each unfinished whole (``deltas=False``) request's output so far, read from vLLM's own per-request
         state: for a park or a checkpoint, never per step. Finished ones (held for ``advance``) are left out."""
-        states = self.llm.llm_engine.output_processor.request_states
-        found = ((rid, states.get(self._internal.get(rid, ""))) for rid in ids if rid in self._spans)
-        return [partial_delta(rid, state, self._spans) for rid, state in found if state is not None]
+        states: dict[str, Any] = self.llm.llm_engine.output_processor.request_states
+        ours = {rid: self._internal.get(rid, "") for rid in ids if rid in self._spans}
+        kept = self._tokens.kept  # the log-probs of a whole request are kept there
+        return [
+            partial_delta(rid, states[i], self._spans, kept(i, states[i].detokenizer.num_output_tokens()))
+            for rid, i in ours.items()
+            if i in states
+        ]
 
     def abort(self, ids: list[str]) -> None:
         self.llm.llm_engine.abort_request(list(ids))

@@ -80,15 +80,18 @@ def sampled_logprobs(steps: Any, token_ids: list[int]) -> list[float]:
     return [float(step[tok].logprob) for step, tok in zip(steps, token_ids, strict=True)] if steps else []
 
 
-def partial_delta(rid: str, state: Any, spans: VersionSpans) -> Delta:
+def partial_delta(rid: str, state: Any, spans: VersionSpans, logprobs: list[float] | None = None) -> Delta:
     """An unfinished request's output so far, from vLLM's output-processor state (``RequestState``: it keeps
-    every token and log-prob for the final output), each token's version from ``spans``."""
+    every token, and the log-probs unless the engine keeps them itself: ``logprobs``), each token's version from
+    ``spans``."""
     token_ids = list(state.detokenizer.output_token_ids)
     version, versions = spans.versions(rid, len(token_ids))
+    if logprobs is None:
+        logprobs = sampled_logprobs(state.logprobs_processor.logprobs, token_ids)
     return Delta(
         id=rid,
         token_ids=token_ids,
-        logprobs=sampled_logprobs(state.logprobs_processor.logprobs, token_ids),
+        logprobs=logprobs,
         text=state.detokenizer.get_next_output_text(False, False),
         finished=False,
         finish_reason="",

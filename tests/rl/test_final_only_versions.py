@@ -89,6 +89,8 @@ def test_final_only_records_what_deltas_record_across_swaps(tiny_model_dir):
     final_only, final_only_read, final_counts = _run(engine, policy, weights, deltas=False)
 
     assert final_only == per_step  # tokens, log-probs and per-token versions, exactly
+    # the log-probs the engine kept itself (not vLLM's per-token objects) are vLLM's, one per token
+    assert all(len(lps) == len(t) > 0 for t, lps, _ in final_only.values())
     # each step's count is the tokens that step sampled: what the deltas reported then, not what finished then
     assert [s for s, _ in final_counts] == [s for s, _ in delta_counts] == [r for _, r in delta_counts]
     assert sum(s for s, _ in final_counts) == sum(len(t) for t, _, _ in final_only.values()) == 3 * 30 + 4
