@@ -41,7 +41,7 @@ from graders.runtime import GradingPool
 from reasoning_rl.data import Prompt, PromptSampler
 from reasoning_rl.faults import fault_point
 from reasoning_rl.rollout import Completion, ContinuousEngine, Delta, DraftCounts, Request, SamplingConfig
-from reasoning_rl.rollout.step_cost import StepCost
+from reasoning_rl.step_cost import StepCost
 from reasoning_rl.trace import TraceWriter
 from reasoning_rl.trainer.collect import RewardPlan, StreamGrading
 from reasoning_rl.trainer.producers import ToolTurns

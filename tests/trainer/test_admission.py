@@ -22,7 +22,7 @@ from rrl_testutil import CountdownEngine, scripted_frontier
 
 from graders.runtime import GradingPool
 from reasoning_rl.rollout import Delta, Request
-from reasoning_rl.rollout.step_cost import COUNTER, StepCost
+from reasoning_rl.step_cost import COUNTER, StepCost
 from reasoning_rl.trace import TraceWriter
 from reasoning_rl.trainer import frontier as frontier_module
 from reasoning_rl.trainer.frontier import Frontier
@@ -228,7 +228,7 @@ def test_max_lag_0_is_the_synchronous_step(pool: GradingPool, trace: TraceWriter
 def test_every_engine_step_lands_in_the_cost_curve(
     pool: GradingPool, trace: TraceWriter, max_lag: int, running_groups: int | None
 ) -> None:
-    """The per-engine-step cost curve (``rollout/step_cost``), sync and continuous: each step's ``engine_steps``
+    """The per-engine-step cost curve (``reasoning_rl/step_cost``), sync and continuous: each step's ``engine_steps``
     counters hold exactly the engine steps the engine saw in it, bucketed by the requests it held (2-wide buckets
     here, the last open at the target), each 1 s long (the clock moves only inside ``advance``), and the tokens
     they sampled are the step's generated tokens; the metrics line has their count and mean."""

@@ -1,4 +1,4 @@
-"""The per-engine-step cost curve (``rollout/step_cost.py``, issue 44): a scripted sequence of engine steps
+"""The per-engine-step cost curve (``reasoning_rl/step_cost.py``, issue 44): a scripted sequence of engine steps
 (running batch, round seconds, seconds inside ``advance``, tokens), times injected, so every sum is exact."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from reasoning_rl.rollout.step_cost import COUNTER, Bucket, StepCost, curve_lines, pooled
+from reasoning_rl.step_cost import COUNTER, Bucket, StepCost, curve_lines, pooled
 from reasoning_rl.trace import TraceWriter, read_trace
 
 # (running, seconds, engine_s, tokens); width 4, target 10: buckets 0-3, 4-7, 8-11 and >= 12 (open)
