@@ -23,6 +23,8 @@ prefix. Every record has ``v`` (schema version) and ``type``:
     ``p99``, ``max``) is instead that statistic over the grades so far, as the grading runtime reports it.
   - ``grade_count``, ``grade_cache_hits``, ``grade_timeouts``: totals so far per grader (``attrs.grader``),
     as the grading runtime counts them; readers take the latest value (for runs without per-sample records).
+  - ``engine_steps``: the step's engine steps in one running-batch bucket (``attrs.lo``, ``hi``), with their
+    ``requests``, ``seconds``, ``engine_s`` and ``tokens`` summed (``reasoning_rl/step_cost.py``).
 - ``end``: ``status`` (``ok`` | ``crashed`` | ``interrupted``), ``ended``.
 
 Readers must ignore unknown fields and record types; a bump of ``v`` means an incompatible change.

@@ -177,6 +177,58 @@ def test_realistic_summary_is_total_over_total_and_weights_the_engine_by_generat
     want = realistic.update_flops(250.0, []) + share * realistic.update_flops(0.0, [10, 12])
     assert realistic.computed_flops(rows[1], [10, 12]) == pytest.approx(want)
     assert realistic.computed_flops(rows[1], [10, 12]) < realistic.update_flops(1000.0, [10, 12])
+    assert out["step_cost"] == []  # a run without the trace's engine_steps counters
+
+
+def test_the_engine_step_cost_curve_of_the_measured_steps_reaches_the_summary(tmp_path: Path) -> None:
+    """Issue 44: realistic.py pools the trace's ``engine_steps`` counters over the measured steps (the warm-up
+    step's left out) into the run's JSON, and interleave.py's summary prints the curve per run."""
+    pytest.importorskip("torch")
+    import realistic
+
+    from reasoning_rl.step_cost import StepCost
+    from reasoning_rl.trace import TraceWriter
+
+    rows = [
+        {
+            "step": s,
+            "time/step_s": 1.0,
+            "time/generate_s": 0.5,
+            "time/update_s": 0.5,
+            "throughput/train_tokens": 100,
+            "samples": 1,
+            "response/length_mean": 10.0,
+            "response/length_max": 10,
+        }
+        for s in (1, 2, 3)
+    ]
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (tmp_path / "seq_lens").mkdir()
+    for s in (2, 3):
+        (tmp_path / "seq_lens" / f"{s}.txt").write_text("10")
+    trace = TraceWriter(tmp_path / "trace.jsonl")
+    cost = StepCost(target=512)
+    for step, (running, seconds) in enumerate([(512, 9.0), (300, 0.008), (512, 0.016)], start=1):
+        cost.add(running, seconds, seconds / 2, running)
+        cost.flush(trace, step)
+    trace.close()
+    got = realistic.summarise_ours(tmp_path)["step_cost"]
+    assert [(b["lo"], b["hi"], b["steps"], b["seconds"]) for b in got] == [
+        (288, 320, 1, 0.008),
+        (512, None, 1, 0.016),
+    ]
+    ours = {
+        "name": "ours:lag1",
+        "side": "ours",
+        "steps_s": [1.0, 1.0],
+        "tokens": [100.0, 100.0],
+        "step_cost": got,
+    }
+    text = interleave.table([ours], interleave.summarise([ours]))
+    assert "ours:lag1 engine step cost by running batch (measured steps):" in text
+    assert [line.split()[:4] for line in text.splitlines() if line.startswith("     288-319")] == [
+        ["288-319", "1", "8.00", "26.7"]
+    ]
 
 
 def test_the_learning_run_keeps_all_steps_apart_and_compares_the_first_n(tmp_path: Path, monkeypatch) -> None:

@@ -17,6 +17,7 @@ from reasoning_rl.cli.app import app
 from reasoning_rl.report import Analysis, ReportError, analyze, load_run, write_report
 from reasoning_rl.report.html import render_html
 from reasoning_rl.report.plots import FIGURES
+from reasoning_rl.step_cost import COUNTER, StepCost, pooled
 from reasoning_rl.trace import TraceWriter
 
 STEPS = 4
@@ -395,6 +396,14 @@ def test_report_of_a_real_cpu_training_run(tmp_path: Path, tiny_model_dir: Path)
     for step, verdicts in a.verdicts_by_step.items():
         assert sum(verdicts.values()) == metrics[step]["samples"]
     assert result.html.read_text().count("data:image/png;base64,") == len(result.pngs)
+    # the per-engine-step cost curve (issue 44): every step's engine steps, the tokens they sampled, pooled
+    assert a.staleness is not None and a.staleness.step_cost == pooled(trace.counters)
+    for step in (1, 2, 3):
+        curve = [c for c in trace.counters if c["name"] == COUNTER and c["step"] == step]
+        assert sum(c["value"] for c in curve) == metrics[step]["rollout/engine_steps"] > 0
+        assert sum(c["attrs"]["tokens"] for c in curve) == gen[step] > 0
+        assert metrics[step]["rollout/engine_step_ms"] > 0
+    assert "Engine step cost by running batch" in result.html.read_text()
 
     data = (run / "trace.jsonl").read_bytes()
     (run / "trace.jsonl").write_bytes(data[: len(data) * 2 // 3])  # as if killed mid-run
@@ -481,3 +490,27 @@ def test_mfu_counts_only_the_tokens_the_update_computed(tmp_path: Path) -> None:
     assert t.computed_tokens == 500 and t.train_tokens == 1_000_000
     assert t.mfu == pytest.approx(6 * PARAMS * 500 / 0.01 / H100, rel=1e-3)
     assert t.mfu < 1
+
+
+def test_engine_step_cost_curve_in_the_staleness_section(tmp_path: Path) -> None:
+    """The trace's ``engine_steps`` counters (``reasoning_rl/step_cost``) become the report's table: per
+    running-batch bucket, engine steps, ms per step, µs per request-step, the share inside ``advance``."""
+    root = make_run(tmp_path / "run", close=False)
+    tw = TraceWriter(root / "trace.jsonl", append=True)
+    cost = StepCost(target=64)
+    for _ in range(3):
+        cost.add(64, 0.02, 0.015, 64)
+    cost.add(10, 0.005, 0.0025, 10)
+    cost.flush(tw, 1)
+    cost.add(70, 0.02, 0.015, 70)
+    cost.flush(tw, 2)
+    tw.close()
+    a = analyze(load_run(root))
+    assert a.staleness is not None
+    assert [(b.lo, b.hi, b.steps, b.requests) for b in a.staleness.step_cost] == [
+        (0, 32, 1, 10),
+        (64, None, 4, 262),
+    ]
+    html = _html_without_figures(a)
+    assert "<td>0-31</td><td>1</td><td>5.00</td><td>500.0</td><td>50</td><td>2,000</td>" in html
+    assert "<td>&gt;= 64</td><td>4</td><td>20.00</td><td>305.3</td><td>75</td><td>3,275</td>" in html

@@ -40,6 +40,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from reasoning_rl.step_cost import Bucket, curve_lines
+
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import throughput  # noqa: E402
@@ -255,6 +257,9 @@ def table(runs: list[dict[str, Any]], summary: dict[str, Any]) -> str:
                     f" {r['running_full_frac']} lag mean {r['lag_mean_median']} resp len"
                     f" {r.get('response_len_mean')} trunc {r.get('truncation_rate')} reward {r.get('reward_mean')}"
                 )
+            if r.get("step_cost"):  # issue 44: what an engine step costs at each running batch
+                lines.append(f"{r['name']} engine step cost by running batch (measured steps):")
+                lines += ["     " + line for line in curve_lines([Bucket(**b) for b in r["step_cost"]])]
     lines.append(
         f"TRL best matched setting (IS off) in this call, by Σtokens/Σtime: {summary['trl_best_matched']}"
     )

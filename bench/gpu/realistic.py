@@ -19,6 +19,7 @@ import statistics
 import subprocess
 import sys
 import time
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -143,9 +144,14 @@ def real_config(model: Path, data: Path, run_dir: Path, steps: int, on_gpu: bool
 def summarise_ours(run_dir: Path) -> dict[str, Any]:
     import torch
 
+    from reasoning_rl.step_cost import pooled
+    from reasoning_rl.trace import read_trace
     from reasoning_rl.trainer.metrics import read_metrics
 
     rows = [r for r in read_metrics(run_dir / "metrics.jsonl") if "time/step_s" in r][1:]  # 1st = warm-up
+    trace = run_dir / "trace.jsonl"
+    measured = {int(r["step"]) for r in rows}
+    step_cost = pooled(read_trace(trace).counters, measured) if trace.exists() else []
 
     def med(key: str) -> float:
         vals = [float(r[key]) for r in rows if key in r]
@@ -200,6 +206,8 @@ def summarise_ours(run_dir: Path) -> dict[str, Any]:
         "running_full_frac": round(time_weighted(rows, "rollout/running_full_frac"), 3),
         "running_mean": round(time_weighted(rows, "rollout/running_mean"), 1),
         "lag_mean_median": round(med("staleness/lag_mean"), 3),
+        # issue 44: engine steps by running batch over the measured steps (reasoning_rl/step_cost)
+        "step_cost": [asdict(b) for b in step_cost],
         "update_mfu": round(
             statistics.median(
                 computed_flops(r, _lens(run_dir, int(r.get("step", i + 2))))

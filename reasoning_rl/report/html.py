@@ -14,6 +14,7 @@ import yaml
 
 from reasoning_rl.report.analysis import PERCENTILES, Analysis, error_reasons
 from reasoning_rl.report.freshness import freshness_html
+from reasoning_rl.report.staleness import StalenessReport
 
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px auto;max-width:1240px;color:#222}
@@ -270,6 +271,30 @@ def _staleness_section(a: Analysis) -> str:
         + f"{len(r.running)} times): p10 {fmt(r.running_percentile(10))}, median {fmt(r.running_percentile(50))}, "
         + f"p90 {fmt(r.running_percentile(90))}.{full}</p>"
         + (table(["lag", "tokens", "%"], rows) if rows else "")
+        + _step_cost_table(r)
+    )
+
+
+def _step_cost_table(r: StalenessReport) -> str:
+    """The per-engine-step cost curve: where generation time goes as the running batch grows."""
+    if not r.step_cost:
+        return ""
+    rows = [
+        [
+            f"{b.lo}-{b.hi - 1}" if b.hi is not None else f">= {b.lo}",
+            b.steps,
+            f"{b.ms_per_step:.2f}",
+            f"{b.us_per_request:.1f}",
+            f"{100 * b.engine_share:.0f}",
+            f"{b.tokens_per_s:,.0f}",
+        ]
+        for b in r.step_cost
+    ]
+    head = ["running batch", "engine steps", "ms / step", "µs / request-step", "% in advance", "tokens/s"]
+    return (
+        "<p>Engine step cost by running batch (all steps; the round: the engine step, taking its outputs, "
+        "admission; flat µs / request-step is a per-request cost, falling is a per-step one):</p>"
+        + table(head, rows)
     )
 
 

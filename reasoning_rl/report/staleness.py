@@ -1,6 +1,7 @@
 """The report's continuous-rollout numbers (issue 31): the lag histogram of trained tokens (trace counter
 ``lag_tokens``, one per step and lag), the engine's running batch over generation (``engine_running``,
-sampled while it generates) and, from the metrics line, the share of generation time it ran full, the
+sampled while it generates), the per-engine-step cost curve (``engine_steps``, ``reasoning_rl/step_cost``) and,
+from the metrics line, the share of generation time it ran full, the
 effective sample size of the decoupled-PPO weights and the per-sample version span."""
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ from typing import Any
 
 import numpy as np
 
+from reasoning_rl.step_cost import Bucket, pooled
+
 
 @dataclass
 class StalenessReport:
@@ -18,6 +21,7 @@ class StalenessReport:
     full_frac: float | None  # mean over steps of rollout/running_full_frac
     ess: float | None  # mean decoupled/ess
     span_max: float | None  # largest per-sample version span
+    step_cost: list[Bucket]  # engine steps by running batch, all steps pooled (empty in older runs)
 
     @property
     def lag_mean(self) -> float:
@@ -43,7 +47,8 @@ def staleness_report(counters: list[dict[str, Any]], metrics: list[dict[str, Any
             lags[lag] = lags.get(lag, 0.0) + float(c["value"])
         elif c.get("name") == "engine_running":
             running.append(float(c["value"]))
-    if not lags and not running:
+    step_cost = pooled(counters)
+    if not lags and not running and not step_cost:
         return None
     spans = [
         float(r["staleness/span_max"])
@@ -56,4 +61,5 @@ def staleness_report(counters: list[dict[str, Any]], metrics: list[dict[str, Any
         _mean(metrics, "rollout/running_full_frac"),
         _mean(metrics, "decoupled/ess"),
         max(spans) if spans else None,
+        step_cost,
     )

@@ -41,6 +41,7 @@ from graders.runtime import GradingPool
 from reasoning_rl.data import Prompt, PromptSampler
 from reasoning_rl.faults import fault_point
 from reasoning_rl.rollout import Completion, ContinuousEngine, Delta, DraftCounts, Request, SamplingConfig
+from reasoning_rl.step_cost import StepCost
 from reasoning_rl.trace import TraceWriter
 from reasoning_rl.trainer.collect import RewardPlan, StreamGrading
 from reasoning_rl.trainer.producers import ToolTurns
@@ -122,6 +123,7 @@ class Frontier:
         self.judged: dict[int, bool] = {}  # dynamic sampling: finished graded ticket -> has reward spread
         self.tools = tools  # rollout.tools: each sample a multi-turn tool trajectory (trainer/producers)
         self.prefix = prefix  # request ids: a second frontier on the engine (eval) uses its own
+        self.cost = StepCost(self.schedule.slots * sampling(0).n)  # per-engine-step cost by running batch
         self._rid = 0
         self._offset = 0  # groups admitted in this step so far (the next group's ``Group.offset``)
 
@@ -146,7 +148,7 @@ class Frontier:
         full = FULL_SHARE * target
         busy = full_s = 0.0
         last_trace = 0.0
-        sampled = self.engine.sampled  # the engine's count: this step's window generated what it adds
+        sampled = last_sampled = self.engine.sampled  # this step's window generated what the engine adds
         # samples finished (and graded) in earlier steps but not yet trained count as graded now
         graded_before = self.grading.ever_graded - self.grading.graded()
         need = self.schedule.batch * n
@@ -177,8 +179,10 @@ class Frontier:
                     raise RuntimeError(
                         "continuous rollouts: waiting for groups with no request in the engine"
                     )
-                t = time.time()
-                for delta in self.engine.advance():
+                before, t = self.engine.running(), time.time()
+                deltas = self.engine.advance()
+                engine_s, after, now_sampled = time.time() - t, self.engine.running(), self.engine.sampled
+                for delta in deltas:
                     if self.tools is not None and self.tools.owns(delta.id):
                         self.tools.take(delta)
                     else:
@@ -192,6 +196,8 @@ class Frontier:
                 dt = time.time() - t
                 busy += running * dt
                 full_s += dt if running >= full else 0.0
+                self.cost.add(max(before, after), dt, engine_s, now_sampled - last_sampled)
+                last_sampled = now_sampled
                 if t - last_trace >= RUNNING_SAMPLE_S:
                     trace.counter("engine_running", step, running, admitted=self._in_engine(), target=target)
                     last_trace = t
@@ -210,6 +216,7 @@ class Frontier:
             trace_tools(trace, step, (s.completion for s in rollouts))
         gen_s = t1 - t0
         metrics = {
+            **self.cost.flush(trace, step),  # the per-engine-step cost curve (trace engine_steps)
             "rollout/running_mean": busy / gen_s if gen_s > 0 else 0.0,
             "rollout/running_full_frac": full_s / gen_s if gen_s > 0 else 0.0,
             "rollout/in_flight": float(len(self.live) + len(self.tools.started if self.tools else ())),

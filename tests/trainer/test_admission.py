@@ -11,6 +11,7 @@ clock moves one second per engine step (so the running-batch metrics, shares of 
 
 from __future__ import annotations
 
+import json
 import random
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,6 +22,7 @@ from rrl_testutil import CountdownEngine, scripted_frontier
 
 from graders.runtime import GradingPool
 from reasoning_rl.rollout import Delta, Request
+from reasoning_rl.step_cost import COUNTER, StepCost
 from reasoning_rl.trace import TraceWriter
 from reasoning_rl.trainer import frontier as frontier_module
 from reasoning_rl.trainer.frontier import Frontier
@@ -220,3 +222,37 @@ def test_max_lag_0_is_the_synchronous_step(pool: GradingPool, trace: TraceWriter
         assert sorted({s.completion.prompt_index for s in rollouts}) == groups
         advances += max(lengths[g] for g in groups)  # the longest group ends the step
     assert advances == len(engine.seen)
+
+
+@pytest.mark.parametrize(("max_lag", "running_groups"), [(0, None), (2, 6)])
+def test_every_engine_step_lands_in_the_cost_curve(
+    pool: GradingPool, trace: TraceWriter, max_lag: int, running_groups: int | None
+) -> None:
+    """The per-engine-step cost curve (``reasoning_rl/step_cost``), sync and continuous: each step's ``engine_steps``
+    counters hold exactly the engine steps the engine saw in it, bucketed by the requests it held (2-wide buckets
+    here, the last open at the target), each 1 s long (the clock moves only inside ``advance``), and the tokens
+    they sampled are the step's generated tokens; the metrics line has their count and mean."""
+    target = (BATCH if running_groups is None else running_groups) * N
+    engine = CountingEngine()
+    front = make(pool, random_lengths(4), engine, max_lag=max_lag, running_groups=running_groups)
+    front.cost = StepCost(target, width=2)
+    for step in range(1, 7):
+        seen = len(engine.seen)
+        _, flow = front.next_batch(step, trace)
+        batches = [requests for requests, _ in engine.seen[seen:]]
+        expect: dict[int, list[int]] = {}
+        for requests in batches:
+            sums = expect.setdefault(2 * min(requests // 2, target // 2), [0, 0])
+            sums[0] += 1
+            sums[1] += requests
+        records = [
+            json.loads(line) for line in trace.path.read_text().splitlines()
+        ]  # the trace is still open
+        counters = [c for c in records if c.get("name") == COUNTER and c["step"] == step]
+        assert {c["attrs"]["lo"]: [c["value"], c["attrs"]["requests"]] for c in counters} == expect
+        assert all(c["attrs"]["seconds"] == c["attrs"]["engine_s"] == c["value"] for c in counters)
+        assert sum(c["attrs"]["tokens"] for c in counters) == flow["rollout/generated_tokens"] == sum(batches)
+        assert flow["rollout/engine_steps"] == len(batches)
+        assert flow["rollout/engine_step_ms"] == (1000.0 if batches else 0.0)
+        front.park()
+        engine.load_weights([], version=step)
