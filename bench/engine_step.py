@@ -11,7 +11,9 @@ each consumed as the frontier consumes them (tokens, log-probs and per-token ver
 - ``continuous``: ``deltas=False`` with a weight swap (a real ``load_weights``, new version) halfway through the
   round while every request is resident, and a ``partial`` read of all of them before it (what a checkpoint
   does); the swap and the read are timed apart, not in the per-step figure;
-- ``delta``: the pre-issue-44 continuous path (one delta per request per step), for reference.
+- ``delta``: the pre-issue-44 continuous path (one delta per request per step), for reference;
+- ``no_logprobs``: ``sync`` without per-token log-probs (the synchronous step of one update per batch asks for
+  none; continuous runs need them, decoupled PPO's behaviour policy): what the log-probs cost per step.
 
 Host time is the process's CPU time (``time.process_time``) inside ``advance`` and the consumer, with torch on one
 thread: on this shared 2-core machine wall time swung 6 -> 150 ms per step with the load of other processes (two
@@ -37,7 +39,7 @@ from reasoning_rl.rollout import Request, SamplingConfig
 from reasoning_rl.rollout.vllm_engine import VLLMEngine
 from reasoning_rl.tiny import build_tiny_model
 
-KINDS = ("sync", "continuous", "delta")
+KINDS = ("sync", "continuous", "delta", "no_logprobs")
 
 
 def one_round(
@@ -106,7 +108,8 @@ def main() -> None:
     aside: list[float] = []
     for r in range(args.rounds + 1):
         for kind in KINDS:
-            cpu_ms, wall_ms, aside_ms = one_round(engine, weights, kind, f"{kind}{r}", n, sampling)
+            s = sampling.model_copy(update={"logprobs": False}) if kind == "no_logprobs" else sampling
+            cpu_ms, wall_ms, aside_ms = one_round(engine, weights, kind, f"{kind}{r}", n, s)
             if r:
                 ms[kind].append(cpu_ms)
                 wall[kind].append(wall_ms)
@@ -124,6 +127,7 @@ def main() -> None:
         "median_wall_ms": wall_med,
         "continuous_over_sync": med["continuous"] / med["sync"],
         "delta_over_sync": med["delta"] / med["sync"],
+        "sync_over_no_logprobs": med["sync"] / med["no_logprobs"],
         "swap_and_read_ms": aside,
     }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
@@ -135,6 +139,7 @@ def main() -> None:
         )
     print(
         f"continuous / sync: {result['continuous_over_sync']:.3f}x; delta / sync: {result['delta_over_sync']:.3f}x; "
+        f"sync / no_logprobs: {result['sync_over_no_logprobs']:.3f}x; "
         f"swap + partial read (not in the steps): median {statistics.median(aside):.1f} ms"
     )
 
