@@ -11,8 +11,9 @@ requests only (not a stream's or a score's), at one set lookup per output per st
 
 Log-probs: continuous runs need each sampled token's log-prob (decoupled PPO's behaviour policy). vLLM's output
 processor turns every request's log-probs of every step into Python objects (three ``tolist`` calls and a
-per-position container), which measured +10.7 us per request-step on CPU at 512 requests (23.7 -> 29.2 ms a
-step) and about as much on the H200's host (continuous 28-31 us per request-step vs sync's 21). For a tracked
+per-position container): ``bench/engine_step.py`` at 512 requests on CPU, a step with log-probs cost 1.288x one
+without (1.154x with them kept here), and on the H200's host continuous ran 28-31 us per request-step against
+sync's 21 (bench/RESULTS.md, 2026-12-07). For a tracked
 whole request that asked for them, the wrapper keeps the step's sampled-token column as the numpy array vLLM
 already made and hands the output processor none; ``kept`` joins them once, when the request finishes or a
 park/checkpoint reads it. Requests reporting every step (``deltas=True``) keep vLLM's own path.
