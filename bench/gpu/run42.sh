@@ -15,6 +15,8 @@
 #   12   source /tmp/vllm_kit/install.sh && bash bench/gpu/run42.sh spec       carry [.gpu_carry/data]
 #   13   (if time is left) source /tmp/vllm_kit/install.sh && NAME=spec46_group
 #        VARIANTS=off,group:tail64,off:sync,group bash bench/gpu/run42.sh spec  carry [.gpu_carry/data]
+# Issues 42/44 (where generation's host time goes, ~150 s, needs 1-6 only):
+#   14   source /tmp/vllm_kit/install.sh && bash bench/gpu/run42.sh mode                        carry []
 #   or without warm, on GSM8K (the SmolLM2 GGUF): 1-7, then
 #        source /tmp/vllm_kit/install.sh && bash bench/gpu/run42.sh spec-hard  carry [.gpu_carry/m2, .gpu_carry/data]
 # Measured 2026-12-05 on one H200: kit 1-7 ~100 s of device time once a machine starts, warm 285 s, our 21-step
@@ -34,6 +36,8 @@
 #   match   the same workload, interleaved, short runs: ours without the zero-advantage skip (the work TRL does),
 #           TRL 1.16 (IS off), ours with the skip: Σtokens/Σtime of each
 #   hard    the same on GSM8K (the "hard" workload)
+#   mode    bench/gpu/engine_mode.py: vLLM's host time per request-step, engine core in this process (ours) vs
+#           its own process, per-token log-probs off/on (SHAPE=qwen: the anchor's model, 256 x 256 tokens)
 #   spec    issue 46: the warm start, generation only (bench/gpu/speculative.py): off, then ngram in the tail
 #           (max_batch 64, 128) and always, each in its own process: 6 rounds of 64 x 8 up to 1,024 tokens and a
 #           one-sample pass over the other 960 rows, so ~125 s a variant (engine start ~50 s); BUDGET 540 skips
@@ -125,6 +129,7 @@ learn|match)
             real /tmp/word_chain.jsonl match "${SCHEDULE:-ours:noskip,trl:off:32,ours:sync}" /tmp/warm_model
     fi
     ;;
+mode) timeout 320 python3 bench/gpu/engine_mode.py --shape "${SHAPE:-qwen}" --out "$OUT/engine_mode.json" 2>&1 | quiet ;;
 hard) gguf || exit 1; real "$D/gsm8k_test.jsonl" hard "${SCHEDULE:-ours:sync,trl:off:32,ours:noskip}" $GGUF ;;
 spec)
     [ -d /tmp/warm_model ] || { echo "no /tmp/warm_model: run the warm phase first"; exit 3; }
