@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -9,6 +10,12 @@ from rrl_testutil import REPO, SHARED, shared_path
 from system_programs import missing_program_line
 
 __all__ = ["REPO", "SHARED", "shared_path"]
+
+# vLLM's CPU backend otherwise zero-fills a KV cache of 20 % of the RAM minus its RSS at every engine start
+# (~3 GiB on CI's 24 GiB runner: 3-7 s of page faults per `rrl train` process, dozens of them); 1 GiB (its env's
+# unit) holds every test's sequences many times over. Set here, every process the tests start inherits it (it
+# also overrides a smaller kv_cache_memory_bytes: vLLM's legacy setting wins).
+os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
