@@ -20,7 +20,7 @@ ranks' decode threads stepped meanwhile, so there a "step" is the driver's round
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from reasoning_rl.trace import TraceWriter
@@ -63,50 +63,40 @@ class Bucket:
 
 
 class StepCost:
-    """The accumulator: ``add`` per engine step (a few list-slot adds, nothing allocated), ``flush`` per
-    training step (the trace counters, then zeroed)."""
+    """The accumulator: ``add`` per engine step (five attribute adds on its bucket, nothing allocated),
+    ``flush`` per training step (the trace counters, then fresh buckets)."""
 
     def __init__(self, target: int, width: int = WIDTH) -> None:
         if width < 1:
             raise ValueError(f"bucket width must be >= 1, got {width}")
         self.width = width
         self.top = -(-max(target, 1) // width)  # the open bucket: running >= the target rounded up to a width
-        size = self.top + 1
-        self.steps = [0] * size
-        self.requests = [0] * size
-        self.seconds = [0.0] * size
-        self.engine_s = [0.0] * size
-        self.tokens = [0] * size
+        self._sums = self._empty()
+
+    def _empty(self) -> list[Bucket]:
+        return [
+            Bucket(i * self.width, None if i == self.top else (i + 1) * self.width)
+            for i in range(self.top + 1)
+        ]
 
     def add(self, running: int, seconds: float, engine_s: float, tokens: int) -> None:
         """One engine step: its running batch, its round's wall time, the time inside ``advance``, its tokens."""
-        i = min(running // self.width, self.top)
-        self.steps[i] += 1
-        self.requests[i] += running
-        self.seconds[i] += seconds
-        self.engine_s[i] += engine_s
-        self.tokens[i] += tokens
+        b = self._sums[min(running // self.width, self.top)]
+        b.steps += 1
+        b.requests += running
+        b.seconds += seconds
+        b.engine_s += engine_s
+        b.tokens += tokens
 
     def buckets(self) -> list[Bucket]:
-        """The non-empty buckets, smallest running batch first."""
-        return [
-            Bucket(
-                i * self.width,
-                None if i == self.top else (i + 1) * self.width,
-                self.steps[i],
-                self.requests[i],
-                self.seconds[i],
-                self.engine_s[i],
-                self.tokens[i],
-            )
-            for i in range(self.top + 1)
-            if self.steps[i]
-        ]
+        """The non-empty buckets so far (copies), smallest running batch first."""
+        return [replace(b) for b in self._sums if b.steps]
 
     def flush(self, trace: TraceWriter, step: int) -> dict[str, float]:
-        """Write the buckets as ``step``'s ``engine_steps`` counters and zero the sums; the metrics line's
+        """Write the buckets as ``step``'s ``engine_steps`` counters and start fresh ones; the metrics line's
         summary: ``rollout/engine_steps`` and ``rollout/engine_step_ms`` (mean wall time of a step's round)."""
-        out = self.buckets()
+        out = [b for b in self._sums if b.steps]
+        self._sums = self._empty()
         for b in out:
             trace.counter(
                 COUNTER,
@@ -119,10 +109,6 @@ class StepCost:
                 engine_s=b.engine_s,
                 tokens=b.tokens,
             )
-        for sums in (self.steps, self.requests, self.tokens):
-            sums[:] = [0] * len(sums)
-        for times in (self.seconds, self.engine_s):
-            times[:] = [0.0] * len(times)
         steps, seconds = sum(b.steps for b in out), sum(b.seconds for b in out)
         return {
             "rollout/engine_steps": float(steps),
