@@ -99,3 +99,8 @@ def test_flush_writes_each_steps_buckets_and_pooled_sums_them_back(tmp_path: Pat
 def test_bucket_width_must_be_positive() -> None:
     with pytest.raises(ValueError, match="width"):
         StepCost(target=8, width=0)
+
+
+def test_a_bucket_width_below_one_is_refused() -> None:
+    with pytest.raises(ValueError, match="bucket width must be >= 1, got 0"):
+        StepCost(target=8, width=0)
