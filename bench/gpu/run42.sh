@@ -36,6 +36,8 @@
 #   match   the same workload, interleaved, short runs: ours without the zero-advantage skip (the work TRL does),
 #           TRL 1.16 (IS off), ours with the skip: Σtokens/Σtime of each
 #   hard    the same on GSM8K (the "hard" workload)
+# STACKS=1 (any phase): each Python process samples its threads' stacks (bench/gpu/stacks_site/sitecustomize.py),
+#           returned as $OUT/stacks_PHASE.tgz; bench/gpu/stacks_report.py sums them
 #   mode    bench/gpu/engine_mode.py: vLLM's host time per request-step, engine core in this process (ours) vs
 #           its own process, per-token log-probs off/on (SHAPE=qwen: the anchor's model, 256 x 256 tokens)
 #   spec    issue 46: the warm start, generation only (bench/gpu/speculative.py): off, then ngram in the tail
@@ -47,6 +49,10 @@ set -uo pipefail
 export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export PYTHONPATH=/tmp/site:$PWD:${PYTHONPATH:-}
+if [ -n "${STACKS:-}" ]; then  # every Python process samples its stacks (bench/gpu/stacks_site): $OUT/stacks_PHASE.tgz
+    export RRL_STACKS=/tmp/stacks_$1 PYTHONPATH=$PWD/bench/gpu/stacks_site:$PYTHONPATH
+    trap 'tar czf "$OUT/stacks_$1.tgz" -C /tmp "stacks_$1"' EXIT
+fi
 GGUF=/tmp/smol/SmolLM2-135M-Instruct.Q4_1.gguf
 D=$PWD/.gpu_carry/data
 quiet() { grep -vE "^(INFO|WARNING|DEBUG)|^\(MainProcess|it/s\]|s/it\]"; }
