@@ -5,26 +5,33 @@
 The side-by-side workload's update: 256 sequences x 384 tokens (128 prompt + 256 response), one optimizer
 step, micro-batches of ROWS sequences. Prints tokens/s and MFU per setting (peak 790 TFLOP/s bf16, the
 measured figure for this H200 kind) and writes the top CUDA kernels of one profiled step of the last
-setting to OUT_DIR/update_profile.txt, so a slow update shows where its time goes.
+setting to OUT_DIR/update_profile.txt, so a slow update shows where its time goes. OUT_DIR/update_probe.json is
+``throughput.result``'s format: one run per setting, its measured steps (all but the first: compile) with their
+tokens, so ratios are Σtokens/Σtime. ``UPDATE_STEPS`` (default 4) steps per setting; ``UPDATE_PROFILE=0`` skips
+the profile.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from shapes import build_random_model, train_flops  # noqa: E402
+from throughput import result, table  # noqa: E402
 
 from reasoning_rl.algorithms import LossConfig, compute_advantages  # noqa: E402
 from reasoning_rl.policy import Policy, TokenBatch  # noqa: E402
 
 PEAK_FLOPS = 790e12
-ROWS, PROMPT, SEQ, STEPS = 256, 128, 384, 4
+ROWS, PROMPT, SEQ = 256, 128, 384
+STEPS = int(os.environ.get("UPDATE_STEPS", "4"))
 
 
 def sync() -> None:
@@ -34,7 +41,7 @@ def sync() -> None:
 
 def measure(
     model_dir: Path, shape: str, compiled: bool, rows: int, profile_to: Path | None
-) -> dict[str, float]:
+) -> dict[str, Any]:
     dtype = "bfloat16" if torch.cuda.is_available() else "float32"
     policy = Policy.from_pretrained(
         str(model_dir), dtype=dtype, lr=1e-6, micro_batch_tokens=rows * SEQ, compile_layers=compiled
@@ -71,6 +78,9 @@ def measure(
         "peak_mem_gib": round(torch.cuda.max_memory_allocated() / 2**30, 1)
         if torch.cuda.is_available()
         else 0.0,
+        "name": f"{'compile' if compiled else 'eager'}:{rows}",
+        "steps_s": [round(t, 4) for t in times[1:]],
+        "tokens": [float(tokens)] * len(times[1:]),
     }
     del policy
     if torch.cuda.is_available():
@@ -90,11 +100,26 @@ def main() -> None:
         last = k == len(settings) - 1
         results.append(
             measure(
-                model_dir, shape, mode == "compile", int(rows), out / "update_profile.txt" if last else None
+                model_dir,
+                shape,
+                mode == "compile",
+                int(rows),
+                out / "update_profile.txt" if last and os.environ.get("UPDATE_PROFILE") != "0" else None,
             )
         )
         print("UPDATE " + json.dumps(results[-1]), flush=True)
-    (out / "update_probe.json").write_text(json.dumps(results, indent=1))
+    workload = {
+        "name": "update",
+        "model": f"{shape} shape, random init",
+        "sequences": ROWS,
+        "prompt_tokens": PROMPT,
+        "response_tokens": SEQ - PROMPT,
+        "steps": f"{STEPS} per setting, the first (compile) not measured",
+        "device": torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu",
+    }
+    summary = result(workload, results)
+    (out / "update_probe.json").write_text(json.dumps(summary, indent=1))
+    print(table(summary))
     print(f"{'setting':<12} {'step s':>7} {'tokens/s':>9} {'MFU':>6} {'first s':>8} {'peak GiB':>9}")
     for r in results:
         print(
