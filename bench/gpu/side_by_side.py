@@ -31,6 +31,9 @@ from shapes import SHAPES, build_random_model, random_prompts, train_flops  # no
 PROMPTS, GENS, PROMPT_LEN, MICRO = int(os.environ.get("SBS_PROMPTS", 32)), 8, 128, 32
 COMPLETION_LEN = int(os.environ.get("SBS_COMPLETION_LEN", 256))  # smaller only to try the script on CPU
 OURS_MICRO = int(os.environ.get("OURS_MICRO", 64))
+# the update's token budget per micro-batch; OURS_MICRO_TOKENS sets it outright (the prompts' real length comes from
+# the tokenizer: ~192 tokens, not 128, so OURS_MICRO x 384 fits fewer rows than OURS_MICRO: 64 -> 5 micro-batches)
+OURS_MICRO_TOKENS = int(os.environ.get("OURS_MICRO_TOKENS", 0)) or OURS_MICRO * (PROMPT_LEN + COMPLETION_LEN)
 OURS_COMPILE = os.environ.get("OURS_COMPILE", "1") == "1"
 OURS_SLEEP = os.environ.get("OURS_SLEEP", "0") == "1"
 OURS_ENGINE_ARGS = json.loads(os.environ.get("OURS_ENGINE_ARGS", "{}"))  # e.g. '{"async_scheduling": true}'
@@ -80,7 +83,7 @@ def anchor_config(shape: str, steps: int, work: Path) -> Any:
                 "sleep": OURS_SLEEP,
             },
             "algorithm": {
-                "micro_batch_tokens": OURS_MICRO * (PROMPT_LEN + COMPLETION_LEN),
+                "micro_batch_tokens": OURS_MICRO_TOKENS,
                 "mini_batch_size": PROMPTS * GENS,
                 "skip_zero_advantage": False,  # matched work: TRL runs the full pass over every row
             },
@@ -134,6 +137,9 @@ def run_ours(shape: str, steps: int, work: Path, floors: bool = False) -> dict[s
         "system": "reasoning-rl",
         "shape": shape,
         "micro_seqs": OURS_MICRO,
+        "micro_batch_tokens": OURS_MICRO_TOKENS,
+        "micro_batches": med("policy/micro_batches"),
+        "padding_share": med("policy/padding_share"),
         "compile": OURS_COMPILE,
         "sleep": OURS_SLEEP,
         "engine_args": OURS_ENGINE_ARGS,
