@@ -13,7 +13,10 @@ each consumed as the frontier consumes them (tokens, log-probs and per-token ver
   does); the swap and the read are timed apart, not in the per-step figure;
 - ``delta``: the pre-issue-44 continuous path (one delta per request per step), for reference;
 - ``no_logprobs``: ``sync`` without per-token log-probs (the synchronous step of one update per batch asks for
-  none; continuous runs need them, decoupled PPO's behaviour policy): what the log-probs cost per step.
+  none; continuous runs need them, decoupled PPO's behaviour policy): what the log-probs cost per step;
+- ``raw``: the same requests as ``no_logprobs`` through vLLM's own ``LLM.generate`` on the engine's ``LLM``
+  (final outputs only, no log-probs): vLLM's floor, so ``no_logprobs / raw`` is what our engine wrapper adds per
+  step (the anchor's generation runs the ``no_logprobs`` path).
 
 Host time is the process's CPU time (``time.process_time``) inside ``advance`` and the consumer, with torch on one
 thread: on this shared 2-core machine wall time swung 6 -> 150 ms per step with the load of other processes (two
@@ -39,7 +42,7 @@ from reasoning_rl.rollout import Request, SamplingConfig
 from reasoning_rl.rollout.vllm_engine import VLLMEngine
 from reasoning_rl.tiny import build_tiny_model
 
-KINDS = ("sync", "continuous", "delta", "no_logprobs")
+KINDS = ("sync", "continuous", "delta", "no_logprobs", "raw")
 
 
 def one_round(
@@ -52,6 +55,8 @@ def one_round(
 ) -> tuple[float, float, float]:
     """(CPU ms and wall ms per engine step while ``n`` requests run to ``sampling.max_tokens``, CPU ms of the
     swap + read)."""
+    if kind == "raw":
+        return raw_round(engine, n, sampling)
     ids = [f"{tag}-{i}" for i in range(n)]
     engine.submit([Request(r, [5, 6, 7, 8], sampling, i, deltas=kind == "delta") for i, r in enumerate(ids)])
     got: dict[str, tuple[list[int], list[float], list[int]]] = {r: ([], [], []) for r in ids}
@@ -81,6 +86,31 @@ def one_round(
     if kind == "continuous":  # every request crossed the swap
         assert all(len(set(v)) == 2 for _, _, v in got.values())
     return stepped * 1e3 / steps, wall * 1e3 / steps, aside * 1e3
+
+
+def raw_round(engine: VLLMEngine, n: int, sampling: SamplingConfig) -> tuple[float, float, float]:
+    """``LLM.generate`` of the same ``n`` requests (final outputs only, no log-probs): vLLM's own loop. Its steps
+    are ``max_tokens`` (every request is admitted at once and runs to the cap, as in the other rounds)."""
+    from vllm import SamplingParams
+    from vllm.inputs import TokensPrompt
+
+    params = [
+        SamplingParams(
+            temperature=sampling.temperature, max_tokens=sampling.max_tokens, ignore_eos=True, seed=i
+        )
+        for i in range(n)
+    ]
+    prompts = [TokensPrompt(prompt_token_ids=[5, 6, 7, 8]) for _ in range(n)]
+    gc.disable()
+    try:
+        t, w = time.process_time(), time.perf_counter()
+        outs = engine.llm.generate(prompts, params, use_tqdm=False)
+        cpu, wall = time.process_time() - t, time.perf_counter() - w
+    finally:
+        gc.enable()
+    assert sum(len(o.outputs[0].token_ids) for o in outs) == n * sampling.max_tokens
+    steps = sampling.max_tokens
+    return cpu * 1e3 / steps, wall * 1e3 / steps, 0.0
 
 
 def main() -> None:
@@ -128,6 +158,7 @@ def main() -> None:
         "continuous_over_sync": med["continuous"] / med["sync"],
         "delta_over_sync": med["delta"] / med["sync"],
         "sync_over_no_logprobs": med["sync"] / med["no_logprobs"],
+        "no_logprobs_over_raw": med["no_logprobs"] / med["raw"],
         "swap_and_read_ms": aside,
     }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
@@ -140,6 +171,7 @@ def main() -> None:
     print(
         f"continuous / sync: {result['continuous_over_sync']:.3f}x; delta / sync: {result['delta_over_sync']:.3f}x; "
         f"sync / no_logprobs: {result['sync_over_no_logprobs']:.3f}x; "
+        f"no_logprobs / raw (our wrapper): {result['no_logprobs_over_raw']:.3f}x; "
         f"swap + partial read (not in the steps): median {statistics.median(aside):.1f} ms"
     )
 

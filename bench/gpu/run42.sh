@@ -15,8 +15,15 @@
 #   12   source /tmp/vllm_kit/install.sh && bash bench/gpu/run42.sh spec       carry [.gpu_carry/data]
 #   13   (if time is left) source /tmp/vllm_kit/install.sh && NAME=spec46_group
 #        VARIANTS=off,group:tail64,off:sync,group bash bench/gpu/run42.sh spec  carry [.gpu_carry/data]
-# Issues 42/44 (where generation's host time goes, ~150 s, needs 1-6 only):
-#   14   source /tmp/vllm_kit/install.sh && bash bench/gpu/run42.sh mode                        carry []
+# Issues 42/44 (where generation's host time goes, ~250 s, needs 1-6 only):
+#   14   source /tmp/vllm_kit/install.sh && PYSPY=1 bash bench/gpu/run42.sh mode               carry []
+#        (inproc vs mp vs mp2 = two engine processes on the one GPU, each mode in its own process)
+# The next session's plan (issue 42 first): 1-6, 14, then the anchor for the ratio (no py-spy: it samples TRL too)
+#   15   source /tmp/vllm_kit/install.sh && PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
+#        SCHEDULE=ours:mb2,trl:off:64,ours:mb2,trl:off:32,ours STEPS=3 BUDGET=578 bash bench/gpu/run42.sh anchor
+#                                                                       carry [.gpu_carry/m1, .gpu_carry/data]
+#   16   (if 14 showed mp2 >> inproc) SCHEDULE=ours:mb2 STEPS=3 PYSPY=1 ... run42.sh anchor: where our step's host
+#        time goes, for the data-parallel-engines design
 #   or without warm, on GSM8K (the SmolLM2 GGUF): 1-7, then
 #        source /tmp/vllm_kit/install.sh && bash bench/gpu/run42.sh spec-hard  carry [.gpu_carry/m2, .gpu_carry/data]
 # Measured 2026-12-05 on one H200: kit 1-7 ~100 s of device time once a machine starts, warm 285 s, our 21-step
@@ -36,8 +43,8 @@
 #   match   the same workload, interleaved, short runs: ours without the zero-advantage skip (the work TRL does),
 #           TRL 1.16 (IS off), ours with the skip: Σtokens/Σtime of each
 #   hard    the same on GSM8K (the "hard" workload)
-# STACKS=1 (any phase): each Python process samples its threads' stacks (bench/gpu/stacks_site/sitecustomize.py),
-#           returned as $OUT/stacks_PHASE.tgz; bench/gpu/stacks_report.py sums them
+# PYSPY=1 (phases anchor, mode): the phase's Python processes under py-spy (its wheel is in .gpu_carry/whl),
+#           sampled stacks in $OUT/pyspy_PHASE.txt.gz; `python bench/gpu/stacks_report.py FILE --within ...` sums them
 #   mode    bench/gpu/engine_mode.py: vLLM's host time per request-step, engine core in this process (ours) vs
 #           its own process, per-token log-probs off/on (SHAPE=qwen: the anchor's model, 256 x 256 tokens)
 #   spec    issue 46: the warm start, generation only (bench/gpu/speculative.py): off, then ngram in the tail
@@ -49,10 +56,16 @@ set -uo pipefail
 export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export PYTHONPATH=/tmp/site:$PWD:${PYTHONPATH:-}
-if [ -n "${STACKS:-}" ]; then  # every Python process samples its stacks (bench/gpu/stacks_site): $OUT/stacks_PHASE.tgz
-    export RRL_STACKS=/tmp/stacks_$1 PYTHONPATH=$PWD/bench/gpu/stacks_site:$PYTHONPATH
-    trap 'tar czf "$OUT/stacks_$1.tgz" -C /tmp "stacks_$1"' EXIT
-fi
+py() {  # py SECONDS ARGS: timeout SECONDS (0: none) python3 ARGS, under py-spy with PYSPY=1 ($OUT/pyspy_PHASE.txt.gz)
+    local t=$1; shift
+    if [ -n "${PYSPY:-}" ]; then
+        timeout "$t" /tmp/site/bin/py-spy record --rate "${PYSPY_RATE:-50}" --subprocesses --nonblocking \
+            --format raw -o "/tmp/pyspy_$PHASE.txt" -- python3 "$@"
+        local rc=$?; gzip -c "/tmp/pyspy_$PHASE.txt" > "$OUT/pyspy_$PHASE.txt.gz"; return $rc
+    fi
+    timeout "$t" python3 "$@"
+}
+PHASE=${1:-none}
 GGUF=/tmp/smol/SmolLM2-135M-Instruct.Q4_1.gguf
 D=$PWD/.gpu_carry/data
 quiet() { grep -vE "^(INFO|WARNING|DEBUG)|^\(MainProcess|it/s\]|s/it\]"; }
@@ -102,7 +115,7 @@ anchor)
     [ -f /tmp/site/.done ] || { echo "no /tmp/site: the machine went cold; start again from call 1"; exit 3; }
     mkdir -p /tmp/smol && { [ -f .gpu_carry/m1/gg.0 ] && mv .gpu_carry/m1/gg.0 /tmp/smol/ || true; }
     nvidia-smi --query-gpu=name,memory.used,clocks.sm,temperature.gpu --format=csv,noheader
-    python3 bench/gpu/interleave.py --trl-bench "$D/trl_bench.py" --trl-phases "$D/trl_phases.py" \
+    py 0 bench/gpu/interleave.py --trl-bench "$D/trl_bench.py" --trl-phases "$D/trl_phases.py" \
         --schedule "${SCHEDULE:-ours,trl:off:64,ours,trl:off:32}" \
         --steps "${STEPS:-4}" --budget "${BUDGET:-570}" --work /tmp/rrl_ia --out "$OUT/anchor.json" 2>&1 | quiet
     logs /tmp/rrl_ia anchor_logs.tgz
@@ -135,7 +148,7 @@ learn|match)
             real /tmp/word_chain.jsonl match "${SCHEDULE:-ours:noskip,trl:off:32,ours:sync}" /tmp/warm_model
     fi
     ;;
-mode) timeout 320 python3 bench/gpu/engine_mode.py --shape "${SHAPE:-qwen}" --out "$OUT/engine_mode.json" 2>&1 | quiet ;;
+mode) py 590 bench/gpu/engine_mode.py --shape "${SHAPE:-qwen}" --out "$OUT/engine_mode.json" 2>&1 | quiet ;;
 hard) gguf || exit 1; real "$D/gsm8k_test.jsonl" hard "${SCHEDULE:-ours:sync,trl:off:32,ours:noskip}" $GGUF ;;
 spec)
     [ -d /tmp/warm_model ] || { echo "no /tmp/warm_model: run the warm phase first"; exit 3; }

@@ -1,30 +1,45 @@
-"""Sum the stack samples of ``bench/gpu/stacks_site`` (``stacks_<pid>.json``): where a thread's time goes.
+"""Sum a py-spy profile (``py-spy record --format raw``): where a process's time goes, by frame.
 
-    python bench/gpu/stacks_report.py DIR_OR_FILES... [--thread MainThread] [--within vllm_engine.py:advance]
-        [--argv rrl] [--top 40]
+    py-spy record --rate 200 --subprocesses --format raw -o prof.txt -- python3 ...
+    python bench/gpu/stacks_report.py prof.txt [--within "step (vllm/v1/engine/llm_engine.py"] [--process rrl]
+        [--top 40] [--lines]
 
-Per process (its argv) and thread: samples in all, then, over the samples whose stack holds ``--within`` (a
-``file:function`` frame or part of one; default: all), the frames that hold the most of them (inclusive: the
-frame is anywhere on the stack) and the innermost frames (self: where the thread was when sampled). Shares are
-of the ``--within`` samples.
+Why: generation on the GPU kit is bound by the host (issues 42 and 44: ~20 us per running request per decode
+step on the anchor and on the learning workload alike), so the question is which Python holds it. py-spy reads
+the stacks from outside the process (no GIL, no bias); an in-process sampler thread was tried first and
+discarded: it attributed 62 % of a CPU decode step to a 512-element ``ndarray.max()`` that cProfile put at
+~0 (a sampler thread only sees the main thread where it hands the GIL over). ``run42.sh`` runs a phase under
+py-spy with ``PYSPY=1`` (the wheel travels in ``.gpu_carry/whl``).
+
+Per process: samples in all, then over the samples whose stack holds ``--within`` (part of a frame, e.g. a
+function name and file; default: all) the frames that hold the most of them (inclusive) and the innermost ones
+(self). Frames are ``function (file)`` (``--lines``: with the line). Shares are of the ``--within`` samples.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-from collections import Counter
+import re
+from collections import Counter, defaultdict
 from pathlib import Path
 
-
-def load(paths: list[str]) -> list[dict]:
-    files: list[Path] = []
-    for p in map(Path, paths):
-        files.extend(sorted(p.glob("stacks_*.json")) if p.is_dir() else [p])
-    return [dict(json.loads(f.read_text()), file=str(f)) for f in files]
+_LINE = re.compile(r":\d+\)$")
 
 
-def summarize(stacks: dict[str, int], within: str, top: int) -> list[str]:
+def load(path: Path, lines: bool) -> dict[str, Counter[str]]:
+    """Per process (its header frame), folded stacks (innermost last) -> samples."""
+    out: dict[str, Counter[str]] = defaultdict(Counter)
+    for raw in path.read_text().splitlines():
+        stack, _, count = raw.rpartition(" ")
+        if not stack or not count.isdigit():
+            continue
+        process, _, rest = stack.partition(";")
+        frames = rest.split(";") if lines else [_LINE.sub(")", f) for f in rest.split(";")]
+        out[process][";".join(frames)] += int(count)
+    return out
+
+
+def summarize(stacks: Counter[str], within: str, top: int) -> list[str]:
     """Lines: the inclusive and self frames of the stacks that hold ``within``."""
     chosen = {s: n for s, n in stacks.items() if within in s}
     total = sum(chosen.values())
@@ -46,24 +61,19 @@ def summarize(stacks: dict[str, int], within: str, top: int) -> list[str]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("paths", nargs="+")
-    ap.add_argument("--thread", default="MainThread")
+    ap.add_argument("profile", type=Path)
     ap.add_argument("--within", default="")
+    ap.add_argument("--process", default="", help="only processes whose command line holds this")
     ap.add_argument("--top", type=int, default=40)
-    ap.add_argument("--argv", default="", help="only processes whose command line holds this")
-    ap.add_argument("--min-samples", type=int, default=200, help="skip threads with fewer samples")
+    ap.add_argument("--lines", action="store_true", help="frames with their line numbers")
+    ap.add_argument("--min-samples", type=int, default=100, help="skip processes with fewer samples")
     args = ap.parse_args()
-    for rec in load(args.paths):
-        threads = rec["threads"]
-        if (
-            args.argv not in " ".join(rec["argv"])
-            or sum(threads.get(args.thread, {}).values()) < args.min_samples
-        ):
+    for process, stacks in load(args.profile, args.lines).items():
+        total = sum(stacks.values())
+        if args.process not in process or total < args.min_samples:
             continue
-        print(f"{rec['file']}: {' '.join(rec['argv'])[:160]} ({rec['wall_s']:.0f} s)")
-        print("  threads: " + ", ".join(f"{k} {sum(v.values())}" for k, v in threads.items()))
-        if args.thread in threads:
-            print("\n".join(summarize(threads[args.thread], args.within, args.top)))
+        print(f"{process[:200]}: {total} samples")
+        print("\n".join(summarize(stacks, args.within, args.top)))
 
 
 if __name__ == "__main__":
