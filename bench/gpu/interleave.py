@@ -341,6 +341,7 @@ def main() -> None:
         if last_wall.get(kind, first_wall[kind]) > left:
             skipped.append(entry)
             continue
+        host = host_state()
         t = time.time()
         log = Path(args.work) / f"run{i}.log"
         if kind == "ours":
@@ -357,6 +358,8 @@ def main() -> None:
             rec = run_trl(entry, mb, over, args, log)
         rec["wall_s"] = round(time.time() - t, 1)
         rec["log"] = str(log)
+        rec["host_before"] = host
+        print(f"RUN {i} host before: {json.dumps(host)[:400]}", flush=True)
         last_wall[kind] = rec["wall_s"]
         if rec.get("learning"):  # a plain run is shorter: scale the steps' share (the start is ~60 s)
             last_wall[kind] = 60 + (rec["wall_s"] - 60) * (args.steps + 1) / (args.learn_steps + 1)
@@ -368,6 +371,39 @@ def main() -> None:
     print(table(runs, write(args, runs, skipped)), flush=True)
     if skipped:
         print(f"skipped (budget): {skipped}", flush=True)
+
+
+def host_state() -> dict[str, Any]:
+    """What else holds the machine as a run starts (its generation is bound by the host: two runs of the same
+    work have differed by 20-40 % in generation time): load averages, the processes using CPU beside this one, GPU
+    clocks, temperature and memory in use."""
+    state: dict[str, Any] = {"loadavg": [round(x, 2) for x in os.getloadavg()]}
+    ps = subprocess.run(
+        ["ps", "-eo", "pid,pcpu,rss,comm", "--sort=-pcpu", "--no-headers"], capture_output=True, text=True
+    )
+    state["top_processes"] = [line.split(None, 3) for line in ps.stdout.splitlines()[:6]]
+    smi = (
+        subprocess.run(
+            [
+                "nvidia-smi",
+                "--query-gpu=clocks.sm,clocks.mem,temperature.gpu,power.draw,memory.used,utilization.gpu",
+                "--format=csv,noheader",
+            ],
+            capture_output=True,
+            text=True,
+        )
+        if _has("nvidia-smi")
+        else None
+    )
+    if smi is not None:
+        state["gpu"] = smi.stdout.strip()
+    return state
+
+
+def _has(program: str) -> bool:
+    import shutil
+
+    return shutil.which(program) is not None
 
 
 def write(args: argparse.Namespace, runs: list[dict[str, Any]], skipped: list[str]) -> dict[str, Any]:
