@@ -13,7 +13,12 @@ it: each mode in its own process (the variable is read at import), the same requ
 a seed per request as the trainer sets), rounds alternating per-token log-probs off and on (continuous runs ask for
 them: decoupled PPO's behaviour policy). ``mp2``: two engines on the one device, each in its own process with half
 the memory share and half the requests: if the decode step is bound by one process's host time, two such
-processes should nearly halve a round (the case for data-parallel engines per GPU). Σtokens/Σtime per mode and log-prob setting; raw rounds in ``runs``
+processes should nearly halve a round (the case for data-parallel engines per GPU). ``busy``: the in-process
+engine's rounds while ``update_probe.py``'s train steps (``BUSY_UPDATE``, default compile:64) run in another
+process on the same device, as a split placement's trainer would beside its engine: the update's steps alone
+and during the rounds come back as runs ``update:alone`` / ``update:during``; how much each slows the other says
+what overlapping the update with generation (issue 44) can win. Σtokens/Σtime per mode and log-prob setting; raw
+rounds in ``runs``
 (``throughput.result``'s format: steps_s = seconds per round, tokens = generated tokens per round).
 """
 
@@ -30,7 +35,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-MODES = ("inproc", "mp", "mp2")
+MODES = ("inproc", "mp", "mp2", "busy")
+UPDATE_TOKENS = 256.0 * 384  # update_probe.py's batch: 256 sequences x 384 tokens
+BUSY_ALONE_STEPS = 3  # the update's steps alone (after its compile step) before the engine's rounds start
 
 
 def generate_split(llms: list[Any], prompts: list[Any], params: list[Any], tag: str) -> list[int]:
@@ -53,7 +60,8 @@ def child(args: argparse.Namespace) -> None:
     off and on, alternating; prints one JSON line. ``mp2``: two engines (each its own engine-core process, half
     the device's share and half the requests each) on the one device: whether data-parallel engines beat one
     engine whose decode step is bound by the host."""
-    os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0" if args.mode == "inproc" else "1"
+    os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0" if args.mode in ("inproc", "busy") else "1"
+    update = start_update(args) if args.mode == "busy" else None
     import random
 
     import torch
@@ -110,10 +118,80 @@ def child(args: argparse.Namespace) -> None:
 
     one_round(0, True)  # warm-up (first-shape kernels, log-prob kernel JIT)
     rounds: dict[str, list[tuple[float, int]]] = {"off": [], "on": []}
+    if update is not None:
+        update.wait_steps(1 + BUSY_ALONE_STEPS)
+    began = time.time()
     for r in range(1, args.rounds + 1):
         for lp in ("off", "on"):
             rounds[lp].append(one_round(r, lp == "on"))
-    print("RESULT " + json.dumps({"mode": args.mode, "rounds": rounds}), flush=True)
+    ended = time.time()
+    extra: dict[str, Any] = {}
+    if update is not None:
+        extra = update.split(began, ended)
+    print("RESULT " + json.dumps({"mode": args.mode, "rounds": rounds, **extra}), flush=True)
+
+
+class Update:
+    """``update_probe.py``'s train steps in a process of their own on the same device (a split placement's
+    trainer beside its engine), each step's end time and seconds read from its ``STEP`` lines."""
+
+    def __init__(self, proc: subprocess.Popen[str]) -> None:
+        import threading
+
+        self.proc = proc
+        self.steps: list[tuple[float, float]] = []
+        self.cond = threading.Condition()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            if line.startswith("STEP "):
+                _, end, dt = line.split()
+                with self.cond:
+                    self.steps.append((float(end), float(dt)))
+                    self.cond.notify_all()
+        with self.cond:
+            self.cond.notify_all()
+
+    def wait_steps(self, n: int) -> None:
+        with self.cond:
+            while len(self.steps) < n and self.proc.poll() is None:
+                self.cond.wait(1.0)
+        if len(self.steps) < n:
+            raise SystemExit(
+                f"the update process ended after {len(self.steps)} steps (rc {self.proc.poll()})"
+            )
+
+    def split(self, began: float, ended: float) -> dict[str, Any]:
+        """Every step as (start, seconds) relative to the rounds' start (``rounds_s`` long), the compile step
+        first; ``update:alone`` = the steps after it that ended before the rounds, ``update:during`` = those
+        wholly inside them."""
+        self.proc.terminate()
+        with self.cond:
+            steps = list(self.steps)
+        return {
+            "update_steps": [[round(end - dt - began, 3), dt] for end, dt in steps],
+            "rounds_s": round(ended - began, 3),
+            "update_alone_s": [dt for end, dt in steps[1:] if end <= began],
+            "update_during_s": [dt for end, dt in steps if end - dt >= began and end <= ended],
+        }
+
+
+def start_update(args: argparse.Namespace) -> Update:
+    """The update beside the engine: ``BUSY_UPDATE`` (default compile:64) micro-batching, many steps."""
+    script = Path(__file__).resolve().parent / "update_probe.py"
+    env = dict(os.environ, UPDATE_LOG="1", UPDATE_PROFILE="0", UPDATE_STEPS="400")
+    setting = os.environ.get("BUSY_UPDATE", "compile:64")
+    cmd = [
+        sys.executable,
+        str(script),
+        args.update_shape or args.shape,
+        str(Path(args.work) / "busy"),
+        setting,
+    ]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
+    return Update(proc)
 
 
 def main() -> None:
@@ -127,15 +205,21 @@ def main() -> None:
     ap.add_argument("--out", required=True)
     ap.add_argument("--mode", choices=MODES, help=argparse.SUPPRESS)  # the child's engine mode
     ap.add_argument("--timeout", type=float, default=200.0, help="seconds per mode's process")
+    ap.add_argument("--modes", default=",".join(MODES), help="which of " + ", ".join(MODES))
+    ap.add_argument(
+        "--update-shape", default="", help="busy mode: the update's model shape (default --shape)"
+    )
     args = ap.parse_args()
     if args.mode:
         child(args)
         return
-    from throughput import result, table
+    from throughput import result, summarise, table
 
     runs: list[dict[str, Any]] = []
+    update_runs: list[dict[str, Any]] = []  # busy mode's train steps (its own sides: tokens of another kind)
+    busy: dict[str, Any] = {}
     failed: dict[str, str] = {}
-    for mode in MODES:
+    for mode in args.modes.split(","):
         cmd = [sys.executable, __file__, *sys.argv[1:], "--mode", mode]
         t0 = time.time()
         try:
@@ -157,6 +241,18 @@ def main() -> None:
                     "tokens": [n for _, n in rs],
                 }
             )
+        if mode == "busy":  # the update's steps alone and beside generation: sides of their own
+            busy = {k: got.get(k) for k in ("update_steps", "rounds_s")}
+            for key in ("update_alone_s", "update_during_s"):
+                steps = [round(dt, 4) for dt in got.get(key, [])]
+                if steps:
+                    update_runs.append(
+                        {
+                            "name": f"update:{key.split('_')[1]}",
+                            "steps_s": steps,
+                            "tokens": [UPDATE_TOKENS] * len(steps),
+                        }
+                    )
     workload = {
         "shape": args.shape,
         "requests": args.requests,
@@ -167,6 +263,9 @@ def main() -> None:
     }
     out = result(workload, runs)
     out["failed"] = failed
+    if update_runs:
+        out["update"] = {**summarise(update_runs), "runs": update_runs, **busy}
+        print(table(out["update"]))
     for r in runs:
         steps = args.tokens  # fixed length: one decode step per generated token of each request
         r["us_per_request_step"] = round(

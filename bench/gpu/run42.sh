@@ -17,7 +17,8 @@
 #        VARIANTS=off,group:tail64,off:sync,group bash bench/gpu/run42.sh spec  carry [.gpu_carry/data]
 # Issues 42/44 (where generation's host time goes, ~250 s, needs 1-6 only):
 #   14   source /tmp/vllm_kit/install.sh && PYSPY=1 bash bench/gpu/run42.sh mode               carry []
-#        (inproc vs mp vs mp2 = two engine processes on the one GPU, each mode in its own process)
+#        (inproc vs mp vs mp2 = two engine processes on the one GPU vs busy = the in-process engine beside an
+#        update process on the same GPU; each mode in its own process, ~60-90 s each on the GPU)
 # The next session's plan (issue 42 first): 1-6, 14, then the anchor for the ratio (no py-spy: it samples TRL too)
 #   15   source /tmp/vllm_kit/install.sh && PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
 #        SCHEDULE=ours:mb2,trl:off:64,ours:mb2,trl:off:32,ours STEPS=3 BUDGET=578 bash bench/gpu/run42.sh anchor
@@ -46,7 +47,9 @@
 # PYSPY=1 (phases anchor, mode): the phase's Python processes under py-spy (its wheel is in .gpu_carry/whl),
 #           sampled stacks in $OUT/pyspy_PHASE.txt.gz; `python bench/gpu/stacks_report.py FILE --within ...` sums them
 #   mode    bench/gpu/engine_mode.py: vLLM's host time per request-step, engine core in this process (ours) vs
-#           its own process, per-token log-probs off/on (SHAPE=qwen: the anchor's model, 256 x 256 tokens)
+#           its own process vs two engine processes (mp2) vs ours beside an update process (busy: what overlapping
+#           the update with generation can win), per-token log-probs off/on (SHAPE=qwen: the anchor's model,
+#           256 x 256 tokens; MODES=inproc,mp picks modes)
 #   spec    issue 46: the warm start, generation only (bench/gpu/speculative.py): off, then ngram in the tail
 #           (max_batch 64, 128) and always, each in its own process: 6 rounds of 64 x 8 up to 1,024 tokens and a
 #           one-sample pass over the other 960 rows, so ~125 s a variant (engine start ~50 s); BUDGET 540 skips
@@ -148,7 +151,7 @@ learn|match)
             real /tmp/word_chain.jsonl match "${SCHEDULE:-ours:noskip,trl:off:32,ours:sync}" /tmp/warm_model
     fi
     ;;
-mode) py 590 bench/gpu/engine_mode.py --shape "${SHAPE:-qwen}" --out "$OUT/engine_mode.json" 2>&1 | quiet ;;
+mode) py 590 bench/gpu/engine_mode.py --shape "${SHAPE:-qwen}" --modes "${MODES:-inproc,mp,mp2,busy}" --out "$OUT/engine_mode.json" 2>&1 | quiet ;;
 hard) gguf || exit 1; real "$D/gsm8k_test.jsonl" hard "${SCHEDULE:-ours:sync,trl:off:32,ours:noskip}" $GGUF ;;
 spec)
     [ -d /tmp/warm_model ] || { echo "no /tmp/warm_model: run the warm phase first"; exit 3; }
