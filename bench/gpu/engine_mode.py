@@ -10,7 +10,7 @@ trainer's process (``VLLM_ENABLE_V1_MULTIPROCESSING=0``, for the in-place weight
 model runner's input preparation and output processing share one thread; vLLM's default puts the engine core in a
 process of its own, beside output processing. This measures what that split is worth before anything is built on
 it: each mode in its own process (the variable is read at import), the same requests (fixed length, ignore_eos,
-a seed per request as the trainer sets), rounds alternating per-token log-probs off and on (continuous runs ask for
+sampling noise as the trainer draws it by default: one engine-wide stream on CUDA, a seed per request on CPU), rounds alternating per-token log-probs off and on (continuous runs ask for
 them: decoupled PPO's behaviour policy). ``mp2``: two engines on the one device, each in its own process with half
 the memory share and half the requests: if the decode step is bound by one process's host time, two such
 processes should nearly halve a round (the case for data-parallel engines per GPU). ``busy``: the in-process
@@ -61,7 +61,6 @@ def child(args: argparse.Namespace) -> None:
     the device's share and half the requests each) on the one device: whether data-parallel engines beat one
     engine whose decode step is bound by the host."""
     os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0" if args.mode in ("inproc", "busy") else "1"
-    update = start_update(args) if args.mode == "busy" else None
     import random
 
     import torch
@@ -86,6 +85,9 @@ def child(args: argparse.Namespace) -> None:
         for k in range(count)
     ]
     llm = llms[0]
+    # after the engine is built: vLLM sizes its KV cache from a memory profile that another process allocating or
+    # freeing device memory (a compile) would disturb
+    update = start_update(args) if args.mode == "busy" else None
     rng = random.Random(0)
     vocab = int(llm.llm_engine.model_config.get_vocab_size())
     prompts = [
@@ -99,7 +101,7 @@ def child(args: argparse.Namespace) -> None:
                 temperature=1.0,
                 max_tokens=args.tokens,
                 ignore_eos=True,
-                seed=1000 * r + i,
+                seed=None if on_gpu else 1000 * r + i,  # as rollout.seed_per_sample's default on each device
                 logprobs=0 if logprobs else None,
                 detokenize=False,
             )
