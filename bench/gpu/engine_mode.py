@@ -10,15 +10,15 @@ trainer's process (``VLLM_ENABLE_V1_MULTIPROCESSING=0``, for the in-place weight
 model runner's input preparation and output processing share one thread; vLLM's default puts the engine core in a
 process of its own, beside output processing. This measures what that split is worth before anything is built on
 it: each mode in its own process (the variable is read at import), the same requests (fixed length, ignore_eos,
-sampling noise as the trainer draws it by default: one engine-wide stream on CUDA, a seed per request on CPU), rounds alternating per-token log-probs off and on (continuous runs ask for
-them: decoupled PPO's behaviour policy). ``mp2``: two engines on the one device, each in its own process with half
-the memory share and half the requests: if the decode step is bound by one process's host time, two such
-processes should nearly halve a round (the case for data-parallel engines per GPU). ``busy``: the in-process
-engine's rounds while ``update_probe.py``'s train steps (``BUSY_UPDATE``, default compile:64) run in another
-process on the same device, as a split placement's trainer would beside its engine: the update's steps alone
-and during the rounds come back as runs ``update:alone`` / ``update:during``; how much each slows the other says
-what overlapping the update with generation (issue 44) can win. Σtokens/Σtime per mode and log-prob setting; raw
-rounds in ``runs``
+sampling noise as the trainer draws it by default: one engine-wide stream on CUDA, a seed per request on CPU),
+rounds alternating per-token log-probs off and on (continuous runs ask for them: decoupled PPO's behaviour
+policy). ``mp2``: two engines on the one device, each in its own process with half the memory share and half the
+requests: if the decode step is bound by one process's host time, two such processes should nearly halve a round
+(the case for data-parallel engines per GPU). ``busy``: the in-process engine's rounds while ``update_probe.py``'s
+train steps (``BUSY_UPDATE``, default compile:64) run in another process on the same device, as a split
+placement's trainer would beside its engine; the update's steps alone and during the rounds come back under
+``update`` (runs ``update:alone`` / ``update:during``): how much each slows the other says what overlapping the
+update with generation (issue 44) can win. Σtokens/Σtime per mode and log-prob setting; raw rounds in ``runs``
 (``throughput.result``'s format: steps_s = seconds per round, tokens = generated tokens per round).
 """
 
