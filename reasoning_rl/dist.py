@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 from datetime import timedelta
 
@@ -81,7 +82,12 @@ def all_reduce_max(x: torch.Tensor) -> torch.Tensor:
 
 
 def destroy() -> None:
+    """Tear the process group down while the interpreter is whole: objects in reference cycles (an FSDP2
+    module's state holds its device mesh, which holds the gloo group) are collected first, so the group's worker
+    threads are joined now. Left to interpreter finalization, their destruction aborted the process after a
+    clean run ("terminate called without an active exception", ~8 % of two-rank gloo runs)."""
     if is_initialized():
+        gc.collect()
         dist.destroy_process_group()
 
 
