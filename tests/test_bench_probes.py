@@ -34,7 +34,7 @@ def test_busy_update_steps_split_into_alone_and_during() -> None:
     began, ended = 100.0, 110.0
     # (end time, seconds): the compile step, two alone, one straddling the start, two inside, one past the end
     steps = [(60.0, 30.0), (98.0, 1.0), (99.5, 1.0), (100.5, 1.0), (102.0, 1.2), (109.0, 1.1), (110.5, 1.0)]
-    proc = _ScriptedProc([f"STEP {e} {d}\n" for e, d in steps] + ["noise line\n"])
+    proc = _ScriptedProc([f"STEP {e} {d} 98304\n" for e, d in steps] + ["noise line\n"])
     update = engine_mode.Update(proc)  # type: ignore[arg-type]
     update.wait_steps(len(steps))
     got = update.split(began, ended)
@@ -44,12 +44,12 @@ def test_busy_update_steps_split_into_alone_and_during() -> None:
         1.0,
     ]  # the compile step is not "alone": it is not a train step's cost
     assert got["update_during_s"] == [1.2, 1.1]  # wholly inside the rounds; the straddlers are neither
-    assert got["rounds_s"] == 10.0
+    assert got["rounds_s"] == 10.0 and got["update_tokens"] == 98304.0
     assert got["update_steps"][0] == [-70.0, 30.0] and len(got["update_steps"]) == len(steps)
 
 
 def test_busy_update_that_dies_early_is_one_clear_error() -> None:
-    update = engine_mode.Update(_ScriptedProc(["STEP 1.0 0.5\n"]))  # type: ignore[arg-type]
+    update = engine_mode.Update(_ScriptedProc(["STEP 1.0 0.5 98304\n"]))  # type: ignore[arg-type]
     with pytest.raises(SystemExit, match="ended after 1 steps"):
         update.wait_steps(4)
 

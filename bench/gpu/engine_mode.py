@@ -36,7 +36,6 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 MODES = ("inproc", "mp", "mp2", "busy")
-UPDATE_TOKENS = 256.0 * 384  # update_probe.py's batch: 256 sequences x 384 tokens
 BUSY_ALONE_STEPS = 3  # the update's steps alone (after its compile step) before the engine's rounds start
 
 
@@ -135,13 +134,14 @@ def child(args: argparse.Namespace) -> None:
 
 class Update:
     """``update_probe.py``'s train steps in a process of their own on the same device (a split placement's
-    trainer beside its engine), each step's end time and seconds read from its ``STEP`` lines."""
+    trainer beside its engine), each step's end time, seconds and tokens read from its ``STEP`` lines."""
 
     def __init__(self, proc: subprocess.Popen[str]) -> None:
         import threading
 
         self.proc = proc
         self.steps: list[tuple[float, float]] = []
+        self.tokens = 0.0  # per step (update_probe's fixed batch)
         self.cond = threading.Condition()
         threading.Thread(target=self._read, daemon=True).start()
 
@@ -149,9 +149,10 @@ class Update:
         assert self.proc.stdout is not None
         for line in self.proc.stdout:
             if line.startswith("STEP "):
-                _, end, dt = line.split()
+                _, end, dt, tokens = line.split()
                 with self.cond:
                     self.steps.append((float(end), float(dt)))
+                    self.tokens = float(tokens)
                     self.cond.notify_all()
         with self.cond:
             self.cond.notify_all()
@@ -175,6 +176,7 @@ class Update:
         return {
             "update_steps": [[round(end - dt - began, 3), dt] for end, dt in steps],
             "rounds_s": round(ended - began, 3),
+            "update_tokens": self.tokens,
             "update_alone_s": [dt for end, dt in steps[1:] if end <= began],
             "update_during_s": [dt for end, dt in steps if end - dt >= began and end <= ended],
         }
@@ -244,7 +246,7 @@ def main() -> None:
                 }
             )
         if mode == "busy":  # the update's steps alone and beside generation: sides of their own
-            busy = {k: got.get(k) for k in ("update_steps", "rounds_s")}
+            busy = {k: got.get(k) for k in ("update_steps", "rounds_s", "update_tokens")}
             for key in ("update_alone_s", "update_during_s"):
                 steps = [round(dt, 4) for dt in got.get(key, [])]
                 if steps:
@@ -252,7 +254,7 @@ def main() -> None:
                         {
                             "name": f"update:{key.split('_')[1]}",
                             "steps_s": steps,
-                            "tokens": [UPDATE_TOKENS] * len(steps),
+                            "tokens": [got["update_tokens"]] * len(steps),
                         }
                     )
     workload = {

@@ -375,35 +375,20 @@ def main() -> None:
 
 def host_state() -> dict[str, Any]:
     """What else holds the machine as a run starts (its generation is bound by the host: two runs of the same
-    work have differed by 20-40 % in generation time): load averages, the processes using CPU beside this one, GPU
-    clocks, temperature and memory in use."""
+    work have differed by 20-40 % in generation time): load averages, the processes with the highest CPU share
+    over their lifetime (``ps``'s pcpu), GPU clocks, temperature, power and memory in use."""
+    import shutil
+
     state: dict[str, Any] = {"loadavg": [round(x, 2) for x in os.getloadavg()]}
     ps = subprocess.run(
         ["ps", "-eo", "pid,pcpu,rss,comm", "--sort=-pcpu", "--no-headers"], capture_output=True, text=True
     )
     state["top_processes"] = [line.split(None, 3) for line in ps.stdout.splitlines()[:6]]
-    smi = (
-        subprocess.run(
-            [
-                "nvidia-smi",
-                "--query-gpu=clocks.sm,clocks.mem,temperature.gpu,power.draw,memory.used,utilization.gpu",
-                "--format=csv,noheader",
-            ],
-            capture_output=True,
-            text=True,
-        )
-        if _has("nvidia-smi")
-        else None
-    )
-    if smi is not None:
-        state["gpu"] = smi.stdout.strip()
+    if shutil.which("nvidia-smi"):
+        query = "clocks.sm,clocks.mem,temperature.gpu,power.draw,memory.used,utilization.gpu"
+        smi = ["nvidia-smi", f"--query-gpu={query}", "--format=csv,noheader"]
+        state["gpu"] = subprocess.run(smi, capture_output=True, text=True).stdout.strip()
     return state
-
-
-def _has(program: str) -> bool:
-    import shutil
-
-    return shutil.which(program) is not None
 
 
 def write(args: argparse.Namespace, runs: list[dict[str, Any]], skipped: list[str]) -> dict[str, Any]:

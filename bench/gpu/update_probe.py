@@ -8,7 +8,7 @@ measured figure for this H200 kind) and writes the top CUDA kernels of one profi
 setting to OUT_DIR/update_profile.txt, so a slow update shows where its time goes. OUT_DIR/update_probe.json is
 ``throughput.result``'s format: one run per setting, its measured steps (all but the first: compile) with their
 tokens, so ratios are Σtokens/Σtime. ``UPDATE_STEPS`` (default 4) steps per setting; ``UPDATE_PROFILE=0`` skips
-the profile; ``UPDATE_LOG=1`` prints ``STEP <end time> <seconds>`` after each step.
+the profile; ``UPDATE_LOG=1`` prints ``STEP <end time> <seconds> <tokens>`` after each step.
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ def measure(
         if (
             os.environ.get("UPDATE_LOG") == "1"
         ):  # engine_mode.py's busy mode times each step against its rounds
-            print(f"STEP {time.time():.3f} {times[-1]:.4f}", flush=True)
+            print(f"STEP {time.time():.3f} {times[-1]:.4f} {ROWS * SEQ}", flush=True)
     if profile_to is not None and torch.cuda.is_available():
         from torch.profiler import ProfilerActivity, profile
 
