@@ -5,7 +5,9 @@
 # machine goes back after 30 s idle):
 #   1-5  bash .gpu/cN/move.sh N                                                 carry [.gpu/cN]
 #   6    bash .gpu/c6/move.sh 6 && source .gpu/c6/install.sh && cp .gpu/c6/install.sh /tmp/vllm_kit/install.sh
-#        && bash bench/gpu/run42.sh wheels                                      carry [.gpu/c6, .gpu_carry/whl]
+#                                                                               carry [.gpu/c6]
+#        (with py-spy, c6 + .gpu_carry/whl are over 64 MiB: the next call starts with `bash bench/gpu/run42.sh
+#        wheels;` and carries .gpu_carry/whl as well)
 #   7    source /tmp/vllm_kit/install.sh && bash bench/gpu/run42.sh handoff    carry [.gpu_carry/m1]
 #   8    source /tmp/vllm_kit/install.sh && bash bench/gpu/run42.sh warm       carry [.gpu_carry/m2, .gpu_carry/data]
 #   9    source /tmp/vllm_kit/install.sh && bash bench/gpu/run42.sh learn      carry [.gpu_carry/data]
@@ -20,7 +22,8 @@
 #        (inproc vs mp vs mp2 = two engine processes on the one GPU vs busy = the in-process engine beside an
 #        update process on the same GPU; each mode in its own process, ~60-90 s each on the GPU)
 # The next session's plan (issue 42 first): 1-6, 14, then the anchor for the ratio (no py-spy: it samples TRL too)
-#   15   source /tmp/vllm_kit/install.sh && PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
+#   15   (H200 only: ours:mb2 runs out of memory beside the engine on an 80 GB H100, issue42h_anchor_h100_mb2_oom.json)
+#        source /tmp/vllm_kit/install.sh && PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
 #        SCHEDULE=ours:mb2,trl:off:64,ours:mb2,trl:off:32,ours STEPS=3 BUDGET=578 bash bench/gpu/run42.sh anchor
 #                                                                       carry [.gpu_carry/m1, .gpu_carry/data]
 #   16   (if 14 showed mp2 >> inproc) SCHEDULE=ours:mb2 STEPS=3 PYSPY=1 ... run42.sh anchor: where our step's host
