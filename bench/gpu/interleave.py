@@ -66,7 +66,11 @@ OURS_PRESETS: dict[str, dict[str, str]] = {
     "async_off": {"OURS_ENGINE_ARGS": json.dumps({"async_scheduling": False})},
     # two micro-batches of 128 rows at the anchor's padded width (448: ~192 prompt + 256 response tokens) instead
     # of the default's five: the update alone took 0.894 s vs 1.005 s on one H100 (issue42g_update_h100.json)
+    # (H200 only: out of memory beside the engine on an H100 80GB, issue42h_anchor_h100_mb2_oom.json)
     "mb2": {"OURS_MICRO_TOKENS": str(128 * 448)},
+    # the product's default: the memory plan's largest micro-batch for the card (2 micro-batches on an H200, 3 on
+    # an H100 80GB)
+    "plan": {"OURS_MICRO_TOKENS": "plan"},
 }
 REAL_PRESETS: dict[str, dict[str, str]] = {
     "sync": {"REAL_MAX_LAG": "0"},

@@ -22,10 +22,11 @@
 #        (inproc vs mp vs mp2 = two engine processes on the one GPU vs busy = the in-process engine beside an
 #        update process on the same GPU; each mode in its own process, ~60-90 s each on the GPU)
 # The next session's plan (issue 42 first): 1-6, 14, then the anchor for the ratio (no py-spy: it samples TRL too)
-#   15   (H200 only: ours:mb2 runs out of memory beside the engine on an 80 GB H100, issue42h_anchor_h100_mb2_oom.json)
-#        source /tmp/vllm_kit/install.sh && PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
-#        SCHEDULE=ours:mb2,trl:off:64,ours:mb2,trl:off:32,ours STEPS=3 BUDGET=578 bash bench/gpu/run42.sh anchor
-#                                                                       carry [.gpu_carry/m1, .gpu_carry/data]
+#   15   source /tmp/vllm_kit/install.sh && bash bench/gpu/run42.sh wheels; PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
+#        SCHEDULE=ours:plan,trl:off:64,ours:plan,trl:off:32 STEPS=3 BUDGET=560 bash bench/gpu/run42.sh anchor
+#                                                         carry [.gpu_carry/m1, .gpu_carry/data, .gpu_carry/whl]
+#        (ours:plan = the product's default micro-batch, the memory plan's largest for the card; on an H100 80GB TRL's
+#        candidates are off:32 and off:16, mb64 does not fit, and ours:mb2 runs out of memory beside the engine)
 #   16   (if 14 showed mp2 >> inproc) SCHEDULE=ours:mb2 STEPS=3 PYSPY=1 ... run42.sh anchor: where our step's host
 #        time goes, for the data-parallel-engines design
 #   or without warm, on GSM8K (the SmolLM2 GGUF): 1-7, then

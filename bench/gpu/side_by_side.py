@@ -33,7 +33,12 @@ COMPLETION_LEN = int(os.environ.get("SBS_COMPLETION_LEN", 256))  # smaller only 
 OURS_MICRO = int(os.environ.get("OURS_MICRO", 64))
 # the update's token budget per micro-batch; OURS_MICRO_TOKENS sets it outright (the prompts' real length comes from
 # the tokenizer: ~192 tokens, not 128, so OURS_MICRO x 384 fits fewer rows than OURS_MICRO: 64 -> 5 micro-batches)
-OURS_MICRO_TOKENS = int(os.environ.get("OURS_MICRO_TOKENS", 0)) or OURS_MICRO * (PROMPT_LEN + COMPLETION_LEN)
+# "plan": none set, so the product's default decides: the largest micro-batch the memory plan allows on this card
+# (`rrl train --dry-run --plan-for h200` prints it: 78,848 tokens on an H200, 39,936 on an H100 80GB)
+_MICRO_TOKENS = os.environ.get("OURS_MICRO_TOKENS", "0")
+OURS_MICRO_TOKENS: int | None = (
+    None if _MICRO_TOKENS == "plan" else int(_MICRO_TOKENS or 0) or OURS_MICRO * (PROMPT_LEN + COMPLETION_LEN)
+)
 OURS_COMPILE = os.environ.get("OURS_COMPILE", "1") == "1"
 OURS_SLEEP = os.environ.get("OURS_SLEEP", "0") == "1"
 OURS_ENGINE_ARGS = json.loads(os.environ.get("OURS_ENGINE_ARGS", "{}"))  # e.g. '{"async_scheduling": true}'
@@ -137,7 +142,7 @@ def run_ours(shape: str, steps: int, work: Path, floors: bool = False) -> dict[s
         "system": "reasoning-rl",
         "shape": shape,
         "micro_seqs": OURS_MICRO,
-        "micro_batch_tokens": OURS_MICRO_TOKENS,
+        "micro_batch_tokens": OURS_MICRO_TOKENS if OURS_MICRO_TOKENS is not None else "plan",
         "micro_batches": med("policy/micro_batches"),
         "padding_share": med("policy/padding_share"),
         "compile": OURS_COMPILE,
