@@ -10,6 +10,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from reasoning_rl.inductor_isa import remember_isa_checks
+
 _lock = threading.Lock()
 _loaded: dict[tuple[str, str, str], Any] = {}
 
@@ -173,6 +175,8 @@ def _causal(root: str, device: str, memory_share: float) -> tuple[Any, Any]:
 def _vllm(root: str, device: str, memory_share: float) -> Any:
     from vllm import LLM
 
+    if device == "cpu":
+        remember_isa_checks()  # ~10 s of every CPU engine start (reasoning_rl.inductor_isa)
     return LLM(model=root, seed=0, enforce_eager=True, gpu_memory_utilization=memory_share)
 
 

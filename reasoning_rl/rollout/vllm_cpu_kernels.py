@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from reasoning_rl.rollout.inductor_isa import remember_isa_checks
+from reasoning_rl.inductor_isa import remember_isa_checks
 
 
 def cpu_engine_args(kw: dict[str, Any]) -> None:

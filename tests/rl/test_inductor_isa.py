@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from reasoning_rl.rollout import inductor_isa
-from reasoning_rl.rollout.inductor_isa import cache_path, remembering
+from reasoning_rl import inductor_isa
+from reasoning_rl.inductor_isa import cache_path, remembering
 
 
 class Probe:
@@ -84,7 +84,7 @@ def test_installed_once_on_this_torch() -> None:
 
 PICK = """
 import subprocess, sys
-from reasoning_rl.rollout.inductor_isa import remember_isa_checks
+from reasoning_rl.inductor_isa import remember_isa_checks
 loads = []
 real = subprocess.check_call
 subprocess.check_call = lambda cmd, *a, **k: (loads.append(cmd), real(cmd, *a, **k))[1]
