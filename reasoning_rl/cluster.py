@@ -42,6 +42,9 @@ class RequestError(ConfigError):
         self.fix = fix
 
 
+# Ray's workers are niced (15) unless the cluster says otherwise; a cluster the run joins is started with
+# RAY_worker_niceness=0 `ray start ...` for the same reason (docs: README, several machines)
+WORKER_NICENESS = 0
 START_FIX = "start one with `ray start --head` (then `ray start --address=HEAD:6379` on the other nodes)"
 
 
@@ -183,8 +186,17 @@ def connect(resources: ResourcesConfig, *, world: int, device: str) -> bool:
     if resources.ray_address is None:
         # CPU ranks hold one CPU each for the whole run; the machine's CPUs stay free for the grading workers
         cpus = (os.cpu_count() or 1) + world if device != "cuda" else None
-        # "local": a new instance even when another Ray runs on this machine (ray.init() would join that one)
-        ray.init(address="local", num_cpus=cpus, include_dashboard=False, logging_level=logging.WARNING)
+        # "local": a new instance even when another Ray runs on this machine (ray.init() would join that one).
+        # Workers at nice 0, not Ray's default 15 (meant for background tasks): the ranks are the run's critical
+        # path (vLLM's host loop, the update), and at 15 every grading worker or other process on the node took
+        # precedence: beside two busy processes a rank got ~3 % of a core (2 cores, 2026-12-07)
+        ray.init(
+            address="local",
+            num_cpus=cpus,
+            include_dashboard=False,
+            logging_level=logging.WARNING,
+            _system_config={"worker_niceness": WORKER_NICENESS},
+        )
         return True
     address = resolve_address(resources.ray_address)
     probe_address(address)

@@ -16,6 +16,9 @@ __all__ = ["REPO", "SHARED", "shared_path"]
 # unit) holds every test's sequences many times over. Set here, every process the tests start inherits it (it
 # also overrides a smaller kv_cache_memory_bytes: vLLM's legacy setting wins).
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+# The Ray clusters the tests start themselves (fixtures a run joins) run their workers at nice 0, as the local
+# instance `rrl train` starts does (reasoning_rl.cluster): at Ray's default 15 a loaded machine starved the ranks.
+os.environ.setdefault("RAY_worker_niceness", "0")
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

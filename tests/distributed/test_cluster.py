@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import socket
 import time
 from collections.abc import Iterator
@@ -152,3 +153,20 @@ def test_join_a_two_node_cluster_by_address() -> None:
     finally:
         ray.shutdown()
         two.shutdown()
+
+
+@pytest.mark.distributed
+@pytest.mark.slow
+def test_the_local_instance_runs_its_workers_at_nice_0(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ray's workers run at nice 15 unless told otherwise; the ranks are the run's critical path (beside two busy
+    processes on 2 cores a nice-15 rank got ~3 % of a core), so the instance `rrl train` starts sets 0."""
+    pytest.importorskip("ray")
+    import ray
+
+    monkeypatch.delenv("RAY_worker_niceness", raising=False)  # the tests' own clusters set it (conftest)
+    assert cluster.connect(ResourcesConfig(ranks_per_node=1), world=1, device="cpu") is True
+    try:
+        niceness = ray.get(ray.remote(lambda: os.nice(0)).remote())
+    finally:
+        ray.shutdown()
+    assert niceness == os.nice(0)  # the driver's own (a CI may start the suite niced), not 15 above it
