@@ -37,6 +37,21 @@ def vllm_engine(tiny_model_dir):
     return make_engine("vllm", str(tiny_model_dir), max_model_len=256, kv_cache_memory_bytes=64 << 20)
 
 
+@pytest.fixture
+def handoff_engine(vllm_engine, tiny_model_dir):
+    """The module's vLLM engine for a test that hands other weights into it: the checkpoint's weights go back
+    afterwards, so the tests that compare it with the checkpoint pass in any order (``-p random``, a subset)."""
+    yield vllm_engine
+    push_weights(Policy.from_pretrained(str(tiny_model_dir)), vllm_engine, version=0)
+
+
+@pytest.fixture
+def handoff_hf_engine(hf_engine, tiny_model_dir):
+    """``handoff_engine`` for the transformers engine."""
+    yield hf_engine
+    push_weights(Policy.from_pretrained(str(tiny_model_dir)), hf_engine, version=0)
+
+
 @pytest.fixture(scope="module")
 def hf_engine(tiny_model_dir):
     return make_engine("hf", str(tiny_model_dir), max_model_len=256)
@@ -190,14 +205,14 @@ def test_ignore_eos_generates_exactly_max_tokens_in_both_engines(vllm_engine, hf
 
 @pytest.mark.vllm
 @pytest.mark.slow
-def test_handoff_makes_vllm_match_trainer(tiny_model_dir, vllm_engine, hf_engine, prompts):
+def test_handoff_makes_vllm_match_trainer(tiny_model_dir, handoff_engine, handoff_hf_engine, prompts):
     policy = Policy.from_pretrained(str(tiny_model_dir), lr=3e-2, micro_batch_tokens=64)
     fixed = _fixed_sequences()
     seqs, plens = [s.tolist() for s in fixed.sequences], fixed.prompt_lens
     before, _ = policy.logprobs(fixed)
-    assert _max_diff(vllm_engine.score(seqs, plens), before) < 1e-3  # same initial weights
+    assert _max_diff(handoff_engine.score(seqs, plens), before) < 1e-3  # same initial weights
 
-    comps = vllm_engine.generate(prompts, SamplingConfig(n=4, max_tokens=10, seed=3))
+    comps = handoff_engine.generate(prompts, SamplingConfig(n=4, max_tokens=10, seed=3))
     batch = build_batch(comps)
     adv = compute_advantages("grpo", torch.rand(len(comps)), torch.tensor([c.prompt_index for c in comps]))
     for _ in range(3):
@@ -205,20 +220,20 @@ def test_handoff_makes_vllm_match_trainer(tiny_model_dir, vllm_engine, hf_engine
         policy.train_step(batch, adv, batch.rollout_logprobs, None, LossConfig())
     trained, _ = policy.logprobs(fixed)
 
-    gap_before = _max_diff(vllm_engine.score(seqs, plens), trained)
+    gap_before = _max_diff(handoff_engine.score(seqs, plens), trained)
     assert gap_before > 0.05, "training did not move the weights enough for this test to be meaningful"
 
-    stats = push_weights(policy, vllm_engine, version=1, bucket_bytes=32 << 10)
+    stats = push_weights(policy, handoff_engine, version=1, bucket_bytes=32 << 10)
     assert stats.tensors == len(list(policy.lm.parameters())) and stats.bytes > 0 and stats.seconds > 0
-    gap_after = _max_diff(vllm_engine.score(seqs, plens), trained)
+    gap_after = _max_diff(handoff_engine.score(seqs, plens), trained)
     assert gap_after <= 1e-3, f"vLLM vs trainer log-prob gap after hand-off: {gap_after}"
 
-    gen = vllm_engine.generate(prompts, GREEDY)  # sampled-token log-probs agree as well
+    gen = handoff_engine.generate(prompts, GREEDY)  # sampled-token log-probs agree as well
     lp, _ = policy.logprobs(build_batch(gen))
     assert _max_diff([c.logprobs for c in gen], lp) <= 1e-3
 
-    push_weights(policy, hf_engine, version=1)
-    hf = hf_engine.generate(prompts, GREEDY)
+    push_weights(policy, handoff_hf_engine, version=1)
+    hf = handoff_hf_engine.generate(prompts, GREEDY)
     ref = [
         policy.lm.generate(torch.tensor([p]), max_new_tokens=12, do_sample=False)[0, len(p) :].tolist()
         for p in prompts
@@ -246,33 +261,33 @@ def _drain(engine, until: set[str]) -> dict[str, dict]:
 @pytest.mark.vllm
 @pytest.mark.slow
 def test_continuous_requests_cross_a_handoff_and_never_reuse_older_cache(
-    tiny_model_dir, vllm_engine, prompts
+    tiny_model_dir, handoff_engine, prompts
 ):
     """Issue 31: a resident request keeps generating across a weight hand-off (and beside a stream); a request
     admitted after it finds none of the blocks computed with the old weights although vLLM refused to drop them
     (the poison is there: the engine's salt keeps it apart), and its tokens come from the new weights."""
     policy = Policy.from_pretrained(str(tiny_model_dir), lr=3e-2, micro_batch_tokens=256)
-    push_weights(policy, vllm_engine, version=0)  # version 0 = the policy's weights
+    push_weights(policy, handoff_engine, version=0)  # version 0 = the policy's weights
     long = [7 + (i * 13) % 80 for i in range(200)]  # past one 128-token CPU block: its first block is cached
     # ignore_eos: c-live must still be resident at the hand-off (at most 23 steps before it). Run after this
     # module's other tests, vLLM 0.24's sample of seed 11 drew EOS at its 6th token, and c-live was gone.
     s = SamplingConfig(temperature=1.0, max_tokens=30, seed=11, ignore_eos=True)
     one = s.model_copy(update={"max_tokens": 1})
-    vllm_engine.submit([Request("c-old", long, one, 1), Request("c-live", long, s, 2)])
-    first = _drain(vllm_engine, {"c-old"})
+    handoff_engine.submit([Request("c-old", long, one, 1), Request("c-live", long, s, 2)])
+    first = _drain(handoff_engine, {"c-old"})
     assert not first["c-live"]["finished"]
-    assert vllm_engine.generate(prompts[:1], GREEDY)[0].token_ids  # a stream beside the resident request
+    assert handoff_engine.generate(prompts[:1], GREEDY)[0].token_ids  # a stream beside the resident request
 
-    comps = vllm_engine.generate(prompts, SamplingConfig(n=4, max_tokens=10, seed=3))
+    comps = handoff_engine.generate(prompts, SamplingConfig(n=4, max_tokens=10, seed=3))
     batch = build_batch(comps)
     adv = compute_advantages("grpo", torch.rand(len(comps)), torch.tensor([c.prompt_index for c in comps]))
     for _ in range(3):
         policy.train_step(batch, adv, batch.rollout_logprobs, None, LossConfig())
-    push_weights(policy, vllm_engine, version=1)  # version 1, with c-live resident
-    assert vllm_engine.llm.reset_prefix_cache() is False  # vLLM keeps the old blocks while c-live runs
+    push_weights(policy, handoff_engine, version=1)  # version 1, with c-live resident
+    assert handoff_engine.llm.reset_prefix_cache() is False  # vLLM keeps the old blocks while c-live runs
 
-    vllm_engine.submit([Request("c-new", long, one, 3)])
-    rest = _drain(vllm_engine, {"c-live", "c-new"})
+    handoff_engine.submit([Request("c-new", long, one, 3)])
+    rest = _drain(handoff_engine, {"c-live", "c-new"})
     assert len(first["c-live"]["tokens"]) + len(rest["c-live"]["tokens"]) == 30  # continued, never restarted
     assert rest["c-new"]["cached"] == 0  # the engine's new salt: no block of the old weights
     # each token carries the version of the step that made it: c-live's tokens the streams stepped before the
@@ -287,32 +302,32 @@ def test_continuous_requests_cross_a_handoff_and_never_reuse_older_cache(
 @pytest.mark.vllm
 @pytest.mark.slow
 def test_a_stream_after_a_handoff_beside_resident_requests_computes_with_the_new_weights(
-    tiny_model_dir, vllm_engine, prompts, caplog
+    tiny_model_dir, handoff_engine, prompts, caplog
 ):
     """Issue 41: with a continuous request resident vLLM refuses the hand-off's prefix-cache reset, and an eval
     stream whose prompt's first block was cached under the old weights must not reuse it: its log-probs equal
     the trainer's recompute (an unsalted stream read the stale block: 0.13 nats off)."""
     policy = Policy.from_pretrained(str(tiny_model_dir), lr=3e-2, micro_batch_tokens=256)
-    push_weights(policy, vllm_engine, version=0)
+    push_weights(policy, handoff_engine, version=0)
     long = [9 + (i * 7) % 80 for i in range(200)]  # past one 128-token CPU block
     resident = SamplingConfig(temperature=1.0, max_tokens=200, seed=5, ignore_eos=True)
-    vllm_engine.submit([Request("r-live", prompts[0], resident, 5)])
-    before = vllm_engine.generate([long], GREEDY)[0]  # caches the first block of ``long`` (old weights)
-    comps = vllm_engine.generate(prompts, SamplingConfig(n=4, max_tokens=10, seed=3))
+    handoff_engine.submit([Request("r-live", prompts[0], resident, 5)])
+    before = handoff_engine.generate([long], GREEDY)[0]  # caches the first block of ``long`` (old weights)
+    comps = handoff_engine.generate(prompts, SamplingConfig(n=4, max_tokens=10, seed=3))
     batch = build_batch(comps)
     adv = compute_advantages("grpo", torch.rand(len(comps)), torch.tensor([c.prompt_index for c in comps]))
     for _ in range(3):
         policy.train_step(batch, adv, batch.rollout_logprobs, None, LossConfig())
     with caplog.at_level(logging.INFO, logger="reasoning_rl.rollout.vllm_engine"):
-        push_weights(policy, vllm_engine, version=1)
+        push_weights(policy, handoff_engine, version=1)
     assert "vLLM refused to reset the prefix cache" in caplog.text  # acted on (salted apart), not ignored
-    assert vllm_engine.llm.reset_prefix_cache() is False  # r-live holds blocks: the old ones stay
-    after = vllm_engine.generate([long], GREEDY)[0]
+    assert handoff_engine.llm.reset_prefix_cache() is False  # r-live holds blocks: the old ones stay
+    after = handoff_engine.generate([long], GREEDY)[0]
     old_lp = _max_diff([before.logprobs], policy.logprobs(build_batch_from(long, before.token_ids))[0])
     assert old_lp > 0.05, "training did not move the weights enough for this test to be meaningful"
     new_lp, _ = policy.logprobs(build_batch_from(long, after.token_ids))
     assert _max_diff([after.logprobs], new_lp) <= 1e-3
-    vllm_engine.abort(["r-live"])
+    handoff_engine.abort(["r-live"])
 
 
 def build_batch_from(prompt: list[int], tokens: list[int]) -> TokenBatch:
