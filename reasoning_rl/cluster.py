@@ -220,7 +220,7 @@ def validate_request(resources: ResourcesConfig, cluster: ClusterInfo, *, device
     most_gpus = int(max((n.gpus for n in cluster.nodes), default=0))
     per_node = ranks_per_node(resources, device, most_gpus)
     world = nodes * per_node
-    if resources.placement == "split" and resources.rollout_ranks >= world:
+    if resources.training_ranks(world) < 1:
         raise RequestError(
             f"resources.rollout_ranks={resources.rollout_ranks} leaves no training rank of {world} "
             f"({nodes} node(s) x {per_node})",

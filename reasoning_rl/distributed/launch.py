@@ -13,10 +13,11 @@ checkpoint).
 
 Split placement (``resources.placement=split``): the last ``resources.rollout_ranks`` actors are rollout ranks
 (``RolloutWorker``, bundle ``{"GPU": rollout.tensor_parallel_size}`` on CUDA), outside the training ranks' process
-group; training rank 0 reaches them through a ``broadcast.HandoffGroup`` on a second free port of its node.
+group; training rank 0 reaches them through a ``broadcast.HandoffGroup`` on a second free port of its node. With
+``resources.share_gpus`` they are extra processes on the training ranks' GPUs (``rank_slots``).
 
 Public names (stable): ``layout``, ``check_request``, ``check_tensor_parallel``, ``start_group``, ``RayRanks``,
-``RankActor``.
+``RankActor``, ``rank_slots``.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import pickle
 import socket
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from dataclasses import replace as dc_replace
 from pathlib import Path
 from typing import Any, Concatenate, ParamSpec, TypeVar
@@ -78,7 +80,8 @@ def start_group(spec: WorkerSpec, *, console: Console) -> WorkerGroup:
     where = f"{nodes} node(s) x {per_node} rank(s)" + (f" on {res.ray_address}" if res.ray_address else "")
     console.print(f"workers: {ranks.world} ranks ({where}), placement group {ranks.strategy}")
     if ranks.engines is not ranks.train_actors:
-        console.print(f"rollout: {len(ranks.engines)} rollout rank(s) of their own (placement=split)")
+        beside = ", on the training ranks' GPUs" if res.share_gpus else ""
+        console.print(f"rollout: {len(ranks.engines)} rollout rank(s) of their own (placement=split{beside})")
     for place in ranks.places:  # where each rank runs: what a failure names, and where to look
         console.print(f"  {place.describe()}")
     return WorkerGroup(ranks)
@@ -86,14 +89,21 @@ def start_group(spec: WorkerSpec, *, console: Console) -> WorkerGroup:
 
 def check_request(cfg: Any, world: int) -> None:
     """Refuse, before any process starts, what this trainer cannot run on ``world`` ranks (split placement:
-    ``resources.rollout_ranks`` of them generate only, the rest train)."""
-    rollout = cfg.resources.rollout_ranks if cfg.resources.placement == "split" else 0
-    if rollout >= world:
+    ``resources.rollout_ranks`` of them generate only, the rest train; with ``share_gpus`` every one of them
+    trains and the rollout ranks share their GPUs)."""
+    res = cfg.resources
+    rollout = res.rollout_ranks if res.placement == "split" else 0
+    if res.share_gpus and rollout > world:
+        raise ConfigError(
+            f"resources.share_gpus with resources.rollout_ranks={rollout} but {world} training rank(s): each "
+            "rollout rank shares one training rank's GPU; lower resources.rollout_ranks"
+        )
+    if res.training_ranks(world) < 1:
         raise ConfigError(
             f"resources.placement=split with resources.rollout_ranks={rollout} leaves no training rank of {world}:"
             " lower resources.rollout_ranks or raise resources.ranks_per_node / nodes"
         )
-    world -= rollout
+    world = res.training_ranks(world)
     rows = cfg.trainer.batch_size * cfg.rollout.n
     mini = cfg.algorithm.mini_batch_size or rows
     if min(rows, mini) < world:
@@ -121,6 +131,44 @@ def check_tensor_parallel(cfg: Any, device: str, per_node: int) -> None:
         raise ConfigError(
             f"{key} needs resources.placement=split (a colocated rank holds one GPU; a split rollout rank gets {tp})"
         )
+    if cfg.resources.share_gpus:
+        raise ConfigError(
+            f"{key} with resources.share_gpus: a rollout rank shares one training rank's GPU; set it to 1"
+        )
+
+
+@dataclass(frozen=True)
+class Slot:
+    """Where one rank's actor goes: its bundle of the placement group and the resources it takes there."""
+
+    bundle: int
+    cpus: float
+    gpus: float
+
+
+def rank_slots(
+    world: int, rollout: int, *, gpu: bool, tp: int, share: bool
+) -> tuple[list[dict[str, float]], list[Slot]]:
+    """The placement group's bundles and one ``Slot`` per rank (training ranks first, then the rollout ranks):
+    a bundle per rank (``{"GPU": 1}``, a rollout rank's ``{"GPU": tp}``; ``{"CPU": 1}`` on CPU), or with
+    ``share`` a bundle per training rank that rollout rank i shares with training rank i, each actor taking half
+    of its GPU: Ray hands both the bundle's one device (a fractional bundle alone could put two training ranks
+    on one GPU)."""
+    one = {"GPU": 1.0} if gpu else {"CPU": 1.0}
+    own = Slot(0, 0.0, 1.0) if gpu else Slot(0, 1.0, 0.0)
+    if share:
+        half = (
+            Slot(0, 0.0, 0.5) if gpu else Slot(0, 0.0, 0.0)
+        )  # on CPU the rollout actor takes no slot of its own
+        first = half if gpu else own
+        slots = [dc_replace(first, bundle=r) for r in range(world)]
+        slots += [dc_replace(half, bundle=i) for i in range(rollout)]
+        return [dict(one) for _ in range(world)], slots
+    engine = {"GPU": float(tp)} if gpu else one
+    bundles = [dict(one) for _ in range(world)] + [dict(engine) for _ in range(rollout)]
+    slots = [dc_replace(own, bundle=r) for r in range(world)]
+    slots += [Slot(world + i, own.cpus, float(tp) if gpu else 0.0) for i in range(rollout)]
+    return bundles, slots
 
 
 class RankActor:
@@ -175,7 +223,8 @@ class RankActor:
 
 
 class RayRanks:
-    """A group's ranks as Ray actors, rank r on bundle r of the run's placement group."""
+    """A group's ranks as Ray actors on the run's placement group (``rank_slots``: rank r on bundle r, or with
+    ``resources.share_gpus`` rollout rank i on training rank i's bundle)."""
 
     def __init__(
         self,
@@ -211,7 +260,7 @@ class RayRanks:
 
         res = spec.cfg.resources
         rollout = res.rollout_ranks if res.placement == "split" else 0
-        world = nodes * per_node - rollout  # training ranks; split placement's rollout ranks come after them
+        world = res.training_ranks(nodes * per_node)  # split placement's rollout ranks come after them
         owns = cluster.connect(res, world=world + rollout, device=spec.device)
         try:
             cluster.validate_request(res, cluster.describe(res.ray_address), device=spec.device)
@@ -220,11 +269,9 @@ class RayRanks:
                 ray.shutdown()
             raise
         gpu = spec.device == "cuda"
-        bundle = {"GPU": 1.0} if gpu else {"CPU": 1.0}
         strategy = "PACK" if nodes == 1 else ("STRICT_SPREAD" if per_node == 1 else "SPREAD")
         tp = spec.cfg.rollout.tensor_parallel_size if gpu else 1  # a rollout rank's engine: tp GPUs
-        engine_bundle = {"GPU": float(tp)} if gpu else bundle
-        bundles = [dict(bundle) for _ in range(world)] + [dict(engine_bundle) for _ in range(rollout)]
+        bundles, slots = rank_slots(world, rollout, gpu=gpu, tp=tp, share=res.share_gpus)
         pg = placement_group(bundles, strategy=strategy)
         ready, _ = ray.wait([pg.ready()], timeout=PLACEMENT_WAIT_S)
         if not ready:
@@ -239,12 +286,14 @@ class RayRanks:
         remote = ray.remote(RankActor)
         actors: list[Any] = [  # handles: their methods are called with .remote
             remote.options(
-                num_cpus=0 if gpu else 1,
-                num_gpus=(tp if r >= world else 1) if gpu else 0,
+                num_cpus=slot.cpus,
+                num_gpus=slot.gpus,
                 runtime_env={"env_vars": _worker_env()},
-                scheduling_strategy=PlacementGroupSchedulingStrategy(pg, placement_group_bundle_index=r),
+                scheduling_strategy=PlacementGroupSchedulingStrategy(
+                    pg, placement_group_bundle_index=slot.bundle
+                ),
             ).remote()
-            for r in range(world + rollout)
+            for slot in slots
         ]
         ranks = cls(
             actors,

@@ -33,7 +33,7 @@ def config_plan(cfg: Config, longest: int | None = None, target: Target | None =
     device = "cuda" if target is not None else resolve_device(cfg.run.device)
     res = cfg.resources
     per_node = ranks_per_node(res, device, None if target is None else target.count)
-    world = max(res.nodes * per_node - (res.rollout_ranks if res.placement == "split" else 0), 1)
+    world = max(res.training_ranks(res.nodes * per_node), 1)
     need = longest or cfg.data.max_prompt_tokens + max(cfg.rollout.max_tokens, cfg.eval.max_tokens or 0)
     dtype = run_dtype(cfg, device)
     if target is None:

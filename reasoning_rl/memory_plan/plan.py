@@ -132,18 +132,23 @@ def plan_run(
     usable = usable_bytes(capacity)
     r = cfg.rollout
     colocated = cfg.resources.placement == "colocated"
+    shared = cfg.resources.share_gpus  # a split rollout rank's engine on this rank's GPU, in its own process
+    on_device = colocated or shared  # the engine's share is on this rank's device
     resident = sum(kept_bytes(shape, s, grads=False).values())
     buckets = handoff_bytes(shape, s.handoff_bucket, s.compute_bytes, s.gathered_bytes)
     plan: EnginePlan | None = None
     problem = None
-    awake = colocated and r.sleep is False  # the engine holds its share through the update too
+    # the engine holds its share through the update too (a shared GPU's engine keeps decoding during it)
+    awake = (colocated and r.sleep is False) or shared
     one = update_peak(shape, s, max_model_len)  # the trainer alone, one sequence per micro-batch
     if engine and device == "cuda":
         engines = world if colocated else max(cfg.resources.rollout_ranks // r.tensor_parallel_size, 1)
         fixed = r.gpu_memory_utilization
         # beside the trainer's states and hand-off buckets (awake: its one-sequence update, when that alone fits;
         # else the update's advice names the fix); a planned share rounds up by one SHARE_STEP
-        beside = max(resident + buckets, one * (awake and one < usable)) * colocated
+        # (shared: plus the engine process's own CUDA context and workspaces)
+        beside = max(resident + buckets, one * (awake and one < usable)) * on_device
+        beside += DEVICE_RESERVE * shared
         available = usable - beside - (capacity // SHARE_STEP) * (fixed is None)
         if fixed is not None:
             available = min(available, int(fixed * capacity))
@@ -158,8 +163,9 @@ def plan_run(
             )
         except ConfigError as exc:
             problem = str(exc)
-        if plan is not None and colocated:
-            s = replace(s, engine_in_update=plan.held(capacity) if awake else ENGINE_ASLEEP)
+        if plan is not None and on_device:
+            held = plan.held(capacity) + DEVICE_RESERVE * shared
+            s = replace(s, engine_in_update=held if awake else ENGINE_ASLEEP)
     budget = cfg.algorithm.micro_batch_tokens
     largest = largest_budget(shape, s, usable)
     if budget is None:
@@ -182,9 +188,9 @@ def plan_run(
         drafts=drafts,
         resident=resident,
         buckets=buckets,
-        colocated=colocated,
+        colocated=on_device,
     )
-    if problem is None and plan is not None and colocated:  # one sequence: a budget too large is advice's
+    if problem is None and plan is not None and on_device:  # one sequence: a budget too large is advice's
         problem = engine_advice(cfg, plan, capacity, usable, out.beside_engine, one)
     problem = problem or (
         advice(shape, s, usable, max_model_len, budget)

@@ -42,6 +42,28 @@ def test_split_grpo_matches_colocated_one_rank(
         assert sorted(per_step[(step, "handoff_gbps")]) == [0, 1]
 
 
+def test_a_rollout_rank_sharing_the_training_gpu_matches_colocated_one_rank(
+    runs: Callable[[str, int], Path], tmp_path: Path, tiny_model_dir: Path
+) -> None:
+    """resources.share_gpus (issue 44): one rank of the layout trains, the rollout rank is an extra process in its
+    placement-group bundle (on CUDA: the same GPU); the run is split placement's, so the colocated one's."""
+    cfg = write_config(
+        tmp_path,
+        tiny_model_dir,
+        "grpo-shared",
+        "grpo",
+        ranks_per_node=1,
+        placement="split",
+        rollout_ranks=1,
+        share_gpus=True,
+    )
+    proc = train(cfg, "rollout.freshness_check=true")
+    assert "workers: 1 ranks" in proc.stdout and "1 rollout rank(s) of their own" in proc.stdout
+    shared = tmp_path / "grpo-shared"
+    assert_same_run(shared, runs("grpo", 1))
+    assert all(r["handoff/probe_gap"] <= r["handoff/probe_tol"] for r in step_metrics(shared))
+
+
 def test_split_lora_sends_only_the_adapters_and_matches_colocated(
     tmp_path: Path, tiny_model_dir: Path
 ) -> None:
