@@ -76,6 +76,9 @@ REAL_PRESETS: dict[str, dict[str, str]] = {
     "sync": {"REAL_MAX_LAG": "0"},
     "noskip": {"REAL_MAX_LAG": "0", "REAL_SKIP_ZERO_ADV": "0"},  # matched work: the full pass, as TRL runs it
     **{f"lag{k}": {"REAL_MAX_LAG": str(k)} for k in (1, 2, 3)},
+    # issue 44: the engine in a process of its own on the same GPU (resources.share_gpus), decoding through the
+    # update; share0 is the same placement in synchronous steps (what the second process alone costs)
+    **{f"share{k}": {"REAL_MAX_LAG": str(k), "REAL_SHARE": "1"} for k in (0, 1, 2)},
 }
 
 

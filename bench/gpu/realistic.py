@@ -39,6 +39,9 @@ SKIP_ZERO_ADV = os.environ.get("REAL_SKIP_ZERO_ADV", "1") == "1"
 # blocks; floors_real_20.json: 2.78 s -> 2.00 s), peak memory 75.9 GiB of the H200's 140 with vLLM at 0.3.
 MICRO_TOKENS = int(os.environ.get("OURS_MICRO_TOKENS", 65536))
 OURS_COMPILE = os.environ.get("OURS_COMPILE", "1") == "1"
+# issue 44: 1 = the engine in a rollout rank of its own on the trainer's GPU (resources.share_gpus, split
+# placement through a local Ray instance), decoding while the update runs when MAX_LAG > 0
+SHARE = os.environ.get("REAL_SHARE", "0") == "1"
 PEAK_FLOPS = 790e12  # bf16 dense matmul measured on this H200 kind (KINDS.md)
 SMOL = dict(  # SmolLM2-135M: the FLOP count of the update (6N + causal attention)
     vocab=49152, hidden=576, inter=1536, layers=30, heads=9, kv_heads=3
@@ -137,6 +140,7 @@ def real_config(model: Path, data: Path, run_dir: Path, steps: int, on_gpu: bool
                 "overwrite": True,
             },
             "logging": {"console": "plain", "tensorboard": False, "samples": True},
+            "resources": {"placement": "split", "rollout_ranks": 1, "share_gpus": True} if SHARE else {},
         },
     )
 
@@ -202,6 +206,7 @@ def summarise_ours(run_dir: Path) -> dict[str, Any]:
         "other_s": round(step_s - accounted, 4),
         "grade_wait_share": round(med("time/grade_wait_s") / step_s, 4),
         "max_lag": MAX_LAG,  # issue 31: the engine's running batch and the trained tokens' lag
+        "share_gpus": SHARE,
         # over generation time, not a median of steps (continuous steps alternate short and long)
         "running_full_frac": round(time_weighted(rows, "rollout/running_full_frac"), 3),
         "running_mean": round(time_weighted(rows, "rollout/running_mean"), 1),

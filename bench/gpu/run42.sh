@@ -31,6 +31,16 @@
 #        time goes, for the data-parallel-engines design
 #   or without warm, on GSM8K (the SmolLM2 GGUF): 1-7, then
 #        source /tmp/vllm_kit/install.sh && bash bench/gpu/run42.sh spec-hard  carry [.gpu_carry/m2, .gpu_carry/data]
+# Issue 44 (continuous rollouts with the engine on the trainer's GPU in a process of its own, resources.share_gpus;
+# needs 1-6, Ray, wheels, warm): after call 6,
+#   R1   bash bench/gpu/run42.sh ray1                                       carry [.gpu_carry/ray1]
+#   R2   source /tmp/vllm_kit/install.sh && bash bench/gpu/run42.sh wheels && bash bench/gpu/run42.sh ray2
+#                                                                           carry [.gpu_carry/ray2, .gpu_carry/whl]
+#   8    warm, as above                                                     carry [.gpu_carry/m2, .gpu_carry/data]
+#   L1   source /tmp/vllm_kit/install.sh && SCHEDULE=ours:sync,ours:share1,ours:share0,ours:share2 BUDGET=570
+#        bash bench/gpu/run42.sh match                                      carry [.gpu_carry/data]
+#        (presets: interleave.py REAL_PRESETS; shareK = split placement on the one GPU at rollout.max_lag=K)
+#   L2   (if time is left) SCHEDULE=ours:share1,trl:off:32,ours:sync ... match
 # Measured 2026-12-05 on one H200: kit 1-7 ~100 s of device time once a machine starts, warm 285 s, our 21-step
 # learning run ~300 s (step 1 with compile 39 s, then ~8.5 s a step), TRL ~60 s to start then ~25 s a step.
 # Phases:
@@ -154,6 +164,26 @@ learn|match)
             BUDGET=${BUDGET:-560} \
             real /tmp/word_chain.jsonl match "${SCHEDULE:-ours:noskip,trl:off:32,ours:sync}" /tmp/warm_model
     fi
+    ;;
+ray1)  # part 0 of Ray's wheel and its dependencies, kept in /tmp/ray_kit until part 1 arrives
+    mkdir -p /tmp/ray_kit && mv .gpu_carry/ray1/ray.0 /tmp/ray_kit/ && cp -r .gpu_carry/ray1/deps /tmp/ray_kit/
+    ls /tmp/ray_kit /tmp/ray_kit/deps | wc -l
+    ;;
+ray2)  # Ray into /tmp/site (after `wheels`): its wheel reassembled, and only the dependencies not importable here
+    [ -f /tmp/site/.done ] || { echo "no /tmp/site: run the wheels phase first"; exit 3; }
+    [ -f /tmp/ray_kit/ray.0 ] || { echo "no /tmp/ray_kit/ray.0: the machine went cold; run ray1 again"; exit 3; }
+    W=/tmp/ray_kit/$(cut -d' ' -f3 .gpu_carry/ray2/sha256)
+    cat /tmp/ray_kit/ray.0 .gpu_carry/ray2/ray.1 > "$W" && (cd /tmp/ray_kit && sha256sum -c "$OLDPWD/.gpu_carry/ray2/sha256") || exit 1
+    missing=()
+    for whl in /tmp/ray_kit/deps/*.whl; do
+        mod=$(basename "$whl" | cut -d- -f1 | tr 'A-Z' 'a-z')
+        case "$mod" in pyyaml) mod=yaml ;; protobuf) mod=google.protobuf ;; attrs) mod=attr ;; rpds_py) mod=rpds ;; esac
+        python3 -c "import $mod" 2>/dev/null || missing+=("$whl")
+    done
+    echo "Ray's dependencies installed here: ${missing[*]:-none}"
+    python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site "$W" "${missing[@]}" || exit 1
+    python3 -c "import ray; ray.init(num_cpus=2, include_dashboard=False); print('ray', ray.__version__,
+ray.cluster_resources()); ray.shutdown()" 2>&1 | grep -E "^ray |Error"
     ;;
 mode) py 590 bench/gpu/engine_mode.py --shape "${SHAPE:-qwen}" --modes "${MODES:-inproc,mp,mp2,busy}" --out "$OUT/engine_mode.json" 2>&1 | quiet ;;
 hard) gguf || exit 1; real "$D/gsm8k_test.jsonl" hard "${SCHEDULE:-ours:sync,trl:off:32,ours:noskip}" $GGUF ;;
