@@ -11,19 +11,13 @@ import pytest
 
 from reasoning_rl.config import Config, ConfigError
 from reasoning_rl.distributed.launch import Slot, check_request, check_tensor_parallel, rank_slots
+from tests.distributed.test_group import _config as group_config
 
 
 def _config(**sections: dict[str, Any]) -> Config:
-    base: dict[str, Any] = {
-        "model": {"path": "m"},
-        "data": {"train": {"generator": "fixed_digit", "size": 4}},
-        "trainer": {"batch_size": 2},
-        "rollout": {"n": 4},
-        "resources": {"placement": "split", "rollout_ranks": 1, "share_gpus": True},
-    }
-    for key, value in sections.items():
-        base[key] = {**base.get(key, {}), **value}
-    return Config.model_validate(base)
+    """test_group's small config with one rollout rank sharing the training GPU (``sections`` override)."""
+    shared = {"placement": "split", "rollout_ranks": 1, "share_gpus": True, **sections.pop("resources", {})}
+    return group_config(resources=shared, **sections)
 
 
 def test_a_rollout_rank_shares_its_training_rank_bundle_and_gpu() -> None:
@@ -88,6 +82,7 @@ def test_the_plan_keeps_the_engine_share_beside_the_update(tmp_path: Path) -> No
     pytest.importorskip("transformers")
     from reasoning_rl.memory_plan.plan import DEVICE_RESERVE, plan_run
     from tests.rl.test_memory_plan import H200, QWEN15, tiny_config
+    from tests.rl.test_memory_plan_step import RUN
 
     def plan(share: bool) -> Any:
         cfg, shape = tiny_config(
@@ -97,16 +92,7 @@ def test_the_plan_keeps_the_engine_share_beside_the_update(tmp_path: Path) -> No
             trainer={"batch_size": 8},
             resources={"placement": "split", "rollout_ranks": 1, "share_gpus": share},
         )
-        return plan_run(
-            cfg,
-            shape,
-            device="cuda",
-            dtype="bfloat16",
-            capacity=H200,
-            world=1,
-            max_model_len=4608,
-            engine=True,
-        )
+        return plan_run(cfg, shape, **{**RUN, "max_model_len": 4608})
 
     shared, own = plan(True), plan(False)
     assert shared.fits and own.fits and shared.engine is not None
