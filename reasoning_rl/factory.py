@@ -204,6 +204,10 @@ def engine_for(
     extra = dict(r.engine_args) if kind == "vllm" else {}
     if r.speculative.on:
         extra["speculative"] = r.speculative
+    if r.engine_process:
+        if kind != "vllm":
+            raise ConfigError(f"rollout.engine_process=true needs the vllm engine; this run's is {kind}")
+        extra.update(engine_process=True, handoff_bucket_bytes=r.handoff_bucket_mb << 20)
     if r.tensor_parallel_size > 1:  # launch.check_tensor_parallel refused it anywhere but vLLM on CUDA
         extra["tensor_parallel_size"] = r.tensor_parallel_size
     if kind == "vllm" and os.environ.get("TQDM_DISABLE") == "1":  # no bars: output redirected, or the user's

@@ -41,6 +41,8 @@ OURS_MICRO_TOKENS: int | None = (
 )
 OURS_COMPILE = os.environ.get("OURS_COMPILE", "1") == "1"
 OURS_SLEEP = os.environ.get("OURS_SLEEP", "0") == "1"
+# 1: vLLM's engine core in a process of its own (rollout.engine_process; issue 42's mode probe: 1.33x the decode)
+OURS_ENGINE_PROCESS = os.environ.get("OURS_ENGINE_PROCESS", "0") == "1"
 OURS_ENGINE_ARGS = json.loads(os.environ.get("OURS_ENGINE_ARGS", "{}"))  # e.g. '{"async_scheduling": true}'
 PEAK_FLOPS = 790e12  # bf16 dense matmul measured on this H200 kind (KINDS.md)
 
@@ -86,6 +88,7 @@ def anchor_config(shape: str, steps: int, work: Path) -> Any:
                 "seed_per_sample": False,
                 "engine_args": {"max_num_seqs": PROMPTS * GENS, **OURS_ENGINE_ARGS},
                 "sleep": OURS_SLEEP,
+                "engine_process": OURS_ENGINE_PROCESS,
             },
             "algorithm": {
                 "micro_batch_tokens": OURS_MICRO_TOKENS,
@@ -148,6 +151,7 @@ def run_ours(shape: str, steps: int, work: Path, floors: bool = False) -> dict[s
         "compile": OURS_COMPILE,
         "sleep": OURS_SLEEP,
         "engine_args": OURS_ENGINE_ARGS,
+        "engine_process": OURS_ENGINE_PROCESS,
         "steps": [
             {
                 "step": int(r["step"]),

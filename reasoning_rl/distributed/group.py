@@ -142,7 +142,7 @@ class LocalRanks:
         return [apply(self.worker, method, args)]
 
     def close(self) -> None:
-        return None
+        self.worker.close()
 
 
 class WorkerGroup:

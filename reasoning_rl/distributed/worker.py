@@ -33,6 +33,7 @@ from reasoning_rl.factory import Models, build_models, engine_for
 from reasoning_rl.handoff import HandoffStats
 from reasoning_rl.policy.batch import TokenBatch
 from reasoning_rl.rollout import ContinuousEngine, RolloutEngine
+from reasoning_rl.rollout.base import ClosableEngine
 from reasoning_rl.trace import Progress
 
 
@@ -161,6 +162,11 @@ class ModelWorker(LiveCalls, EngineRank):
 
     def engine_sleep_enabled(self) -> bool:
         return bool(getattr(self._engine(), "sleep_enabled", False))
+
+    def close(self) -> None:
+        """The run is over: end what the engine holds (``ClosableEngine``: an engine process, adapter files)."""
+        if isinstance(self.engine, ClosableEngine):
+            self.engine.close()
 
     def push_weights(self, version: int, bucket_bytes: int) -> HandoffStats:
         """Wake this rank's engine and stream the policy's weights (policy ``version``) into it (collective):

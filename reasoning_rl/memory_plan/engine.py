@@ -59,12 +59,13 @@ def _blocks(tokens: int) -> int:
     return math.ceil(tokens / KV_BLOCK) * KV_BLOCK
 
 
-def handoff_bytes(shape: ModelShape, bucket_bytes: int, b: int, gathered_b: int) -> int:
+def handoff_bytes(shape: ModelShape, bucket_bytes: int, b: int, gathered_b: int, copies: int = 1) -> int:
     """The weight hand-off's transient on a training rank (``rollout.handoff_bucket_mb``): one bucket of full
     tensors in the engine's dtype (``b`` bytes; a bucket holds at least the largest tensor, never a part of
-    one) and that tensor as FSDP2 gathers it (``gathered_b``: the master dtype) before its cast."""
+    one) and that tensor as FSDP2 gathers it (``gathered_b``: the master dtype) before its cast. ``copies``: 2
+    when the bucket is also copied into a buffer an engine process maps (``rollout.engine_process``)."""
     largest = max(shape.vocab, shape.intermediate) * shape.hidden
-    return max(bucket_bytes, b * largest) + gathered_b * largest
+    return copies * max(bucket_bytes, b * largest) + gathered_b * largest
 
 
 def engine_overhead(shape: ModelShape, b: int, max_num_seqs: int, batched_tokens: int, tp: int) -> int:

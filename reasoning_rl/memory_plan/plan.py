@@ -133,9 +133,12 @@ def plan_run(
     r = cfg.rollout
     colocated = cfg.resources.placement == "colocated"
     shared = cfg.resources.share_gpus  # a split rollout rank's engine on this rank's GPU, in its own process
+    # an engine process beside this rank's (shared, or a colocated engine core of its own): its CUDA context
+    process = shared or (colocated and r.engine_process)
     on_device = colocated or shared  # the engine's share is on this rank's device
     resident = sum(kept_bytes(shape, s, grads=False).values())
-    buckets = handoff_bytes(shape, s.handoff_bucket, s.compute_bytes, s.gathered_bytes)
+    copies = 1 + (colocated and r.engine_process)
+    buckets = handoff_bytes(shape, s.handoff_bucket, s.compute_bytes, s.gathered_bytes, copies)
     plan: EnginePlan | None = None
     problem = None
     # the engine holds its share through the update too (a shared GPU's engine keeps decoding during it)
@@ -146,9 +149,9 @@ def plan_run(
         fixed = r.gpu_memory_utilization
         # beside the trainer's states and hand-off buckets (awake: its one-sequence update, when that alone fits;
         # else the update's advice names the fix); a planned share rounds up by one SHARE_STEP
-        # (shared: plus the engine process's own CUDA context and workspaces)
+        # (plus an engine process's own CUDA context and workspaces)
         beside = max(resident + buckets, one * (awake and one < usable)) * on_device
-        beside += DEVICE_RESERVE * shared
+        beside += DEVICE_RESERVE * process
         available = usable - beside - (capacity // SHARE_STEP) * (fixed is None)
         if fixed is not None:
             available = min(available, int(fixed * capacity))
@@ -164,8 +167,8 @@ def plan_run(
         except ConfigError as exc:
             problem = str(exc)
         if plan is not None and on_device:
-            held = plan.held(capacity) + DEVICE_RESERVE * shared
-            s = replace(s, engine_in_update=held if awake else ENGINE_ASLEEP)
+            held = plan.held(capacity) if awake else ENGINE_ASLEEP
+            s = replace(s, engine_in_update=held + DEVICE_RESERVE * process)
     budget = cfg.algorithm.micro_batch_tokens
     largest = largest_budget(shape, s, usable)
     if budget is None:

@@ -175,6 +175,14 @@ class ContinuousEngine(Protocol):
 
 
 @runtime_checkable
+class ClosableEngine(Protocol):
+    """An engine holding what must end with the run, not at interpreter exit (an engine process, adapter
+    files): its rank calls ``close`` when the run closes."""
+
+    def close(self) -> None: ...
+
+
+@runtime_checkable
 class RolloutEngine(Protocol):
     """Generates completions and takes new weights from the trainer."""
 

@@ -1,7 +1,10 @@
 """vLLM rollout engine, colocated with the trainer in the same process.
 
-The engine core runs in-process (``VLLM_ENABLE_V1_MULTIPROCESSING=0``) so ``load_weights`` can hand
-vLLM a lazy iterator of gathered tensors without pickling or a second full copy of the model.
+By default the engine core runs in-process (``VLLM_ENABLE_V1_MULTIPROCESSING=0``) so ``load_weights`` can hand
+vLLM a lazy iterator of gathered tensors without pickling or a second full copy of the model. With
+``engine_process`` (``rollout.engine_process``) the core runs in a process of its own, where vLLM's host work
+(scheduling, sampling bookkeeping) overlaps ours; the weights then travel bucket by bucket through memory both
+processes map (``vllm_transfer``).
 
 Under torchrun (world size > 1) vLLM builds its groups from the existing default process group, and
 group creation is collective: create the engine on EVERY rank at the same point (one engine per
@@ -14,9 +17,9 @@ import logging
 import os
 import shutil
 import weakref
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from functools import partial
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 
@@ -57,8 +60,10 @@ from reasoning_rl.rollout.vllm_outputs import (
     to_completion,
 )
 from reasoning_rl.rollout.vllm_step_tokens import StepTokens
+from reasoning_rl.rollout.vllm_transfer import apply_model, ship
 
 log = logging.getLogger(__name__)
+R = TypeVar("R")
 
 
 class VLLMEngine:
@@ -85,14 +90,27 @@ class VLLMEngine:
         max_model_len: int = 1024,
         enable_sleep_mode: bool | None = None,
         speculative: SpeculativeConfig | None = None,
+        engine_process: bool = False,
+        handoff_bucket_bytes: int = 256 << 20,
         **kw: Any,
     ) -> None:
-        os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
-        if os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] != "0":
+        """``engine_process``: vLLM's engine core in a process of its own (see the module); refused with
+        speculation (its draft counts are read from the in-process scheduler). ``handoff_bucket_bytes``: the most
+        bytes one hand-off call moves to that process."""
+        if engine_process and speculative is not None and speculative.on:
             raise RolloutError(
-                "VLLMEngine needs VLLM_ENABLE_V1_MULTIPROCESSING=0 (in-process engine) for the weight hand-off"
+                "rollout.speculative needs the in-process engine core: set rollout.engine_process=false"
             )
-        from vllm import LLM
+        # ours to set, per engine: vLLM reads it when the LLM starts (its environment cache, which an earlier
+        # engine in this process turned on, is dropped first so this engine's choice holds)
+        os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "1" if engine_process else "0"
+        if engine_process:  # apply_model / collective_rpc send our functions to that process (cloudpickle)
+            os.environ["VLLM_ALLOW_INSECURE_SERIALIZATION"] = "1"
+        from vllm import LLM, envs
+
+        envs.disable_envs_cache()
+        self.engine_process = engine_process
+        self.handoff_bucket_bytes = handoff_bucket_bytes
 
         on_gpu = torch.cuda.is_available()
         self.sleep_enabled = on_gpu if enable_sleep_mode is None else enable_sleep_mode
@@ -137,6 +155,11 @@ class VLLMEngine:
             if refused is None:
                 raise
             raise RolloutError(refused) from exc
+        if (self._scheduler() is None) != engine_process:
+            raise RolloutError(
+                f"vLLM started its engine core {'in this' if engine_process else 'in another'} process, not as "
+                f"engine_process={engine_process} asked"
+            )
         self.tokenizer = self.llm.get_tokenizer()
         # continuous requests' tokens, each counted in the step that sampled it
         self._tokens = StepTokens(self.llm.llm_engine)
@@ -155,7 +178,11 @@ class VLLMEngine:
         if speculative is not None and speculative.on and speculative.max_batch:
             self.llm.collective_rpc(gate_drafts, args=(speculative.max_batch,))
         # whether a hand-off may copy straight into vLLM's tensors (``load_weights``); one answer per worker
-        self.loads_in_place = all(self.llm.apply_model(copies_in_place))
+        self.loads_in_place = all(self._apply_model(copies_in_place))
+
+    def _apply_model(self, fn: Callable[[torch.nn.Module], R]) -> list[R]:
+        """``fn`` on the served model in each worker, its result as returned (``engine_process``: pickled by us)."""
+        return apply_model(self.llm, fn) if self.engine_process else self.llm.apply_model(fn)
 
     @property
     def cache_salt(self) -> str:
@@ -407,7 +434,7 @@ class VLLMEngine:
 
     def weight_fingerprints(self) -> EngineWeights:
         """Checksums of the weights vLLM computes with, under its own (fused) names; see ``fingerprint_model``."""
-        found = self.llm.apply_model(fingerprint_model)
+        found = self._apply_model(fingerprint_model)
         if len(found) != 1:  # tensor-parallel shards would need per-shard bookkeeping of replicated params
             raise RolloutError(
                 f"the freshness check reads one model per engine; this engine has {len(found)} "
@@ -423,15 +450,20 @@ class VLLMEngine:
         step. Both map names, fuse q/k/v and gate/up and handle tied embeddings. The layer-wise reload warns
         ``RotaryEmbedding`` / ``ParallelLMHead: Failed to load weights`` for layers that get no tensor (the rotary
         cache is computed from the config; a tied head has no weight of its own and ``refresh_tied_head`` re-ties
-        it): expected, and hidden by ``rrl train`` unless ``logging.engine_logs``."""
-        if self.loads_in_place:
-            self.llm.apply_model(partial(load_in_place, weights=iter(named_tensors)))
+        it): expected, and hidden by ``rrl train`` unless ``logging.engine_logs``. With ``engine_process`` the same
+        loader runs in the engine's process, on buckets it maps (``vllm_transfer.ship``)."""
+        if self.engine_process:
+            ship(
+                self.llm, named_tensors, in_place=self.loads_in_place, bucket_bytes=self.handoff_bucket_bytes
+            )
+        elif self.loads_in_place:
+            self._apply_model(partial(load_in_place, weights=iter(named_tensors)))
         else:
             self.llm.collective_rpc(
                 "reload_weights",
                 kwargs={"weights_iterator": iter(named_tensors), "is_checkpoint_format": True},
             )
-            self.llm.apply_model(refresh_tied_head)
+            self._apply_model(refresh_tied_head)
         self._loaded(version)
 
     def load_adapter(
@@ -485,10 +517,13 @@ class VLLMEngine:
 
     def close(self) -> None:
         """At shutdown: remove the live adapter's directory (otherwise removed when the engine is collected
-        or the process exits)."""
+        or the process exits) and end an engine process (left to interpreter exit, its client's threads
+        aborted the trainer after a clean run: "terminate called without an active exception")."""
         if self._cleanup is not None:
             self._cleanup()
         self._lora, self._lora_dir, self._cleanup = None, None, None
+        if self.engine_process:
+            self.llm.llm_engine.engine_core.shutdown()
 
 
 @register_engine("vllm")
