@@ -71,8 +71,8 @@ OURS_PRESETS: dict[str, dict[str, str]] = {
     # the product's default: the memory plan's largest micro-batch for the card (2 micro-batches on an H200, 3 on
     # an H100 80GB)
     "plan": {"OURS_MICRO_TOKENS": "plan"},
-    # the same with vLLM's engine core in a process of its own (rollout.engine_process): the mode probe's decode
-    # made 34,447 tokens/s so against 25,979 in-process on one H100 (issue42i_engine_mode_h100.json)
+    # the same with vLLM's engine core in a process of its own (rollout.engine_process): 1.045x ours:plan on one
+    # H100 (issue42j_anchor_proc_h100.json)
     "proc": {"OURS_MICRO_TOKENS": "plan", "OURS_ENGINE_PROCESS": "1"},
 }
 REAL_PRESETS: dict[str, dict[str, str]] = {

@@ -41,7 +41,7 @@ OURS_MICRO_TOKENS: int | None = (
 )
 OURS_COMPILE = os.environ.get("OURS_COMPILE", "1") == "1"
 OURS_SLEEP = os.environ.get("OURS_SLEEP", "0") == "1"
-# 1: vLLM's engine core in a process of its own (rollout.engine_process; issue 42's mode probe: 1.33x the decode)
+# 1: vLLM's engine core in a process of its own (rollout.engine_process; 1.045x on one H100)
 OURS_ENGINE_PROCESS = os.environ.get("OURS_ENGINE_PROCESS", "0") == "1"
 OURS_ENGINE_ARGS = json.loads(os.environ.get("OURS_ENGINE_ARGS", "{}"))  # e.g. '{"async_scheduling": true}'
 PEAK_FLOPS = 790e12  # bf16 dense matmul measured on this H200 kind (KINDS.md)

@@ -3,9 +3,8 @@
 Each hand-off bucket travels as one flat byte buffer that both processes map: a CUDA IPC handle on the GPU (the
 worker reads the trainer's device memory, no host round trip), a shared-memory file on CPU (so CI runs the same
 path). The worker copies out of it with the model's own loader and synchronises its device before it returns;
-only then does the trainer free the buffer. Issue 42 measured why the engine core is worth a process: on one H100
-at the anchor's shape vLLM's host-bound decode made 34,447 tokens/s with its core in a process of its own against
-25,979 in ours (``bench/gpu/results/issue42i_engine_mode_h100.json``).
+only then does the trainer free the buffer. On one H100 at the anchor's shape the engine-core process decoded 1.04x
+as fast as the in-process core, and the anchor ran 1.045x (``bench/gpu/results/issue42j_*``).
 """
 
 from __future__ import annotations
