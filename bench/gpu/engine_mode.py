@@ -20,6 +20,12 @@ placement's trainer would beside its engine; the update's steps alone and during
 ``update`` (runs ``update:alone`` / ``update:during``): how much each slows the other says what overlapping the
 update with generation (issue 44) can win. Σtokens/Σtime per mode and log-prob setting; raw rounds in ``runs``
 (``throughput.result``'s format: steps_s = seconds per round, tokens = generated tokens per round).
+
+``--prompts anchor``: instead of ``--requests`` distinct random prompts, round r decodes the anchor's batch r as the
+anchor does (``--requests`` / 8 of TRL's bench prompt texts, tokenized by the model's tokenizer, 8 samples each as
+requests of their own): the anchor's generation alternated 1.7 / 2.4 s from batch to batch on one H100
+(2026-12-07 (5)) where this probe's distinct prompts took 1.2-1.5 s. ``--prefix-cache off``: vLLM's prefix
+caching off (the 8 samples of a prompt share its blocks when it is on). Either suffixes the run names.
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 MODES = ("inproc", "mp", "mp2", "busy")
+ANCHOR_SAMPLES = 8  # the anchor's samples per prompt (side_by_side.GENS)
 BUSY_ALONE_STEPS = 3  # the update's steps alone (after its compile step) before the engine's rounds start
 
 
@@ -63,7 +70,7 @@ def child(args: argparse.Namespace) -> None:
     import random
 
     import torch
-    from shapes import build_random_model
+    from shapes import SHAPES, build_random_model, random_prompts
     from vllm import LLM, SamplingParams
     from vllm.inputs import TokensPrompt
 
@@ -76,9 +83,11 @@ def child(args: argparse.Namespace) -> None:
             model=str(model),
             dtype="bfloat16" if on_gpu else "float32",
             gpu_memory_utilization=(0.3 if on_gpu else 0.2) / count,
-            max_model_len=args.prompt + args.tokens + 8,
+            # the anchor's texts tokenize to ~1.5 tokens a word (~192 for 128 words)
+            max_model_len=args.prompt * (2 if args.prompts == "anchor" else 1) + args.tokens + 8,
             max_num_seqs=args.requests,
             seed=k,
+            enable_prefix_caching=args.prefix_cache == "on",
             **kw,
         )
         for k in range(count)
@@ -89,12 +98,23 @@ def child(args: argparse.Namespace) -> None:
     update = start_update(args) if args.mode == "busy" else None
     rng = random.Random(0)
     vocab = int(llm.llm_engine.model_config.get_vocab_size())
-    prompts = [
+    distinct = [
         TokensPrompt(prompt_token_ids=[rng.randrange(3, vocab) for _ in range(args.prompt)])
         for _ in range(args.requests)
     ]
 
+    def batch(r: int) -> list[Any]:
+        """Round ``r``'s requests: the distinct prompts, or the anchor's batch ``r`` (each prompt 8 times)."""
+        if args.prompts == "random":
+            return distinct
+        per = args.requests // ANCHOR_SAMPLES
+        texts = random_prompts(SHAPES[args.shape]["vocab_size"], per * (args.rounds + 1), args.prompt)
+        tok = llm.get_tokenizer()
+        ids = [tok(t)["input_ids"] for t in texts[r * per : (r + 1) * per]]
+        return [TokensPrompt(prompt_token_ids=list(p)) for p in ids for _ in range(ANCHOR_SAMPLES)]
+
     def one_round(r: int, logprobs: bool) -> tuple[float, int]:
+        prompts = batch(r)
         params = [
             SamplingParams(
                 temperature=1.0,
@@ -104,7 +124,7 @@ def child(args: argparse.Namespace) -> None:
                 logprobs=0 if logprobs else None,
                 detokenize=False,
             )
-            for i in range(args.requests)
+            for i in range(len(prompts))
         ]
         if on_gpu:
             torch.cuda.synchronize()
@@ -207,6 +227,8 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--work", default="/tmp/rrl_em")
     ap.add_argument("--out", required=True)
+    ap.add_argument("--prompts", choices=("random", "anchor"), default="random")
+    ap.add_argument("--prefix-cache", choices=("on", "off"), default="on")
     ap.add_argument("--mode", choices=MODES, help=argparse.SUPPRESS)  # the child's engine mode
     ap.add_argument("--timeout", type=float, default=200.0, help="seconds per mode's process")
     ap.add_argument("--modes", default=",".join(MODES), help="which of " + ", ".join(MODES))
@@ -223,6 +245,9 @@ def main() -> None:
     update_runs: list[dict[str, Any]] = []  # busy mode's train steps (its own sides: tokens of another kind)
     busy: dict[str, Any] = {}
     failed: dict[str, str] = {}
+    suffix = (":anchor" if args.prompts == "anchor" else "") + (
+        ":nocache" if args.prefix_cache == "off" else ""
+    )
     for mode in args.modes.split(","):
         cmd = [sys.executable, __file__, *sys.argv[1:], "--mode", mode]
         t0 = time.time()
@@ -240,7 +265,7 @@ def main() -> None:
         for lp, rs in got["rounds"].items():
             runs.append(
                 {
-                    "name": f"{mode}:logprobs-{lp}",
+                    "name": f"{mode}{suffix}:logprobs-{lp}",
                     "steps_s": [round(dt, 4) for dt, _ in rs],
                     "tokens": [n for _, n in rs],
                 }
@@ -261,6 +286,8 @@ def main() -> None:
         "shape": args.shape,
         "requests": args.requests,
         "prompt_tokens": args.prompt,
+        "prompts": args.prompts,  # anchor: the anchor's batches (per round), 8 requests per prompt
+        "prefix_cache": args.prefix_cache,
         "max_tokens": args.tokens,
         "ignore_eos": True,
         "tokens": "generated tokens per round (prompt tokens not counted)",

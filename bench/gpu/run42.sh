@@ -31,6 +31,13 @@
 #        time goes, for the data-parallel-engines design
 #   or without warm, on GSM8K (the SmolLM2 GGUF): 1-7, then
 #        source /tmp/vllm_kit/install.sh && bash bench/gpu/run42.sh spec-hard  carry [.gpu_carry/m2, .gpu_carry/data]
+# Issue 42, after 2026-12-07 (5) (RESULTS.md): our generation alternates 1.7 / 2.4 s from batch to batch where vLLM
+# decodes distinct prompts' 65,536 tokens in 1.2-1.5 s; first what makes a batch slow (after 1-6, ~4 min):
+#   17   source /tmp/vllm_kit/install.sh && MODES=inproc EM_ARGS="--prompts anchor --rounds 4" EM_NAME=em_anchor
+#        bash bench/gpu/run42.sh mode && MODES=inproc EM_ARGS="--prompts anchor --prefix-cache off --rounds 4"
+#        EM_NAME=em_anchor_nocache bash bench/gpu/run42.sh mode                             carry []
+#   then the anchor (15) with SCHEDULE=ours:proc,trl:off:64,ours:plan,trl:off:32 on an H200 (ours:proc =
+#   rollout.engine_process, 1.045x ours:plan on the last H100 call), and what 17 found turned into a setting.
 # Issue 44 (continuous rollouts with the engine on the trainer's GPU in a process of its own, resources.share_gpus;
 # needs 1-6, Ray, wheels, warm): after call 6,
 #   R1   bash bench/gpu/run42.sh ray1                                       carry [.gpu_carry/ray1]
@@ -185,7 +192,8 @@ ray2)  # Ray into /tmp/site (after `wheels`): its wheel reassembled, and only th
     python3 -c "import ray; ray.init(num_cpus=2, include_dashboard=False); print('ray', ray.__version__,
 ray.cluster_resources()); ray.shutdown()" 2>&1 | grep -E "^ray |Error"
     ;;
-mode) py 590 bench/gpu/engine_mode.py --shape "${SHAPE:-qwen}" --modes "${MODES:-inproc,mp,mp2,busy}" --out "$OUT/engine_mode.json" 2>&1 | quiet ;;
+mode) py 590 bench/gpu/engine_mode.py --shape "${SHAPE:-qwen}" --modes "${MODES:-inproc,mp,mp2,busy}" ${EM_ARGS:-} \
+        --out "$OUT/${EM_NAME:-engine_mode}.json" 2>&1 | quiet ;;
 hard) gguf || exit 1; real "$D/gsm8k_test.jsonl" hard "${SCHEDULE:-ours:sync,trl:off:32,ours:noskip}" $GGUF ;;
 spec)
     [ -d /tmp/warm_model ] || { echo "no /tmp/warm_model: run the warm phase first"; exit 3; }
