@@ -34,6 +34,7 @@ from reasoning_rl.policy.zero_advantage import (
     trained_rows,
     zero_missing_grads,
 )
+from reasoning_rl.rollout.buckets import buckets
 from reasoning_rl.trace import Progress
 
 if TYPE_CHECKING:
@@ -394,21 +395,6 @@ class Policy:
             trainable_only=self.peft is not None,
         )
         self.step = int(extra["step"])
-
-
-def buckets(named: Iterator[tuple[str, Tensor]], bucket_bytes: int) -> Iterator[list[tuple[str, Tensor]]]:
-    """``named`` tensors grouped into lists of at most ``bucket_bytes`` (one tensor may exceed it)."""
-    bucket: list[tuple[str, Tensor]] = []
-    size = 0
-    for name, tensor in named:
-        nbytes = tensor.numel() * tensor.element_size()
-        if bucket and size + nbytes > bucket_bytes:
-            yield bucket
-            bucket, size = [], 0
-        bucket.append((name, tensor))
-        size += nbytes
-    if bucket:
-        yield bucket
 
 
 def _check_shape(name: str, x: Tensor, shape: tuple[int, int]) -> None:

@@ -13,13 +13,14 @@ import math
 import os
 import pickle
 import tempfile
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
 import torch
 
+from reasoning_rl.rollout.buckets import buckets
 from reasoning_rl.rollout.vllm_model import load_in_place, refresh_tied_head
 
 R = TypeVar("R")
@@ -54,23 +55,6 @@ def _nbytes(t: torch.Tensor) -> int:
 
 def _aligned(n: int) -> int:
     return -(-n // ALIGN) * ALIGN
-
-
-def buckets(
-    named: Iterable[tuple[str, torch.Tensor]], bucket_bytes: int | None
-) -> Iterator[list[tuple[str, torch.Tensor]]]:
-    """The stream cut into lists of at most ``bucket_bytes`` (a larger tensor alone); None: one list."""
-    group: list[tuple[str, torch.Tensor]] = []
-    size = 0
-    for name, tensor in named:
-        n = _aligned(_nbytes(tensor))
-        if group and bucket_bytes is not None and size + n > bucket_bytes:
-            yield group
-            group, size = [], 0
-        group.append((name, tensor))
-        size += n
-    if group:
-        yield group
 
 
 class Packed:

@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 import torch
 
-from reasoning_rl.rollout.vllm_transfer import Bucket, Packed, buckets, load_bucket, unpack
+from reasoning_rl.rollout.buckets import buckets
+from reasoning_rl.rollout.vllm_transfer import Bucket, Packed, load_bucket, unpack
 from tests.distributed.test_group import _config as group_config
 
 MIXED = [
@@ -38,7 +39,7 @@ def test_a_bucket_round_trips_every_dtype_and_shape_and_its_file_goes_with_it() 
 def test_buckets_hold_whole_tensors_up_to_the_size_and_none_means_one() -> None:
     named = [(str(i), torch.zeros(n, dtype=torch.uint8)) for i, n in enumerate([40, 40, 200, 10, 10])]
     sizes = [[n for n, _ in g] for g in buckets(named, 128)]
-    assert sizes == [["0", "1"], ["2"], ["3", "4"]]  # 64-byte slots: two of 40 fit 128, 200 goes alone
+    assert sizes == [["0", "1"], ["2"], ["3", "4"]]  # two of 40 fit 128, 200 goes alone
     assert [[n for n, _ in g] for g in buckets(named, None)] == [["0", "1", "2", "3", "4"]]
 
 
