@@ -157,7 +157,7 @@ def test_an_engine_core_in_its_own_process_serves_exactly_the_weights_sent(tiny_
     own.load_weights = _dropping("model.norm.weight", own.load_weights)  # type: ignore[method-assign]
     with pytest.raises(WeightSyncError, match=r"step 2: tensor model\.norm\.weight"):
         push_weights(policy, own, gate=gate, version=2)
-    del own  # its engine process ends with it
+    own.close()  # its engine process ends here
     inproc = make_engine("vllm", str(tiny_model_dir), max_model_len=128, kv_cache_memory_bytes=64 << 20)
     assert inproc._scheduler() is not None
     reference = Policy.from_pretrained(str(tiny_model_dir), lr=1e-2, micro_batch_tokens=256)
