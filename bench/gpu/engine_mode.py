@@ -103,18 +103,23 @@ def child(args: argparse.Namespace) -> None:
         for _ in range(args.requests)
     ]
 
-    def batch(r: int) -> list[Any]:
-        """Round ``r``'s requests: the distinct prompts, or the anchor's batch ``r`` (each prompt 8 times)."""
-        if args.prompts == "random":
-            return distinct
+    # round r's requests: the distinct prompts, or the anchor's batch r (each prompt 8 times); round 0 = warm-up
+    batches = [distinct] * (args.rounds + 1)
+    if args.prompts == "anchor":
         per = args.requests // ANCHOR_SAMPLES
         texts = random_prompts(SHAPES[args.shape]["vocab_size"], per * (args.rounds + 1), args.prompt)
-        tok = llm.get_tokenizer()
-        ids = [tok(t)["input_ids"] for t in texts[r * per : (r + 1) * per]]
-        return [TokensPrompt(prompt_token_ids=list(p)) for p in ids for _ in range(ANCHOR_SAMPLES)]
+        ids = [llm.get_tokenizer()(t)["input_ids"] for t in texts]
+        batches = [
+            [
+                TokensPrompt(prompt_token_ids=list(p))
+                for p in ids[r * per : (r + 1) * per]
+                for _ in range(ANCHOR_SAMPLES)
+            ]
+            for r in range(args.rounds + 1)
+        ]
 
     def one_round(r: int, logprobs: bool) -> tuple[float, int]:
-        prompts = batch(r)
+        prompts = batches[r]
         params = [
             SamplingParams(
                 temperature=1.0,

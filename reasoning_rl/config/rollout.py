@@ -48,9 +48,9 @@ class RolloutConfig(SamplingParams):
         description="vLLM's engine core in a process of its own (vLLM's default; ours runs it in the trainer's "
         "process): its scheduling and sampling bookkeeping overlap our host work, and the weights travel per "
         "hand-off bucket through memory both processes map (CUDA IPC on the GPU). On one H100 at the anchor's "
-        "shape: the decode alone 1.04x, the anchor 1.045x (bench/RESULTS.md, 2026-12-07 (5)). Synchronous steps only (rollout.max_lag=0: an "
-        "output already queued between the processes at a swap would carry the wrong version); not with "
-        "rollout.speculative or the hf engine.",
+        "shape: the decode alone 1.04x, the anchor 1.045x (bench/RESULTS.md, 2026-12-07 (5)). Synchronous steps "
+        "only (rollout.max_lag=0: an output already queued between the processes at a swap would carry the wrong "
+        "version); not with rollout.speculative or the hf engine.",
     )
     handoff_bucket_mb: int = Field(
         default=256,

@@ -133,12 +133,13 @@ def plan_run(
     r = cfg.rollout
     colocated = cfg.resources.placement == "colocated"
     shared = cfg.resources.share_gpus  # a split rollout rank's engine on this rank's GPU, in its own process
-    # an engine process beside this rank's (shared, or a colocated engine core of its own): its CUDA context
-    process = shared or (colocated and r.engine_process)
+    own_core = colocated and r.engine_process  # the colocated engine's core in a process of its own
+    # an engine process beside this rank's (shared, or that core): its CUDA context
+    process = shared or own_core
     on_device = colocated or shared  # the engine's share is on this rank's device
     resident = sum(kept_bytes(shape, s, grads=False).values())
-    copies = 1 + (colocated and r.engine_process)
-    buckets = handoff_bytes(shape, s.handoff_bucket, s.compute_bytes, s.gathered_bytes, copies)
+    # own_core: each bucket is also copied into the buffer that process maps
+    buckets = handoff_bytes(shape, s.handoff_bucket, s.compute_bytes, s.gathered_bytes, 1 + own_core)
     plan: EnginePlan | None = None
     problem = None
     # the engine holds its share through the update too (a shared GPU's engine keeps decoding during it)

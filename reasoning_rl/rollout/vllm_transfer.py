@@ -160,18 +160,15 @@ def apply_model(llm: Any, fn: Callable[[torch.nn.Module], R]) -> list[R]:
     return [pickle.loads(b) for b in llm.collective_rpc(_pickled, args=(fn,))]
 
 
-def ship(llm: Any, named: Iterable[tuple[str, torch.Tensor]], *, in_place: bool, bucket_bytes: int) -> int:
+def ship(llm: Any, named: Iterable[tuple[str, torch.Tensor]], *, in_place: bool, bucket_bytes: int) -> None:
     """Every tensor of ``named`` into ``llm``'s workers, one bucket per engine call. vLLM's layer-wise reload
     (``in_place`` False: the CPU backend's pre-packed layers) must see a layer's tensors in one call, so it gets
-    one bucket of everything. Returns the tensor count."""
-    total = 0
+    one bucket of everything."""
     for group in buckets(named, bucket_bytes if in_place else None):
         packed = Packed(group)
         try:
-            counts = llm.collective_rpc(load_bucket, args=(pickle.dumps(packed.bucket), in_place))
+            llm.collective_rpc(load_bucket, args=(pickle.dumps(packed.bucket), in_place))
         finally:
             packed.close()
-        total += int(counts[0])
     if torch.cuda.is_available():
         torch.cuda.ipc_collect()  # the buffers the worker has let go of, back to this process's allocator
-    return total
