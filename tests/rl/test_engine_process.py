@@ -164,3 +164,18 @@ def test_an_engine_core_in_its_own_process_serves_exactly_the_weights_sent(tiny_
     _train(reference, 1)
     push_weights(reference, inproc, version=1)
     assert [c.token_ids for c in inproc.generate(prompts, greedy)] == served
+
+
+def test_an_engine_that_resolves_to_hf_is_refused_naming_it(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """``rollout.engine=auto`` picks hf where vLLM is not installed: the config cannot know, the factory says so."""
+    from reasoning_rl import factory
+    from reasoning_rl.config import ConfigError
+
+    monkeypatch.setattr(factory, "rollout_kind", lambda cfg: "hf")
+    cfg = group_config(rollout={"engine_process": True})
+    with pytest.raises(
+        ConfigError, match="rollout.engine_process=true needs the vllm engine; this run's is hf"
+    ):
+        factory.engine_for(cfg, tmp_path, "cpu", 64, dtype="float32")
