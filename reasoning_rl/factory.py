@@ -208,6 +208,8 @@ def engine_for(
         if kind != "vllm":
             raise ConfigError(f"rollout.engine_process=true needs the vllm engine; this run's is {kind}")
         extra.update(engine_process=True, handoff_bucket_bytes=r.handoff_bucket_mb << 20)
+        if r.engine_cores > 1:  # the plan's share and KV bytes are the cores' together; each gets 1/N
+            extra["engine_cores"] = r.engine_cores
     if r.tensor_parallel_size > 1:  # launch.check_tensor_parallel refused it anywhere but vLLM on CUDA
         extra["tensor_parallel_size"] = r.tensor_parallel_size
     if kind == "vllm" and os.environ.get("TQDM_DISABLE") == "1":  # no bars: output redirected, or the user's

@@ -72,7 +72,7 @@ class Registry(Generic[T]):
 ENGINES: Registry[Callable[..., Any]] = Registry(
     "rollout engine",
     "reasoning_rl.engines",
-    {"vllm": "reasoning_rl.rollout.vllm_engine", "hf": "reasoning_rl.rollout.hf_engine"},
+    {"vllm": "reasoning_rl.rollout.vllm_cores", "hf": "reasoning_rl.rollout.hf_engine"},
 )
 ESTIMATORS: Registry[Callable[..., Any]] = Registry(
     "advantage estimator",

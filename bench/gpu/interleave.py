@@ -74,6 +74,9 @@ OURS_PRESETS: dict[str, dict[str, str]] = {
     # the same with vLLM's engine core in a process of its own (rollout.engine_process): 1.045x ours:plan on one
     # H100 (issue42j_anchor_proc_h100.json)
     "proc": {"OURS_MICRO_TOKENS": "plan", "OURS_ENGINE_PROCESS": "1"},
+    # and two engine cores, each in a process of its own with half the requests (rollout.engine_cores): the decode
+    # probe ran 1.9x one core (bench/gpu/engine_mode.py mp2)
+    "proc2": {"OURS_MICRO_TOKENS": "plan", "OURS_ENGINE_PROCESS": "1", "OURS_ENGINE_CORES": "2"},
 }
 REAL_PRESETS: dict[str, dict[str, str]] = {
     "sync": {"REAL_MAX_LAG": "0"},

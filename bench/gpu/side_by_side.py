@@ -43,6 +43,9 @@ OURS_COMPILE = os.environ.get("OURS_COMPILE", "1") == "1"
 OURS_SLEEP = os.environ.get("OURS_SLEEP", "0") == "1"
 # 1: vLLM's engine core in a process of its own (rollout.engine_process; 1.045x on one H100)
 OURS_ENGINE_PROCESS = os.environ.get("OURS_ENGINE_PROCESS", "0") == "1"
+# N > 1: that many engine cores, each in a process of its own with 1/N of the requests (rollout.engine_cores; needs
+# OURS_ENGINE_PROCESS=1; two cores decoded 1.9x one in bench/gpu/engine_mode.py mp2)
+OURS_ENGINE_CORES = int(os.environ.get("OURS_ENGINE_CORES", "1"))
 OURS_ENGINE_ARGS = json.loads(os.environ.get("OURS_ENGINE_ARGS", "{}"))  # e.g. '{"async_scheduling": true}'
 PEAK_FLOPS = 790e12  # bf16 dense matmul measured on this H200 kind (KINDS.md)
 
@@ -89,6 +92,7 @@ def anchor_config(shape: str, steps: int, work: Path) -> Any:
                 "engine_args": {"max_num_seqs": PROMPTS * GENS, **OURS_ENGINE_ARGS},
                 "sleep": OURS_SLEEP,
                 "engine_process": OURS_ENGINE_PROCESS,
+                "engine_cores": OURS_ENGINE_CORES,
             },
             "algorithm": {
                 "micro_batch_tokens": OURS_MICRO_TOKENS,
@@ -152,6 +156,7 @@ def run_ours(shape: str, steps: int, work: Path, floors: bool = False) -> dict[s
         "sleep": OURS_SLEEP,
         "engine_args": OURS_ENGINE_ARGS,
         "engine_process": OURS_ENGINE_PROCESS,
+        "engine_cores": OURS_ENGINE_CORES,
         "steps": [
             {
                 "step": int(r["step"]),

@@ -52,6 +52,16 @@ class RolloutConfig(SamplingParams):
         "only (rollout.max_lag=0: an output already queued between the processes at a swap would carry the wrong "
         "version); not with rollout.speculative or the hf engine.",
     )
+    engine_cores: int = Field(
+        default=1,
+        ge=1,
+        description="vLLM engine cores per rollout engine, each in a process of its own on the same device: at "
+        "small models a decode step is bound by the host (~20 us per running request in the engine core, the GPU "
+        "mostly idle), and two cores each stepping half the requests decoded 1.9x one (bench/gpu/engine_mode.py, "
+        "mp2). Requests are dealt by prompt, so one prompt's samples share its prefix-cache blocks on one core; "
+        "each core gets 1/N of rollout.gpu_memory_utilization and holds its own copy of the weights and CUDA "
+        "context (the memory plan counts them). > 1 needs rollout.engine_process=true; not with model.lora.",
+    )
     handoff_bucket_mb: int = Field(
         default=256,
         ge=1,
@@ -170,6 +180,11 @@ class RolloutConfig(SamplingParams):
         )
         if self.engine_process and clash is not None:
             raise ValueError(f"rollout.engine_process=true cannot be used with {clash}; set one of them back")
+        if self.engine_cores > 1 and not self.engine_process:
+            raise ValueError(
+                f"rollout.engine_cores={self.engine_cores} needs rollout.engine_process=true (each core is an engine "
+                "process); set rollout.engine_process=true or rollout.engine_cores=1"
+            )
         return self
 
     @model_validator(mode="after")

@@ -81,6 +81,17 @@ class Config(_Section):
         return self
 
     @model_validator(mode="after")
+    def _cores_without_lora(self) -> Config:
+        """Split placement serves LoRA through ``load_adapter``, one engine core's call (several cores would each
+        need the adapter and its check, not built); colocated runs send merged weights, unproven with cores."""
+        if self.rollout.engine_cores > 1 and self.model.lora.enabled:
+            raise ValueError(
+                f"rollout.engine_cores={self.rollout.engine_cores} cannot be used with model.lora (rank "
+                f"{self.model.lora.rank}); set rollout.engine_cores=1"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _continuous_fits(self) -> Config:
         """``rollout.max_lag > 0`` keeps requests in the run's continuous engines across updates (one in-process
         engine, several colocated ranks' or split placement's rollout ranks'): what cannot do that is refused

@@ -19,7 +19,9 @@ SHARE_STEP = 1000  # a planned gpu_memory_utilization is rounded up to 1 / SHARE
 @dataclass(frozen=True)
 class EnginePlan:
     """One rollout engine on one device: weights, vLLM's own working set, KV cache for ``max_num_seqs``
-    sequences of ``max_model_len`` tokens (``wanted_seqs``: what one step asks of it at once)."""
+    sequences of ``max_model_len`` tokens (``wanted_seqs``: what one step asks of it at once). ``cores``
+    (``rollout.engine_cores``): engine cores in processes of their own, each with its own copy of the weights and
+    its own working set (``weights`` and ``overhead`` are one core's); the KV cache is theirs together."""
 
     weights: int
     overhead: int
@@ -28,6 +30,7 @@ class EnginePlan:
     max_num_seqs: int
     wanted_seqs: int
     share: float | None = None  # rollout.gpu_memory_utilization when the config fixes it
+    cores: int = 1
 
     @property
     def kv(self) -> int:
@@ -35,7 +38,7 @@ class EnginePlan:
 
     @property
     def total(self) -> int:
-        return self.weights + self.overhead + self.kv
+        return self.cores * (self.weights + self.overhead) + self.kv
 
     def utilization(self, capacity: int) -> float:
         """vLLM's gpu_memory_utilization (its share of the device): the config's, or this plan's rounded up to
@@ -52,7 +55,7 @@ class EnginePlan:
     @property
     def least(self) -> int:
         """The smallest engine that runs: weights, working set and one sequence's KV cache."""
-        return self.weights + self.overhead + _blocks(self.max_model_len) * self.kv_per_token
+        return self.cores * (self.weights + self.overhead) + _blocks(self.max_model_len) * self.kv_per_token
 
 
 def _blocks(tokens: int) -> int:
@@ -96,7 +99,8 @@ def plan_engine(
     kv_token = shape.kv_bytes_per_token(b) // tp
     weights = shape.params * b // tp
     per_seq = _blocks(max_model_len) * kv_token
-    room = available - weights - engine_overhead(shape, b, seqs, batched, tp)
+    cores = cfg.rollout.engine_cores  # each holds the weights and a working set of its own
+    room = available - cores * (weights + engine_overhead(shape, b, seqs, batched, tp))
     if room < per_seq:
         fit = max(room, 0) // kv_token // KV_BLOCK * KV_BLOCK
         prompt = max_model_len - cfg.rollout.max_tokens
@@ -108,7 +112,8 @@ def plan_engine(
         raise ConfigError(
             f"rollout.max_tokens={cfg.rollout.max_tokens}: one {max_model_len}-token sequence needs "
             f"{per_seq / GiB:.1f} GiB of KV cache, the engine has {max(room, 0) / GiB:.1f} GiB left on this device "
-            f"after its weights ({weights / GiB:.1f} GiB) and the trainer: {fix}"
+            f"after its weights ({weights / GiB:.1f} GiB{f' in each of {cores} cores' if cores > 1 else ''}) and "
+            f"the trainer: {fix}"
         )
     seqs = min(seqs, room // per_seq) if "max_num_seqs" not in args else seqs
     return EnginePlan(
@@ -119,4 +124,5 @@ def plan_engine(
         max_num_seqs=seqs,
         wanted_seqs=wanted_seqs,
         share=cfg.rollout.gpu_memory_utilization,
+        cores=cores,
     )

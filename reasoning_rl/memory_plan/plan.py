@@ -94,9 +94,11 @@ class MemoryPlan:
         if self.engine is not None:
             e = self.engine
             out.append(
-                f"engine {g(e.total)} (weights {g(e.weights)}, KV {g(e.kv)} for max_num_seqs={e.max_num_seqs} "
-                f"of {e.wanted_seqs} wanted x max_model_len={e.max_model_len}, vLLM {g(e.overhead)}): "
-                f"gpu_memory_utilization={e.utilization(self.capacity):.3f}"
+                f"engine {g(e.total)} ({f'{e.cores} cores, each ' if e.cores > 1 else ''}weights {g(e.weights)} "
+                f"and vLLM {g(e.overhead)}; KV {g(e.kv)} for max_num_seqs={e.max_num_seqs} of {e.wanted_seqs} "
+                f"wanted x max_model_len={e.max_model_len}): gpu_memory_utilization="
+                f"{e.utilization(self.capacity):.3f}"
+                + (f" ({e.cores} x {e.utilization(self.capacity) / e.cores:.3f})" if e.cores > 1 else "")
             )
         if self.host:
             out.append(f"host memory for the offloaded states {g(self.host)}")
@@ -134,8 +136,9 @@ def plan_run(
     colocated = cfg.resources.placement == "colocated"
     shared = cfg.resources.share_gpus  # a split rollout rank's engine on this rank's GPU, in its own process
     own_core = colocated and r.engine_process  # the colocated engine's core in a process of its own
-    # an engine process beside this rank's (shared, or that core): its CUDA context
-    process = shared or own_core
+    # the engine processes beside this rank's (shared, or that core; rollout.engine_cores of them): their CUDA
+    # contexts
+    processes = (shared or own_core) * r.engine_cores
     on_device = colocated or shared  # the engine's share is on this rank's device
     resident = sum(kept_bytes(shape, s, grads=False).values())
     # own_core: each bucket is also copied into the buffer that process maps
@@ -152,7 +155,7 @@ def plan_run(
         # else the update's advice names the fix); a planned share rounds up by one SHARE_STEP
         # (plus an engine process's own CUDA context and workspaces)
         beside = max(resident + buckets, one * (awake and one < usable)) * on_device
-        beside += DEVICE_RESERVE * process
+        beside += DEVICE_RESERVE * processes
         available = usable - beside - (capacity // SHARE_STEP) * (fixed is None)
         if fixed is not None:
             available = min(available, int(fixed * capacity))
@@ -168,8 +171,8 @@ def plan_run(
         except ConfigError as exc:
             problem = str(exc)
         if plan is not None and on_device:
-            held = plan.held(capacity) if awake else ENGINE_ASLEEP
-            s = replace(s, engine_in_update=held + DEVICE_RESERVE * process)
+            held = plan.held(capacity) if awake else ENGINE_ASLEEP * r.engine_cores  # what each core keeps
+            s = replace(s, engine_in_update=held + DEVICE_RESERVE * processes)
     budget = cfg.algorithm.micro_batch_tokens
     largest = largest_budget(shape, s, usable)
     if budget is None:

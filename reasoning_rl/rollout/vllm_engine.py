@@ -33,7 +33,6 @@ from reasoning_rl.rollout.base import (
     RolloutError,
     SamplingConfig,
     check_prompts,
-    register_engine,
 )
 from reasoning_rl.rollout.fingerprints import EngineWeights
 from reasoning_rl.rollout.group_drafts import GroupDrafts
@@ -126,7 +125,7 @@ class VLLMEngine:
         self._counter = 0
         self._live: set[str] = set()  # continuous requests (``submit``): resident across streams and updates
         self._whole: set[str] = set()  # those whose one output holds the whole response (deltas=False)
-        self._spans = VersionSpans()  # the unfinished whole ones: their tokens' versions (``_loaded``)
+        self._spans = VersionSpans()  # the unfinished whole ones: their tokens' versions (``loaded``)
         # their outputs from steps a stream or score() took, for ``advance``, each with its version(s)
         self._held: list[tuple[Any, int, list[int] | None]] = []
         self._lora: Any = None  # the LoRARequest of the live adapter (split placement's adapter hand-off)
@@ -199,7 +198,7 @@ class VLLMEngine:
     def version(self) -> int:
         return self._version
 
-    def _loaded(self, version: int) -> None:
+    def loaded(self, version: int) -> None:
         """After new weights or a new adapter (policy ``version``): each unfinished whole request's tokens so
         far are of the old version (``VersionSpans``); a new salt, the old blocks dropped where vLLM agrees."""
         states: dict[str, Any] = self.llm.llm_engine.output_processor.request_states
@@ -454,7 +453,10 @@ class VLLMEngine:
         loader runs in the engine's process, on buckets it maps (``vllm_transfer.ship``)."""
         if self.engine_process:
             ship(
-                self.llm, named_tensors, in_place=self.loads_in_place, bucket_bytes=self.handoff_bucket_bytes
+                [self.llm],
+                named_tensors,
+                in_place=self.loads_in_place,
+                bucket_bytes=self.handoff_bucket_bytes,
             )
         elif self.loads_in_place:
             self._apply_model(partial(load_in_place, weights=iter(named_tensors)))
@@ -464,7 +466,7 @@ class VLLMEngine:
                 kwargs={"weights_iterator": iter(named_tensors), "is_checkpoint_format": True},
             )
             self._apply_model(refresh_tied_head)
-        self._loaded(version)
+        self.loaded(version)
 
     def load_adapter(
         self, named_tensors: Iterable[tuple[str, torch.Tensor]], config: dict[str, Any], *, version: int
@@ -491,7 +493,7 @@ class VLLMEngine:
         if self._cleanup is not None:
             self._cleanup()  # the replaced adapter's directory
         self._lora, self._lora_dir, self._cleanup = lora, root, cleanup
-        self._loaded(version)
+        self.loaded(version)
 
     def adapter_fingerprints(self) -> EngineWeights:
         """Checksums of the adapter file vLLM loaded (what its LoRA loader read), under PEFT keys."""
@@ -524,8 +526,3 @@ class VLLMEngine:
         self._lora, self._lora_dir, self._cleanup = None, None, None
         if self.engine_process:
             self.llm.llm_engine.engine_core.shutdown()
-
-
-@register_engine("vllm")
-def _make(model_path: str, **kw: Any) -> VLLMEngine:
-    return VLLMEngine(model_path, **kw)

@@ -13,8 +13,10 @@ import math
 import os
 import pickle
 import tempfile
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -24,6 +26,7 @@ from reasoning_rl.rollout.buckets import buckets
 from reasoning_rl.rollout.vllm_model import load_in_place, refresh_tied_head
 
 R = TypeVar("R")
+T = TypeVar("T")
 ALIGN = 64  # every tensor starts at a multiple of this many bytes in its bucket (any dtype's view is legal)
 
 
@@ -160,15 +163,32 @@ def apply_model(llm: Any, fn: Callable[[torch.nn.Module], R]) -> list[R]:
     return [pickle.loads(b) for b in llm.collective_rpc(_pickled, args=(fn,))]
 
 
-def ship(llm: Any, named: Iterable[tuple[str, torch.Tensor]], *, in_place: bool, bucket_bytes: int) -> None:
-    """Every tensor of ``named`` into ``llm``'s workers, one bucket per engine call. vLLM's layer-wise reload
-    (``in_place`` False: the CPU backend's pre-packed layers) must see a layer's tensors in one call, so it gets
-    one bucket of everything."""
+def each(fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
+    """``fn`` on every item at once, one thread each (the calls block on an engine process's socket, so N engine
+    cores answer in about the time of one), results in order; the first failure is raised once all are done.
+    One item: called here, no thread."""
+    if len(items) == 1:
+        return [fn(items[0])]
+    with ThreadPoolExecutor(len(items)) as pool:
+        return list(pool.map(fn, items))
+
+
+def _load(llm: Any, args: tuple[bytes, bool]) -> Any:
+    return llm.collective_rpc(load_bucket, args=args)
+
+
+def ship(
+    llms: Sequence[Any], named: Iterable[tuple[str, torch.Tensor]], *, in_place: bool, bucket_bytes: int
+) -> None:
+    """Every tensor of ``named`` into the workers of each of ``llms`` (engine cores holding the same model), one
+    bucket per engine call: each bucket packed once and loaded by every core at once (``each``) before it is
+    freed. vLLM's layer-wise reload (``in_place`` False: the CPU backend's pre-packed layers) must see a layer's
+    tensors in one call, so it gets one bucket of everything."""
     for group in buckets(named, bucket_bytes if in_place else None):
         packed = Packed(group)
         try:
-            llm.collective_rpc(load_bucket, args=(pickle.dumps(packed.bucket), in_place))
+            each(partial(_load, args=(pickle.dumps(packed.bucket), in_place)), llms)
         finally:
             packed.close()
     if torch.cuda.is_available():
-        torch.cuda.ipc_collect()  # the buffers the worker has let go of, back to this process's allocator
+        torch.cuda.ipc_collect()  # the buffers the workers have let go of, back to this process's allocator
