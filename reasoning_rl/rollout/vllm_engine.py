@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
-import weakref
 from collections.abc import Callable, Iterable, Iterator
 from functools import partial
 from typing import Any, TypeVar
@@ -24,7 +22,6 @@ from typing import Any, TypeVar
 import torch
 
 from reasoning_rl.config import SpeculativeConfig
-from reasoning_rl.rollout.adapters import adapter_file_fingerprints, write_adapter
 from reasoning_rl.rollout.base import (
     Completion,
     Delta,
@@ -45,6 +42,7 @@ from reasoning_rl.rollout.vllm_drafter import (
     group_drafts,
     speculative_config,
 )
+from reasoning_rl.rollout.vllm_lora import LiveAdapter
 from reasoning_rl.rollout.vllm_model import (
     copies_in_place,
     fingerprint_model,
@@ -53,6 +51,7 @@ from reasoning_rl.rollout.vllm_model import (
 )
 from reasoning_rl.rollout.vllm_outputs import (
     partial_delta,
+    prompt_logprob_rows,
     request_params,
     sampled_logprobs,
     startup_memory_refusal,
@@ -128,9 +127,7 @@ class VLLMEngine:
         self._spans = VersionSpans()  # the unfinished whole ones: their tokens' versions (``loaded``)
         # their outputs from steps a stream or score() took, for ``advance``, each with its version(s)
         self._held: list[tuple[Any, int, list[int] | None]] = []
-        self._lora: Any = None  # the LoRARequest of the live adapter (split placement's adapter hand-off)
-        self._lora_dir: str | None = None
-        self._cleanup: weakref.finalize | None = None  # removes ``_lora_dir`` (close, collection or exit)
+        self._adapter = LiveAdapter()  # split placement's adapter hand-off
         self._loads = 0  # weight/adapter loads so far: the cache salt of what the engine holds now
         self._version = 0  # the policy version of the weights it holds (0: those it was built with)
         self._reset_pending = False  # a prefix-cache reset vLLM refused, retried once nothing is resident
@@ -288,18 +285,8 @@ class VLLMEngine:
         # LLM.generate steps until the engine is empty: with resident continuous requests, score alone
         outs = self._score_beside_live(prompts, params) if self._live else None
         if outs is None:
-            outs = self.llm.generate(prompts, params, use_tqdm=False, lora_request=self._lora)
-        result = []
-        for seq, p, out in zip(sequences, prompt_lens, outs, strict=True):
-            steps = out.prompt_logprobs or []
-            row = []
-            for k in range(p, len(seq)):
-                step = steps[k]
-                if step is None:
-                    raise RolloutError(f"vLLM returned no prompt log-prob at position {k}")
-                row.append(float(step[seq[k]].logprob))
-            result.append(row)
-        return result
+            outs = self.llm.generate(prompts, params, use_tqdm=False, lora_request=self._adapter.request)
+        return prompt_logprob_rows(sequences, prompt_lens, outs)
 
     def _score_beside_live(self, prompts: list[Any], params: Any) -> list[Any]:
         """Score requests stepped next to the resident continuous ones (whose outputs are held for ``advance``),
@@ -309,7 +296,7 @@ class VLLMEngine:
         for prompt in prompts:
             self._counter += 1
             ids.append(f"rrl-score-{self._counter}")
-            engine.add_request(ids[-1], prompt, params, lora_request=self._lora)
+            engine.add_request(ids[-1], prompt, params, lora_request=self._adapter.request)
         done: dict[str, Any] = {}
         while len(done) < len(ids):
             for out in self._step():
@@ -403,7 +390,9 @@ class VLLMEngine:
         return getattr(core, "scheduler", None)
 
     def _add(self, rid: str, prompt: Any, params: Any) -> None:
-        self._internal[rid] = self.llm.llm_engine.add_request(rid, prompt, params, lora_request=self._lora)
+        self._internal[rid] = self.llm.llm_engine.add_request(
+            rid, prompt, params, lora_request=self._adapter.request
+        )
 
     def _drafts(self, rid: str) -> DraftCounts | None:
         """A finished request's draft counts (None with speculation off); its internal id forgotten."""
@@ -471,33 +460,13 @@ class VLLMEngine:
     def load_adapter(
         self, named_tensors: Iterable[tuple[str, torch.Tensor]], config: dict[str, Any], *, version: int
     ) -> None:
-        """Serve the base model with this LoRA adapter through vLLM's LoRA support (``AdapterEngine``; the
-        engine must be built with ``enable_lora``): the tensors (PEFT keys) are written as a PEFT adapter
-        directory, which ``add_lora`` loads in place of the previous one; every request then carries it. Each
-        adapter gets a fresh directory and the replaced one is removed once vLLM holds the new one (the last at
-        ``close``, garbage collection or exit)."""
-        import tempfile
-
-        from vllm.lora.request import LoRARequest
-
-        root = tempfile.mkdtemp(prefix="rrl-lora-")
-        cleanup = weakref.finalize(self, shutil.rmtree, root, ignore_errors=True)
-        try:
-            write_adapter(root, named_tensors, config)
-            lora = LoRARequest("policy", 1, str(root), load_inplace=True)
-            if not self.llm.llm_engine.add_lora(lora):
-                raise RolloutError(f"vLLM did not load the LoRA adapter written to {root}")
-        except BaseException:
-            cleanup()
-            raise
-        if self._cleanup is not None:
-            self._cleanup()  # the replaced adapter's directory
-        self._lora, self._lora_dir, self._cleanup = lora, root, cleanup
+        """Serve the base model with this LoRA adapter through vLLM's LoRA support (``AdapterEngine``,
+        ``LiveAdapter``); every request then carries it."""
+        self._adapter.replace(self.llm, named_tensors, config)
         self.loaded(version)
 
     def adapter_fingerprints(self) -> EngineWeights:
-        """Checksums of the adapter file vLLM loaded (what its LoRA loader read), under PEFT keys."""
-        return EngineWeights({}) if self._lora_dir is None else adapter_file_fingerprints(self._lora_dir)
+        return self._adapter.fingerprints()
 
     def sleep(self, keep_weights: bool = True) -> None:
         """Free the KV cache; level 1 keeps the weights in host memory, level 2 (``keep_weights=False``)
@@ -521,8 +490,6 @@ class VLLMEngine:
         """At shutdown: remove the live adapter's directory (otherwise removed when the engine is collected
         or the process exits) and end an engine process (left to interpreter exit, its client's threads
         aborted the trainer after a clean run: "terminate called without an active exception")."""
-        if self._cleanup is not None:
-            self._cleanup()
-        self._lora, self._lora_dir, self._cleanup = None, None, None
+        self._adapter.close()
         if self.engine_process:
             self.llm.llm_engine.engine_core.shutdown()

@@ -1,12 +1,12 @@
 """vLLM's questions and answers in the engine's terms: a request's ``SamplingParams``, a finished request as a
-``Completion``, an unfinished one's output so far as a ``Delta``, and vLLM's refusal to start for lack of free
-memory as one line."""
+``Completion``, an unfinished one's output so far as a ``Delta``, prompt log-probs as rows of floats, and vLLM's
+refusal to start for lack of free memory as one line."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from reasoning_rl.rollout.base import Completion, Delta, DraftCounts, SamplingConfig
+from reasoning_rl.rollout.base import Completion, Delta, DraftCounts, RolloutError, SamplingConfig
 from reasoning_rl.rollout.version_spans import VersionSpans
 
 
@@ -78,6 +78,23 @@ def to_completion(
 def sampled_logprobs(steps: Any, token_ids: list[int]) -> list[float]:
     """Each sampled token's log-prob from vLLM's per-position log-probs (none requested: empty)."""
     return [float(step[tok].logprob) for step, tok in zip(steps, token_ids, strict=True)] if steps else []
+
+
+def prompt_logprob_rows(
+    sequences: list[list[int]], prompt_lens: list[int], outs: list[Any]
+) -> list[list[float]]:
+    """Each sequence's log-probs of its tokens after its first ``prompt_len``, from vLLM's prompt log-probs."""
+    result = []
+    for seq, p, out in zip(sequences, prompt_lens, outs, strict=True):
+        steps = out.prompt_logprobs or []
+        row = []
+        for k in range(p, len(seq)):
+            step = steps[k]
+            if step is None:
+                raise RolloutError(f"vLLM returned no prompt log-prob at position {k}")
+            row.append(float(step[seq[k]].logprob))
+        result.append(row)
+    return result
 
 
 def partial_delta(rid: str, state: Any, spans: VersionSpans, logprobs: list[float] | None = None) -> Delta:

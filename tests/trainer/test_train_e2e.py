@@ -108,17 +108,24 @@ def weights(path: Path) -> dict[str, Any]:
     return read_model_state(path / "policy")
 
 
-@pytest.mark.parametrize("engine_process", [False, True], ids=["inproc", "engine_process"])
-def test_learning_tiny_model_reaches_09(tmp_path: Path, tiny_model_dir: Path, engine_process: bool) -> None:
+@pytest.mark.parametrize(
+    ("engine_process", "engine_cores"),
+    [(False, 1), (True, 1), (True, 2)],
+    ids=["inproc", "engine_process", "engine_cores2"],
+)
+def test_learning_tiny_model_reaches_09(
+    tmp_path: Path, tiny_model_dir: Path, engine_process: bool, engine_cores: int
+) -> None:
     """GRPO must lift the reward of 'answer contains 7' from chance (~5%) to >= 0.9. Breaking the advantage
     sign, the loss sign or the hand-off (vLLM would keep sampling the initial weights) keeps it at chance; so
-    with vLLM's engine core in a process of its own (``rollout.engine_process``: the weights shipped to it)."""
+    with vLLM's engine core in a process of its own (``rollout.engine_process``: the weights shipped to it), and
+    with two of them (``rollout.engine_cores``: every prompt's samples on one, the weights shipped to both)."""
     cfg = config(
         tmp_path,
         tiny_model_dir,
         "learn",
         trainer={"steps": 15, "batch_size": 4},
-        rollout={"n": 16, "max_tokens": 6, "engine_process": engine_process},
+        rollout={"n": 16, "max_tokens": 6, "engine_process": engine_process, "engine_cores": engine_cores},
     )
     train(cfg, "trainer.export=true", timeout=600)
     rows = [r for r in metrics(tmp_path / "learn") if "reward/mean" in r]
