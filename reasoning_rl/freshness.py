@@ -37,7 +37,7 @@ from torch import Tensor
 
 from reasoning_rl import dist
 from reasoning_rl.rollout.adapters import AdapterEngine
-from reasoning_rl.rollout.base import Completion, SamplingConfig
+from reasoning_rl.rollout.base import Completion, RolloutError, SamplingConfig
 from reasoning_rl.rollout.fingerprints import EngineWeights, Fingerprint, compare_fingerprints
 
 if TYPE_CHECKING:
@@ -194,51 +194,57 @@ class FreshnessGate:
         gap = gap_max = generation = 0.0
         tol = self.tolerance(next(iter(sent.values())).dtype if sent else torch.float32)
         checked = 0
+        cause: RolloutError | None = None
         if engine is not None:
             if not isinstance(engine, InspectableEngine):
                 raise WeightSyncError(
                     f"{type(engine).__name__} cannot be inspected (needs weight_fingerprints() "
                     "and score()); set rollout.freshness_check=false to run without the gate"
                 )
-            held = (
-                cast(AdapterEngine, engine).adapter_fingerprints()
-                if adapters
-                else engine.weight_fingerprints()
-            )
-            checked = len(held.fingerprints)
-            if (
-                not adapters
-            ):  # the adapters keep the trainer's float32 masters, whatever the engine computes in
-                self.engine_dtype = _engine_dtype(held)
-            tol = self.tolerance(self.engine_dtype or torch.float32)
-            problem = problem or compare_fingerprints(sent, held)
-            engine_lp = engine.score(self.probe.sequences, self.probe.prompt_lens)
-            diffs = [
-                abs(e - float(t))
-                for row, trow in zip(engine_lp, trainer_lp.tolist(), strict=True)
-                for e, t in zip(row, trow, strict=False)
-            ]  # trainer rows are right-padded
-            gap = sum(diffs) / max(len(diffs), 1)
-            gap_max = max(diffs, default=0.0)
-            if problem is None and not gap <= tol:
-                problem = (
-                    f"probe gap {gap:.3g} nats/token (max {gap_max:.3g}) exceeds the tolerance {tol:.3g} "
-                    "for the engine's dtype: the engine does not serve the trainer's weights"
+            try:
+                held = (
+                    cast(AdapterEngine, engine).adapter_fingerprints()
+                    if adapters
+                    else engine.weight_fingerprints()
                 )
-            generation, generation_max = self.probe.generation_gap(engine)
-            if problem is None and not generation <= tol:
-                problem = (
-                    f"generation probe gap {generation:.3g} nats/token (max {generation_max:.3g}) between the "
-                    f"engine's generated and scored log-probs exceeds the tolerance {tol:.3g}: generation "
-                    "reads stale state (prefix-cache KV of older weights?)"
-                )
+                checked = len(held.fingerprints)
+                if (
+                    not adapters
+                ):  # the adapters keep the trainer's float32 masters, whatever the engine computes in
+                    self.engine_dtype = _engine_dtype(held)
+                tol = self.tolerance(self.engine_dtype or torch.float32)
+                problem = problem or compare_fingerprints(sent, held)
+                engine_lp = engine.score(self.probe.sequences, self.probe.prompt_lens)
+                diffs = [
+                    abs(e - float(t))
+                    for row, trow in zip(engine_lp, trainer_lp.tolist(), strict=True)
+                    for e, t in zip(row, trow, strict=False)
+                ]  # trainer rows are right-padded
+                gap = sum(diffs) / max(len(diffs), 1)
+                gap_max = max(diffs, default=0.0)
+                if problem is None and not gap <= tol:
+                    problem = (
+                        f"probe gap {gap:.3g} nats/token (max {gap_max:.3g}) exceeds the tolerance {tol:.3g} "
+                        "for the engine's dtype: the engine does not serve the trainer's weights"
+                    )
+                generation, generation_max = self.probe.generation_gap(engine)
+                if problem is None and not generation <= tol:
+                    problem = (
+                        f"generation probe gap {generation:.3g} nats/token (max {generation_max:.3g}) between the "
+                        f"engine's generated and scored log-probs exceeds the tolerance {tol:.3g}: generation "
+                        "reads stale state (prefix-cache KV of older weights?)"
+                    )
+            except RolloutError as exc:
+                # the engine's own check failed (engine cores that disagree: vllm_cores): a mismatch like any
+                # other, reported through the vote, which every rank must reach
+                problem, cause = problem or str(exc), exc
         flags = dist.all_reduce_max(torch.tensor([1.0 if problem else 0.0, gap, gap_max, generation]))
         if float(flags[0]) > 0:
             where = f"rank {dist.rank()}: " if dist.world_size() > 1 else ""
             raise WeightSyncError(
                 f"freshness gate failed after the hand-off of step {step}: {where}"
                 f"{problem or 'another rank reported a mismatch (see its error)'}"
-            )
+            ) from cause
         return CheckResult(
             float(flags[1]), float(flags[2]), tol, time.perf_counter() - start, checked, float(flags[3])
         )

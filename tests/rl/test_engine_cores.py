@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import os
 import threading
 from pathlib import Path
 from typing import Any
@@ -136,6 +135,37 @@ def test_the_factory_asks_for_the_cores(tmp_path: Path, monkeypatch: pytest.Monk
     assert "engine_cores" not in made[-1]
 
 
+class _Disagreeing:
+    """An engine whose own check fails, as engine cores that disagree fail theirs (``VLLMCores``)."""
+
+    max_model_len = 64
+
+    def weight_fingerprints(self) -> Any:
+        from reasoning_rl.rollout import RolloutError
+
+        raise RolloutError("engine core 1 does not hold core 0's weights: tensor w")
+
+    def score(self, sequences: list[list[int]], prompt_lens: list[int]) -> list[list[float]]:
+        raise AssertionError("not reached")
+
+    def generate(self, prompts: list[list[int]], sampling: Any) -> list[Any]:
+        raise AssertionError("not reached")
+
+
+def test_an_engine_s_own_check_fails_the_gate_through_its_vote() -> None:
+    """A ``RolloutError`` from the engine's check becomes the gate's ``WeightSyncError`` after the vote (every rank
+    reaches it: a rank raising before it would leave the others waiting in the all-reduce), its cause kept."""
+    from reasoning_rl.freshness import FreshnessGate, Probe, WeightSyncError
+    from reasoning_rl.rollout import RolloutError
+    from reasoning_rl.rollout.fingerprints import fingerprint_tensors
+
+    gate = FreshnessGate(Probe.from_prompts([[1, 2, 3, 4]]))
+    sent = fingerprint_tensors([("w", torch.ones(2))])
+    with pytest.raises(WeightSyncError, match=r"step 3: engine core 1 does not hold core 0's weights") as err:
+        gate.verify(torch.zeros(1, 2), _Disagreeing(), sent, step=3)
+    assert isinstance(err.value.__cause__, RolloutError)
+
+
 def _pids(engine: Any) -> list[int]:
     """Each core's engine-core process id."""
     return [
@@ -143,12 +173,18 @@ def _pids(engine: Any) -> list[int]:
     ]
 
 
-def _gone(pid: int) -> bool:
+def _state(pid: int) -> str | None:
+    """The process's state letter (/proc), None when there is no such process."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    return False
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return None
+
+
+def _ended(pid: int) -> bool:
+    """The process has exited: no such process, or a zombie not yet reaped (vLLM's shutdown kills a core that
+    outlives its grace period with SIGKILL, and nothing waits for it then)."""
+    return _state(pid) in (None, "Z")
 
 
 @pytest.mark.vllm
@@ -157,7 +193,7 @@ def test_two_engine_cores_serve_every_sample_and_exactly_the_weights_sent(tiny_m
     """Two cores on the tiny model: whole generations and continuous requests dealt by prompt; a hand-off reaches
     both (through the freshness gate: every core's fingerprints and scores); a core left stale is named; close
     ends both processes."""
-    from reasoning_rl.freshness import FreshnessGate
+    from reasoning_rl.freshness import FreshnessGate, WeightSyncError
     from reasoning_rl.handoff import push_weights
     from reasoning_rl.policy import Policy
     from reasoning_rl.rollout import Request, RolloutError, SamplingConfig, make_engine
@@ -176,7 +212,7 @@ def test_two_engine_cores_serve_every_sample_and_exactly_the_weights_sent(tiny_m
     assert isinstance(engine, VLLMCores)
     pids = _pids(engine)
     try:
-        assert len(set(pids)) == 2 and all(not _gone(p) for p in pids)
+        assert len(set(pids)) == 2 and not any(_ended(p) for p in pids)
         assert [c._scheduler() is None for c in engine.cores] == [
             True,
             True,
@@ -246,6 +282,9 @@ def test_two_engine_cores_serve_every_sample_and_exactly_the_weights_sent(tiny_m
         )
         with pytest.raises(RolloutError, match=r"engine core 1 does not hold core 0's weights: tensor "):
             engine.weight_fingerprints()
+        sent = fingerprint_tensors((n, t) for b in policy.iter_full_params(256 << 20, None) for n, t in b)
+        with pytest.raises(WeightSyncError, match=r"step 2: engine core 1 does not hold core 0's weights"):
+            gate.check(policy, engine, sent, step=2)
     finally:
         engine.close()
-    assert all(_gone(p) for p in pids), pids
+    assert all(_ended(p) for p in pids), {p: _state(p) for p in pids}
