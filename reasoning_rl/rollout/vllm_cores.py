@@ -27,6 +27,7 @@ from reasoning_rl.rollout.base import (
     Request,
     RolloutError,
     SamplingConfig,
+    check_prompts,
     register_engine,
 )
 from reasoning_rl.rollout.fingerprints import EngineWeights, compare_fingerprints
@@ -139,7 +140,9 @@ class VLLMCores:
 
     # --------------------------------------------------------------------------------------- ContinuousEngine
     def submit(self, requests: list[Request]) -> None:
-        """Each request to its prompt's core (``deal``), remembered for ``abort`` / ``partial``."""
+        """Each request to its prompt's core (``deal``), remembered for ``abort`` / ``partial``; every prompt
+        checked first, so a bad one admits none."""
+        check_prompts([r.prompt_ids for r in requests], self.max_model_len)
         mine: list[list[Request]] = [[] for _ in self.cores]
         for r, k in zip(requests, self.deal([r.prompt_ids for r in requests]), strict=True):
             mine[k].append(r)

@@ -166,9 +166,9 @@ def apply_model(llm: Any, fn: Callable[[torch.nn.Module], R]) -> list[R]:
 def each(fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
     """``fn`` on every item at once, one thread each (the calls block on an engine process's socket, so N engine
     cores answer in about the time of one), results in order; the first failure is raised once all are done.
-    One item: called here, no thread."""
-    if len(items) == 1:
-        return [fn(items[0])]
+    One item (or none): called here, no thread."""
+    if len(items) <= 1:
+        return [fn(item) for item in items]
     with ThreadPoolExecutor(len(items)) as pool:
         return list(pool.map(fn, items))
 

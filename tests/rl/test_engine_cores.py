@@ -65,6 +65,15 @@ def test_ship_packs_each_bucket_once_and_every_core_loads_it_at_once(monkeypatch
     assert all(p.bucket.path is not None and not Path(p.bucket.path).exists() for p in packed)  # freed
 
 
+def test_each_runs_every_item_and_none_without_a_pool() -> None:
+    from reasoning_rl.rollout.vllm_transfer import each
+
+    assert each(lambda x: x * 2, []) == [] and each(lambda x: x * 2, [3]) == [6]
+    assert each(lambda x: x * 2, [1, 2, 3]) == [2, 4, 6]
+    with pytest.raises(ZeroDivisionError):
+        each(lambda x: 1 // x, [1, 0])
+
+
 def test_the_plan_counts_each_core_s_weights_working_set_and_context(tmp_path: Path) -> None:
     """Each core holds its own weights, vLLM working set and CUDA context; the KV cache is theirs together."""
     pytest.importorskip("transformers")
