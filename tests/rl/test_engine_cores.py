@@ -36,7 +36,7 @@ def test_engine_cores_are_refused_with_lora() -> None:
 
 class _LLM:
     """An engine core's client stand-in: ``collective_rpc`` runs the target on its worker after every core has
-    been called (a barrier: the calls must be issued at once, or this waits out its timeout)."""
+    been called (a barrier: the calls must be issued at once, or this waits out its timeout and fails)."""
 
     def __init__(self, barrier: threading.Barrier) -> None:
         self.worker = _Worker()
@@ -44,7 +44,7 @@ class _LLM:
         self.calls = 0
 
     def collective_rpc(self, fn: Any, args: tuple[Any, ...]) -> list[Any]:
-        self.barrier.wait(timeout=10)
+        self.barrier.wait(timeout=300)  # only a sequential ship (a bug) waits it out
         self.calls += 1
         return [fn(self.worker, *args)]
 
