@@ -46,12 +46,15 @@ ANCHOR_SAMPLES = 8  # the anchor's samples per prompt (side_by_side.GENS)
 BUSY_ALONE_STEPS = 3  # the update's steps alone (after its compile step) before the engine's rounds start
 
 
-def generate_split(llms: list[Any], prompts: list[Any], params: list[Any], tag: str) -> list[int]:
-    """The requests dealt round-robin over ``llms`` (engine cores in their own processes, all running at once),
-    each engine stepped in turn until every request finished; the generated-token count per request."""
+def generate_split(
+    llms: list[Any], prompts: list[Any], params: list[Any], tag: str, group: int = 1
+) -> list[int]:
+    """The requests dealt round-robin over ``llms`` (engine cores in their own processes, all running at once) in
+    runs of ``group`` (one prompt's samples on one core, as ``rollout.engine_cores`` deals them), each engine
+    stepped in turn until every request finished; the generated-token count per request."""
     done: dict[str, int] = {}
     for i, (prompt, p) in enumerate(zip(prompts, params, strict=True)):
-        llms[i % len(llms)].llm_engine.add_request(f"{tag}-{i}", prompt, p)
+        llms[(i // group) % len(llms)].llm_engine.add_request(f"{tag}-{i}", prompt, p)
     while any(llm.llm_engine.has_unfinished_requests() for llm in llms):
         for llm in llms:
             if llm.llm_engine.has_unfinished_requests():
@@ -138,7 +141,8 @@ def child(args: argparse.Namespace) -> None:
             outs = llm.generate(prompts, params, use_tqdm=False)
             lens = [len(o.outputs[0].token_ids) for o in outs]
         else:
-            lens = generate_split(llms, prompts, params, f"r{r}{int(logprobs)}")
+            group = ANCHOR_SAMPLES if args.prompts == "anchor" else 1
+            lens = generate_split(llms, prompts, params, f"r{r}{int(logprobs)}", group)
         dt = time.perf_counter() - t0
         return dt, sum(lens)
 

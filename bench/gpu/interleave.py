@@ -75,7 +75,7 @@ OURS_PRESETS: dict[str, dict[str, str]] = {
     # H100 (issue42j_anchor_proc_h100.json)
     "proc": {"OURS_MICRO_TOKENS": "plan", "OURS_ENGINE_PROCESS": "1"},
     # and two engine cores, each in a process of its own with half the requests (rollout.engine_cores): the decode
-    # probe ran 1.9x one core (bench/gpu/engine_mode.py mp2)
+    # probe ran 1.9x one core under py-spy (bench/gpu/engine_mode.py mp2)
     "proc2": {"OURS_MICRO_TOKENS": "plan", "OURS_ENGINE_PROCESS": "1", "OURS_ENGINE_CORES": "2"},
 }
 REAL_PRESETS: dict[str, dict[str, str]] = {

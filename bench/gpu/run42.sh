@@ -38,6 +38,15 @@
 #        EM_NAME=em_anchor_nocache bash bench/gpu/run42.sh mode                             carry []
 #   then the anchor (15) with SCHEDULE=ours:proc,trl:off:64,ours:plan,trl:off:32 on an H200 (ours:proc =
 #   rollout.engine_process, 1.045x ours:plan on the last H100 call), and what 17 found turned into a setting.
+# Issue 42 after 2026-12-08 (rollout.engine_cores; the call with it was lost when the machine was taken back):
+# after 1-6, first the anchor with two engine cores (ours:proc2 = engine_process + engine_cores 2), ~560 s:
+#   18   source /tmp/vllm_kit/install.sh && bash bench/gpu/run42.sh wheels >/dev/null 2>&1; if nvidia-smi -L | grep -q
+#        H200; then S=ours:proc2,trl:off:64,ours:proc,trl:off:32; else S=ours:proc2,trl:off:32,ours:proc,trl:off:16;
+#        fi; PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True SCHEDULE=$S STEPS=3 BUDGET=575 bash bench/gpu/run42.sh
+#        anchor                                     carry [.gpu_carry/m1, .gpu_carry/data, .gpu_carry/whl]
+#   19   (decode alone, the anchor's batches; mp2 deals one prompt's samples to one core as engine_cores does)
+#        source /tmp/vllm_kit/install.sh && MODES=inproc,mp2,mp EM_ARGS="--prompts anchor --rounds 4"
+#        EM_NAME=em_anchor bash bench/gpu/run42.sh mode                                    carry []
 # Issue 44 (continuous rollouts with the engine on the trainer's GPU in a process of its own, resources.share_gpus;
 # needs 1-6, Ray, wheels, warm): after call 6,
 #   R1   bash bench/gpu/run42.sh ray1                                       carry [.gpu_carry/ray1]

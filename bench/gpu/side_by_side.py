@@ -44,7 +44,7 @@ OURS_SLEEP = os.environ.get("OURS_SLEEP", "0") == "1"
 # 1: vLLM's engine core in a process of its own (rollout.engine_process; 1.045x on one H100)
 OURS_ENGINE_PROCESS = os.environ.get("OURS_ENGINE_PROCESS", "0") == "1"
 # N > 1: that many engine cores, each in a process of its own with 1/N of the requests (rollout.engine_cores; needs
-# OURS_ENGINE_PROCESS=1; two cores decoded 1.9x one in bench/gpu/engine_mode.py mp2)
+# OURS_ENGINE_PROCESS=1; two cores decoded 1.9x one under py-spy in bench/gpu/engine_mode.py mp2)
 OURS_ENGINE_CORES = int(os.environ.get("OURS_ENGINE_CORES", "1"))
 OURS_ENGINE_ARGS = json.loads(os.environ.get("OURS_ENGINE_ARGS", "{}"))  # e.g. '{"async_scheduling": true}'
 PEAK_FLOPS = 790e12  # bf16 dense matmul measured on this H200 kind (KINDS.md)

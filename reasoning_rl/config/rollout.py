@@ -57,10 +57,11 @@ class RolloutConfig(SamplingParams):
         ge=1,
         description="vLLM engine cores per rollout engine, each in a process of its own on the same device: at "
         "small models a decode step is bound by the host (~20 us per running request in the engine core, the GPU "
-        "mostly idle), and two cores each stepping half the requests decoded 1.9x one (bench/gpu/engine_mode.py, "
-        "mp2). Requests are dealt by prompt, so one prompt's samples share its prefix-cache blocks on one core; "
-        "each core gets 1/N of rollout.gpu_memory_utilization and holds its own copy of the weights and CUDA "
-        "context (the memory plan counts them). > 1 needs rollout.engine_process=true; not with model.lora.",
+        "mostly idle), and two cores each stepping half the requests decoded 1.9x one in a probe under py-spy "
+        "(bench/gpu/engine_mode.py mp2; not yet timed without it, nor in a run). Requests are dealt by prompt, so "
+        "one prompt's samples share its prefix-cache blocks on one core; each core gets 1/N of "
+        "rollout.gpu_memory_utilization and holds its own copy of the weights and CUDA context (the memory plan "
+        "counts them). > 1 needs rollout.engine_process=true; not with model.lora.",
     )
     handoff_bucket_mb: int = Field(
         default=256,

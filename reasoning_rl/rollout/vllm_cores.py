@@ -3,7 +3,8 @@ the same device.
 
 At small models vLLM's decode step is bound by the host: ~20 us per running request per step in the engine core
 (scheduler and model-runner bookkeeping) with the GPU 5-15 % busy at the anchor's shape. Two engine cores, each
-stepping half the requests in its own process, decoded 1.9x one (``bench/gpu/engine_mode.py``, mode ``mp2``).
+stepping half the requests in its own process, decoded 1.9x one in a probe under py-spy (``bench/gpu/engine_mode.py``,
+mode ``mp2``; not yet timed without it, nor in a run).
 Requests are dealt by prompt (round-robin over distinct prompts, in submission order, across calls), so one
 prompt's samples share its prefix-cache blocks on one core. Each core decodes in its own process whether or not we
 read its outputs: ``advance`` steps the busy cores in turn (``LLMEngine.step`` blocks until that core has a step's
