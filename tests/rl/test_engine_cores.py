@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -190,10 +191,16 @@ def _state(pid: int) -> str | None:
         return None
 
 
-def _ended(pid: int) -> bool:
+def _ended(pid: int, within: float = 0.0) -> bool:
     """The process has exited: no such process, or a zombie not yet reaped (vLLM's shutdown kills a core that
-    outlives its grace period with SIGKILL, and nothing waits for it then)."""
-    return _state(pid) in (None, "Z")
+    outlives its grace period with SIGKILL, and nothing waits for it then). ``within``: seconds to wait for it,
+    as a SIGKILL sent on a loaded machine is not acted on at once."""
+    deadline = time.monotonic() + within
+    while _state(pid) not in (None, "Z"):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.1)
+    return True
 
 
 @pytest.mark.vllm
@@ -296,4 +303,4 @@ def test_two_engine_cores_serve_every_sample_and_exactly_the_weights_sent(tiny_m
             gate.check(policy, engine, sent, step=2)
     finally:
         engine.close()
-    assert all(_ended(p) for p in pids), {p: _state(p) for p in pids}
+    assert all(_ended(p, within=120.0) for p in pids), {p: _state(p) for p in pids}
